@@ -1,0 +1,64 @@
+"""capability-gate: pick the model that can really serve this request (ARCHITECTURE §8).
+
+Needs are measured fresh on every request from what will be sent (after
+pinch). Fails closed: no capable model ⇒ 400 ``no_capable_model``; an internal
+error ⇒ 503, never a guess.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from router.chain import StageDeps
+from router.config import Config
+from router.context import RequestContext
+from router.core.routing import NoRoute, detect_capabilities, select_route
+from router.core.tokens import TokenEstimator
+from router.errors import ApiError, invalid_request
+from router.stage import FailMode, StageReport
+
+
+class CapabilityGate:
+    name: ClassVar[str] = "capability-gate"
+    requires: ClassVar[frozenset[str]] = frozenset({"send_messages", "body", "requested_model"})
+    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch"})
+    provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route"})
+    fail_mode: ClassVar[FailMode] = FailMode.CLOSED
+
+    def __init__(self, deps: StageDeps) -> None:
+        self.settings: Config = deps.config
+        self.estimator: TokenEstimator = deps.estimator
+        self.timeout_seconds: float | None = 2.0
+        self._aliases = frozenset(deps.config.routing.aliases)
+
+    async def run(self, ctx: RequestContext) -> StageReport:
+        config = self.settings
+        pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
+        if pinned is not None and config.model_by_name(pinned) is None:
+            ctx.response = invalid_request(
+                f"model {pinned!r} is neither a configured model nor a routing alias "
+                f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)})",
+                code="model_not_found",
+                param="model",
+                status=404,
+            ).response()
+            return StageReport(detail="unknown model")
+        classification = ctx.classification
+        tier = classification.task_tier if classification is not None else config.routing.fallback_tier
+        needs = detect_capabilities(
+            ctx.body,
+            ctx.send_messages,
+            self.estimator,
+            classification.required_context_tokens if classification is not None else None,
+        )
+        ctx.capabilities = needs
+        route = select_route(config.models, needs, tier, config.routing.min_tool_proficiency, pinned)
+        if isinstance(route, NoRoute):
+            ctx.response = invalid_request(route.message(), code="no_capable_model").response()
+            return StageReport(detail="no capable model")
+        ctx.route = route
+        return StageReport(detail=f"{route.chosen.model} (tier {tier}, {len(route.candidates)} candidates)")
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None:
+        ctx.route = None
+        ctx.response = ApiError(503, f"routing failed: {reason}", "server_error", "routing_failed").response()

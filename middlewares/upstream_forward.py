@@ -1,0 +1,148 @@
+"""upstream-forward (terminal): send the request to the chosen model, relay the answer.
+
+Candidates are tried in the gate's order, at most ``upstream.max_attempts``
+of them, until one produces a first byte. Connect errors, first-byte
+timeouts and failover statuses (429, 5xx, and 401/403/404 which mean "this
+provider cannot serve it") move on to the next candidate; a Retry-After up to
+``max_retry_after_seconds`` is waited out before that provider is tried again,
+a longer one skips it. Other 4xx answers are the client's to see and are
+relayed in OpenAI format. Streams are relayed event by event as they arrive;
+after the first byte a failure ends the stream with an SSE error event and
+``[DONE]``. No total timeout: see :mod:`router.upstream`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from time import perf_counter
+from collections.abc import Awaitable
+from typing import ClassVar, TypeVar
+
+import aiohttp
+from aiohttp import web
+
+from router.chain import StageDeps
+from router.config import UpstreamSettings
+from router.context import Attempt, Candidate, RequestContext, UpstreamResult
+from router.core.sse import read_usage
+from router.errors import JSON, ApiError
+from router.headers import decision_headers
+from router.relay import StreamRelay, relay_client_error
+from router.stage import FailMode, StageReport
+from router.upstream import AttemptFailure, UpstreamClient, upstream_payload
+
+T = TypeVar("T")
+
+
+class UpstreamForward:
+    name: ClassVar[str] = "upstream-forward"
+    requires: ClassVar[frozenset[str]] = frozenset({"route", "send_messages", "body"})
+    reads: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
+    fail_mode: ClassVar[FailMode] = FailMode.CLOSED
+
+    def __init__(self, deps: StageDeps) -> None:
+        self.settings: UpstreamSettings = deps.config.upstream
+        self.client = UpstreamClient(deps.http, deps.config.providers, deps.config.upstream)
+        self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
+
+    async def run(self, ctx: RequestContext) -> StageReport:
+        assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
+        result = ctx.upstream = UpstreamResult()
+        failures: list[AttemptFailure] = []
+        waits: dict[str, float] = {}  # provider → monotonic time its Retry-After ends
+        queue = deque(ctx.route.candidates)
+        tried = 0
+        while queue and tried < self.settings.max_attempts:
+            candidate = queue.popleft()
+            wait = waits.get(candidate.provider, 0.0) - time.monotonic()
+            if wait > self.settings.max_retry_after_seconds:
+                result.attempts.append(Attempt(candidate.model, candidate.provider, None, f"skipped: provider asked to wait {wait:.0f}s"))
+                continue
+            if wait > 0:
+                await self._wait_upstream(ctx, asyncio.sleep(wait))
+            tried += 1
+            try:
+                await self._attempt(ctx, candidate)
+            except AttemptFailure as failure:
+                failures.append(failure)
+                result.attempts.append(Attempt(candidate.model, candidate.provider, failure.status, failure.message))
+                if failure.retry_after is not None:
+                    waits[candidate.provider] = time.monotonic() + failure.retry_after
+                    if not queue and failure.retry_after <= self.settings.max_retry_after_seconds:
+                        queue.append(candidate)  # nobody else left: wait it out and try again
+                continue
+            return StageReport(detail=f"{candidate.model} answered {result.status}" + (f" after {tried} attempts" if tried > 1 else ""))
+        ctx.response = all_failed_response(failures, result.attempts)
+        return StageReport(detail=f"all {tried} attempts failed")
+
+    @staticmethod
+    async def _wait_upstream(ctx: RequestContext, awaitable: Awaitable[T]) -> T:
+        """Await something upstream, booking the time as upstream wait, not proxy overhead."""
+        started = perf_counter()
+        try:
+            return await awaitable
+        finally:
+            ctx.upstream_wait += perf_counter() - started
+
+    async def _attempt(self, ctx: RequestContext, candidate: Candidate) -> None:
+        """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
+        result = ctx.upstream
+        assert result is not None
+        payload = upstream_payload(ctx.body, candidate.upstream_model, ctx.send_messages)
+        sent = perf_counter()
+        response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
+        try:
+            if response.status >= 400:
+                body = await self._wait_upstream(ctx, self.client.read_error_body(response))
+                ctx.response = relay_client_error(response.status, body, candidate)
+                self._answered(result, candidate, response.status, sent)
+                return
+            if response.content_type == "text/event-stream":
+                relay = StreamRelay(ctx, response, self.settings)
+                remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
+                first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
+                self._answered(result, candidate, response.status, sent)
+                await relay.run(first, decision_headers)
+            else:
+                body = await self._wait_upstream(ctx, self._read_body(response))
+                self._answered(result, candidate, response.status, sent)
+                result.usage = read_usage(body)
+                content_type = response.headers.get("Content-Type", JSON)
+                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type})
+            result.total_ms = (perf_counter() - sent) * 1000
+        finally:
+            response.release()
+
+    async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
+        try:
+            async with asyncio.timeout(self.settings.idle_timeout_seconds):
+                return await response.read()
+        except TimeoutError:
+            raise AttemptFailure("timeout", f"answer body stalled for {self.settings.idle_timeout_seconds:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise AttemptFailure("read", f"answer body broke off ({type(exc).__name__})") from None
+
+    @staticmethod
+    def _answered(result: UpstreamResult, candidate: Candidate, status: int, sent: float) -> None:
+        result.model, result.provider, result.status = candidate.model, candidate.provider, status
+        result.first_byte_ms = (perf_counter() - sent) * 1000
+        result.attempts.append(Attempt(candidate.model, candidate.provider, status))
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None:
+        if ctx.response is None or not ctx.response.prepared:
+            ctx.response = ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed").response()
+
+
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt."""
+    summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
+    last = failures[-1] if failures else None
+    if last is not None and last.status == 429:
+        headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
+        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
+    if last is not None and last.kind == "timeout":
+        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
+    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()

@@ -1,0 +1,102 @@
+"""The composition root: config in, aiohttp application out.
+
+The LLM endpoint lives on a sub-application whose middlewares are the edge and
+the configured stages, so ``/healthz``, ``/v1/models`` (and later ``/metrics``)
+never pass through the chain. One ``aiohttp.ClientSession`` is shared by every
+stage; tests inject their own.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Callable
+
+import aiohttp
+from aiohttp import web
+
+from router.chain import StageDeps, build_chain, stage_registry, validate_order
+from router.config import Config
+from router.core.tokens import TokenEstimator
+from router.edge import chain_end, chat_edge
+from router.endpoints import CONFIG_KEY, healthz, list_models
+from router.errors import ApiError, from_http_exception
+from router.stage import Handler, Middleware
+
+log = logging.getLogger("pinch_router.app")
+
+HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
+UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
+
+
+@web.middleware
+async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return from_http_exception(exc)
+    except Exception:
+        log.exception("unhandled_error", extra={"path": request.path})
+        return ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error").response()
+
+
+def client_auth(api_keys: list[str]) -> Middleware:
+    """Bearer-key check on every path but /healthz, when keys are configured."""
+    keys = [k.encode() for k in api_keys]
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if keys and request.path not in UNAUTHENTICATED_PATHS:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            offered = token.strip().encode()
+            # compare against every key so the time taken does not say which matched
+            matched = [hmac.compare_digest(offered, key) for key in keys]
+            if scheme.lower() != "bearer" or not any(matched):
+                return ApiError(
+                    401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error", "invalid_api_key"
+                ).response({"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return auth
+
+
+async def create_app(
+    config: Config,
+    *,
+    http: aiohttp.ClientSession | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> web.Application:
+    """Build the proxy. Raises ChainError for an unusable middleware order."""
+    validate_order(config.middlewares, stage_registry())
+    owns_http = http is None
+    if http is None:
+        http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=config.upstream.max_connections, limit_per_host=0),
+            raise_for_status=False,
+        )
+    estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
+    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock)
+    _, chain = build_chain(config, deps)
+
+    max_bytes = config.server.max_body_bytes
+    llm = web.Application(middlewares=[chat_edge(config), *chain], client_max_size=max_bytes)
+    llm.router.add_post("/completions", chain_end)
+
+    app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
+    app[CONFIG_KEY] = config
+    app[HTTP_KEY] = http
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/v1/models", list_models)
+    app.add_subapp("/v1/chat", llm)
+
+    if owns_http:
+
+        async def close_http(_: web.Application) -> None:
+            await http.close()
+
+        app.on_cleanup.append(close_http)
+    return app

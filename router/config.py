@@ -1,0 +1,335 @@
+"""Configuration: one YAML file loaded into strict pydantic models.
+
+Contract (ARCHITECTURE §10): unknown keys are errors, ``${ENV_VAR}`` (and
+``${ENV_VAR:-default}``) is expanded inside strings before validation, and any
+problem stops start-up with a :class:`ConfigError` whose message names the key
+path (``models[1].context_window: ...``). Key names are a public contract:
+add keys freely, rename none.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    AnyHttpUrl,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+DEFAULT_CHAIN = (
+    "session-fingerprint",
+    "classification-cache",
+    "classifier",
+    "pinch-relevance",
+    "pinch-prune",
+    "capability-gate",
+    "upstream-forward",
+)
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names the key path."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8787, ge=0, le=65535)
+    max_body_mb: PositiveFloat = 32
+    # Non-empty ⇒ every endpoint but /healthz needs `Authorization: Bearer <key>`.
+    api_keys: list[str] = Field(default_factory=list)
+    # A non-loopback host without api_keys is refused unless this is true.
+    allow_unauthenticated_remote: bool = False
+    # On SIGTERM, in-flight requests get this long to finish.
+    drain_timeout_seconds: PositiveFloat = 30
+
+    @field_validator("api_keys")
+    @classmethod
+    def _no_empty_keys(cls, keys: list[str]) -> list[str]:
+        if any(not k.strip() for k in keys):
+            raise ValueError("an API key is empty (is its ${ENV_VAR} unset?)")
+        return keys
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+
+class ProviderSettings(_Strict):
+    base_url: AnyHttpUrl
+    # `openai`: OpenAI-compatible chat completions at {base_url}/chat/completions.
+    # `ollama`: base_url is Ollama's root or its /v1; chat still uses the
+    # OpenAI-compatible endpoint, the classifier uses native /api/chat.
+    api: Literal["openai", "ollama"] = "openai"
+    # Name of the environment variable holding the provider's key (never the key).
+    api_key_env: str | None = None
+    # Extra headers sent to this provider (e.g. an organisation id).
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return str(self.base_url).rstrip("/")
+
+    def api_key(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+
+class ModelSupports(_Strict):
+    # Absent ⇒ false: the gate fails closed on anything not declared.
+    tools: bool = False
+    vision: bool = False
+    json_mode: bool = False
+
+
+class Cost(_Strict):
+    input: Annotated[float, Field(ge=0)] = 0.0
+    output: Annotated[float, Field(ge=0)] = 0.0
+
+
+class ModelSettings(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    provider: str
+    upstream_model: Annotated[str, Field(min_length=1)]
+    context_window: PositiveInt
+    max_output_tokens: PositiveInt
+    supports: ModelSupports = Field(default_factory=ModelSupports)
+    tool_proficiency: Fraction = 0.0
+    tiers: Annotated[list[int], Field(min_length=1)]
+    quality: Fraction = 0.5
+    cost_per_mtok: Cost = Field(default_factory=Cost)
+
+
+class RoutingSettings(_Strict):
+    aliases: list[str] = Field(default_factory=lambda: ["auto"])
+    categories: Annotated[dict[str, str], Field(min_length=1)] = Field(
+        default_factory=lambda: {
+            "coding_general": "writing or changing code",
+            "debugging": "finding and fixing a failure",
+            "docs_writing": "prose, docs, comments",
+        }
+    )
+    tiers: Annotated[list[int], Field(min_length=1)] = Field(default_factory=lambda: [1, 2, 3])
+    fallback_category: str = "coding_general"
+    fallback_tier: int = 2
+    min_tool_proficiency: Fraction = 0.0
+
+    @model_validator(mode="after")
+    def _fallbacks_known(self) -> RoutingSettings:
+        if len(set(self.tiers)) != len(self.tiers):
+            raise ValueError("tiers: duplicate tier")
+        if self.fallback_category not in self.categories:
+            raise ValueError(
+                f"fallback_category: {self.fallback_category!r} is not one of the categories "
+                f"({', '.join(self.categories)})"
+            )
+        if self.fallback_tier not in self.tiers:
+            raise ValueError(f"fallback_tier: {self.fallback_tier} is not one of the tiers {self.tiers}")
+        return self
+
+
+class SessionSettings(_Strict):
+    # Client headers that name a session explicitly, first match wins. Without
+    # one, the session is a fingerprint of the opening messages.
+    headers: list[str] = Field(default_factory=lambda: ["x-router-session", "x-session-id"])
+
+
+class ClassifierSettings(_Strict):
+    provider: str = "ollama"
+    model: str = "qwen2.5:3b"
+    timeout_seconds: PositiveFloat = 5
+    num_ctx: PositiveInt = 4096
+    # Each part of the turn text (task head, current step) is cut to this size.
+    max_input_chars: PositiveInt = 2000
+
+
+class SessionCacheSettings(_Strict):
+    enabled: bool = False
+    staleness_minutes: PositiveFloat = 20
+    max_entries: PositiveInt = 10_000
+
+
+class RelevanceSettings(_Strict):
+    enabled: bool = False
+    model: str = "nomic-embed-text"
+    base_url: AnyHttpUrl = AnyHttpUrl("http://localhost:11434/v1")
+    # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed.
+    api: Literal["openai", "ollama"] = "openai"
+    api_key_env: str | None = None
+    timeout_seconds: PositiveFloat = 10
+    min_candidates: PositiveInt = 2
+    # Each candidate's text is cut to this size before embedding.
+    max_candidate_chars: PositiveInt = 4000
+    # Embeddings kept in memory (LRU), keyed by model and content hash.
+    cache_entries: PositiveInt = 20_000
+
+
+class PinchSettings(_Strict):
+    enabled: bool = False
+    budget_tokens: PositiveInt = 50_000
+    keep_last_turns: PositiveInt = 4
+    # Room for a head, a tail and the marker between them.
+    max_summarize_chars: Annotated[int, Field(ge=200)] = 4000
+    relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)
+
+    @model_validator(mode="after")
+    def _relevance_needs_pinch(self) -> PinchSettings:
+        if self.relevance.enabled and not self.enabled:
+            raise ValueError("relevance.enabled: needs pinch.enabled: true as well")
+        return self
+
+
+class TokenSettings(_Strict):
+    # Every image part counts this many tokens, whatever its size.
+    image_tokens: Annotated[int, Field(ge=0)] = 1000
+    # Added per message for role and framing.
+    per_message_overhead: Annotated[int, Field(ge=0)] = 4
+
+
+class UpstreamSettings(_Strict):
+    connect_timeout_seconds: PositiveFloat = 5
+    first_byte_timeout_seconds: PositiveFloat = 120
+    idle_timeout_seconds: PositiveFloat = 60
+    # Candidates tried before the first byte reaches the client.
+    max_attempts: PositiveInt = 2
+    # A 429/503 Retry-After up to this long is waited out before retrying
+    # that provider; a longer one skips the provider for this request.
+    max_retry_after_seconds: Annotated[float, Field(ge=0)] = 10
+    # Open connections to all providers together; more requests wait for one.
+    max_connections: PositiveInt = 512
+
+
+class Config(_Strict):
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    middlewares: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_CHAIN))
+    providers: Annotated[dict[str, ProviderSettings], Field(min_length=1)]
+    models: Annotated[list[ModelSettings], Field(min_length=1)]
+    routing: RoutingSettings = Field(default_factory=RoutingSettings)
+    session: SessionSettings = Field(default_factory=SessionSettings)
+    classifier: ClassifierSettings = Field(default_factory=ClassifierSettings)
+    session_cache: SessionCacheSettings = Field(default_factory=SessionCacheSettings)
+    pinch: PinchSettings = Field(default_factory=PinchSettings)
+    tokens: TokenSettings = Field(default_factory=TokenSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Config:
+        problems: list[str] = []
+        seen: set[str] = set()
+        for i, model in enumerate(self.models):
+            where = f"models[{i}]"
+            if model.name in seen:
+                problems.append(f"{where}.name: duplicate model name {model.name!r}")
+            seen.add(model.name)
+            if model.name in self.routing.aliases:
+                problems.append(f"{where}.name: {model.name!r} is also a routing alias")
+            if model.provider not in self.providers:
+                problems.append(
+                    f"{where}.provider: unknown provider {model.provider!r} "
+                    f"(known: {', '.join(self.providers)})"
+                )
+            unknown_tiers = [t for t in model.tiers if t not in self.routing.tiers]
+            if unknown_tiers:
+                problems.append(f"{where}.tiers: {unknown_tiers} not in routing.tiers {self.routing.tiers}")
+        if "classifier" in self.middlewares and self.classifier.provider not in self.providers:
+            problems.append(
+                f"classifier.provider: unknown provider {self.classifier.provider!r} "
+                f"(known: {', '.join(self.providers)})"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def model_by_name(self, name: str) -> ModelSettings | None:
+        return next((m for m in self.models if m.name == name), None)
+
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(node: Any, environ: dict[str, str] | os._Environ[str], path: str = "") -> Any:
+    """Replace ``${VAR}`` / ``${VAR:-default}`` in every string of a YAML tree."""
+    if isinstance(node, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            value = environ.get(name)
+            if value is None:
+                if default is None:
+                    raise ConfigError(f"{path or '<root>'}: environment variable {name} is not set")
+                return default
+            return value
+
+        return _ENV_REF.sub(substitute, node)
+    if isinstance(node, dict):
+        return {k: expand_env(v, environ, _join(path, str(k))) for k, v in node.items()}
+    if isinstance(node, list):
+        return [expand_env(v, environ, f"{path}[{i}]") for i, v in enumerate(node)]
+    return node
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _format_location(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
+    return path
+
+
+def format_validation_error(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors(include_url=False):
+        where = _format_location(tuple(item["loc"]))
+        message = item["msg"].removeprefix("Value error, ")
+        if where:
+            lines.append(f"{where}: {message}")
+        elif ": " in message:  # cross-field problems already carry their paths
+            lines.extend(message.split("; "))
+        else:
+            lines.append(message)
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any, environ: dict[str, str] | None = None) -> Config:
+    """Validate an already-loaded YAML tree (after env expansion)."""
+    if not isinstance(raw, dict):
+        raise ConfigError("<root>: the configuration must be a mapping of keys")
+    expanded = expand_env(raw, os.environ if environ is None else environ)
+    try:
+        return Config.model_validate(expanded)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from None
+
+
+def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
+    """Read, expand and validate a YAML config file; raise ConfigError on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read ({error.strerror or error})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    return parse_config(raw, environ)

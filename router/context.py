@@ -1,0 +1,223 @@
+"""RequestContext: the typed record one request carries through the chain.
+
+The edge fills the request fields once; each stage writes exactly one slot
+(ARCHITECTURE §3). Stage results are frozen dataclasses so a later stage cannot
+quietly edit an earlier one's decision.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from multidict import CIMultiDictProxy
+
+    from router.core.turn_text import TurnText
+
+Message = dict[str, Any]
+
+
+class Outcome(enum.StrEnum):
+    """How one stage ended for one request (the trace's vocabulary)."""
+
+    OK = "ok"
+    SKIPPED = "skipped"
+    FALLBACK = "fallback"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class StageRecord:
+    """One line of the trace: a stage, how it ended, how long its own work took."""
+
+    stage: str
+    outcome: Outcome
+    ms: float
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """Who this request belongs to. ``source`` is ``header`` or ``fingerprint``."""
+
+    key: str
+    source: str
+
+
+class ClassificationSource(enum.StrEnum):
+    CLASSIFIER = "classifier"
+    OVERRIDE = "override"
+    FALLBACK = "fallback"
+    CACHED = "cached"
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    task_category: str
+    task_tier: int
+    source: ClassificationSource
+    # The classifier's estimate; None when it gave none (cached, override, fallback).
+    required_context_tokens: int | None = None
+
+
+class RelevanceStatus(enum.StrEnum):
+    OK = "ok"
+    SKIPPED = "skipped"
+    UNAVAILABLE = "unavailable"
+
+
+@dataclass(frozen=True, slots=True)
+class Relevance:
+    """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
+
+    status: RelevanceStatus
+    order: tuple[int, ...] | None = None
+    reason: str = ""
+    embedded: int = 0
+    cached: int = 0
+
+
+class PinchMode(enum.StrEnum):
+    WITHIN_BUDGET = "within_budget"
+    UNIFORM = "uniform"
+    RELEVANCE = "relevance"
+    DISABLED = "disabled"
+
+
+@dataclass(frozen=True, slots=True)
+class PinchStats:
+    mode: PinchMode
+    original_tokens: int
+    final_tokens: int
+    compressed: int = 0  # candidates rewritten (elided + placeholder)
+    elided: int = 0  # long results cut to head + marker + tail
+    placeholders: int = 0  # short results replaced by a placeholder
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.original_tokens - self.final_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the request needs from a model; computed fresh on every request."""
+
+    tools_present: bool
+    has_images: bool
+    require_json_mode: bool
+    prompt_tokens: int
+    requested_output_tokens: int | None
+    required_context_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    model: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    model: str
+    provider: str
+    upstream_model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The gate's decision: candidates in order (first = chosen), and who was rejected."""
+
+    candidates: tuple[Candidate, ...]
+    tier: int
+    pinned: bool
+    rejected: tuple[Rejection, ...] = ()
+
+    @property
+    def chosen(self) -> Candidate:
+        return self.candidates[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    total_tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One try of one candidate by upstream-forward."""
+
+    model: str
+    provider: str
+    status: int | None  # HTTP status, None when no answer came
+    error: str = ""  # why we moved on, empty when this attempt answered
+
+
+@dataclass(slots=True)
+class UpstreamResult:
+    """What upstream-forward saw; filled in as the answer is relayed."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    model: str | None = None  # the candidate that answered
+    provider: str | None = None
+    status: int | None = None
+    first_byte_ms: float | None = None
+    total_ms: float | None = None
+    usage: Usage | None = None
+    stream_error: str = ""  # set when a stream broke after its first byte
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything one chat request carries through the chain.
+
+    Edge-set fields are never mutated after the edge hands over. ``client`` is
+    the aiohttp request, used only by the terminal stage to stream the answer.
+    """
+
+    request_id: str
+    received_at: float  # wall clock, seconds since the epoch
+    started: float  # perf_counter at arrival, for durations
+    headers: CIMultiDictProxy[str]
+    body: dict[str, Any]
+    messages: list[Message]
+    turn_text: TurnText
+    requested_model: str | None  # None: the client named no model (route for me)
+    stream: bool
+    client: web.Request
+    send_messages: list[Message]
+    session: SessionKey | None = None
+    classification: Classification | None = None
+    relevance: Relevance | None = None
+    pinch: PinchStats | None = None
+    capabilities: Capabilities | None = None
+    route: Route | None = None
+    upstream: UpstreamResult | None = None
+    response: web.StreamResponse | None = None
+    trace: list[StageRecord] = field(default_factory=list)
+    # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
+    upstream_wait: float = 0.0
+
+
+# The fields the edge provides before any stage runs (used by order validation).
+EDGE_FIELDS = frozenset(
+    {
+        "request_id",
+        "received_at",
+        "headers",
+        "body",
+        "messages",
+        "turn_text",
+        "requested_model",
+        "stream",
+        "send_messages",
+    }
+)
+
+CTX_KEY = web.RequestKey("pinch_router_ctx", RequestContext)

@@ -1,0 +1,154 @@
+"""Validation of a chat-completions body: the minimal shape, nothing more.
+
+The body passes upstream untouched apart from ``model`` and ``messages``, so
+only what the router itself reads is checked; unknown fields, unknown content
+part types and unknown message keys pass through (WHAT-USERS-HIT #8, #10).
+A missing ``model`` means "route for me", like the first routing alias.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from router.core.messages import Message
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+class InvalidRequest(ValueError):
+    """The body is not a usable chat request; ``param`` points at the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str | None
+    messages: list[Message]
+    stream: bool
+    tools: list[dict[str, Any]] | None
+
+
+def validate_chat_body(body: Any) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InvalidRequest("'model' must be a non-empty string", "model")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be a boolean", "stream")
+    for key in ("max_tokens", "max_completion_tokens"):
+        _check_positive_int(body.get(key), key)
+    _check_object(body, "response_format", required_str="type")
+    _check_object(body, "stream_options")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array of message objects", "messages")
+    for i, message in enumerate(messages):
+        _check_message(message, f"messages[{i}]")
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise InvalidRequest("'tools' must be an array", "tools")
+        for i, tool in enumerate(tools):
+            _check_tool(tool, f"tools[{i}]")
+    return ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None)
+
+
+def requested_max_tokens(body: dict[str, Any]) -> int | None:
+    """The output budget the client asked for (``max_completion_tokens`` wins)."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _check_positive_int(value: Any, param: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidRequest(f"'{param}' must be a positive integer", param)
+
+
+def _check_object(body: dict[str, Any], key: str, required_str: str | None = None) -> None:
+    value = body.get(key)
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"'{key}' must be an object", key)
+    if required_str is not None and not isinstance(value.get(required_str), str):
+        raise InvalidRequest(f"'{key}.{required_str}' must be a string", f"{key}.{required_str}")
+
+
+def _check_message(message: Any, where: str) -> None:
+    if not isinstance(message, dict):
+        raise InvalidRequest(f"'{where}' must be an object", where)
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise InvalidRequest(f"'{where}.role' is missing or not a string", f"{where}.role")
+    if role not in ROLES:
+        raise InvalidRequest(
+            f"'{where}.role' is {role!r}, not one of {', '.join(ROLES)}", f"{where}.role"
+        )
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        if not isinstance(content, list):
+            raise InvalidRequest(
+                f"'{where}.content' must be a string, an array of content parts, or null",
+                f"{where}.content",
+            )
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise InvalidRequest(
+                    f"'{where}.content[{j}]' must be an object with a string 'type'",
+                    f"{where}.content[{j}]",
+                )
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise InvalidRequest(
+                    f"'{where}.content[{j}].text' must be a string", f"{where}.content[{j}].text"
+                )
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise InvalidRequest(f"'{where}.tool_call_id' must be a string on a tool message", f"{where}.tool_call_id")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != "assistant":
+            raise InvalidRequest(f"'{where}.tool_calls' is only allowed on assistant messages", f"{where}.tool_calls")
+        if not isinstance(calls, list):
+            raise InvalidRequest(f"'{where}.tool_calls' must be an array", f"{where}.tool_calls")
+        for j, call in enumerate(calls):
+            _check_tool_call(call, f"{where}.tool_calls[{j}]")
+
+
+def _check_tool_call(call: Any, where: str) -> None:
+    if not isinstance(call, dict):
+        raise InvalidRequest(f"'{where}' must be an object", where)
+    if not isinstance(call.get("id"), str):
+        raise InvalidRequest(f"'{where}.id' must be a string", f"{where}.id")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise InvalidRequest(f"'{where}.function' must be an object", f"{where}.function")
+    if not isinstance(function.get("name"), str):
+        raise InvalidRequest(f"'{where}.function.name' must be a string", f"{where}.function.name")
+    if not isinstance(function.get("arguments"), str):
+        raise InvalidRequest(f"'{where}.function.arguments' must be a string (JSON text)", f"{where}.function.arguments")
+
+
+def _check_tool(tool: Any, where: str) -> None:
+    if not isinstance(tool, dict):
+        raise InvalidRequest(f"'{where}' must be an object", where)
+    if tool.get("type", "function") != "function":
+        return  # other tool types (e.g. custom) pass through for the provider to judge
+    function = tool.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise InvalidRequest(f"'{where}.function.name' must be a non-empty string", f"{where}.function.name")
+    params = function.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidRequest(f"'{where}.function.parameters' must be an object", f"{where}.function.parameters")

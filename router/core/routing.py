@@ -1,0 +1,148 @@
+"""Capability detection and model selection (ARCHITECTURE §8). Pure.
+
+The gate fails closed: a model is a candidate only if it declares every
+capability the request needs and its window holds the measured prompt plus the
+requested output. Among the capable, ranking prefers the wanted tier, then
+higher tiers (nearest first), then lower ones; within a rank, higher quality,
+then lower cost, then catalogue order. Out-of-tier models are ranked lower,
+not rejected, so a request is served when any capable model exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from router.config import ModelSettings
+from router.context import Candidate, Capabilities, Rejection, Route
+from router.core.chat_request import requested_max_tokens
+from router.core.messages import Message, has_image_part
+from router.core.tokens import TokenEstimator
+
+JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
+
+
+def detect_capabilities(
+    body: dict[str, Any],
+    send_messages: list[Message],
+    estimator: TokenEstimator,
+    classified_context_tokens: int | None = None,
+) -> Capabilities:
+    """What this request needs, measured on what will actually be sent.
+
+    Tools count as present when the request offers tools (or legacy
+    ``functions``) or its history holds tool calls or tool results: providers
+    reject tool messages for models without tool support.
+    """
+    tools = body.get("tools") or None
+    tools_present = bool(tools or body.get("functions")) or any(
+        m.get("role") in ("tool", "function") or m.get("tool_calls") for m in send_messages
+    )
+    response_format = body.get("response_format")
+    json_mode = isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS
+    prompt_tokens = estimator.prompt_tokens(send_messages, tools)
+    requested = requested_max_tokens(body)
+    measured = prompt_tokens + (requested or 0)
+    return Capabilities(
+        tools_present=tools_present,
+        has_images=any(has_image_part(m.get("content")) for m in send_messages),
+        require_json_mode=json_mode,
+        prompt_tokens=prompt_tokens,
+        requested_output_tokens=requested,
+        required_context_tokens=max(measured, classified_context_tokens or 0),
+    )
+
+
+def rejection_reasons(model: ModelSettings, needs: Capabilities, min_tool_proficiency: float) -> tuple[str, ...]:
+    reasons = []
+    if needs.tools_present and not model.supports.tools:
+        reasons.append("does not support tools")
+    if needs.tools_present and model.supports.tools and model.tool_proficiency < min_tool_proficiency:
+        reasons.append(f"tool proficiency {model.tool_proficiency} is below the minimum {min_tool_proficiency}")
+    if needs.has_images and not model.supports.vision:
+        reasons.append("does not support images")
+    if needs.require_json_mode and not model.supports.json_mode:
+        reasons.append("does not support JSON mode")
+    if needs.required_context_tokens > model.context_window:
+        reasons.append(
+            f"context window {model.context_window} is smaller than the {needs.required_context_tokens} tokens needed"
+        )
+    if needs.requested_output_tokens is not None and needs.requested_output_tokens > model.max_output_tokens:
+        reasons.append(
+            f"max output {model.max_output_tokens} is smaller than the requested {needs.requested_output_tokens}"
+        )
+    return tuple(reasons)
+
+
+def describe_needs(needs: Capabilities) -> str:
+    parts = []
+    if needs.tools_present:
+        parts.append("tools")
+    if needs.has_images:
+        parts.append("images")
+    if needs.require_json_mode:
+        parts.append("JSON mode")
+    parts.append(f"{needs.required_context_tokens} tokens of context")
+    if needs.requested_output_tokens is not None:
+        parts.append(f"{needs.requested_output_tokens} output tokens")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class NoRoute:
+    """No model can serve the request; ``rejected`` says why for each one considered."""
+
+    needs: Capabilities
+    rejected: tuple[Rejection, ...]
+
+    def message(self) -> str:
+        why = "; ".join(f"{r.model}: {', '.join(r.reasons)}" for r in self.rejected)
+        return f"no configured model can serve this request (needs {describe_needs(self.needs)}). {why}"
+
+
+def _tier_rank(model: ModelSettings, tier: int) -> int:
+    if tier in model.tiers:
+        return 0
+    above = [t - tier for t in model.tiers if t > tier]
+    if above:
+        return min(above)
+    return 1000 + min(tier - t for t in model.tiers)
+
+
+def select_route(
+    models: Sequence[ModelSettings],
+    needs: Capabilities,
+    tier: int,
+    min_tool_proficiency: float = 0.0,
+    pinned: str | None = None,
+) -> Route | NoRoute:
+    """Filter ``models`` by ``needs`` (fail closed) and rank the rest for ``tier``.
+
+    With ``pinned``, only that model is considered (it is still gated).
+    """
+    considered = [m for m in models if m.name == pinned] if pinned is not None else list(models)
+    capable: list[tuple[int, ModelSettings]] = []
+    rejected = []
+    for index, model in enumerate(considered):
+        reasons = rejection_reasons(model, needs, min_tool_proficiency)
+        if reasons:
+            rejected.append(Rejection(model.name, reasons))
+        else:
+            capable.append((index, model))
+    if not capable:
+        return NoRoute(needs=needs, rejected=tuple(rejected))
+    capable.sort(
+        key=lambda item: (
+            _tier_rank(item[1], tier),
+            -item[1].quality,
+            item[1].cost_per_mtok.input + item[1].cost_per_mtok.output,
+            item[0],
+        )
+    )
+    return Route(
+        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model) for _, m in capable),
+        tier=tier,
+        pinned=pinned is not None,
+        rejected=tuple(rejected),
+    )

@@ -1,0 +1,35 @@
+"""The x-router-* response headers (ARCHITECTURE §9), from one place.
+
+Computed when the response head is sent: by upstream-forward just before a
+stream is prepared, by the edge for every other response.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from router.context import RequestContext
+
+
+def overhead_ms(ctx: RequestContext) -> float:
+    """Time spent in the proxy itself so far: elapsed minus time waiting on upstreams."""
+    return max(0.0, (perf_counter() - ctx.started - ctx.upstream_wait) * 1000)
+
+
+def decision_headers(ctx: RequestContext) -> dict[str, str]:
+    headers = {"x-router-request-id": ctx.request_id}
+    model = ctx.upstream.model if ctx.upstream is not None and ctx.upstream.model else None
+    if model is None and ctx.route is not None:
+        model = ctx.route.chosen.model
+    if model is not None:
+        headers["x-router-model"] = model
+    if ctx.classification is not None:
+        headers["x-router-category"] = ctx.classification.task_category
+        headers["x-router-source"] = str(ctx.classification.source)
+        headers["x-router-tier"] = str(ctx.classification.task_tier)
+    if ctx.route is not None:  # the tier actually routed on
+        headers["x-router-tier"] = str(ctx.route.tier)
+    if ctx.pinch is not None:
+        headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
+    headers["x-router-overhead-ms"] = f"{overhead_ms(ctx):.2f}"
+    return headers

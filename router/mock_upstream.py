@@ -1,0 +1,181 @@
+"""A deterministic OpenAI-compatible upstream for tests, benchmarks and trying the proxy.
+
+``pinch-router mock-upstream`` serves it on loopback. It answers chat
+completions (plain and streamed, with tool calls when tools are offered and the
+last message is not a tool result) and records every request it receives.
+Tests script faults per request with :class:`Behaviour`: a status, a delay
+before the head, a stall or a cut after N events, a malformed event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+
+@dataclass(frozen=True, slots=True)
+class Behaviour:
+    """How the mock answers one request (defaults: a normal, prompt answer)."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes | None = None  # a raw body instead of the generated answer
+    delay_before_head: float = 0.0
+    event_delay: float = 0.0  # pause before each stream event
+    stall_after_events: int | None = None  # stop sending (but keep the connection) after N events
+    cut_after_events: int | None = None  # drop the connection after N events
+    malformed_after_events: int | None = None  # send one broken event after N events
+    text: str = "Hello from the mock upstream."
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+    raw: bytes
+
+
+class MockUpstream:
+    def __init__(self, default: Behaviour | None = None) -> None:
+        self.default = default or Behaviour()
+        self.script: deque[Behaviour] = deque()
+        self.received: list[Received] = []
+        self.open_streams = 0
+        self.cancelled_streams = 0
+
+    def then(self, *behaviours: Behaviour) -> MockUpstream:
+        """Queue behaviours for the next requests, in order; afterwards the default applies."""
+        self.script.extend(behaviours)
+        return self
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        return app
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body = orjson.loads(raw)
+        self.received.append(Received(request.path, dict(request.headers), body, raw))
+        behaviour = self.script.popleft() if self.script else self.default
+        if behaviour.delay_before_head:
+            await asyncio.sleep(behaviour.delay_before_head)
+        if behaviour.status != 200 or behaviour.body is not None:
+            payload = behaviour.body if behaviour.body is not None else orjson.dumps(
+                {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "code": str(behaviour.status)}}
+            )
+            return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
+        if body.get("stream"):
+            return await self._stream(request, body, behaviour)
+        return web.Response(body=orjson.dumps(completion(body, behaviour.text)), content_type="application/json", headers=behaviour.headers)
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **behaviour.headers})
+        await response.prepare(request)
+        self.open_streams += 1
+        try:
+            for sent, event in enumerate(stream_events(body, behaviour.text)):
+                if sent == behaviour.malformed_after_events:
+                    await response.write(b'data: {"choices": [ this is not json\n\n')
+                if sent == behaviour.cut_after_events:
+                    assert request.transport is not None
+                    request.transport.close()
+                    return response
+                if sent == behaviour.stall_after_events:
+                    await asyncio.sleep(3600)
+                if behaviour.event_delay:
+                    await asyncio.sleep(behaviour.event_delay)
+                await response.write(event)
+            await response.write_eof()
+        except asyncio.CancelledError:
+            self.cancelled_streams += 1
+            raise
+        finally:
+            self.open_streams -= 1
+        return response
+
+
+def _wants_tool_call(body: dict[str, Any]) -> bool:
+    messages = body.get("messages") or []
+    return bool(body.get("tools")) and bool(messages) and messages[-1].get("role") != "tool"
+
+
+def _tool_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
+    names = [t["function"]["name"] for t in body["tools"] if isinstance(t, dict) and "function" in t][:2]
+    return [
+        {"id": f"call_mock_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
+        for i, name in enumerate(names)
+    ]
+
+
+def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, int]:
+    prompt = len(orjson.dumps(body.get("messages", []))) // 4
+    return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens}
+
+
+def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+    model = body.get("model", "mock")
+    if _wants_tool_call(body):
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body)}
+        finish = "tool_calls"
+    else:
+        last = (body.get("messages") or [{}])[-1]
+        reply = f"{text} (tool said: {last.get('content')})" if last.get("role") == "tool" else text
+        message = {"role": "assistant", "content": reply}
+        finish = "stop"
+    return {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(body, 7),
+    }
+
+
+def stream_events(body: dict[str, Any], text: str) -> list[bytes]:
+    """The SSE events of a streamed answer, ending with [DONE]."""
+    model = body.get("model", "mock")
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        obj = {
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    if _wants_tool_call(body):
+        calls = _tool_calls(body)
+        for i, call in enumerate(calls):
+            head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
+            events.append(chunk({"tool_calls": [head]}))
+        # arguments in fragments, interleaved across parallel calls by index
+        fragments = [(i, call["function"]["arguments"]) for i, call in enumerate(calls)]
+        for start in range(0, max((len(a) for _, a in fragments), default=0), 3):
+            for i, args in fragments:
+                if args[start : start + 3]:
+                    events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[start : start + 3]}}]}))
+        events.append(chunk({}, "tool_calls"))
+    else:
+        for word in text.split(" "):
+            events.append(chunk({"content": word + " "}))
+        events.append(chunk({}, "stop"))
+    if (body.get("stream_options") or {}).get("include_usage"):
+        usage = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(body, len(events))}
+        events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    return events

@@ -1,0 +1,109 @@
+"""Relaying an upstream answer to the client: SSE streams and client-side errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from router.config import UpstreamSettings
+from router.context import Candidate, RequestContext
+from router.core.sse import SseRelay, error_event
+from router.errors import ApiError
+from router.upstream import AttemptFailure, error_text
+
+log = logging.getLogger("pinch_router.relay")
+
+
+class StreamRelay:
+    """Copies one upstream SSE stream to the client, whole events as they arrive."""
+
+    def __init__(self, ctx: RequestContext, upstream: aiohttp.ClientResponse, settings: UpstreamSettings) -> None:
+        self.ctx = ctx
+        self.upstream = upstream
+        self.idle = settings.idle_timeout_seconds
+        self.events = SseRelay()
+        self.client_gone = False
+
+    async def first_chunk(self, timeout: float) -> bytes:
+        """Wait for the first complete event; failing here still allows the next candidate."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    chunk = await self.upstream.content.readany()
+                    if not chunk:
+                        raise AttemptFailure("read", "stream ended before its first event")
+                    ready = self.events.feed(chunk)
+                    if ready:
+                        return ready
+        except TimeoutError:
+            raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
+
+    async def run(self, first: bytes, head: Callable[[RequestContext], dict[str, str]]) -> None:
+        """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
+        ctx = self.ctx
+        response = web.StreamResponse(status=self.upstream.status)
+        response.content_type = "text/event-stream"
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers.update(head(ctx))
+        await response.prepare(ctx.client)
+        ctx.response = response
+        if not await self._write(response, first):
+            return
+        failure = await self._pump(response)
+        result = ctx.upstream
+        if result is not None:
+            result.usage = self.events.usage
+            result.stream_error = failure
+        if self.client_gone:
+            return
+        if failure:
+            log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
+            if not await self._write(response, error_event(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")):
+                return
+        await response.write_eof()
+
+    async def _pump(self, response: web.StreamResponse) -> str:
+        """Relay the rest; return why the stream broke, or '' when it ended cleanly."""
+        while not self.events.done:
+            try:
+                async with asyncio.timeout(self.idle):
+                    chunk = await self.upstream.content.readany()
+            except TimeoutError:
+                return f"no data for {self.idle:g}s"
+            except aiohttp.ClientError as exc:
+                return f"connection to the provider broke ({type(exc).__name__})"
+            if not chunk:
+                return "" if self.events.done else "the provider closed the stream before [DONE]"
+            ready = self.events.feed(chunk)
+            if ready and not await self._write(response, ready):
+                return "client disconnected"
+        return ""
+
+    async def _write(self, response: web.StreamResponse, data: bytes) -> bool:
+        """Write to the client; False when the client has gone away."""
+        try:
+            await response.write(data)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            log.info("client_disconnected", extra={"request_id": self.ctx.request_id})
+            self.client_gone = True
+            return False
+        return True
+
+
+def relay_client_error(status: int, body: bytes, candidate: Candidate) -> web.Response:
+    """An upstream 4xx the client must see, in OpenAI error format."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+        return web.Response(status=status, body=body, content_type="application/json")
+    message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
+    return ApiError(status, message, "invalid_request_error", f"upstream_{status}").response()

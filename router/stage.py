@@ -1,0 +1,114 @@
+"""The stage contract and the one adapter that turns a stage into a middleware.
+
+A stage is a small object (see :class:`Stage`) that reads the
+:class:`RequestContext` and writes one slot. :func:`run_stage` is the only
+place that catches stage errors: on timeout or exception it calls the stage's
+``fallback``, records the outcome and lets the request carry on.
+``CancelledError`` (a client that went away) is never swallowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any, ClassVar, Protocol
+
+from aiohttp import web
+
+from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.errors import ApiError
+
+log = logging.getLogger("pinch_router.stage")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
+
+
+class FailMode(enum.StrEnum):
+    OPEN = "open"  # on failure, the stage's fallback supplies a safe default and the request goes on
+    CLOSED = "closed"  # on failure, the request stops with an error response
+
+
+@dataclass(frozen=True, slots=True)
+class StageReport:
+    """What ``run`` tells the trace; returning None means plain OK."""
+
+    outcome: Outcome = Outcome.OK
+    detail: str = ""
+
+
+class Stage(Protocol):
+    """One step of the chain.
+
+    ``requires``: context fields that must be set (by the edge or an earlier
+    stage) — start-up rejects an order that breaks this. ``reads``: optional
+    inputs; if a stage in the chain provides one, it must come earlier.
+    ``provides``: the fields this stage writes. ``timeout_seconds`` bounds the
+    stage's own work (None: the stage enforces finer timeouts itself).
+    ``fallback`` must be cheap and must not raise; for a fail-closed stage it
+    should set ``ctx.response`` (the adapter sets a 503 if it does not).
+    """
+
+    name: ClassVar[str]
+    requires: ClassVar[frozenset[str]]
+    reads: ClassVar[frozenset[str]]
+    provides: ClassVar[frozenset[str]]
+    fail_mode: ClassVar[FailMode]
+    timeout_seconds: float | None
+    settings: Any
+
+    async def run(self, ctx: RequestContext) -> StageReport | None: ...
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None: ...
+
+
+async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
+    """Run one stage's own work under its timeout; append and return its trace record."""
+    started = perf_counter()
+    try:
+        async with asyncio.timeout(stage.timeout_seconds) as deadline:
+            report = await stage.run(ctx) or StageReport()
+        outcome, detail = report.outcome, report.detail
+    except TimeoutError as exc:
+        expired = deadline.expired()
+        outcome = Outcome.TIMEOUT if expired else Outcome.ERROR
+        detail = f"timed out after {stage.timeout_seconds}s" if expired else _describe(exc)
+        _fail(stage, ctx, outcome, detail)
+    except Exception as exc:  # the one failure boundary around stages
+        outcome, detail = Outcome.ERROR, _describe(exc)
+        _fail(stage, ctx, outcome, detail)
+    record = StageRecord(stage.name, outcome, round((perf_counter() - started) * 1000, 3), detail)
+    ctx.trace.append(record)
+    return record
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> None:
+    log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
+    stage.fallback(ctx, detail)
+    if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
+        ctx.response = ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed").response()
+
+
+def stage_middleware(stage: Stage) -> Middleware:
+    """Wrap a stage as an aiohttp middleware; the rest of the chain runs outside its timeout."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        ctx = request[CTX_KEY]
+        if ctx.response is None:
+            await run_stage(stage, ctx)
+        if ctx.response is not None:
+            return ctx.response
+        return await handler(request)
+
+    middleware.__name__ = f"stage:{stage.name}"
+    return middleware

@@ -1,0 +1,127 @@
+"""The upstream I/O edge: one chat request to one provider, with per-phase timeouts.
+
+Timeouts are per phase, never total (WHAT-USERS-HIT #6): connecting, waiting
+for the first byte, and the idle gap between chunks of a stream. A failure
+before the first byte is an :class:`AttemptFailure` that says whether the next
+candidate should be tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from router.config import ProviderSettings, UpstreamSettings
+from router.context import Candidate, Message
+from router.core.retry_after import parse_retry_after
+
+# Statuses that say "this provider cannot serve it now", so another candidate may:
+# auth or missing model at that provider, timeouts, rate limits and overload.
+FAILOVER_STATUSES = frozenset({401, 403, 404, 408, 409, 425, 429, 500, 502, 503, 504, 529})
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptFailure(Exception):
+    """One candidate failed before its first byte reached the client."""
+
+    kind: str  # connect | timeout | status | read
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+    body: bytes = b""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def chat_url(provider: ProviderSettings) -> str:
+    base = provider.url
+    if provider.api == "ollama" and not base.endswith("/v1"):
+        base += "/v1"  # Ollama's OpenAI-compatible chat lives under /v1
+    return f"{base}/chat/completions"
+
+
+def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
+    """Headers come only from config; nothing the client sent is forwarded."""
+    headers = {"Content-Type": "application/json", **provider.headers}
+    key = provider.api_key()
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def upstream_payload(body: dict[str, Any], upstream_model: str, send_messages: list[Message]) -> bytes:
+    """The client's body with only ``model`` and ``messages`` replaced; every other field kept."""
+    payload = dict(body)
+    payload["model"] = upstream_model
+    payload["messages"] = send_messages
+    return orjson.dumps(payload)
+
+
+class UpstreamClient:
+    """Opens chat requests over the one shared ClientSession."""
+
+    def __init__(self, http: aiohttp.ClientSession, providers: dict[str, ProviderSettings], settings: UpstreamSettings) -> None:
+        self.http = http
+        self.providers = providers
+        self.settings = settings
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=settings.connect_timeout_seconds)
+
+    async def open(self, candidate: Candidate, payload: bytes, first_byte_timeout: float) -> aiohttp.ClientResponse:
+        """POST the payload; return the response once its status line arrived.
+
+        A status that calls for failover is read (bounded), released and raised
+        as an AttemptFailure; other statuses are returned for the caller to relay.
+        """
+        provider = self.providers[candidate.provider]
+        url = chat_url(provider)
+        try:
+            async with asyncio.timeout(first_byte_timeout):
+                response = await self.http.post(url, data=payload, headers=upstream_headers(provider), timeout=self._timeout)
+        except TimeoutError:
+            raise AttemptFailure("timeout", f"no answer from {url} within {first_byte_timeout:g}s") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise AttemptFailure("connect", f"cannot connect to {url} ({exc.os_error.strerror or exc.os_error})") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise AttemptFailure("connect", f"request to {url} failed ({type(exc).__name__}: {exc})") from None
+        if response.status in FAILOVER_STATUSES:
+            body = await self.read_error_body(response)
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), time.time())
+            raise AttemptFailure(
+                "status",
+                f"{url} answered {response.status}: {error_text(body)}",
+                status=response.status,
+                retry_after=retry_after,
+                body=body,
+            )
+        return response
+
+    async def read_error_body(self, response: aiohttp.ClientResponse) -> bytes:
+        try:
+            async with asyncio.timeout(self.settings.idle_timeout_seconds):
+                return await response.content.read(MAX_ERROR_BODY)
+        except (TimeoutError, aiohttp.ClientError):
+            return b""
+        finally:
+            response.release()
+
+
+def error_text(body: bytes) -> str:
+    """The message of an upstream error body, OpenAI-shaped or not, kept short."""
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+    if isinstance(obj, dict):
+        error = obj.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"][:300]
+        if isinstance(error, str):
+            return error[:300]
+    return body[:300].decode("utf-8", "replace")
