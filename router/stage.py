@@ -66,6 +66,16 @@ class Stage(Protocol):
     def fallback(self, ctx: RequestContext, reason: str) -> None: ...
 
 
+class AfterHook(Protocol):
+    """Optional: a stage may also define ``after(ctx)``, called once the rest of
+    the chain has returned (or raised, or the client left). It must be cheap,
+    synchronous and must not raise; errors are logged and ignored. The
+    classification cache uses it to store what the classifier decided.
+    """
+
+    def after(self, ctx: RequestContext) -> None: ...
+
+
 async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     """Run one stage's own work under its timeout; append and return its trace record."""
     started = perf_counter()
@@ -98,8 +108,17 @@ def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> N
         ctx.response = ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed").response()
 
 
+def run_after(name: str, after: Callable[[RequestContext], None], ctx: RequestContext) -> None:
+    try:
+        after(ctx)
+    except Exception as exc:  # an after-hook never turns a served request into an error
+        log.warning("stage_after_failed", extra={"stage": name, "detail": _describe(exc), "request_id": ctx.request_id})
+
+
 def stage_middleware(stage: Stage) -> Middleware:
     """Wrap a stage as an aiohttp middleware; the rest of the chain runs outside its timeout."""
+
+    after: Callable[[RequestContext], None] | None = getattr(stage, "after", None)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -108,7 +127,12 @@ def stage_middleware(stage: Stage) -> Middleware:
             await run_stage(stage, ctx)
         if ctx.response is not None:
             return ctx.response
-        return await handler(request)
+        if after is None:
+            return await handler(request)
+        try:
+            return await handler(request)
+        finally:
+            run_after(stage.name, after, ctx)
 
     middleware.__name__ = f"stage:{stage.name}"
     return middleware

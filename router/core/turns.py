@@ -1,0 +1,40 @@
+"""Turns and pinch candidates (ARCHITECTURE §5). Pure.
+
+A turn starts at an assistant message. Everything from the
+``keep_last_turns``-th assistant message from the end onwards — including the
+in-progress turn (tool results after the last assistant message) — is
+protected. Candidates are the ``tool`` messages before that point whose
+content is text (a string, or a list of parts containing text), in order of
+appearance. ``prune_context`` and ``pinch-relevance`` both use this one list.
+"""
+
+from __future__ import annotations
+
+from router.core.messages import TEXT_PART_TYPES, Message
+
+
+def protected_from(messages: list[Message], keep_last_turns: int) -> int:
+    """Index of the first protected message; 0 when there are too few turns (nothing is a candidate)."""
+    seen = 0
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            seen += 1
+            if seen == keep_last_turns:
+                return index
+    return 0
+
+
+def has_text_content(message: Message) -> bool:
+    content = message.get("content")
+    if isinstance(content, str):
+        return True
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
+        for part in content
+    )
+
+
+def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
+    """Indexes of the old tool results pinch may compress, oldest first."""
+    end = protected_from(messages, keep_last_turns)
+    return [i for i in range(end) if messages[i].get("role") == "tool" and has_text_content(messages[i])]
