@@ -35,6 +35,9 @@ def chat_edge(config: Config) -> Middleware:
     @web.middleware
     async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = perf_counter()
+        unroutable = request.match_info.http_exception  # 405 and the like skip the chain
+        if unroutable is not None:
+            raise unroutable
         request_id = new_request_id()
         body = await _read_body(request, max_bytes)
         if isinstance(body, ApiError):

@@ -84,6 +84,10 @@ class UpstreamClient:
         try:
             async with asyncio.timeout(first_byte_timeout):
                 response = await self.http.post(url, data=payload, headers=upstream_headers(provider), timeout=self._timeout)
+        except aiohttp.ConnectionTimeoutError:
+            raise AttemptFailure(
+                "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"
+            ) from None
         except TimeoutError:
             raise AttemptFailure("timeout", f"no answer from {url} within {first_byte_timeout:g}s") from None
         except aiohttp.ClientConnectorError as exc:

@@ -1,0 +1,69 @@
+"""Start-up validation of the configured middleware order."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.chain import ChainError, stage_registry, validate_order
+
+
+def fake_stage(stage_name: str, requires=(), reads=(), provides=()):
+    """A stage class carrying only the metadata order validation reads."""
+    return type(
+        stage_name,
+        (),
+        {
+            "name": stage_name,
+            "requires": frozenset(requires),
+            "reads": frozenset(reads),
+            "provides": frozenset(provides),
+        },
+    )
+
+
+REGISTRY = {
+    "session-fingerprint": fake_stage("session-fingerprint", requires={"messages"}, provides={"session"}),
+    "classification-cache": fake_stage("classification-cache", requires={"session"}, provides={"classification"}),
+    "pinch-prune": fake_stage("pinch-prune", provides={"pinch", "send_messages"}),
+    "capability-gate": fake_stage("capability-gate", reads={"classification", "pinch"}, provides={"route"}),
+    "upstream-forward": fake_stage("upstream-forward", requires={"route"}, provides={"response"}),
+}
+
+
+def test_a_sound_order_returns_the_stage_classes_in_order():
+    order = ["session-fingerprint", "classification-cache", "pinch-prune", "capability-gate", "upstream-forward"]
+    assert [s.name for s in validate_order(order, REGISTRY)] == order
+
+
+@pytest.mark.parametrize(
+    ("order", "message"),
+    [
+        (["nonsense", "capability-gate", "upstream-forward"], "middlewares[0]: unknown stage 'nonsense'"),
+        (["capability-gate", "capability-gate", "upstream-forward"], "middlewares[1]: stage 'capability-gate' appears more than once"),
+        (["capability-gate"], "must end with 'upstream-forward', but it is missing"),
+        (["upstream-forward", "capability-gate"], "must end with 'upstream-forward', but it is at middlewares[0]"),
+        (
+            ["classification-cache", "session-fingerprint", "capability-gate", "upstream-forward"],
+            "stage 'classification-cache' requires 'session'; 'session-fingerprint' provides it but comes later",
+        ),
+        (["classification-cache", "capability-gate", "upstream-forward"], "requires 'session'; no stage in the chain provides it"),
+        (["upstream-forward"], "stage 'upstream-forward' requires 'route'"),
+        (
+            ["capability-gate", "pinch-prune", "upstream-forward"],
+            "stage 'capability-gate' reads 'pinch', but 'pinch-prune', which provides it, comes after it",
+        ),
+    ],
+)
+def test_a_broken_order_is_rejected_naming_the_stage_and_field(order, message):
+    with pytest.raises(ChainError) as info:
+        validate_order(order, REGISTRY)
+    assert message in str(info.value)
+
+
+def test_the_real_registry_accepts_the_minimal_chain():
+    validate_order(["capability-gate", "upstream-forward"], stage_registry())
+
+
+def test_the_real_gate_cannot_come_after_forward():
+    with pytest.raises(ChainError, match="requires 'route'"):
+        validate_order(["session-fingerprint", "upstream-forward"], stage_registry())

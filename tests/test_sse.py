@@ -1,0 +1,72 @@
+"""SSE framing for the relay: whole events, byte-for-byte, usage read and left in place."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from router.context import Usage
+from router.core.retry_after import parse_retry_after
+from router.core.sse import SseRelay, error_event, read_usage
+
+EVENTS = [
+    b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]}\n\n',
+    b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"b","function":{"name":"g","arguments":""}}]}}]}\n\n',
+    b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\\"x"}}]}}]}\n\n',
+    b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\\"y"}}]}}]}\n\n',
+    b'data: {"choices":[],"usage":{"prompt_tokens":11,"completion_tokens":3,"total_tokens":14}}\n\n',
+    b"data: [DONE]\n\n",
+]
+STREAM = b"".join(EVENTS)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=20))
+def test_any_chunking_relays_the_same_bytes_in_whole_events(cuts):
+    relay = SseRelay()
+    points = sorted(set(cuts))
+    pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
+    out = []
+    for piece in pieces:
+        ready = relay.feed(piece)
+        if ready:
+            assert ready.endswith(b"\n\n")  # never half an event
+            out.append(ready)
+    assert b"".join(out) == STREAM
+    assert relay.done
+    assert relay.usage == Usage(11, 3, 14)
+    assert relay.pending == bytearray()
+
+
+def test_a_partial_event_waits_for_the_rest():
+    relay = SseRelay()
+    assert relay.feed(b'data: {"a"') == b""
+    assert relay.feed(b": 1}\n\n") == b'data: {"a": 1}\n\n'
+
+
+def test_crlf_framing_is_understood():
+    relay = SseRelay()
+    assert relay.feed(b"data: x\r\n\r\ndata: [DONE]\r\n\r\n") == b"data: x\r\n\r\ndata: [DONE]\r\n\r\n"
+    assert relay.done
+
+
+def test_error_event_is_valid_json_then_done():
+    event = error_event("it broke", "upstream_stream_interrupted")
+    first, second = event.split(b"\n\n")[:2]
+    assert orjson.loads(first.removeprefix(b"data: "))["error"]["code"] == "upstream_stream_interrupted"
+    assert second == b"data: [DONE]"
+
+
+def test_read_usage_tolerates_junk():
+    assert read_usage(b"not json") is None
+    assert read_usage(b'{"usage": "x"}') is None
+    assert read_usage(b'{"usage": {"prompt_tokens": 1}}') == Usage(1, None, None)
+
+
+def test_retry_after_seconds_and_dates():
+    assert parse_retry_after("3", 0) == 3.0
+    assert parse_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 4) == 6.0
+    assert parse_retry_after("Thu, 01 Jan 1970 00:00:10 GMT", 40) == 0.0
+    assert parse_retry_after("soon", 0) is None
+    assert parse_retry_after(None, 0) is None
+    assert parse_retry_after("nan", 0) is None
