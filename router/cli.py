@@ -66,10 +66,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = _load(args.config)
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
-    if not is_loopback(host) and not config.server.api_keys and not config.server.allow_unauthenticated_remote:
+    allow_remote = config.server.allow_unauthenticated_remote or args.allow_unauthenticated_remote
+    if not is_loopback(host) and not config.server.api_keys and not allow_remote:
         print(
             f"pinch-router: refusing to listen on {host} without server.api_keys "
-            "(set api_keys, or server.allow_unauthenticated_remote: true)",
+            "(set api_keys, or server.allow_unauthenticated_remote: true / --allow-unauthenticated-remote)",
             file=sys.stderr,
         )
         return 2
@@ -105,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", default=DEFAULT_CONFIG)
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--allow-unauthenticated-remote",
+        action="store_true",
+        help="listen on a non-loopback host without server.api_keys (e.g. in a container published on loopback)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check-config", help="validate a config and print the chain and catalogue")

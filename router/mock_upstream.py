@@ -31,6 +31,10 @@ class Behaviour:
     cut_after_events: int | None = None  # drop the connection after N events
     malformed_after_events: int | None = None  # send one broken event after N events
     text: str = "Hello from the mock upstream."
+    # The answer when the request asks for JSON (response_format): a valid
+    # classification for the default categories, so the mock can also serve
+    # as the classifier in benchmarks and demos.
+    json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,16 +79,17 @@ class MockUpstream:
                 {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "code": str(behaviour.status)}}
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
+        text = behaviour.json_text if _wants_json(body) else behaviour.text
         if body.get("stream"):
-            return await self._stream(request, body, behaviour)
-        return web.Response(body=orjson.dumps(completion(body, behaviour.text)), content_type="application/json", headers=behaviour.headers)
+            return await self._stream(request, body, behaviour, text)
+        return web.Response(body=orjson.dumps(completion(body, text)), content_type="application/json", headers=behaviour.headers)
 
-    async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour) -> web.StreamResponse:
+    async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **behaviour.headers})
         await response.prepare(request)
         self.open_streams += 1
         try:
-            for sent, event in enumerate(stream_events(body, behaviour.text)):
+            for sent, event in enumerate(stream_events(body, text)):
                 if sent == behaviour.malformed_after_events:
                     await response.write(b'data: {"choices": [ this is not json\n\n')
                 if sent == behaviour.cut_after_events:
@@ -103,6 +108,11 @@ class MockUpstream:
         finally:
             self.open_streams -= 1
         return response
+
+
+def _wants_json(body: dict[str, Any]) -> bool:
+    response_format = body.get("response_format")
+    return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
 
 
 def _wants_tool_call(body: dict[str, Any]) -> bool:

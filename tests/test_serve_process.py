@@ -1,0 +1,76 @@
+"""`pinch-router serve` as a real process on the shipped config.yaml."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited early: {process.stderr.read().decode()}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError("serve did not start listening")
+
+
+@pytest.fixture
+def served_shipped_config():
+    """The shipped config.yaml, with Ollama pointed at a loopback port where nothing listens."""
+    port = free_port()
+    env = {**os.environ, "OLLAMA_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "router", "serve", "--config", str(ROOT / "config.yaml"), "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for_port(port, process)
+        yield port, process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+
+
+async def test_shipped_config_serves_and_reports_ollama_down_as_502(served_shipped_config):
+    port, process = served_shipped_config
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"http://127.0.0.1:{port}/healthz") as resp:
+            assert resp.status == 200
+        async with http.get(f"http://127.0.0.1:{port}/v1/models") as resp:
+            assert "local-coder" in [m["id"] for m in (await resp.json())["data"]]
+        body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+        async with http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+            assert resp.status == 502
+            error = (await resp.json())["error"]
+            assert error["code"] == "upstream_unavailable"
+            assert "via ollama" in error["message"]
+
+
+def test_sigterm_stops_the_server_with_exit_code_0(served_shipped_config):
+    _, process = served_shipped_config
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0
