@@ -8,7 +8,7 @@ concurrency 1 and 16, streamed and not, with a real agent request body.
 Targets: the chain adds at most 2× the floor's added latency (p50) and keeps
 at least half the floor's throughput.
 
-    .venv/bin/python bench/bench_proxy.py [--requests 300] [--body small|transcript]
+    .venv/bin/python -m bench.bench_proxy [--requests 300] [--body small|transcript]
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from pathlib import Path
 
 import orjson
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.harness import (  # noqa: E402
+from bench.harness import (
     LoadResult,
     drive,
     free_port,
@@ -34,7 +32,6 @@ from bench.harness import (  # noqa: E402
     transcript_body,
     write_config,
 )
-
 
 
 def chain_sections() -> dict:

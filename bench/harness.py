@@ -21,6 +21,8 @@ import aiohttp
 import orjson
 import yaml
 
+from router.transcripts import load_transcript
+
 ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS = ROOT.parent / "shared" / "transcripts"
 
@@ -88,9 +90,47 @@ def write_config(path: Path, port: int, upstream_url: str, **sections: Any) -> P
     return path
 
 
+SCALED_CHARS = 1_000_000
+
+
 def transcript_body(name: str = "sweagent-gpt4__pydicom__pydicom-1458") -> dict[str, Any]:
-    data = orjson.loads((TRANSCRIPTS / f"{name}.json").read_bytes())
-    return {"model": "auto", "messages": data["messages"], "tools": data["tools"]}
+    return load_bodies()[name]
+
+
+def load_bodies(directory: Path = TRANSCRIPTS) -> dict[str, dict[str, Any]]:
+    """Every transcript in ``directory`` as a chat body routed with ``auto``."""
+    paths = sorted(p for p in directory.glob("*.json") if not p.name.endswith(".meta.json"))
+    return {path.stem: load_transcript(path).body() for path in paths}
+
+
+def scaled(body: dict[str, Any], target_chars: int) -> dict[str, Any]:
+    """The body with its turns (everything after the first user message) repeated to ~target_chars.
+
+    Each copy's tool-call ids get a suffix so calls and results stay paired.
+    """
+    messages = body["messages"]
+    first_user = next(i for i, m in enumerate(messages) if m.get("role") == "user")
+    opening, turns = messages[: first_user + 1], messages[first_user + 1 :]
+    copies, grown = 0, list(opening)
+    while len(orjson.dumps({**body, "messages": grown})) < target_chars:
+        grown.extend(_renamed(turn, copies) for turn in turns)
+        copies += 1
+    return {**body, "messages": grown}
+
+
+def _renamed(message: dict[str, Any], copy: int) -> dict[str, Any]:
+    renamed = dict(message)
+    if isinstance(message.get("tool_call_id"), str):
+        renamed["tool_call_id"] = f"{message['tool_call_id']}_r{copy}"
+    if isinstance(message.get("tool_calls"), list):
+        renamed["tool_calls"] = [{**call, "id": f"{call['id']}_r{copy}"} for call in message["tool_calls"]]
+    return renamed
+
+
+def with_scaled(bodies: dict[str, dict[str, Any]], target_chars: int = SCALED_CHARS) -> dict[str, dict[str, Any]]:
+    """``bodies`` plus the largest one scaled to about ``target_chars``."""
+    largest = max(bodies, key=lambda name: len(orjson.dumps(bodies[name])))
+    return {**bodies, f"{largest[:28]}… ×scaled": scaled(bodies[largest], target_chars)}
 
 
 def percentile(values: list[float], p: float) -> float:

@@ -7,6 +7,7 @@ error ⇒ 503, never a guess.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from router.chain import StageDeps
@@ -21,7 +22,7 @@ from router.stage import FailMode, StageReport
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
     requires: ClassVar[frozenset[str]] = frozenset({"send_messages", "body", "requested_model"})
-    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch"})
+    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session"})
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -30,6 +31,8 @@ class CapabilityGate:
         self.estimator: TokenEstimator = deps.estimator
         self.timeout_seconds: float | None = 2.0
         self._aliases = frozenset(deps.config.routing.aliases)
+        self.escalation = deps.escalation
+        self.clock = deps.clock
 
     async def run(self, ctx: RequestContext) -> StageReport:
         config = self.settings
@@ -45,19 +48,29 @@ class CapabilityGate:
             return StageReport(detail="unknown model")
         classification = ctx.classification
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
+        escalation = None
+        if self.escalation is not None and ctx.session is not None:
+            escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
+            if escalation is not None:
+                tier = escalation.to_tier
         needs = detect_capabilities(
             ctx.body,
             ctx.send_messages,
             self.estimator,
             classification.required_context_tokens if classification is not None else None,
+            # pinch's final count is exactly prompt_tokens(send_messages, tools) with this estimator
+            ctx.pinch.final_tokens if ctx.pinch is not None else None,
         )
         ctx.capabilities = needs
         route = select_route(config.models, needs, tier, config.routing.min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
             ctx.response = invalid_request(route.message(), code="no_capable_model").response()
             return StageReport(detail="no capable model")
+        if escalation is not None:
+            route = replace(route, escalation=escalation.reason())
         ctx.route = route
-        return StageReport(detail=f"{route.chosen.model} (tier {tier}, {len(route.candidates)} candidates)")
+        why = f"; {route.escalation}" if route.escalation else ""
+        return StageReport(detail=f"{route.chosen.model} (tier {tier}, {len(route.candidates)} candidates){why}")
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.route = None

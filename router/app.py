@@ -18,10 +18,22 @@ from aiohttp import web
 
 from router.chain import StageDeps, build_chain, stage_registry, validate_order
 from router.config import Config
+from router.core.escalation import EscalationTracker
 from router.core.tokens import TokenEstimator
+from router.decision_log import DecisionLog
 from router.edge import chain_end, chat_edge
-from router.endpoints import CONFIG_KEY, healthz, list_models
+from router.endpoints import (
+    CONFIG_KEY,
+    RECORDER_KEY,
+    healthz,
+    list_decisions,
+    list_models,
+    metrics,
+    post_outcome,
+)
 from router.errors import ApiError, from_http_exception
+from router.metrics import Metrics
+from router.recorder import Recorder
 from router.stage import Handler, Middleware
 
 log = logging.getLogger("pinch_router.app")
@@ -79,19 +91,48 @@ async def create_app(
             raise_for_status=False,
         )
     estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
-    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock)
+    escalation = (
+        EscalationTracker(config.escalation.failures, config.escalation.window_minutes * 60)
+        if config.escalation.enabled
+        else None
+    )
+    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation)
     _, chain = build_chain(config, deps)
+    settings = config.decision_log
+    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size) if settings.enabled else None
+    recorder = Recorder(
+        Metrics([m.name for m in config.models], list(config.routing.categories)),
+        decision_log,
+        escalation,
+        clock=clock,
+        wall_clock=time.time,
+    )
 
     max_bytes = config.server.max_body_bytes
-    llm = web.Application(middlewares=[chat_edge(config), *chain], client_max_size=max_bytes)
+    llm = web.Application(middlewares=[chat_edge(config, recorder), *chain], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
+    app[RECORDER_KEY] = recorder
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/v1/outcome", post_outcome)
+    app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
+
+    if decision_log is not None:
+
+        async def open_log(_: web.Application) -> None:
+            await decision_log.start()
+
+        async def close_log(_: web.Application) -> None:
+            await decision_log.close()  # flushes: nothing recorded before shutdown is lost
+
+        app.on_startup.append(open_log)
+        app.on_cleanup.append(close_log)
 
     if owns_http:
 

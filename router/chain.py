@@ -15,6 +15,7 @@ import aiohttp
 
 from router.config import Config
 from router.context import EDGE_FIELDS
+from router.core.escalation import EscalationTracker
 from router.core.tokens import TokenEstimator
 from router.stage import Middleware, Stage, stage_middleware
 
@@ -29,6 +30,7 @@ class StageDeps:
     http: aiohttp.ClientSession
     estimator: TokenEstimator
     clock: Callable[[], float] = time.monotonic
+    escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
 
 
 class StageClass(Protocol):
@@ -47,10 +49,14 @@ class ChainError(ValueError):
 def stage_registry() -> dict[str, StageClass]:
     """Every stage the proxy knows, by its configured name."""
     from middlewares.capability_gate import CapabilityGate
+    from middlewares.classification_cache import ClassificationCache
+    from middlewares.classifier import Classifier
+    from middlewares.pinch_prune import PinchPrune
+    from middlewares.pinch_relevance import PinchRelevance
     from middlewares.session_fingerprint import SessionFingerprint
     from middlewares.upstream_forward import UpstreamForward
 
-    stages: list[StageClass] = [SessionFingerprint, CapabilityGate, UpstreamForward]
+    stages: list[StageClass] = [SessionFingerprint, ClassificationCache, Classifier, PinchRelevance, PinchPrune, CapabilityGate, UpstreamForward]
     return {stage.name: stage for stage in stages}
 
 

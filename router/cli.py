@@ -1,9 +1,10 @@
-"""The `pinch-router` command: serve, check-config, mock-upstream."""
+"""The `pinch-router` command: serve, check-config, mock-upstream, eval-pinch, top, explain."""
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
+import os
 import sys
 from collections.abc import Sequence
 
@@ -74,7 +75,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging()
+    configure_logging(config.logging.level)
     print(f"pinch-router listening on http://{host}:{port} (config {args.config})", file=sys.stderr, flush=True)
     web.run_app(
         create_app(config),
@@ -91,11 +92,51 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from router.mock_upstream import MockUpstream
+    from router.mock_upstream import Behaviour, MockUpstream
 
+    default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    web.run_app(MockUpstream().app(), host=args.host, port=args.port, print=None, access_log=None)
+    web.run_app(MockUpstream(default).app(), host=args.host, port=args.port, print=None, access_log=None)
     return 0
+
+
+def cmd_eval_pinch(args: argparse.Namespace) -> int:
+    from router.eval_pinch import eval_pinch
+
+    return eval_pinch(_load(args.config), args.files, budget=args.budget, keep_last_turns=args.keep_last_turns)
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from router.top import run_top
+
+    return run_top(args.url, args.api_key, args.interval, args.limit)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from router.explain import ExplainError, run_explain
+
+    config = _load(args.config)
+    try:
+        status, text = run_explain(config, args.request, args.header, offline=args.offline)
+    except ExplainError as error:
+        print(f"pinch-router explain: {error}", file=sys.stderr)
+        return 2
+    print(text)
+    return status
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +161,38 @@ def build_parser() -> argparse.ArgumentParser:
     mock = sub.add_parser("mock-upstream", help="run a local fake OpenAI-compatible upstream (for trying the proxy)")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=8788)
+    mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
+    mock.add_argument("--text", help="the answer text (streamed word by word)")
     mock.set_defaults(func=cmd_mock_upstream)
+
+    evaluate = sub.add_parser(
+        "eval-pinch", help="replay transcripts turn by turn through pinch: uniform vs relevance (uses the embeddings endpoint)"
+    )
+    evaluate.add_argument("--config", default=DEFAULT_CONFIG)
+    evaluate.add_argument("--budget", type=positive_int, help="override pinch.budget_tokens")
+    evaluate.add_argument("--keep-last-turns", type=positive_int, help="override pinch.keep_last_turns")
+    evaluate.add_argument("files", nargs="+", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON')
+    evaluate.set_defaults(func=cmd_eval_pinch)
+
+    top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")
+    top.add_argument("--url", default="http://127.0.0.1:8787", help="the proxy (default http://127.0.0.1:8787)")
+    top.add_argument(
+        "--api-key", default=os.environ.get("PINCH_ROUTER_API_KEY"), help="a server.api_keys key (default: $PINCH_ROUTER_API_KEY)"
+    )
+    top.add_argument("--interval", type=positive_float, default=1.0, help="seconds between polls (default 1)")
+    top.add_argument("--limit", type=positive_int, default=200, help="decisions shown (default 200, at most 1000)")
+    top.set_defaults(func=cmd_top)
+
+    explain = sub.add_parser(
+        "explain", help="run the chain on a saved request without calling the chat upstream, and print the decision"
+    )
+    explain.add_argument("--config", default=DEFAULT_CONFIG)
+    explain.add_argument(
+        "-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a client header, e.g. 'x-router-tier: 3' (repeatable)"
+    )
+    explain.add_argument("--offline", action="store_true", help="no classifier or embeddings calls: show the fallbacks instead")
+    explain.add_argument("request", metavar="REQUEST.json", help='a chat request body, or a transcript {"messages", "tools"}')
+    explain.set_defaults(func=cmd_explain)
     return parser
 
 

@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from router.core.pinch import MIN_SUMMARIZE_CHARS
+
 DEFAULT_CHAIN = (
     "session-fingerprint",
     "classification-cache",
@@ -152,28 +154,38 @@ class SessionSettings(_Strict):
 
 
 class ClassifierSettings(_Strict):
+    # A key of `providers`; its `api` picks the wire format (`ollama` ⇒ native /api/chat).
     provider: str = "ollama"
-    model: str = "qwen2.5:3b"
+    model: Annotated[str, Field(min_length=1)] = "qwen2.5:3b"
+    # The whole classification; on expiry the request goes on with the fallback.
     timeout_seconds: PositiveFloat = 5
+    # Ollama only: the context window the classifier model is loaded with.
     num_ctx: PositiveInt = 4096
     # Each part of the turn text (task head, current step) is cut to this size.
     max_input_chars: PositiveInt = 2000
 
 
 class SessionCacheSettings(_Strict):
+    # Classify a session once and reuse its category and tier for later turns.
     enabled: bool = False
+    # An entry older than this is a miss and is reclassified (reads never renew it).
     staleness_minutes: PositiveFloat = 20
     max_entries: PositiveInt = 10_000
 
 
 class RelevanceSettings(_Strict):
+    # Rank old tool results by embedding similarity to the turn (needs pinch.enabled).
     enabled: bool = False
-    model: str = "nomic-embed-text"
+    # The embedding model's name at the endpoint.
+    model: Annotated[str, Field(min_length=1)] = "nomic-embed-text"
     base_url: AnyHttpUrl = AnyHttpUrl("http://localhost:11434/v1")
     # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed.
     api: Literal["openai", "ollama"] = "openai"
+    # Name of the environment variable holding the endpoint's key (sent as a Bearer token).
     api_key_env: str | None = None
+    # The whole ranking (one embeddings call); on expiry pinch prunes uniformly.
     timeout_seconds: PositiveFloat = 10
+    # Fewer trim candidates than this ⇒ no embeddings call, uniform prune.
     min_candidates: PositiveInt = 2
     # Each candidate's text is cut to this size before embedding.
     max_candidate_chars: PositiveInt = 4000
@@ -185,8 +197,8 @@ class PinchSettings(_Strict):
     enabled: bool = False
     budget_tokens: PositiveInt = 50_000
     keep_last_turns: PositiveInt = 4
-    # Room for a head, a tail and the marker between them.
-    max_summarize_chars: Annotated[int, Field(ge=200)] = 4000
+    # Room for a head, a tail and the marker between them (the minimum comes from the marker's size).
+    max_summarize_chars: Annotated[int, Field(ge=MIN_SUMMARIZE_CHARS)] = 4000
     relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)
 
     @model_validator(mode="after")
@@ -216,6 +228,27 @@ class UpstreamSettings(_Strict):
     max_connections: PositiveInt = 512
 
 
+class DecisionLogSettings(_Strict):
+    enabled: bool = True
+    # SQLite file (created on start, WAL mode); relative paths are from the working directory.
+    path: str = "pinch-router-decisions.sqlite3"
+    # Rows waiting to be written; when full, new rows are dropped and counted, never waited for.
+    queue_size: PositiveInt = 10_000
+    batch_size: PositiveInt = 256
+
+
+class EscalationSettings(_Strict):
+    # After `failures` failed outcomes (POST /v1/outcome) of one session within
+    # `window_minutes`, its later requests route one tier up until the window passes.
+    enabled: bool = True
+    failures: PositiveInt = 3
+    window_minutes: PositiveFloat = 30
+
+
+class LoggingSettings(_Strict):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
 class Config(_Strict):
     server: ServerSettings = Field(default_factory=ServerSettings)
     middlewares: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_CHAIN))
@@ -228,6 +261,9 @@ class Config(_Strict):
     pinch: PinchSettings = Field(default_factory=PinchSettings)
     tokens: TokenSettings = Field(default_factory=TokenSettings)
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
+    escalation: EscalationSettings = Field(default_factory=EscalationSettings)
+    logging: LoggingSettings = Field(default_factory=LoggingSettings)
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:

@@ -133,9 +133,10 @@ class Route:
     """The gate's decision: candidates in order (first = chosen), and who was rejected."""
 
     candidates: tuple[Candidate, ...]
-    tier: int
+    tier: int  # the tier routed on (after any escalation)
     pinned: bool
     rejected: tuple[Rejection, ...] = ()
+    escalation: str = ""  # why the tier was raised, empty when it was not
 
     @property
     def chosen(self) -> Candidate:
@@ -178,7 +179,8 @@ class RequestContext:
     """Everything one chat request carries through the chain.
 
     Edge-set fields are never mutated after the edge hands over. ``client`` is
-    the aiohttp request, used only by the terminal stage to stream the answer.
+    the aiohttp request, used only by the terminal stage to stream the answer
+    (None when the chain runs without a client, as in `pinch-router explain`).
     """
 
     request_id: str
@@ -190,7 +192,7 @@ class RequestContext:
     turn_text: TurnText
     requested_model: str | None  # None: the client named no model (route for me)
     stream: bool
-    client: web.Request
+    client: web.Request | None
     send_messages: list[Message]
     session: SessionKey | None = None
     classification: Classification | None = None
@@ -203,6 +205,8 @@ class RequestContext:
     trace: list[StageRecord] = field(default_factory=list)
     # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
     upstream_wait: float = 0.0
+    # The proxy's own time when the response head went out (set with the x-router headers).
+    overhead_ms: float | None = None
 
 
 # The fields the edge provides before any stage runs (used by order validation).

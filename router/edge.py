@@ -11,16 +11,24 @@ from __future__ import annotations
 import secrets
 import time
 from time import perf_counter
+from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDictProxy
 
 from router.config import Config
 from router.context import CTX_KEY, RequestContext
 from router.core.chat_request import InvalidRequest, validate_chat_body
 from router.core.turn_text import extract_turn_text
-from router.errors import ApiError, invalid_request
+from router.decision_record import (
+    CLIENT_CLOSED,
+    decision_from_context,
+    rejected_request,
+)
+from router.errors import ERROR_CODE_KEY, ApiError, invalid_request
 from router.headers import decision_headers
+from router.recorder import Recorder
 from router.stage import Handler, Middleware
 
 
@@ -28,7 +36,8 @@ def new_request_id() -> str:
     return f"req_{secrets.token_hex(12)}"
 
 
-def chat_edge(config: Config) -> Middleware:
+def chat_edge(config: Config, recorder: Recorder) -> Middleware:
+    """The edge middleware; every request it sees, served or refused, is recorded once."""
     max_bytes = config.server.max_body_bytes
     turn_chars = config.classifier.max_input_chars
 
@@ -39,33 +48,66 @@ def chat_edge(config: Config) -> Middleware:
         if unroutable is not None:
             raise unroutable
         request_id = new_request_id()
-        body = await _read_body(request, max_bytes)
-        if isinstance(body, ApiError):
-            return body.response({"x-router-request-id": request_id})
-        try:
-            parsed = validate_chat_body(body)
-        except InvalidRequest as exc:
-            return invalid_request(exc.message, param=exc.param).response({"x-router-request-id": request_id})
-        ctx = RequestContext(
-            request_id=request_id,
-            received_at=time.time(),
-            started=started,
-            headers=request.headers,
-            body=body,
-            messages=parsed.messages,
-            turn_text=extract_turn_text(parsed.messages, turn_chars),
-            requested_model=parsed.model,
-            stream=parsed.stream,
-            client=request,
-            send_messages=parsed.messages,
-        )
+        ctx = await _build_context(request, request_id, started, max_bytes, turn_chars)
+        if isinstance(ctx, ApiError):
+            recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
+            return ctx.response({"x-router-request-id": request_id})
         request[CTX_KEY] = ctx
-        response = await handler(request)
-        if not response.prepared:
-            response.headers.update(decision_headers(ctx))
-        return response
+        status, code = CLIENT_CLOSED, None
+        try:
+            response = await handler(request)
+            status, code = response.status, response.get(ERROR_CODE_KEY)
+            if not response.prepared:
+                response.headers.update(decision_headers(ctx))
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        except Exception:
+            status, code = 500, "internal_error"
+            raise
+        finally:  # also when the client went away (CancelledError): status stays 499
+            recorder.record(decision_from_context(ctx, status, code))
 
     return edge
+
+
+async def _build_context(
+    request: web.Request, request_id: str, started: float, max_bytes: int, turn_chars: int
+) -> RequestContext | ApiError:
+    body = await _read_body(request, max_bytes)
+    if isinstance(body, ApiError):
+        return body
+    return context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request)
+
+
+def context_from_body(
+    body: Any,
+    headers: CIMultiDictProxy[str],
+    *,
+    request_id: str,
+    started: float,
+    turn_chars: int,
+    client: web.Request | None = None,
+) -> RequestContext | ApiError:
+    """Validate a parsed body and build the context (also used by `pinch-router explain`)."""
+    try:
+        parsed = validate_chat_body(body)
+    except InvalidRequest as exc:
+        return invalid_request(exc.message, param=exc.param)
+    return RequestContext(
+        request_id=request_id,
+        received_at=time.time() - (perf_counter() - started),
+        started=started,
+        headers=headers,
+        body=body,
+        messages=parsed.messages,
+        turn_text=extract_turn_text(parsed.messages, turn_chars),
+        requested_model=parsed.model,
+        stream=parsed.stream,
+        client=client,
+        send_messages=parsed.messages,
+    )
 
 
 async def _read_body(request: web.Request, max_bytes: int) -> object:

@@ -1,13 +1,21 @@
-"""The small endpoints outside the chain: health, model list."""
+"""The endpoints outside the chain: health, models, outcomes, decisions, metrics."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from router.config import Config
+from router.errors import ApiError, invalid_request
+from router.metrics import CONTENT_TYPE
+from router.recorder import Recorder
 
 CONFIG_KEY = web.AppKey("config", Config)
+RECORDER_KEY = web.AppKey("recorder", Recorder)
+
+MAX_DECISIONS = 1000
 
 
 def _json(payload: object, status: int = 200) -> web.Response:
@@ -36,3 +44,49 @@ async def list_models(request: web.Request) -> web.Response:
     ]
     data += [{"id": alias, "object": "model", "created": 0, "owned_by": "pinch-router", "alias": True} for alias in config.routing.aliases]
     return _json({"object": "list", "data": data})
+
+
+async def _json_object(request: web.Request) -> dict[str, Any] | ApiError:
+    if request.content_type != "application/json":
+        return invalid_request("Content-Type must be application/json", code="unsupported_media_type", status=415)
+    try:
+        body = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
+    if not isinstance(body, dict):
+        return invalid_request("the request body must be a JSON object")
+    return body
+
+
+async def post_outcome(request: web.Request) -> web.Response:
+    """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation."""
+    body = await _json_object(request)
+    if isinstance(body, ApiError):
+        return body.response()
+    request_id, success, reason = body.get("request_id"), body.get("success"), body.get("reason")
+    if not isinstance(request_id, str) or not request_id:
+        return invalid_request("'request_id' must be a non-empty string", param="request_id").response()
+    if not isinstance(success, bool):
+        return invalid_request("'success' must be a boolean", param="success").response()
+    if reason is not None and not isinstance(reason, str):
+        return invalid_request("'reason' must be a string", param="reason").response()
+    if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None):
+        return invalid_request(f"no request with id {request_id!r} is known", code="request_not_found", param="request_id", status=404).response()
+    return _json({"request_id": request_id, "recorded": True})
+
+
+async def list_decisions(request: web.Request) -> web.Response:
+    """``?limit=&session=``: the most recent decisions, newest first."""
+    log = request.app[RECORDER_KEY].decision_log
+    if log is None:
+        return invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404).response()
+    raw_limit = request.query.get("limit", "50")
+    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_DECISIONS:
+        return invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit").response()
+    rows = await log.recent(int(raw_limit), request.query.get("session") or None)
+    return _json({"object": "list", "data": rows})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = request.app[RECORDER_KEY].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

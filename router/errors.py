@@ -12,6 +12,8 @@ import orjson
 from aiohttp import web
 
 JSON = "application/json"
+# Lets the decision log read which error a response carried without parsing it.
+ERROR_CODE_KEY = web.ResponseKey("pinch_router_error_code", str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +28,9 @@ class ApiError:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
 
     def response(self, headers: dict[str, str] | None = None) -> web.Response:
-        return web.Response(status=self.status, body=orjson.dumps(self.payload()), content_type=JSON, headers=headers)
+        response = web.Response(status=self.status, body=orjson.dumps(self.payload()), content_type=JSON, headers=headers)
+        response[ERROR_CODE_KEY] = self.code
+        return response
 
 
 def invalid_request(message: str, code: str = "invalid_request", param: str | None = None, status: int = 400) -> ApiError:

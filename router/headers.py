@@ -17,6 +17,7 @@ def overhead_ms(ctx: RequestContext) -> float:
 
 
 def decision_headers(ctx: RequestContext) -> dict[str, str]:
+    """The headers for the response head; called once, as the head is sent (records the overhead)."""
     headers = {"x-router-request-id": ctx.request_id}
     model = ctx.upstream.model if ctx.upstream is not None and ctx.upstream.model else None
     if model is None and ctx.route is not None:
@@ -31,5 +32,6 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-tier"] = str(ctx.route.tier)
     if ctx.pinch is not None:
         headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
-    headers["x-router-overhead-ms"] = f"{overhead_ms(ctx):.2f}"
+    ctx.overhead_ms = overhead_ms(ctx)
+    headers["x-router-overhead-ms"] = f"{ctx.overhead_ms:.2f}"
     return headers

@@ -99,7 +99,7 @@ class UpstreamClient:
             retry_after = parse_retry_after(response.headers.get("Retry-After"), time.time())
             raise AttemptFailure(
                 "status",
-                f"{url} answered {response.status}: {error_text(body)}",
+                f"{url} answered {response.status}: {error_text(body, provider.api_key())}",
                 status=response.status,
                 retry_after=retry_after,
                 body=body,
@@ -116,16 +116,25 @@ class UpstreamClient:
             response.release()
 
 
-def error_text(body: bytes) -> str:
-    """The message of an upstream error body, OpenAI-shaped or not, kept short."""
+REDACTED = "[redacted]"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove a key from text that came from a provider (some echo what they were sent)."""
+    return text.replace(secret, REDACTED) if secret else text
+
+
+def error_text(body: bytes, secret: str | None = None) -> str:
+    """The message of an upstream error body, OpenAI-shaped or not, kept short, ``secret`` removed."""
+    text = redact(body.decode("utf-8", "replace"), secret)
     try:
-        obj = orjson.loads(body)
+        obj = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return body[:300].decode("utf-8", "replace").strip() or "(empty body)"
+        return text[:300].strip() or "(empty body)"
     if isinstance(obj, dict):
         error = obj.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return error["message"][:300]
         if isinstance(error, str):
             return error[:300]
-    return body[:300].decode("utf-8", "replace")
+    return text[:300]

@@ -38,6 +38,7 @@ def make_config(upstream_url: str = "http://127.0.0.1:9/v1", **sections: Any) ->
         "providers": {"mock": {"base_url": upstream_url}},
         "models": [model_entry("main")],
         "upstream": {"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5},
+        "decision_log": {"path": ":memory:"},
     }
     raw.update(sections)
     return parse_config(raw, environ={})

@@ -38,8 +38,12 @@ def image_part(url: str = "data:image/png;base64,AAAA") -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def make_ctx(body: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> RequestContext:
-    body = body or {"model": "auto", "messages": [user("hello")]}
+def make_ctx(
+    body: dict[str, Any] | None = None, headers: dict[str, str] | None = None, *, messages: list[dict[str, Any]] | None = None
+) -> RequestContext:
+    """A RequestContext as the edge builds it, for driving stages directly."""
+    if body is None:
+        body = {"model": "auto", "messages": messages if messages is not None else [user("hello")]}
     messages = body["messages"]
     request = make_mocked_request("POST", "/v1/chat/completions", headers=headers or {})
     return RequestContext(

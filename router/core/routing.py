@@ -28,8 +28,13 @@ def detect_capabilities(
     send_messages: list[Message],
     estimator: TokenEstimator,
     classified_context_tokens: int | None = None,
+    counted_prompt_tokens: int | None = None,
 ) -> Capabilities:
     """What this request needs, measured on what will actually be sent.
+
+    ``counted_prompt_tokens``: the prompt's size when it was already counted
+    on ``send_messages`` and the tools with the same estimator (pinch does),
+    so a long transcript is not counted twice per request.
 
     Tools count as present when the request offers tools (or legacy
     ``functions``) or its history holds tool calls or tool results: providers
@@ -41,7 +46,7 @@ def detect_capabilities(
     )
     response_format = body.get("response_format")
     json_mode = isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS
-    prompt_tokens = estimator.prompt_tokens(send_messages, tools)
+    prompt_tokens = counted_prompt_tokens if counted_prompt_tokens is not None else estimator.prompt_tokens(send_messages, tools)
     requested = requested_max_tokens(body)
     measured = prompt_tokens + (requested or 0)
     return Capabilities(

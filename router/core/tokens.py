@@ -26,21 +26,35 @@ class TokenEstimator:
     per_message_overhead: int = 4
 
     def message_tokens(self, message: Message) -> int:
+        return self.size_tokens(*self.message_size(message))
+
+    def size_tokens(self, chars: int, images: int) -> int:
+        """Tokens of a message that holds ``chars`` characters and ``images`` images."""
+        return -(-chars // CHARS_PER_TOKEN) + self.per_message_overhead + images * self.image_tokens
+
+    @staticmethod
+    def message_size(message: Message) -> tuple[int, int]:
+        """(characters, images) counted in a message; tokens follow from these alone."""
         chars = 0
         images = 0
         for key, value in message.items():
-            if key == "content":
+            # plain strings (role, text content, ids, names) and nulls first: same counts, less work
+            if type(value) is str:
+                chars += len(value)
+            elif value is None:
+                pass
+            elif key == "content":
                 part_chars, images = _content_chars(value)
                 chars += part_chars
             elif key == "tool_calls":
                 chars += _tool_calls_chars(value)
             else:
                 chars += _value_chars(value)
-        return -(-chars // CHARS_PER_TOKEN) + self.per_message_overhead + images * self.image_tokens
+        return chars, images
 
     def prompt_tokens(self, messages: list[Message], tools: Any = None) -> int:
         """Tokens of a whole prompt: every message plus the tool schemas sent with it."""
-        total = sum(self.message_tokens(m) for m in messages)
+        total = sum(map(self.message_tokens, messages))
         if tools:
             total += -(-len(orjson.dumps(tools)) // CHARS_PER_TOKEN)
         return total
@@ -87,8 +101,13 @@ def _tool_calls_chars(calls: Any) -> int:
     for call in calls:
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            chars += TOOL_CALL_OVERHEAD_CHARS + sum(_value_chars(v) for v in function.values())
-            chars += _value_chars(call.get("id"))
+            chars += TOOL_CALL_OVERHEAD_CHARS
+            for value in function.values():
+                chars += len(value) if type(value) is str else _value_chars(value)
+            # the id and any unknown keys (e.g. a provider's thought signature); `type` is in the overhead
+            for key, value in call.items():
+                if key != "function" and key != "type":
+                    chars += len(value) if type(value) is str else _value_chars(value)
         else:
             chars += _value_chars(call)
     return chars

@@ -1,0 +1,114 @@
+"""Benchmark: token estimate and pinch vs. an orjson round trip of the same body.
+
+For each shared transcript (../shared/transcripts, or --transcripts DIR) and
+one built from the largest by replicating its turns up to ~1M characters, it
+times, as the median of --runs round-robin runs in this process:
+
+* the baseline: ``orjson.loads`` + ``orjson.dumps`` of the request body
+  (what the proxy pays anyway to read and forward it);
+* ``estimate_prompt_tokens(messages, tools)`` (the gate's measurement);
+* ``prune_context`` at each budget (pinch-prune's whole work, its own
+  estimate included).
+
+Target: estimate + prune < the orjson round trip. On the request path the
+estimate happens once, inside ``prune_context`` (whose exact count the gate
+reuses instead of measuring again), so the cost a request pays is the prune
+column ("path"); "est+prune" adds a separate estimate on top, as if both ran.
+
+    .venv/bin/python -m bench.bench_pinch [--runs 25] [--budgets 20000 50000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any
+
+import orjson
+
+from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
+from router.core.pinch import prune_context
+from router.core.tokens import estimate_prompt_tokens
+
+KEEP_LAST_TURNS = 4
+MAX_SUMMARIZE_CHARS = 4000
+
+
+def interleaved_medians(works: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    """Median milliseconds of each piece of work, run round-robin so load on the machine hits all alike."""
+    for work in works.values():
+        work()  # warm up
+    times: dict[str, list[int]] = {name: [] for name in works}
+    for _ in range(runs):
+        for name, work in works.items():
+            started = perf_counter_ns()
+            work()
+            times[name].append(perf_counter_ns() - started)
+    return {name: statistics.median(samples) / 1e6 for name, samples in times.items()}
+
+
+def bench(name: str, body: dict[str, Any], budgets: list[int], runs: int) -> dict[str, Any]:
+    raw = orjson.dumps(body)
+    messages, tools = body["messages"], body.get("tools")
+    row: dict[str, Any] = {"name": name, "chars": len(raw), "messages": len(messages)}
+    works: dict[str, Callable[[], object]] = {
+        "orjson": lambda: orjson.dumps(orjson.loads(raw)),
+        "estimate": lambda: estimate_prompt_tokens(messages, tools),
+    }
+    for budget in budgets:
+        works[f"prune {budget}"] = lambda b=budget: prune_context(messages, b, KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, tools=tools)
+    medians = interleaved_medians(works, runs)
+    row["orjson"], row["estimate"] = medians["orjson"], medians["estimate"]
+    row["prune"] = {budget: medians[f"prune {budget}"] for budget in budgets}
+    row["stats"] = {
+        budget: prune_context(messages, budget, KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, tools=tools)[1] for budget in budgets
+    }
+    row["path"] = max(row["prune"].values())  # prune counts the prompt itself; the gate reuses that count
+    row["total"] = row["estimate"] + row["path"]
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=25)
+    parser.add_argument("--budgets", type=int, nargs="+", default=[20_000, 50_000])
+    parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    args = parser.parse_args(argv)
+
+    bodies = load_bodies(args.transcripts)
+    if not bodies:
+        print(f"no transcripts in {args.transcripts}", file=sys.stderr)
+        return 1
+    bodies = with_scaled(bodies)
+
+    rows = [bench(name, body, args.budgets, args.runs) for name, body in bodies.items()]
+    prune_heads = "".join(f" {f'prune {b // 1000}k':>9}" for b in args.budgets)
+    print(f"median of {args.runs} runs, milliseconds; keep_last_turns={KEEP_LAST_TURNS}, max_summarize_chars={MAX_SUMMARIZE_CHARS}")
+    print(f"{'transcript':<44} {'chars':>9} {'msgs':>5} {'orjson rt':>9} {'estimate':>9}{prune_heads} {'est+prune':>9} {'path':>7}  target (path)")
+    for row in rows:
+        prunes = "".join(f" {row['prune'][b]:>9.3f}" for b in args.budgets)
+        verdict = "met" if row["path"] < row["orjson"] else "MISSED"
+        print(
+            f"{row['name'][:44]:<44} {row['chars']:>9,} {row['messages']:>5} {row['orjson']:>9.3f} "
+            f"{row['estimate']:>9.3f}{prunes} {row['total']:>9.3f} {row['path']:>7.3f}  {verdict} ({row['path'] / row['orjson']:.2f}×)"
+        )
+    print()
+    print("pinch result per budget (tokens before → after, compressed = elided + placeholders):")
+    for row in rows:
+        parts = [
+            f"{b // 1000}k: {s.mode} {s.original_tokens}→{s.final_tokens} ({s.compressed} = {s.elided}+{s.placeholders})"
+            for b, s in row["stats"].items()
+        ]
+        print(f"  {row['name'][:44]:<44} " + "; ".join(parts))
+    met = all(row["path"] < row["orjson"] for row in rows)
+    print()
+    print(f"target (a request's estimate + prune < orjson loads+dumps of the same body): {'met on every transcript' if met else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""classification-cache: classify a session once, not every turn (ARCHITECTURE §7).
+
+Read: a fresh entry for ``ctx.session`` sets the classification with source
+``cached`` and no context estimate (``required_context_tokens=None``: the gate
+then uses the measured size alone), so the classifier stage skips. A miss —
+absent, or older than ``session_cache.staleness_minutes`` — leaves the slot
+empty for the classifier.
+
+Write: in the :meth:`ClassificationCache.after` hook, which the adapter calls
+once the rest of the chain has returned, i.e. when the turn finishes. Only a
+classification whose source is ``classifier`` is stored (never ``fallback``,
+``override`` or ``cached``, so a hit never renews an entry), and only category
+and tier. It is stored whether or not the upstream then succeeded: what the
+work *is* does not depend on who served it. Agent turns are sequential, so the
+next turn of the session finds it; two truly concurrent first turns both
+classify and the later write wins.
+
+Skipped when ``session_cache.enabled`` is false or the request has no session
+key. Time comes from ``deps.clock`` (monotonic seconds; tests inject one). The
+store lives in the stage, one per application, bounded by
+``session_cache.max_entries`` (LRU).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from router.chain import StageDeps
+from router.config import SessionCacheSettings
+from router.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.core.session_cache import SessionCache
+from router.stage import FailMode, StageReport
+
+
+class ClassificationCache:
+    name: ClassVar[str] = "classification-cache"
+    requires: ClassVar[frozenset[str]] = frozenset({"session"})
+    reads: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset({"classification"})
+    fail_mode: ClassVar[FailMode] = FailMode.OPEN
+
+    def __init__(self, deps: StageDeps) -> None:
+        self.settings: SessionCacheSettings = deps.config.session_cache
+        self.timeout_seconds: float | None = 1.0
+        self.store = SessionCache(self.settings.max_entries)
+        self.clock: Callable[[], float] = deps.clock
+        self._staleness_seconds = self.settings.staleness_minutes * 60
+
+    async def run(self, ctx: RequestContext) -> StageReport:
+        if not self.settings.enabled:
+            return StageReport(Outcome.SKIPPED, "disabled")
+        if ctx.session is None:
+            return StageReport(Outcome.SKIPPED, "no session key")
+        entry = self.store.get(ctx.session.key, self.clock(), self._staleness_seconds)
+        if entry is None:
+            return StageReport(detail="miss")
+        ctx.classification = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
+        return StageReport(detail="hit")
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None:
+        pass  # a failed lookup is a miss: the classifier decides
+
+    def after(self, ctx: RequestContext) -> None:
+        classification = ctx.classification
+        if (
+            self.settings.enabled
+            and ctx.session is not None
+            and classification is not None
+            and classification.source is ClassificationSource.CLASSIFIER
+        ):
+            self.store.put(ctx.session.key, classification.task_category, classification.task_tier, self.clock())

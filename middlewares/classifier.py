@@ -1,0 +1,98 @@
+"""classifier: what kind of work is this turn? (ARCHITECTURE §7)
+
+In order:
+
+1. A client override (``x-router-category`` / ``x-router-tier``) wins over
+   everything, a cached classification included: source ``override``, no
+   classifier call. An invalid override is a 400 ``invalid_override``. One
+   header alone takes the other value from ``routing.fallback_*``.
+2. A classification already in the context (a cache hit) ⇒ skipped.
+3. Otherwise the configured small LLM is asked once (see
+   :mod:`router.classifier_client`) for ``{category, tier,
+   required_context_tokens}``; the answer is parsed tolerantly and validated
+   strictly (:mod:`router.core.classification`).
+
+Fails open: a timeout (``classifier.timeout_seconds``) or an error makes the
+adapter call :meth:`Classifier.fallback`; an invalid answer falls back here.
+Either way the request goes on with ``routing.fallback_category`` /
+``fallback_tier`` and source ``fallback`` — which the classification cache
+never stores, so the next turn asks again.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from router.chain import StageDeps
+from router.classifier_client import ClassifierClient
+from router.config import ClassifierSettings, RoutingSettings
+from router.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.core.classification import (
+    CATEGORY_HEADER,
+    TIER_HEADER,
+    InvalidAnswer,
+    InvalidOverride,
+    classifier_messages,
+    parse_classifier_answer,
+    parse_override,
+)
+from router.errors import invalid_request
+from router.stage import FailMode, StageReport
+
+
+class Classifier:
+    name: ClassVar[str] = "classifier"
+    requires: ClassVar[frozenset[str]] = frozenset({"headers", "turn_text"})
+    reads: ClassVar[frozenset[str]] = frozenset({"classification"})
+    provides: ClassVar[frozenset[str]] = frozenset({"classification"})
+    fail_mode: ClassVar[FailMode] = FailMode.OPEN
+
+    def __init__(self, deps: StageDeps) -> None:
+        config = deps.config
+        self.settings: ClassifierSettings = config.classifier
+        self.routing: RoutingSettings = config.routing
+        self.timeout_seconds: float | None = self.settings.timeout_seconds
+        self.client = ClassifierClient(deps.http, config.providers[self.settings.provider], self.settings)
+        # A classifier's context guess may steer towards big windows, never past the biggest one.
+        self._largest_window = max(model.context_window for model in config.models)
+
+    async def run(self, ctx: RequestContext) -> StageReport:
+        routing = self.routing
+        override = parse_override(
+            ctx.headers.get(CATEGORY_HEADER),
+            ctx.headers.get(TIER_HEADER),
+            routing.categories,
+            routing.tiers,
+            routing.fallback_category,
+            routing.fallback_tier,
+        )
+        if isinstance(override, InvalidOverride):
+            ctx.response = invalid_request(override.message, code="invalid_override", param=override.header).response()
+            return StageReport(detail=f"invalid override ({override.header})")
+        if override is not None:
+            ctx.classification = override
+            return StageReport(detail=f"override: {_describe(override)}")
+        if ctx.classification is not None:
+            return StageReport(Outcome.SKIPPED, f"already {ctx.classification.source}")
+        if not ctx.turn_text.task and not ctx.turn_text.step:
+            self.fallback(ctx, "nothing to classify")
+            return StageReport(Outcome.FALLBACK, "nothing to classify")
+
+        reply = await self.client.ask(classifier_messages(routing.categories, routing.tiers, ctx.turn_text))
+        answer = parse_classifier_answer(reply, routing.categories, routing.tiers, self._largest_window)
+        if isinstance(answer, InvalidAnswer):
+            self.fallback(ctx, answer.reason)
+            return StageReport(Outcome.FALLBACK, answer.reason)
+        ctx.classification = Classification(
+            answer.category, answer.tier, ClassificationSource.CLASSIFIER, answer.required_context_tokens
+        )
+        return StageReport(detail=_describe(ctx.classification))
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None:
+        ctx.classification = Classification(
+            self.routing.fallback_category, self.routing.fallback_tier, ClassificationSource.FALLBACK
+        )
+
+
+def _describe(classification: Classification) -> str:
+    return f"{classification.task_category}, tier {classification.task_tier}"

@@ -1,0 +1,118 @@
+"""pinch-relevance: which old tool results matter to the current turn? (ARCHITECTURE §6)
+
+Ranks pinch's trim candidates (:func:`router.core.turns.trim_candidates`, the
+very list ``prune_context`` compresses) by cosine similarity to the turn's two
+queries — the task and the current step from ``ctx.turn_text`` — and writes
+the order, least relevant first, to ``ctx.relevance`` for pinch-prune.
+
+Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
+pinch or relevance is disabled, when the request is already within
+``pinch.budget_tokens`` (pinch would change nothing, so the order is not
+needed), when there are fewer than ``relevance.min_candidates`` candidates,
+or when the turn has no query text.
+
+Texts are embedded in ONE batched request: the queries and every candidate
+(cut to ``max_candidate_chars``) whose embedding is not in the cache. Queries
+go through the cache too: the task part repeats on every turn of a tool loop,
+so in steady state a turn embeds its new step query and its new tool results.
+Blank texts are never sent (some endpoints reject them); they count as zero
+vectors, similarity 0.
+
+Fails open: a timeout (``relevance.timeout_seconds``) or any failure of the
+endpoint or its answer ⇒ ``ctx.relevance`` = unavailable with the reason, a
+``relevance_unavailable`` warning, and pinch-prune compresses uniformly.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import ClassVar
+
+import numpy as np
+
+from router.chain import StageDeps
+from router.config import PinchSettings
+from router.context import Outcome, Relevance, RelevanceStatus, RequestContext
+from router.core.embedding_cache import EmbeddingCache, Vector
+from router.core.messages import content_text
+from router.core.relevance import order_by_relevance
+from router.core.tokens import TokenEstimator
+from router.core.turns import trim_candidates
+from router.embeddings_client import EmbeddingsClient, EmbeddingsError
+from router.stage import FailMode, StageReport
+
+log = logging.getLogger("pinch_router.pinch_relevance")
+
+
+class PinchRelevance:
+    name: ClassVar[str] = "pinch-relevance"
+    requires: ClassVar[frozenset[str]] = frozenset({"messages", "turn_text"})
+    reads: ClassVar[frozenset[str]] = frozenset()
+    provides: ClassVar[frozenset[str]] = frozenset({"relevance"})
+    fail_mode: ClassVar[FailMode] = FailMode.OPEN
+
+    def __init__(self, deps: StageDeps) -> None:
+        self.pinch: PinchSettings = deps.config.pinch
+        self.settings = self.pinch.relevance
+        self.timeout_seconds: float | None = self.settings.timeout_seconds
+        self.estimator: TokenEstimator = deps.estimator
+        self.client = EmbeddingsClient(deps.http, self.settings)
+        self.cache = EmbeddingCache(self.settings.cache_entries)
+
+    async def run(self, ctx: RequestContext) -> StageReport:
+        candidates, skip = self._candidates(ctx)
+        if skip:
+            ctx.relevance = Relevance(RelevanceStatus.SKIPPED, reason=skip)
+            return StageReport(Outcome.SKIPPED, skip)
+        queries = [part for part in (ctx.turn_text.task, ctx.turn_text.step) if part.strip()]
+        texts = [content_text(ctx.messages[i].get("content"))[: self.settings.max_candidate_chars] for i in candidates]
+        model = self.settings.model
+        lookup = self.cache.lookup(model, [t for t in queries + texts if t.strip()])
+        embedded, cached = len(lookup.missing), len(lookup.found)
+        vectors = dict(lookup.found)
+        if lookup.missing:
+            try:
+                fresh = await self.client.embed(lookup.missing)
+            except EmbeddingsError as exc:
+                self._unavailable(ctx, exc.reason, cached)
+                return StageReport(Outcome.FALLBACK, f"unavailable: {exc.reason}; {embedded} to embed, {cached} cached")
+            self.cache.put_many(model, lookup.missing, list(fresh))
+            vectors.update(zip(lookup.missing, fresh, strict=True))
+        try:
+            order = _rank(queries, texts, vectors)
+        except ValueError as exc:  # e.g. cached vectors of another dimension after a model swap
+            self._unavailable(ctx, str(exc), cached)
+            return StageReport(Outcome.FALLBACK, f"unavailable: {exc}")
+        ctx.relevance = Relevance(RelevanceStatus.OK, tuple(order), embedded=embedded, cached=cached)
+        return StageReport(detail=f"{len(candidates)} candidates ranked; {embedded} embedded, {cached} cached")
+
+    def _candidates(self, ctx: RequestContext) -> tuple[list[int], str]:
+        """The trim candidates, or why relevance does not apply to this request."""
+        if not self.pinch.enabled:
+            return [], "pinch disabled"
+        if not self.settings.enabled:
+            return [], "relevance disabled"
+        tokens = self.estimator.prompt_tokens(ctx.messages, ctx.body.get("tools"))
+        if tokens <= self.pinch.budget_tokens:
+            return [], f"within budget ({tokens} <= {self.pinch.budget_tokens} tokens)"
+        candidates = trim_candidates(ctx.messages, self.pinch.keep_last_turns)
+        if len(candidates) < self.settings.min_candidates:
+            return [], f"{len(candidates)} candidates, fewer than min_candidates {self.settings.min_candidates}"
+        if not (ctx.turn_text.task.strip() or ctx.turn_text.step.strip()):
+            return [], "no query text in the turn"
+        return candidates, ""
+
+    def _unavailable(self, ctx: RequestContext, reason: str, cached: int = 0) -> None:
+        ctx.relevance = Relevance(RelevanceStatus.UNAVAILABLE, None, reason, embedded=0, cached=cached)
+        log.warning("relevance_unavailable", extra={"reason": reason, "request_id": ctx.request_id, "stage": self.name})
+
+    def fallback(self, ctx: RequestContext, reason: str) -> None:
+        """Relevance unavailable ⇒ no order ⇒ pinch-prune compresses uniformly."""
+        self._unavailable(ctx, reason)
+
+
+def _rank(queries: list[str], texts: list[str], vectors: dict[str, Vector]) -> list[int]:
+    """Order the candidate texts by relevance; blank texts (never embedded) are zero vectors."""
+    query_matrix = np.stack([vectors[q] for q in queries])
+    blank: Vector = np.zeros(query_matrix.shape[1])
+    return order_by_relevance(query_matrix, np.stack([vectors.get(t, blank) for t in texts]))

@@ -1,0 +1,113 @@
+"""The classifier I/O edge: one chat call to the configured small LLM.
+
+Two kinds, by ``providers[classifier.provider].api``:
+
+* ``openai``: ``POST {base_url}/chat/completions`` with
+  ``response_format: {"type": "json_object"}``;
+* ``ollama``: the native ``POST {root}/api/chat`` with ``format: "json"``,
+  ``stream: false`` and ``options.num_ctx = classifier.num_ctx``. Ollama's
+  OpenAI-compatible endpoint silently ignores ``num_ctx`` and would cut the
+  prompt at its default window (WHAT-USERS-HIT #5). The root is ``base_url``
+  without a trailing ``/v1``.
+
+Both ask for temperature 0: the same turn should classify the same way.
+The call has no timeout of its own: the classifier stage's
+``classifier.timeout_seconds`` bounds it. A failed call (connection, status,
+an answer without a message) raises :class:`ClassifierError`; judging the
+message's *content* is the core's job (:mod:`router.core.classification`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from router.config import ClassifierSettings, ProviderSettings
+from router.core.messages import Message
+from router.upstream import error_text, upstream_headers
+
+
+class ClassifierError(Exception):
+    """The classifier could not be asked, or did not answer with a chat message."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifierRequest:
+    url: str
+    payload: dict[str, Any]
+
+
+def ollama_root(provider: ProviderSettings) -> str:
+    return provider.url.removesuffix("/v1")
+
+
+def classifier_request(provider: ProviderSettings, settings: ClassifierSettings, messages: list[Message]) -> ClassifierRequest:
+    """The URL and JSON payload for one classification, by provider kind."""
+    if provider.api == "ollama":
+        return ClassifierRequest(
+            f"{ollama_root(provider)}/api/chat",
+            {
+                "model": settings.model,
+                "messages": messages,
+                "format": "json",
+                "stream": False,
+                "options": {"num_ctx": settings.num_ctx, "temperature": 0},
+            },
+        )
+    return ClassifierRequest(
+        f"{provider.url}/chat/completions",
+        {
+            "model": settings.model,
+            "messages": messages,
+            "response_format": {"type": "json_object"},
+            "temperature": 0,
+            "stream": False,
+        },
+    )
+
+
+def answer_text(api: str, body: bytes) -> str:
+    """The assistant message's text from a provider's answer envelope."""
+    try:
+        envelope = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ClassifierError(f"the answer is not JSON: {error_text(body)}") from None
+    message: Any = None
+    if isinstance(envelope, dict):
+        if api == "ollama":
+            message = envelope.get("message")
+        else:
+            choices = envelope.get("choices")
+            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+                message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str):
+        raise ClassifierError(f"the answer holds no message text: {error_text(body)}")
+    return content
+
+
+class ClassifierClient:
+    """Asks the configured classifier model over the one shared ClientSession."""
+
+    def __init__(self, http: aiohttp.ClientSession, provider: ProviderSettings, settings: ClassifierSettings) -> None:
+        self.http = http
+        self.provider = provider
+        self.settings = settings
+
+    async def ask(self, messages: list[Message]) -> str:
+        """The classifier model's reply text; raises ClassifierError when there is none."""
+        request = classifier_request(self.provider, self.settings, messages)
+        try:
+            async with self.http.post(
+                request.url, data=orjson.dumps(request.payload), headers=upstream_headers(self.provider)
+            ) as response:
+                body = await response.read()
+                status = response.status
+        except aiohttp.ClientError as exc:
+            raise ClassifierError(f"request to {request.url} failed ({type(exc).__name__}: {exc})") from None
+        if status != 200:
+            raise ClassifierError(f"{request.url} answered {status}: {error_text(body, self.provider.api_key())}")
+        return answer_text(self.provider.api, body)

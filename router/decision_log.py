@@ -1,0 +1,172 @@
+"""The decision log: one SQLite row per request, written off the request path.
+
+Requests only ``submit`` to a bounded queue (never waiting); one writer task
+drains it in batches and writes each batch in one transaction on a dedicated
+database thread, so a slow disk never slows a request. When the queue is full
+a record is dropped and counted (``dropped``), because blocking the request
+would be worse. ``close`` flushes the queue first: nothing submitted before
+shutdown is lost. All database work runs on that one thread, on one
+connection (WAL mode, so readers such as `sqlite3` on the file are not blocked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from router.decision_record import Decision
+
+log = logging.getLogger("pinch_router.decision_log")
+
+COLUMNS = (
+    "request_id", "ts", "status", "duration_ms", "error_code", "session", "session_source", "requested_model",
+    "stream", "category", "tier", "source", "routed_tier", "escalation", "model", "provider", "candidates",
+    "attempts", "rejected", "pinch_mode", "tokens_before", "tokens_after", "pinch_compressed", "relevance_status",
+    "relevance_reason", "stages", "upstream_status", "first_byte_ms", "upstream_ms", "prompt_tokens",
+    "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
+)  # fmt: skip
+JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
+SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS decisions (
+    {", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'request_id' else ''}" for c in COLUMNS)},
+    outcome TEXT,
+    outcome_reason TEXT,
+    outcome_ts REAL
+);
+CREATE INDEX IF NOT EXISTS decisions_ts ON decisions (ts);
+CREATE INDEX IF NOT EXISTS decisions_session ON decisions (session, ts);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeUpdate:
+    request_id: str
+    success: bool
+    reason: str | None
+    ts: float
+
+
+class DecisionLog:
+    def __init__(self, path: str, queue_size: int = 10_000, batch_size: int = 256) -> None:
+        self.path = path
+        self.batch_size = batch_size
+        self.queue: asyncio.Queue[Decision | OutcomeUpdate] = asyncio.Queue(queue_size)
+        self.dropped = 0
+        self.written = 0
+        self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-log")
+        self._conn: sqlite3.Connection | None = None
+        self._writer: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._on_db(self._open)
+        self._writer = asyncio.create_task(self._write_forever(), name="decision-log-writer")
+
+    def submit(self, item: Decision | OutcomeUpdate) -> bool:
+        """Queue a record without waiting; False (and counted) when the queue is full."""
+        try:
+            self.queue.put_nowait(item)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            log.warning("decision_log_full", extra={"dropped": self.dropped})
+            return False
+        return True
+
+    async def flush(self) -> None:
+        """Wait until everything submitted so far is on disk."""
+        await self.queue.join()
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            await self.flush()
+            self._writer.cancel()
+            try:
+                await self._writer
+            except asyncio.CancelledError:
+                pass
+        await self._on_db(self._close)
+        self._db.shutdown(wait=True)
+
+    async def recent(self, limit: int, session: str | None = None) -> list[dict[str, Any]]:
+        await self.flush()
+        return await self._on_db(self._select, limit, session)
+
+    async def session_of(self, request_id: str) -> tuple[bool, str | None]:
+        """(whether the request is logged, its session key)."""
+        await self.flush()
+        return await self._on_db(self._lookup, request_id)
+
+    async def _on_db(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._db, fn, *args)
+
+    async def _write_forever(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            while len(batch) < self.batch_size and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            try:
+                await self._on_db(self._write, batch)
+                self.written += sum(isinstance(item, Decision) for item in batch)
+            except Exception:  # a broken disk must not kill the writer; the rows are reported lost
+                log.exception("decision_log_write_failed", extra={"rows": len(batch)})
+            finally:
+                for _ in batch:
+                    self.queue.task_done()
+
+    # --- on the database thread ---------------------------------------------------
+
+    def _open(self) -> None:
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.executescript(SCHEMA)
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _write(self, batch: list[Decision | OutcomeUpdate]) -> None:
+        assert self._conn is not None
+        rows = [_row(item) for item in batch if isinstance(item, Decision)]
+        outcomes = [item for item in batch if isinstance(item, OutcomeUpdate)]
+        with self._conn:  # one transaction per batch
+            self._conn.execute("BEGIN")
+            if rows:
+                placeholders = ", ".join("?" for _ in COLUMNS)
+                self._conn.executemany(f"INSERT OR REPLACE INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", rows)
+            for o in outcomes:
+                self._conn.execute(
+                    "UPDATE decisions SET outcome = ?, outcome_reason = ?, outcome_ts = ? WHERE request_id = ?",
+                    ("success" if o.success else "failure", o.reason, o.ts, o.request_id),
+                )
+
+    def _select(self, limit: int, session: str | None) -> list[dict[str, Any]]:
+        assert self._conn is not None
+        where, args = ("WHERE session = ?", [session]) if session else ("", [])
+        cursor = self._conn.execute(f"SELECT * FROM decisions {where} ORDER BY ts DESC, rowid DESC LIMIT ?", [*args, limit])
+        names = [d[0] for d in cursor.description]
+        return [_decode(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+    def _lookup(self, request_id: str) -> tuple[bool, str | None]:
+        assert self._conn is not None
+        row = self._conn.execute("SELECT session FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
+        return (row is not None, row[0] if row else None)
+
+
+def _row(decision: Decision) -> tuple[Any, ...]:
+    values = decision.as_json()
+    return tuple(orjson.dumps(values[c]).decode() if c in JSON_COLUMNS else values[c] for c in COLUMNS)
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    for column in JSON_COLUMNS:
+        if row.get(column) is not None:
+            row[column] = orjson.loads(row[column])
+    row["stream"] = bool(row["stream"])
+    return row

@@ -1,0 +1,114 @@
+"""The embeddings I/O edge: ONE batched request for many texts.
+
+Two wire formats, chosen by ``pinch.relevance.api``:
+
+* ``openai``: ``POST {base_url}/embeddings`` with ``{"model", "input": [...]}``;
+  the answer's ``data[i].embedding``, put back in input order by ``data[i].index``
+  (OpenAI, vLLM, llama.cpp's server, LM Studio, Ollama's ``/v1``).
+* ``ollama``: the native ``POST {root}/api/embed`` with ``{"model", "input": [...]}``;
+  the answer's ``embeddings``. The root is ``base_url`` without a trailing ``/v1``,
+  so the same ``base_url`` works for both kinds.
+
+``api_key_env`` names an environment variable whose value is sent as a
+Bearer token. The call has no timeout of its own: the pinch-relevance stage's
+``relevance.timeout_seconds`` bounds it. Every failure — connection,
+non-200 status, malformed JSON, a wrong count, ragged dimensions, NaN or
+infinity — raises :class:`EmbeddingsError` with a reason fit for a log line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+
+from router.config import RelevanceSettings
+from router.core.relevance import InvalidEmbeddings, Vectors, embeddings_matrix
+from router.upstream import error_text
+
+
+class EmbeddingsError(Exception):
+    """No usable embeddings came back; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def embeddings_url(settings: RelevanceSettings) -> str:
+    base = str(settings.base_url).rstrip("/")
+    if settings.api == "ollama":
+        return f"{base.removesuffix('/v1')}/api/embed"
+    return f"{base}/embeddings"
+
+
+def embeddings_headers(settings: RelevanceSettings) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def answer_vectors(api: str, body: bytes) -> Any:
+    """The raw vectors of an answer body, in input order (not yet validated)."""
+    envelope = _parse_json(body)
+    if not isinstance(envelope, dict):
+        raise EmbeddingsError(f"the answer is not a JSON object: {error_text(body)}")
+    if api == "ollama":
+        if "embeddings" not in envelope:
+            raise EmbeddingsError(f"the answer has no 'embeddings': {error_text(body)}")
+        return envelope["embeddings"]
+    data = envelope.get("data")
+    if not isinstance(data, list) or not all(isinstance(item, dict) and "embedding" in item for item in data):
+        raise EmbeddingsError(f"the answer has no 'data' list of embeddings: {error_text(body)}")
+    indexes = [item.get("index", position) for position, item in enumerate(data)]
+    if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(len(data))):
+        raise EmbeddingsError(f"the answer's data indexes are not 0..{len(data) - 1}")
+    return [item["embedding"] for _, item in sorted(zip(indexes, data, strict=True), key=lambda pair: pair[0])]
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        # Python-made servers write NaN and Infinity literals, which strict JSON
+        # (orjson) refuses; parse them so validation can name the real problem.
+        return json.loads(body)
+    except ValueError:
+        raise EmbeddingsError(f"the answer is not JSON: {error_text(body)}") from None
+
+
+class EmbeddingsClient:
+    """Embeds texts with the configured model over the one shared ClientSession."""
+
+    def __init__(self, http: aiohttp.ClientSession, settings: RelevanceSettings) -> None:
+        self.http = http
+        self.settings = settings
+        self.url = embeddings_url(settings)
+        self.requests_sent = 0  # for eval-pinch and benchmarks: calls made, failed ones included
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """One vector per text, in order, as a validated 2-D array; raises EmbeddingsError."""
+        payload = orjson.dumps({"model": self.settings.model, "input": list(texts)})
+        self.requests_sent += 1
+        try:
+            async with self.http.post(self.url, data=payload, headers=embeddings_headers(self.settings)) as response:
+                body = await response.read()
+                status = response.status
+        except TimeoutError:
+            raise EmbeddingsError(f"request to {self.url} timed out") from None
+        except aiohttp.ClientError as exc:
+            raise EmbeddingsError(f"request to {self.url} failed ({type(exc).__name__}: {exc})") from None
+        if status != 200:
+            raise EmbeddingsError(f"{self.url} answered {status}: {error_text(body)}")
+        try:
+            return embeddings_matrix(answer_vectors(self.settings.api, body), len(texts))
+        except InvalidEmbeddings as exc:
+            raise EmbeddingsError(f"invalid embeddings from {self.url}: {exc}") from None

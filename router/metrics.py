@@ -1,0 +1,76 @@
+"""Prometheus metrics, one registry per app (so tests and several apps never share counters).
+
+Everything is observed from the finished :class:`Decision`, in one place.
+Label values are bounded: model, category, stage, provider and status come
+from config or a fixed vocabulary, never from client input.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from router.decision_record import Decision
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    def __init__(self, models: list[str], categories: list[str]) -> None:
+        self.registry = CollectorRegistry()
+        # Only configured names become label values; anything else is "other".
+        self._models = frozenset(models)
+        self._categories = frozenset(categories)
+        r = self.registry
+        self.requests = Counter("pinch_router_requests", "Requests by chosen model, category and HTTP status", ["model", "category", "status"], registry=r)
+        self.classification = Counter("pinch_router_classification", "Classifications by source", ["source"], registry=r)
+        self.pinch = Counter("pinch_router_pinch", "Pinch runs by mode", ["mode"], registry=r)
+        self.pinch_saved = Counter("pinch_router_pinch_saved_tokens", "Prompt tokens removed by pinch", registry=r)
+        self.relevance = Counter("pinch_router_relevance", "Relevance ranking by status", ["status"], registry=r)
+        self.stage_seconds = Histogram("pinch_router_stage_duration_seconds", "Own work of each stage", ["stage"], buckets=LATENCY_BUCKETS, registry=r)
+        self.stage_outcomes = Counter("pinch_router_stage_outcomes", "Stage outcomes (fallback, timeout, error, ...)", ["stage", "outcome"], registry=r)
+        self.first_byte = Histogram("pinch_router_upstream_first_byte_seconds", "Upstream time to first byte", ["provider"], buckets=LATENCY_BUCKETS, registry=r)
+        self.upstream_total = Histogram("pinch_router_upstream_total_seconds", "Upstream time to the end of the answer", ["provider"], buckets=LATENCY_BUCKETS, registry=r)
+        self.overhead = Histogram("pinch_router_overhead_seconds", "Time spent in the proxy itself", buckets=LATENCY_BUCKETS, registry=r)
+        self.usage = Counter("pinch_router_usage_tokens", "Tokens reported by upstreams", ["model", "kind"], registry=r)
+        self.upstream_attempts = Counter("pinch_router_upstream_attempts", "Upstream attempts by provider and result", ["provider", "result"], registry=r)
+        self.decisions_dropped = Counter("pinch_router_decision_log_dropped", "Decision rows dropped because the log queue was full", registry=r)
+        self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
+
+    def _model(self, name: str | None) -> str:
+        return name if name in self._models else ("none" if name is None else "other")
+
+    def _category(self, name: str | None) -> str:
+        return name if name in self._categories else ("none" if name is None else "other")
+
+    def observe(self, d: Decision) -> None:
+        model = self._model(d.model)
+        self.requests.labels(model, self._category(d.category), str(d.status)).inc()
+        if d.source:
+            self.classification.labels(d.source).inc()
+        if d.pinch_mode:
+            self.pinch.labels(d.pinch_mode).inc()
+            self.pinch_saved.inc(max(d.pinch_saved, 0))
+        if d.relevance_status:
+            self.relevance.labels(d.relevance_status).inc()
+        for record in d.stages:
+            self.stage_seconds.labels(record.stage).observe(record.ms / 1000)
+            self.stage_outcomes.labels(record.stage, str(record.outcome)).inc()
+        for attempt in d.attempts:
+            self.upstream_attempts.labels(attempt.provider, "answered" if not attempt.error else "failed").inc()
+        if d.provider and d.first_byte_ms is not None:
+            self.first_byte.labels(d.provider).observe(d.first_byte_ms / 1000)
+        if d.provider and d.upstream_ms is not None:
+            self.upstream_total.labels(d.provider).observe(d.upstream_ms / 1000)
+        if d.overhead_ms is not None:
+            self.overhead.observe(d.overhead_ms / 1000)
+        if d.prompt_tokens:
+            self.usage.labels(model, "prompt").inc(d.prompt_tokens)
+        if d.completion_tokens:
+            self.usage.labels(model, "completion").inc(d.completion_tokens)
+        if d.escalation:
+            self.escalations.inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

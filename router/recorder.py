@@ -1,0 +1,79 @@
+"""Where every finished request goes: the decision log, the metrics, one log line.
+
+Also answers ``POST /v1/outcome``: it finds the request's session (recent
+requests from memory, older ones from the log) and feeds escalation.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+
+from router.core.escalation import EscalationTracker
+from router.decision_log import DecisionLog, OutcomeUpdate
+from router.decision_record import Decision
+from router.metrics import Metrics
+
+log = logging.getLogger("pinch_router.request")
+
+RECENT_SESSIONS = 50_000
+
+
+class Recorder:
+    def __init__(
+        self,
+        metrics: Metrics,
+        decision_log: DecisionLog | None,
+        escalation: EscalationTracker | None,
+        clock: Callable[[], float],
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self.metrics = metrics
+        self.decision_log = decision_log
+        self.escalation = escalation
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._sessions: OrderedDict[str, str | None] = OrderedDict()  # request id → session key
+
+    def record(self, decision: Decision) -> None:
+        """Called once per request when its answer is complete. Never raises into a request."""
+        self._sessions[decision.request_id] = decision.session
+        if len(self._sessions) > RECENT_SESSIONS:
+            self._sessions.popitem(last=False)
+        self.metrics.observe(decision)
+        if self.decision_log is not None and not self.decision_log.submit(decision):
+            self.metrics.decisions_dropped.inc()
+        log.info(
+            "request",
+            extra={
+                "request_id": decision.request_id,
+                "status": decision.status,
+                "error_code": decision.error_code,
+                "session": decision.session,
+                "model": decision.model,
+                "category": decision.category,
+                "tier": decision.routed_tier,
+                "source": decision.source,
+                "pinch_saved": decision.pinch_saved,
+                "stream": decision.stream,
+                "duration_ms": decision.duration_ms,
+                "overhead_ms": decision.overhead_ms,
+            },
+        )
+
+    async def outcome(self, request_id: str, success: bool, reason: str | None) -> bool:
+        """Record a client-reported outcome; False when the request id is unknown."""
+        if request_id in self._sessions:
+            session = self._sessions[request_id]
+        elif self.decision_log is not None:
+            known, session = await self.decision_log.session_of(request_id)
+            if not known:
+                return False
+        else:
+            return False
+        if self.decision_log is not None:
+            self.decision_log.submit(OutcomeUpdate(request_id, success, reason, self.wall_clock()))
+        if self.escalation is not None and session is not None:
+            self.escalation.record_outcome(session, success, self.clock())
+        return True

@@ -1,0 +1,186 @@
+"""The decision log: one row per request, the right fields, no content, flushed on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from router.decision_log import DecisionLog
+from router.decision_record import Decision
+from router.mock_upstream import Behaviour
+from tests.conftest import chat_body, make_config, model_entry
+
+URL = "/v1/chat/completions"
+SECRET_TEXT = "the-user's-private-prompt-text"
+
+
+async def decisions(client, **query) -> list[dict]:
+    resp = await client.get("/v1/decisions", params=query)
+    assert resp.status == 200
+    return (await resp.json())["data"]
+
+
+async def test_one_row_per_request_with_the_decision_fields(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post(URL, json=chat_body(SECRET_TEXT, stream=True, stream_options={"include_usage": True}), headers={"x-session-id": "s1"})
+    await resp.read()
+    rows = await decisions(client)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["request_id"] == resp.headers["x-router-request-id"]
+    assert row["status"] == 200 and row["stream"] is True
+    assert row["session_source"] == "header" and row["session"] and row["session"] != "s1"
+    assert row["requested_model"] == "auto"
+    assert (row["model"], row["provider"], row["routed_tier"]) == ("main", "mock", 2)
+    assert row["candidates"] == ["main"]
+    assert row["attempts"] == [{"model": "main", "provider": "mock", "status": 200, "error": ""}]
+    assert row["upstream_status"] == 200 and row["first_byte_ms"] > 0 and row["upstream_ms"] >= row["first_byte_ms"]
+    assert row["total_tokens"] and row["prompt_tokens"] and row["completion_tokens"]
+    assert row["overhead_ms"] >= 0 and row["duration_ms"] >= row["overhead_ms"]
+    assert [s["stage"] for s in row["stages"]] == ["session-fingerprint", "capability-gate", "upstream-forward"]
+    assert all(s["outcome"] == "ok" for s in row["stages"])
+    assert SECRET_TEXT not in str(row)
+
+
+async def test_refused_and_failed_requests_get_rows_too(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    await client.post(URL, data=b"{broken", headers={"Content-Type": "application/json"})
+    await client.post(URL, json=chat_body(model="missing-model"))
+    mock.then(Behaviour(status=500))
+    await client.post(URL, json=chat_body())
+    rows = {row["status"]: row for row in await decisions(client)}
+    assert rows[400]["error_code"] == "invalid_json"
+    assert rows[404]["error_code"] == "model_not_found"
+    assert rows[502]["error_code"] == "upstream_unavailable"
+    assert rows[502]["attempts"][0]["status"] == 500
+
+
+async def test_decisions_filter_by_session_and_limit(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    for session in ("a", "a", "b"):
+        await client.post(URL, json=chat_body(), headers={"x-session-id": session})
+    everything = await decisions(client)
+    assert len(everything) == 3
+    session_a = everything[-1]["session"]
+    assert len(await decisions(client, session=session_a)) == 2
+    assert len(await decisions(client, limit="1")) == 1
+    bad = await client.get("/v1/decisions", params={"limit": "0"})
+    assert bad.status == 400 and (await bad.json())["error"]["param"] == "limit"
+
+
+async def test_a_disconnected_client_is_recorded_as_499(proxy, mock_upstream):
+    mock, url = mock_upstream
+    mock.then(Behaviour(delay_before_head=1))
+    client = await proxy(make_config(url))
+    task = asyncio.ensure_future(client.post(URL, json=chat_body()))
+    while not mock.received:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    for _ in range(100):
+        rows = await decisions(client)
+        if rows:
+            break
+        await asyncio.sleep(0.02)
+    assert rows[0]["status"] == 499
+
+
+def decision(request_id: str) -> Decision:
+    return Decision(request_id=request_id, ts=1.0, status=200, duration_ms=1.0, model="m")
+
+
+async def test_close_flushes_everything_queued(tmp_path):
+    path = tmp_path / "log.sqlite3"
+    log = DecisionLog(str(path), queue_size=5000, batch_size=64)
+    await log.start()
+    for i in range(1000):
+        assert log.submit(decision(f"r{i}"))
+    await log.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM decisions").fetchone()[0] == 1000
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
+    log = DecisionLog(str(tmp_path / "log.sqlite3"), queue_size=2)
+    # not started: nothing drains the queue
+    assert log.submit(decision("a")) and log.submit(decision("b"))
+    assert not log.submit(decision("c"))
+    assert log.dropped == 1
+
+
+async def test_app_shutdown_flushes_the_log(tmp_path, mock_upstream):
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from router.app import create_app
+
+    _, url = mock_upstream
+    path = tmp_path / "decisions.sqlite3"
+    app = await create_app(make_config(url, decision_log={"path": str(path)}))
+    client = TestClient(TestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    for _ in range(20):
+        await client.post(URL, json=chat_body())
+    await client.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM decisions").fetchone()[0] == 20
+
+
+@pytest.mark.parametrize("enabled", [False])
+async def test_decisions_endpoint_says_when_the_log_is_off(proxy, mock_upstream, enabled):
+    _, url = mock_upstream
+    client = await proxy(make_config(url, decision_log={"enabled": enabled}))
+    resp = await client.get("/v1/decisions")
+    assert resp.status == 404 and (await resp.json())["error"]["code"] == "decision_log_disabled"
+
+
+async def test_outcomes_are_recorded_and_unknown_ids_are_404(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post(URL, json=chat_body())
+    request_id = resp.headers["x-router-request-id"]
+    ok = await client.post("/v1/outcome", json={"request_id": request_id, "success": False, "reason": "tests failed"})
+    assert ok.status == 200
+    row = (await decisions(client))[0]
+    assert (row["outcome"], row["outcome_reason"]) == ("failure", "tests failed")
+    unknown = await client.post("/v1/outcome", json={"request_id": "req_nope", "success": True})
+    assert unknown.status == 404 and (await unknown.json())["error"]["code"] == "request_not_found"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [({"success": True}, "request_id"), ({"request_id": "x"}, "success"), ({"request_id": "x", "success": "yes"}, "success"), ({"request_id": "x", "success": True, "reason": 5}, "reason")],
+)
+async def test_outcome_validates_its_body(proxy, mock_upstream, body, param):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post("/v1/outcome", json=body)
+    assert resp.status == 400 and (await resp.json())["error"]["param"] == param
+
+
+async def test_failed_outcomes_escalate_the_session_one_tier(proxy, mock_upstream):
+    mock, url = mock_upstream
+    config = make_config(
+        url,
+        models=[model_entry("easy", tiers=[1, 2], quality=0.9), model_entry("hard", tiers=[3], quality=0.5)],
+        escalation={"failures": 2, "window_minutes": 10},
+    )
+    client = await proxy(config)
+    headers = {"x-session-id": "struggling"}
+    for _ in range(2):
+        resp = await client.post(URL, json=chat_body(), headers=headers)
+        assert resp.headers["x-router-model"] == "easy"
+        await client.post("/v1/outcome", json={"request_id": resp.headers["x-router-request-id"], "success": False})
+    escalated = await client.post(URL, json=chat_body(), headers=headers)
+    assert escalated.headers["x-router-model"] == "hard"
+    assert escalated.headers["x-router-tier"] == "3"
+    other = await client.post(URL, json=chat_body(), headers={"x-session-id": "fine"})
+    assert other.headers["x-router-model"] == "easy"
+    row = (await decisions(client, limit="2"))[1]
+    assert row["escalation"] == "escalated from tier 2 to 3 after 2 failed outcomes"
+    gate = next(s for s in row["stages"] if s["stage"] == "capability-gate")
+    assert "escalated from tier 2 to 3" in gate["detail"]

@@ -1,0 +1,229 @@
+"""Property-based: the invariants of ARCHITECTURE §5 hold on generated agent transcripts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.context import PinchMode, PinchStats
+from router.core.pinch import (
+    MIN_SUMMARIZE_CHARS,
+    compress_tool_result,
+    prune_context,
+    tool_name_for,
+)
+from router.core.tokens import DEFAULT_ESTIMATOR
+from router.core.turns import protected_from, trim_candidates
+from tests.factories import assistant, image_part, system, tool, user
+
+WORDS = ["ok", "error:", "def parse(", "    return x", "PASSED", "FAILED test_parser.py::test_x", "ünïcode ✓", "\t{}", ""]
+# Around the placeholder's length, the smallest max_summarize_chars and the usual ones.
+SIZES = [0, 1, 20, 50, 60, 100, 239, 240, 241, 500, 2000, 3000, 3001, 20_000]
+
+
+def log(size: int, seed: int, newlines: bool) -> str:
+    """Deterministic tool output of exactly ``size`` characters."""
+    if not newlines:
+        return ((WORDS[seed % len(WORDS)] or "x") * size)[:size]
+    out, length, i = [], 0, seed
+    while length < size:
+        out.append(f"{WORDS[i % len(WORDS)]} {i}")
+        length += len(out[-1]) + 1
+        i += 7
+    return "\n".join(out)[:size]
+
+
+tool_text = st.builds(log, st.sampled_from(SIZES), st.integers(0, 100), st.booleans())
+line = st.sampled_from(WORDS)
+
+
+def text_part(text: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "text", "text": text, **extra}
+
+
+tool_content = st.one_of(
+    tool_text,
+    st.lists(
+        st.one_of(
+            tool_text.map(text_part),
+            tool_text.map(lambda t: text_part(t, cache_control={"type": "ephemeral"})),
+            st.just(image_part()),
+            st.just({"type": "future_part", "blob": "z" * 50}),
+        ),
+        max_size=4,
+    ),
+    st.none(),
+)
+extra_keys = st.dictionaries(st.sampled_from(["name", "cache_control", "x_vendor"]), st.sampled_from(["v", {"type": "ephemeral"}]), max_size=2)
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
+    messages = [system("You are a coding agent."), user(draw(line))]
+    for turn in range(draw(st.integers(0, 8))):
+        ids = [f"call_{turn}_{j}" for j in range(draw(st.integers(0, 3)))]
+        messages.append(assistant(draw(st.none() | line), [(i, draw(st.sampled_from(["bash", "view", "grep"])), "{}") for i in ids]))
+        for call_id in ids:
+            messages.append(tool(call_id, draw(tool_content), **draw(extra_keys)))
+        if draw(st.integers(0, 4)) == 0:
+            messages.append(user(draw(tool_text)))
+    if draw(st.booleans()):
+        messages.append(assistant(draw(tool_text)))
+    return messages
+
+
+@dataclass(frozen=True)
+class Case:
+    messages: list[dict[str, Any]]
+    budget: int
+    keep: int
+    max_chars: int
+    order: list[int] | None
+
+
+@st.composite
+def cases(draw: st.DrawFn, relevance: bool | None = None) -> Case:
+    messages = draw(transcripts())
+    keep = draw(st.integers(1, 5))
+    total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
+    # percent of the total: from nothing fits, through just over (relevance stops early), to everything fits
+    percent = draw(st.sampled_from([0, 50, 80, 90, 95, 98, 99, 100, 110]) | st.integers(0, 110))
+    budget = total * percent // 100
+    use_order = draw(st.booleans()) if relevance is None else relevance
+    order = draw(st.permutations(range(len(trim_candidates(messages, keep))))) if use_order else None
+    return Case(messages, budget, keep, draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), order)
+
+
+def run(case: Case, messages: list[dict[str, Any]] | None = None, order: Any = "same") -> tuple[list[dict[str, Any]], PinchStats]:
+    return prune_context(
+        case.messages if messages is None else messages,
+        case.budget,
+        case.keep,
+        case.max_chars,
+        case.order if order == "same" else order,
+    )
+
+
+def candidate_compressions(case: Case) -> dict[int, dict[str, Any]]:
+    """What compressing each candidate alone gives (absent: it would not save tokens)."""
+    out = {}
+    for index in trim_candidates(case.messages, case.keep):
+        compressed = compress_tool_result(case.messages[index], tool_name_for(case.messages, index), case.max_chars)
+        if compressed is not None:
+            out[index] = compressed.message
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_structure_is_preserved_and_only_old_tool_results_change(case: Case):
+    before = orjson.dumps(case.messages)
+    sent, _ = run(case)
+    assert orjson.dumps(case.messages) == before, "the input was mutated"
+    assert len(sent) == len(case.messages)
+    candidates = set(trim_candidates(case.messages, case.keep))
+    for index, (old, new) in enumerate(zip(case.messages, sent, strict=True)):
+        assert new["role"] == old["role"]
+        assert list(new) == list(old), "keys added, removed or reordered"
+        assert all(new[k] == old[k] for k in old if k != "content")
+        if new is old:
+            continue
+        assert index in candidates and index < protected_from(case.messages, case.keep)
+        assert new.get("tool_call_id") == old.get("tool_call_id")
+        assert DEFAULT_ESTIMATOR.message_tokens(new) < DEFAULT_ESTIMATOR.message_tokens(old)
+        if isinstance(old["content"], list):
+            assert len(new["content"]) == len(old["content"])
+            for old_part, new_part in zip(old["content"], new["content"], strict=True):
+                assert list(new_part) == list(old_part)
+                assert old_part.get("type") == "text" or new_part is old_part
+                assert len(orjson.dumps(new_part)) <= len(orjson.dumps(old_part))
+        else:
+            assert isinstance(new["content"], str) and len(new["content"]) < len(old["content"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_user_system_and_assistant_messages_are_byte_identical(case: Case):
+    sent, _ = run(case)
+    for old, new in zip(case.messages, sent, strict=True):
+        if old["role"] != "tool":
+            assert new is old and orjson.dumps(new) == orjson.dumps(old)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_every_tool_result_still_answers_its_call(case: Case):
+    sent, _ = run(case)
+    open_calls: set[str] = set()
+    for old, new in zip(case.messages, sent, strict=True):
+        for call in new.get("tool_calls") or []:
+            open_calls.add(call["id"])
+        if new["role"] == "tool":
+            assert new["tool_call_id"] == old["tool_call_id"] and new["tool_call_id"] in open_calls
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_stats_are_exact(case: Case):
+    sent, stats = run(case)
+    assert stats.original_tokens == DEFAULT_ESTIMATOR.prompt_tokens(case.messages)
+    assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
+    rewritten = sum(1 for old, new in zip(case.messages, sent, strict=True) if old is not new)
+    assert stats.compressed == stats.elided + stats.placeholders == rewritten
+    if stats.original_tokens <= case.budget:
+        assert sent is case.messages and stats.mode is PinchMode.WITHIN_BUDGET
+    else:
+        assert stats.mode is (PinchMode.UNIFORM if case.order is None else PinchMode.RELEVANCE)
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases())
+def test_pruning_again_changes_nothing(case: Case):
+    once, _ = run(case)
+    order = None if case.order is None else list(range(len(trim_candidates(once, case.keep))))
+    twice, stats = run(case, messages=once, order=order)
+    assert twice is once
+    assert stats.compressed == 0
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(relevance=False))
+def test_uniform_mode_compresses_every_candidate_that_can_shrink(case: Case):
+    sent, stats = run(case)
+    if stats.mode is PinchMode.WITHIN_BUDGET:
+        return
+    expected = candidate_compressions(case)
+    assert {i for i, (a, b) in enumerate(zip(case.messages, sent, strict=True)) if a is not b} == set(expected)
+    assert all(sent[i] == message for i, message in expected.items())
+
+
+@settings(max_examples=100, deadline=None)
+@given(cases(relevance=True))
+def test_relevance_mode_compresses_a_prefix_of_the_order_and_stops_once_the_deficit_is_covered(case: Case):
+    sent, stats = run(case)
+    if stats.mode is PinchMode.WITHIN_BUDGET:
+        return
+    assert case.order is not None
+    uniform_sent, uniform = run(case, order=None)
+    expected = candidate_compressions(case)
+    candidates = trim_candidates(case.messages, case.keep)
+    compressed = [candidates[p] for p in case.order if sent[candidates[p]] is not case.messages[candidates[p]]]
+    # never more than uniform, each compressed exactly as uniform would
+    assert set(compressed) <= set(expected)
+    assert all(sent[i] == uniform_sent[i] for i in compressed)
+    assert stats.final_tokens >= uniform.final_tokens
+    # a prefix of the order (skipping what cannot shrink) ...
+    walked = [candidates[p] for p in case.order if candidates[p] in expected][: len(compressed)]
+    assert compressed == walked
+    # ... that stops as soon as the deficit is covered, and goes all the way when it never is
+    deficit = stats.original_tokens - case.budget
+    if compressed:
+        last = compressed[-1]
+        saved_before_last = stats.saved_tokens - (DEFAULT_ESTIMATOR.message_tokens(case.messages[last]) - DEFAULT_ESTIMATOR.message_tokens(sent[last]))
+        assert saved_before_last < deficit
+    if stats.saved_tokens < deficit:
+        assert set(compressed) == set(expected)

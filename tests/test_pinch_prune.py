@@ -1,0 +1,203 @@
+"""The pinch-prune stage: through the running proxy, and its trace outcomes on a context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from middlewares.pinch_prune import PinchPrune
+from router.chain import StageDeps
+from router.config import ConfigError, load_config
+from router.context import Message, Outcome, PinchMode, Relevance, RelevanceStatus
+from router.core.pinch import MIN_SUMMARIZE_CHARS, prune_context
+from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from router.core.turns import trim_candidates
+from router.stage import run_stage
+from tests.conftest import make_config, model_entry
+from tests.factories import assistant, make_ctx, system, tool, user
+
+URL = "/v1/chat/completions"
+CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
+KEEP, MAX_CHARS = 1, 400
+TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
+
+
+def result(topic: str, chars: int = 4000) -> str:
+    line = f"{topic}: output line\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def session(results: int = 4, chars: int = 4000) -> list[Message]:
+    """An agent session: each turn an assistant call and its (long) tool result; the last is in progress."""
+    messages = [system("You are a coding agent."), user("Make the parser tests pass.")]
+    for i in range(results):
+        messages += [assistant(f"Step {i}.", [(f"call_{i}", "bash", f'{{"cmd": "step {i}"}}')]), tool(f"call_{i}", result(f"r{i}", chars))]
+    return messages
+
+
+def tokens(messages: list[Message], tools: Any = None) -> int:
+    return DEFAULT_ESTIMATOR.prompt_tokens(messages, tools)
+
+
+def pinch_config(url: str, chain: list[str] = CHAIN, context_window: int = 1_000_000, **pinch: Any):
+    settings = {"enabled": True, "budget_tokens": 1000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS, **pinch}
+    return make_config(url, middlewares=chain, pinch=settings, models=[model_entry("main", context_window=context_window)])
+
+
+# --- through the proxy -------------------------------------------------------------------------
+
+
+async def test_an_over_budget_session_goes_upstream_pinched_and_the_header_says_what_it_saved(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(pinch_config(url))
+    messages = session()
+    body = {"model": "auto", "messages": messages, "tools": TOOLS, "temperature": 0.2, "vendor_option": {"keep": True}}
+    response = await client.post(URL, json=body)
+    assert response.status == 200
+    sent = mock.received[-1].body
+    expected, stats = prune_context(messages, 1000, KEEP, MAX_CHARS, tools=TOOLS)
+    assert sent["messages"] == expected and sent["messages"] != messages
+    assert {k: v for k, v in sent.items() if k not in ("messages", "model")} == {k: v for k, v in body.items() if k not in ("messages", "model")}
+    saved = int(response.headers["x-router-pinch-saved"])
+    assert saved == stats.saved_tokens > 0
+    assert tokens(sent["messages"], sent["tools"]) == tokens(messages, TOOLS) - saved
+
+
+async def test_a_session_within_budget_goes_upstream_as_sent(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(pinch_config(url, budget_tokens=1_000_000))
+    messages = session()
+    response = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert response.status == 200
+    assert mock.received[-1].body["messages"] == messages
+    assert response.headers["x-router-pinch-saved"] == "0"
+
+
+async def test_disabled_pinch_forwards_the_messages_untouched_and_sends_no_pinch_header(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(pinch_config(url, enabled=False))
+    messages = session()
+    response = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert response.status == 200
+    assert mock.received[-1].body["messages"] == messages
+    assert "x-router-pinch-saved" not in response.headers
+
+
+async def test_a_streamed_answer_carries_the_pinch_header_too(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(pinch_config(url))
+    messages = session()
+    response = await client.post(URL, json={"model": "auto", "messages": messages, "stream": True})
+    assert response.status == 200
+    await response.read()
+    assert int(response.headers["x-router-pinch-saved"]) == tokens(messages) - tokens(mock.received[-1].body["messages"]) > 0
+
+
+async def test_the_gate_measures_the_pinched_prompt(proxy, mock_upstream):
+    # 20 old 4000-character results (~20k tokens) do not fit an 8k window; pinched they do
+    mock, url = mock_upstream
+    messages = session(results=20)
+    unpinched = await proxy(pinch_config(url, chain=["session-fingerprint", "capability-gate", "upstream-forward"], context_window=8_000))
+    refused = await unpinched.post(URL, json={"model": "auto", "messages": messages})
+    assert refused.status == 400 and (await refused.json())["error"]["code"] == "no_capable_model"
+    pinched = await proxy(pinch_config(url, context_window=8_000, budget_tokens=6_000))
+    served = await pinched.post(URL, json={"model": "auto", "messages": messages})
+    assert served.status == 200
+    assert tokens(mock.received[-1].body["messages"]) <= 6_000
+
+
+# --- the stage's outcomes ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenEstimator(TokenEstimator):
+    def size_tokens(self, chars: int, images: int) -> int:
+        raise RuntimeError("estimator broke")
+
+
+def stage(http: aiohttp.ClientSession, estimator: TokenEstimator = DEFAULT_ESTIMATOR, **pinch: Any) -> PinchPrune:
+    return PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", **pinch), http=http, estimator=estimator))
+
+
+async def test_disabled_is_recorded_as_skipped(http):
+    ctx = make_ctx({"model": "auto", "messages": session()})
+    record = await run_stage(stage(http, enabled=False), ctx)
+    assert record.outcome is Outcome.SKIPPED
+    assert ctx.send_messages is ctx.messages and ctx.pinch is None
+
+
+async def test_any_error_forwards_the_original_messages_and_is_recorded(http):
+    ctx = make_ctx({"model": "auto", "messages": session()})
+    ctx.send_messages = []  # whatever was there, the fallback restores the original
+    record = await run_stage(stage(http, BrokenEstimator()), ctx)
+    assert record.outcome is Outcome.ERROR and "estimator broke" in record.detail
+    assert ctx.send_messages is ctx.messages and ctx.pinch is None
+    assert ctx.response is None  # fail open: the request goes on
+
+
+async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(http):
+    messages = session()
+    ctx = make_ctx({"model": "auto", "messages": messages, "tools": TOOLS})
+    record = await run_stage(stage(http), ctx)
+    assert record.outcome is Outcome.OK and "uniform" in record.detail
+    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM
+    assert ctx.pinch.original_tokens == tokens(messages, TOOLS)
+    assert ctx.pinch.final_tokens == tokens(ctx.send_messages, TOOLS)
+    assert ctx.messages is messages and ctx.messages == session()
+
+
+async def test_a_relevance_order_prunes_least_relevant_first(http):
+    messages = session()
+    budget = tokens(messages) - 100  # one compression is enough
+    ctx = make_ctx({"model": "auto", "messages": messages})
+    ctx.relevance = Relevance(RelevanceStatus.OK, order=(2, 0, 1))
+    await run_stage(stage(http, budget_tokens=budget), ctx)
+    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.RELEVANCE and ctx.pinch.compressed == 1
+    candidates = trim_candidates(messages, KEEP)
+    assert [i for i in candidates if ctx.send_messages[i] is not messages[i]] == [candidates[2]]
+
+
+@pytest.mark.parametrize("status", [RelevanceStatus.SKIPPED, RelevanceStatus.UNAVAILABLE])
+async def test_without_a_relevance_order_pinch_is_uniform(http, status: RelevanceStatus):
+    ctx = make_ctx({"model": "auto", "messages": session()})
+    ctx.relevance = Relevance(status, order=None, reason="embeddings down")
+    await run_stage(stage(http), ctx)
+    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM and ctx.pinch.compressed == 3
+
+
+async def test_an_order_that_does_not_fit_the_candidates_falls_back_to_uniform(http):
+    ctx = make_ctx({"model": "auto", "messages": session()})
+    ctx.relevance = Relevance(RelevanceStatus.OK, order=(0, 1))  # three candidates
+    record = await run_stage(stage(http), ctx)
+    assert record.outcome is Outcome.FALLBACK and "uniform instead" in record.detail
+    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM and ctx.pinch.compressed == 3
+
+
+# --- configuration -----------------------------------------------------------------------------
+
+
+def test_pinch_is_off_unless_configured():
+    assert make_config().pinch.enabled is False
+
+
+def test_max_summarize_chars_must_hold_head_marker_and_tail():
+    with pytest.raises(ConfigError, match="pinch.max_summarize_chars"):
+        pinch_config("http://127.0.0.1:9/v1", max_summarize_chars=MIN_SUMMARIZE_CHARS - 1)
+    assert pinch_config("http://127.0.0.1:9/v1", max_summarize_chars=MIN_SUMMARIZE_CHARS).pinch.max_summarize_chars == MIN_SUMMARIZE_CHARS
+
+
+@pytest.mark.parametrize("key", ["budget_tokens", "keep_last_turns"])
+def test_budget_and_turns_must_be_positive(key: str):
+    with pytest.raises(ConfigError, match=f"pinch.{key}"):
+        pinch_config("http://127.0.0.1:9/v1", **{key: 0})
+
+
+def test_the_shipped_config_enables_pinch_before_the_gate():
+    config = load_config(Path(__file__).resolve().parents[1] / "config.yaml", environ={})
+    assert config.pinch.enabled
+    chain = config.middlewares
+    assert chain.index("pinch-prune") < chain.index("capability-gate")
