@@ -1,0 +1,273 @@
+"""`pinch-router explain`: what the proxy would decide for a saved request, without sending it.
+
+The request (a chat-completions body, or a transcript ``{"messages", "tools"}``
+without a model, which routes like ``auto``; a bare list of messages works
+too) goes through the configured chain exactly as the proxy would run it —
+the edge's :func:`router.edge.context_from_body`, the stages built by
+:func:`router.chain.build_chain`, each run by :func:`router.stage.run_stage`
+so timeouts and fallbacks behave as in the proxy — except ``upstream-forward``,
+which never runs: nothing goes to the chat upstream. The classifier and the
+embeddings endpoint ARE called as configured (an unreachable one falls back
+at once on connection refused, a slow one after its timeout);
+``--offline`` makes every network call fail immediately instead, so the
+trace shows the fallbacks the proxy would take with those services down.
+
+It prints the decision (session, classification, needs, route, fallback
+candidates, rejected models with reasons), the stage trace, and what pinch
+compressed: each rewritten tool result with its index, tool name, size before
+and after and how (elided: head + marker + tail; placeholder), plus the token
+totals. Exit status: 0 when the proxy would forward the request, 1 when a
+stage would answer it with an error (e.g. 400 no_capable_model, printed), 2
+when the file or the request is unusable (a message, never a traceback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from types import SimpleNamespace
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+from router.chain import TERMINAL_STAGE, StageDeps, build_chain
+from router.config import Config
+from router.context import Message, PinchMode, RequestContext
+from router.core.messages import TEXT_PART_TYPES, content_text
+from router.core.pinch import CompressionKind, tool_name_for
+from router.core.routing import describe_needs
+from router.core.tokens import TokenEstimator
+from router.edge import context_from_body
+from router.errors import ApiError
+from router.stage import run_stage
+from router.transcripts import RequestFileError, read_request_file
+
+EXPLAIN_REQUEST_ID = "explain"
+OFFLINE_REASON = "explain --offline: no network calls"
+
+
+class ExplainError(Exception):
+    """The request file or body cannot be explained; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompressedMessage:
+    """One tool result pinch rewrote."""
+
+    index: int
+    tool: str
+    kind: CompressionKind
+    chars_before: int
+    chars_after: int
+    tokens_before: int
+    tokens_after: int
+
+
+def parse_headers(lines: Sequence[str]) -> CIMultiDictProxy[str]:
+    """``Name: value`` strings (as given to ``-H``) as request headers."""
+    headers: CIMultiDict[str] = CIMultiDict()
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name.strip():
+            raise ExplainError(f"header {line!r} is not 'Name: value'")
+        headers.add(name.strip(), value.strip())
+    return CIMultiDictProxy(headers)
+
+
+def compressed_messages(
+    messages: list[Message], send_messages: list[Message], max_summarize_chars: int, estimator: TokenEstimator
+) -> list[CompressedMessage]:
+    """The messages pinch changed, found by comparing what came in with what would be sent.
+
+    A text longer than ``max_summarize_chars`` is elided, a shorter one becomes a
+    placeholder (ARCHITECTURE §5); with text parts, any elided part makes the message elided.
+    """
+    out = []
+    for index, (before, after) in enumerate(zip(messages, send_messages, strict=True)):
+        if before is after or before == after:
+            continue
+        long_text = any(len(text) > max_summarize_chars for text in _text_parts(before.get("content")))
+        out.append(
+            CompressedMessage(
+                index=index,
+                tool=tool_name_for(messages, index),
+                kind=CompressionKind.ELIDED if long_text else CompressionKind.PLACEHOLDER,
+                chars_before=len(content_text(before.get("content"))),
+                chars_after=len(content_text(after.get("content"))),
+                tokens_before=estimator.message_tokens(before),
+                tokens_after=estimator.message_tokens(after),
+            )
+        )
+    return out
+
+
+def _text_parts(content: Any) -> list[str]:
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        return [p["text"] for p in content if isinstance(p, dict) and p.get("type") in TEXT_PART_TYPES and isinstance(p.get("text"), str)]
+    return []
+
+
+async def _refuse_network(session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestStartParams) -> None:
+    raise aiohttp.ClientConnectionError(OFFLINE_REASON)
+
+
+def offline_trace() -> aiohttp.TraceConfig:
+    """Makes every request of a session fail at once, as a connection error (for ``--offline``)."""
+    trace = aiohttp.TraceConfig()
+    trace.on_request_start.append(_refuse_network)
+    return trace
+
+
+async def explain_request(
+    config: Config, body: Any, headers: CIMultiDictProxy[str] | None = None, *, offline: bool = False
+) -> RequestContext:
+    """Run every configured stage but ``upstream-forward`` on ``body``; the context tells the rest.
+
+    Stops after a stage that answers (``ctx.response``). Raises ExplainError for a
+    body the proxy's edge would refuse.
+    """
+    ctx = context_from_body(
+        body,
+        headers if headers is not None else CIMultiDictProxy(CIMultiDict()),
+        request_id=EXPLAIN_REQUEST_ID,
+        started=perf_counter(),
+        turn_chars=config.classifier.max_input_chars,
+    )
+    if isinstance(ctx, ApiError):
+        where = f" ({ctx.param})" if ctx.param else ""
+        raise ExplainError(f"the proxy would refuse this request with {ctx.status} {ctx.code}{where}: {ctx.message}")
+    async with aiohttp.ClientSession(trace_configs=[offline_trace()] if offline else None) as http:
+        estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
+        stages, _ = build_chain(config, StageDeps(config=config, http=http, estimator=estimator))
+        for stage in stages:
+            if stage.name == TERMINAL_STAGE:
+                break
+            await run_stage(stage, ctx)
+            if ctx.response is not None:
+                break
+    return ctx
+
+
+def refusal(response: web.StreamResponse) -> str:
+    """``status code: message`` of the error a stage answered with."""
+    body = response.body if isinstance(response, web.Response) else None
+    error: Any = None
+    if isinstance(body, bytes):
+        try:
+            error = orjson.loads(body).get("error")
+        except (orjson.JSONDecodeError, AttributeError):
+            error = None
+    if isinstance(error, dict):
+        return f"{response.status} {error.get('code')}: {error.get('message')}"
+    return f"{response.status} {response.reason}"
+
+
+def _thousands(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def render_explanation(ctx: RequestContext, config: Config, source: str = "") -> str:
+    """The decision, the trace and what pinch compressed, as plain text."""
+    lines = [f"pinch-router explain: {source}", ""] if source else []
+
+    def field(name: str, value: str) -> None:
+        lines.append(f"{name:<12}{value}")
+
+    tools = ctx.body.get("tools") or []
+    model = ctx.requested_model or "(none: routed like auto)"
+    field("request", f"{len(ctx.messages)} messages, {len(tools)} tools, model {model}{', stream' if ctx.stream else ''}")
+    field("session", f"{ctx.session.key} ({ctx.session.source})" if ctx.session else "-")
+    c = ctx.classification
+    field("class", f"{c.task_category}, tier {c.task_tier}, source {c.source}" if c else "-")
+    if ctx.capabilities is not None:
+        field("needs", describe_needs(ctx.capabilities))
+    route = ctx.route
+    if route is not None:
+        chosen = route.chosen
+        pinned = " (pinned)" if route.pinned else ""
+        field("route", f"tier {route.tier} → {chosen.model} via {chosen.provider} ({chosen.upstream_model}){pinned}")
+        if route.escalation:
+            field("escalation", route.escalation)
+        field("fallbacks", ", ".join(f"{c.model} via {c.provider}" for c in route.candidates[1:]) or "(none)")
+        for i, rejection in enumerate(route.rejected):
+            field("rejected" if i == 0 else "", f"{rejection.model}: {'; '.join(rejection.reasons)}")
+        if not route.rejected:
+            field("rejected", "(none)")
+    if ctx.relevance is not None:
+        reason = f" ({ctx.relevance.reason})" if ctx.relevance.reason else ""
+        field("relevance", f"{ctx.relevance.status}{reason}")
+    pinch = ctx.pinch
+    if pinch is not None and pinch.mode is PinchMode.WITHIN_BUDGET:
+        field("pinch", f"within budget: {_thousands(pinch.original_tokens)} ≤ {_thousands(config.pinch.budget_tokens)} tokens")
+    elif pinch is not None:
+        field(
+            "pinch",
+            f"{pinch.mode}: {_thousands(pinch.original_tokens)} → {_thousands(pinch.final_tokens)} tokens, "
+            f"{_thousands(pinch.saved_tokens)} saved; {pinch.compressed} compressed "
+            f"({pinch.elided} elided, {pinch.placeholders} placeholders)",
+        )
+    else:
+        field("pinch", "not run" if "pinch-prune" in config.middlewares else "not in the chain")
+    if ctx.response is not None:
+        field("refused", refusal(ctx.response))
+    else:
+        field("forward", f"would go to {route.chosen.model}" if route else "(no route)")
+
+    lines += ["", "trace"]
+    rows = [("stage", "outcome", "ms", "detail")]
+    rows += [(r.stage, str(r.outcome), f"{r.ms:.2f}", r.detail) for r in ctx.trace]
+    ran = {r.stage for r in ctx.trace}
+    rows += [(name, "not run", "", _why_not_run(name, ctx)) for name in config.middlewares if name not in ran]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines += [f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
+
+    if pinch is not None:
+        compressed = compressed_messages(
+            ctx.messages,
+            ctx.send_messages,
+            config.pinch.max_summarize_chars,
+            TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
+        )
+        lines += ["", f"compressed messages ({len(compressed)})"]
+        if compressed:
+            table = [("index", "tool", "chars", "", "after", "tokens", "", "after", "how")]
+            table += [
+                (str(m.index), m.tool, f"{m.chars_before:,}", "→", f"{m.chars_after:,}", f"{m.tokens_before:,}", "→", f"{m.tokens_after:,}", str(m.kind))
+                for m in compressed
+            ]
+            w = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+            lines += ["  " + "  ".join(c.ljust(w[i]) if i in (1, 8) else c.rjust(w[i]) for i, c in enumerate(r)).rstrip() for r in table]
+            lines.append(
+                f"  total: {_thousands(pinch.original_tokens)} → {_thousands(pinch.final_tokens)} tokens "
+                f"({_thousands(pinch.saved_tokens)} saved)"
+            )
+        else:
+            lines.append("  (none)")
+    return "\n".join(lines)
+
+
+def _why_not_run(name: str, ctx: RequestContext) -> str:
+    if name == TERMINAL_STAGE:
+        return "explain never calls the chat upstream"
+    return "an earlier stage answered the request" if ctx.response is not None else ""
+
+
+def run_explain(config: Config, path: str, header_lines: Sequence[str] = (), *, offline: bool = False) -> tuple[int, str]:
+    """(exit status, text) for the CLI; ExplainError for an unusable file or request."""
+    headers = parse_headers(header_lines)
+    try:
+        body = read_request_file(path)
+    except RequestFileError as error:
+        raise ExplainError(str(error)) from None
+    # The trace shows every stage failure; the proxy's warning lines would only repeat them.
+    logging.getLogger("pinch_router").addHandler(logging.NullHandler())
+    ctx = asyncio.run(explain_request(config, body, headers, offline=offline))
+    return (1 if ctx.response is not None else 0), render_explanation(ctx, config, path)
