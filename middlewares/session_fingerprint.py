@@ -11,7 +11,11 @@ from typing import ClassVar
 from router.chain import StageDeps
 from router.config import SessionSettings
 from router.context import RequestContext, SessionKey
-from router.core.fingerprint import header_session_key, session_fingerprint, session_header
+from router.core.fingerprint import (
+    header_session_key,
+    session_fingerprint,
+    session_header,
+)
 from router.stage import FailMode, StageReport
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from time import perf_counter
 from collections.abc import Awaitable
+from time import perf_counter
 from typing import ClassVar, TypeVar
 
 import aiohttp
@@ -97,7 +97,8 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate)
+                secret = self.client.providers[candidate.provider].api_key()
+                ctx.response = relay_client_error(response.status, body, candidate, secret)
                 self._answered(result, candidate, response.status, sent)
                 return
             if response.content_type == "text/event-stream":

@@ -14,7 +14,7 @@ from router.config import UpstreamSettings
 from router.context import Candidate, RequestContext
 from router.core.sse import SseRelay, error_event
 from router.errors import ApiError
-from router.upstream import AttemptFailure, error_text
+from router.upstream import REDACTED, AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
 
@@ -52,6 +52,7 @@ class StreamRelay:
         response.content_type = "text/event-stream"
         response.headers["Cache-Control"] = "no-cache"
         response.headers.update(head(ctx))
+        assert ctx.client is not None, "streaming needs the client connection"
         await response.prepare(ctx.client)
         ctx.response = response
         if not await self._write(response, first):
@@ -97,8 +98,10 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate) -> web.Response:
-    """An upstream 4xx the client must see, in OpenAI error format."""
+def relay_client_error(status: int, body: bytes, candidate: Candidate, secret: str | None) -> web.Response:
+    """An upstream 4xx the client must see, in OpenAI error format, with the provider key removed."""
+    if secret and secret.encode() in body:
+        body = body.replace(secret.encode(), REDACTED.encode())
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:

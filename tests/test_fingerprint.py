@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from router.core.fingerprint import header_session_key, session_fingerprint, session_header
+from router.core.fingerprint import (
+    header_session_key,
+    session_fingerprint,
+    session_header,
+)
 from tests.factories import assistant, system, tool, user
 
 SYSTEM = system("You are a coding agent.")
