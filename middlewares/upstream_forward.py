@@ -29,7 +29,7 @@ from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.core.sse import read_usage
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
-from router.relay import StreamRelay, relay_client_error
+from router.relay import StreamRelay, all_failed_response, relay_client_error
 from router.stage import FailMode, StageReport
 from router.upstream import AttemptFailure, UpstreamClient, upstream_payload
 
@@ -47,6 +47,7 @@ class UpstreamForward:
         self.settings: UpstreamSettings = deps.config.upstream
         self.client = UpstreamClient(deps.http, deps.config.providers, deps.config.upstream)
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
+        self.open_gauge = deps.metrics.upstream_open if deps.metrics is not None else None
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
@@ -94,6 +95,8 @@ class UpstreamForward:
         payload = upstream_payload(ctx.body, candidate.upstream_model, ctx.send_messages)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
+        if self.open_gauge is not None:
+            self.open_gauge.inc()
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
@@ -116,6 +119,8 @@ class UpstreamForward:
             result.total_ms = (perf_counter() - sent) * 1000
         finally:
             response.release()
+            if self.open_gauge is not None:
+                self.open_gauge.dec()
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
         try:
@@ -135,15 +140,3 @@ class UpstreamForward:
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         if ctx.response is None or not ctx.response.prepared:
             ctx.response = ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed").response()
-
-
-def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt."""
-    summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
-    last = failures[-1] if failures else None
-    if last is not None and last.status == 429:
-        headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
-        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
-    if last is not None and last.kind == "timeout":
-        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
-    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()

@@ -28,8 +28,8 @@ from router.endpoints import (
     healthz,
     list_decisions,
     list_models,
-    metrics,
     post_outcome,
+    prometheus_metrics,
 )
 from router.errors import ApiError, from_http_exception
 from router.metrics import Metrics
@@ -96,12 +96,13 @@ async def create_app(
         if config.escalation.enabled
         else None
     )
-    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation)
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation, metrics=metrics)
     _, chain = build_chain(config, deps)
     settings = config.decision_log
     decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size) if settings.enabled else None
     recorder = Recorder(
-        Metrics([m.name for m in config.models], list(config.routing.categories)),
+        metrics,
         decision_log,
         escalation,
         clock=clock,
@@ -117,7 +118,7 @@ async def create_app(
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
     app.router.add_get("/healthz", healthz)
-    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)

@@ -17,6 +17,7 @@ from router.config import Config
 from router.context import EDGE_FIELDS
 from router.core.escalation import EscalationTracker
 from router.core.tokens import TokenEstimator
+from router.metrics import Metrics
 from router.stage import Middleware, Stage, stage_middleware
 
 TERMINAL_STAGE = "upstream-forward"
@@ -31,6 +32,7 @@ class StageDeps:
     estimator: TokenEstimator
     clock: Callable[[], float] = time.monotonic
     escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
+    metrics: Metrics | None = None  # for gauges of what is open right now
 
 
 class StageClass(Protocol):

@@ -89,9 +89,14 @@ class ProviderSettings(_Strict):
         return str(self.base_url).rstrip("/")
 
     def api_key(self) -> str | None:
-        if self.api_key_env is None:
-            return None
-        return os.environ.get(self.api_key_env) or None
+        return env_secret(self.api_key_env)
+
+
+def env_secret(name: str | None) -> str | None:
+    """The value of the environment variable ``name`` (read per use, never stored in config)."""
+    if name is None:
+        return None
+    return os.environ.get(name) or None
 
 
 class ModelSupports(_Strict):

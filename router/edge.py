@@ -54,6 +54,7 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
             return ctx.response({"x-router-request-id": request_id})
         request[CTX_KEY] = ctx
         status, code = CLIENT_CLOSED, None
+        recorder.metrics.in_flight.inc()
         try:
             response = await handler(request)
             status, code = response.status, response.get(ERROR_CODE_KEY)
@@ -67,6 +68,7 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
             status, code = 500, "internal_error"
             raise
         finally:  # also when the client went away (CancelledError): status stays 499
+            recorder.metrics.in_flight.dec()
             recorder.record(decision_from_context(ctx, status, code))
 
     return edge

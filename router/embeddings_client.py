@@ -19,14 +19,13 @@ infinity — raises :class:`EmbeddingsError` with a reason fit for a log line.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
 import orjson
 
-from router.config import RelevanceSettings
+from router.config import RelevanceSettings, env_secret
 from router.core.relevance import InvalidEmbeddings, Vectors, embeddings_matrix
 from router.upstream import error_text
 
@@ -48,7 +47,7 @@ def embeddings_url(settings: RelevanceSettings) -> str:
 
 def embeddings_headers(settings: RelevanceSettings) -> dict[str, str]:
     headers = {"Content-Type": "application/json"}
-    key = os.environ.get(settings.api_key_env) if settings.api_key_env else None
+    key = env_secret(settings.api_key_env)
     if key:
         headers["Authorization"] = f"Bearer {key}"
     return headers
@@ -107,7 +106,7 @@ class EmbeddingsClient:
         except aiohttp.ClientError as exc:
             raise EmbeddingsError(f"request to {self.url} failed ({type(exc).__name__}: {exc})") from None
         if status != 200:
-            raise EmbeddingsError(f"{self.url} answered {status}: {error_text(body)}")
+            raise EmbeddingsError(f"{self.url} answered {status}: {error_text(body, env_secret(self.settings.api_key_env))}")
         try:
             return embeddings_matrix(answer_vectors(self.settings.api, body), len(texts))
         except InvalidEmbeddings as exc:

@@ -87,6 +87,6 @@ async def list_decisions(request: web.Request) -> web.Response:
     return _json({"object": "list", "data": rows})
 
 
-async def metrics(request: web.Request) -> web.Response:
+async def prometheus_metrics(request: web.Request) -> web.Response:
     body = request.app[RECORDER_KEY].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

@@ -7,7 +7,15 @@ from config or a fixed vocabulary, never from client input.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import asyncio
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from router.decision_record import Decision
@@ -37,6 +45,11 @@ class Metrics:
         self.upstream_attempts = Counter("pinch_router_upstream_attempts", "Upstream attempts by provider and result", ["provider", "result"], registry=r)
         self.decisions_dropped = Counter("pinch_router_decision_log_dropped", "Decision rows dropped because the log queue was full", registry=r)
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
+        # Read at scrape time: what is alive now (load tests check these return to idle).
+        self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
+        self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)
+        self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r)
+        self.tasks.set_function(_task_count)
 
     def _model(self, name: str | None) -> str:
         return name if name in self._models else ("none" if name is None else "other")
@@ -73,4 +86,12 @@ class Metrics:
             self.escalations.inc()
 
     def render(self) -> bytes:
+        """Prometheus text; call from the event loop (the task gauge counts its tasks)."""
         return generate_latest(self.registry)
+
+
+def _task_count() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:  # no running loop (scraped from elsewhere)
+        return 0.0

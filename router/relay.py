@@ -11,7 +11,7 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
-from router.context import Candidate, RequestContext
+from router.context import Attempt, Candidate, RequestContext
 from router.core.sse import SseRelay, error_event
 from router.errors import ApiError
 from router.upstream import REDACTED, AttemptFailure, error_text
@@ -110,3 +110,15 @@ def relay_client_error(status: int, body: bytes, candidate: Candidate, secret: s
         return web.Response(status=status, body=body, content_type="application/json")
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
     return ApiError(status, message, "invalid_request_error", f"upstream_{status}").response()
+
+
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt."""
+    summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
+    last = failures[-1] if failures else None
+    if last is not None and last.status == 429:
+        headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
+        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
+    if last is not None and last.kind == "timeout":
+        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
+    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()

@@ -51,3 +51,22 @@ async def test_client_chosen_names_never_become_label_values(proxy, mock_upstrea
     await client.post("/v1/chat/completions", json=chat_body(model="attacker-chosen-label"))
     text = await (await client.get("/metrics")).text()
     assert "attacker-chosen-label" not in text
+
+
+async def test_gauges_show_what_is_open_and_return_to_idle(proxy, mock_upstream):
+    import asyncio
+
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    mock.then(Behaviour(event_delay=0.05, text="a b c d e f g h"))
+    resp = await client.post("/v1/chat/completions", json=chat_body(stream=True))
+    await resp.content.readuntil(b"\n\n")
+    during = await scrape(client)
+    assert value(during, "pinch_router_requests_in_flight") == 1
+    assert value(during, "pinch_router_upstream_responses_open") == 1
+    assert value(during, "pinch_router_asyncio_tasks") >= 1
+    await resp.read()
+    await asyncio.sleep(0.05)
+    after = await scrape(client)
+    assert value(after, "pinch_router_requests_in_flight") == 0
+    assert value(after, "pinch_router_upstream_responses_open") == 0
