@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,10 +46,13 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a server in a subprocess until the block ends."""
-    process = subprocess.Popen(
-        args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
+    """Run a server in a subprocess until the block ends.
+
+    Its output goes to a temporary file, never to a pipe nobody reads: a full
+    pipe would block the server's logging and stall it mid-benchmark.
+    """
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port)
         yield process
@@ -58,6 +62,7 @@ def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> Iter
             process.wait(10)
         except subprocess.TimeoutExpired:
             process.kill()
+        log.close()
 
 
 def mock_upstream(port: int) -> list[str]:
@@ -179,3 +184,67 @@ async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return LoadResult(latencies, errors, time.perf_counter() - started)
+
+
+# --- probes of a server process (Linux /proc), for load and leak benchmarks ----------
+
+TCP_STATES = {
+    "01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1", "05": "FIN_WAIT2", "06": "TIME_WAIT",
+    "07": "CLOSE", "08": "CLOSE_WAIT", "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING",
+}  # fmt: skip
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of process ``pid`` in KiB (VmRSS of /proc/<pid>/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS")
+
+
+def tcp_states(pid: int, *, remote_port: int | None = None, local_port: int | None = None) -> dict[str, int]:
+    """How many of the TCP sockets that process ``pid`` holds are in each state.
+
+    Only sockets to ``remote_port`` / from ``local_port`` when given. Sockets are
+    matched to the process by inode through /proc/<pid>/fd, so the other end of
+    a loopback connection (held by another process) is not counted.
+    """
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    states: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                local, remote, state, inode = fields[1], fields[2], fields[3], fields[9]
+                if inode not in inodes:
+                    continue
+                if remote_port is not None and int(remote.rsplit(":", 1)[1], 16) != remote_port:
+                    continue
+                if local_port is not None and int(local.rsplit(":", 1)[1], 16) != local_port:
+                    continue
+                name = TCP_STATES.get(state, state)
+                states[name] = states.get(name, 0) + 1
+    return states
+
+
+async def scrape_metrics(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """The samples of a Prometheus /metrics page: sample name → [(labels, value)].
+
+    One short-lived connection, so the scrape leaves no keep-alive connection
+    (and no server task) behind.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
+        async with http.get(url) as response:
+            text = await response.text()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples

@@ -100,7 +100,7 @@ async def create_app(
     deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation, metrics=metrics)
     _, chain = build_chain(config, deps)
     settings = config.decision_log
-    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size) if settings.enabled else None
+    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
     recorder = Recorder(
         metrics,
         decision_log,

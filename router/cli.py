@@ -75,17 +75,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    configure_logging(config.logging.level)
+    log_writer = configure_logging(config.logging.level)
     print(f"pinch-router listening on http://{host}:{port} (config {args.config})", file=sys.stderr, flush=True)
-    web.run_app(
-        create_app(config),
-        host=host,
-        port=port,
-        handler_cancellation=True,  # a client that goes away cancels its upstream request
-        shutdown_timeout=config.server.drain_timeout_seconds,
-        access_log=None,
-        print=None,
-    )
+    try:
+        web.run_app(
+            create_app(config),
+            host=host,
+            port=port,
+            handler_cancellation=True,  # a client that goes away cancels its upstream request
+            shutdown_timeout=config.server.drain_timeout_seconds,
+            access_log=None,
+            print=None,
+        )
+    finally:
+        log_writer.stop()  # writes out what is still queued
     return 0
 
 

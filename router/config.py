@@ -240,6 +240,8 @@ class DecisionLogSettings(_Strict):
     # Rows waiting to be written; when full, new rows are dropped and counted, never waited for.
     queue_size: PositiveInt = 10_000
     batch_size: PositiveInt = 256
+    # A batch is written when full or this long after its first row.
+    flush_interval_seconds: PositiveFloat = 0.5
 
 
 class EscalationSettings(_Strict):

@@ -8,6 +8,7 @@ content type (415), body too large (413), malformed JSON or wrong shape (400).
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from time import perf_counter
@@ -69,7 +70,9 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
             raise
         finally:  # also when the client went away (CancelledError): status stays 499
             recorder.metrics.in_flight.dec()
-            recorder.record(decision_from_context(ctx, status, code))
+            # Logged, counted and queued on the next turn of the loop, once the
+            # response is on its way: recording never delays the answer.
+            asyncio.get_running_loop().call_soon(recorder.record, decision_from_context(ctx, status, code))
 
     return edge
 

@@ -8,6 +8,7 @@ from config or a fixed vocabulary, never from client input.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -27,6 +28,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class Metrics:
     def __init__(self, models: list[str], categories: list[str]) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
@@ -59,31 +61,40 @@ class Metrics:
 
     def observe(self, d: Decision) -> None:
         model = self._model(d.model)
-        self.requests.labels(model, self._category(d.category), str(d.status)).inc()
+        self._child(self.requests, model, self._category(d.category), str(d.status)).inc()
         if d.source:
-            self.classification.labels(d.source).inc()
+            self._child(self.classification, d.source).inc()
         if d.pinch_mode:
-            self.pinch.labels(d.pinch_mode).inc()
+            self._child(self.pinch, d.pinch_mode).inc()
             self.pinch_saved.inc(max(d.pinch_saved, 0))
         if d.relevance_status:
-            self.relevance.labels(d.relevance_status).inc()
+            self._child(self.relevance, d.relevance_status).inc()
         for record in d.stages:
-            self.stage_seconds.labels(record.stage).observe(record.ms / 1000)
-            self.stage_outcomes.labels(record.stage, str(record.outcome)).inc()
+            self._child(self.stage_seconds, record.stage).observe(record.ms / 1000)
+            self._child(self.stage_outcomes, record.stage, str(record.outcome)).inc()
         for attempt in d.attempts:
-            self.upstream_attempts.labels(attempt.provider, "answered" if not attempt.error else "failed").inc()
+            self._child(self.upstream_attempts, attempt.provider, "answered" if not attempt.error else "failed").inc()
         if d.provider and d.first_byte_ms is not None:
-            self.first_byte.labels(d.provider).observe(d.first_byte_ms / 1000)
+            self._child(self.first_byte, d.provider).observe(d.first_byte_ms / 1000)
         if d.provider and d.upstream_ms is not None:
-            self.upstream_total.labels(d.provider).observe(d.upstream_ms / 1000)
+            self._child(self.upstream_total, d.provider).observe(d.upstream_ms / 1000)
         if d.overhead_ms is not None:
             self.overhead.observe(d.overhead_ms / 1000)
         if d.prompt_tokens:
-            self.usage.labels(model, "prompt").inc(d.prompt_tokens)
+            self._child(self.usage, model, "prompt").inc(d.prompt_tokens)
         if d.completion_tokens:
-            self.usage.labels(model, "completion").inc(d.completion_tokens)
+            self._child(self.usage, model, "completion").inc(d.completion_tokens)
         if d.escalation:
             self.escalations.inc()
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """``metric.labels(*values)``, remembered: label values are bounded, and the
+        lookup behind ``labels`` costs more than the observation itself."""
+        key = (id(metric), values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def render(self) -> bytes:
         """Prometheus text; call from the event loop (the task gauge counts its tasks)."""

@@ -2,7 +2,10 @@
 
 ``pinch-router mock-upstream`` serves it on loopback. It answers chat
 completions (plain and streamed, with tool calls when tools are offered and the
-last message is not a tool result) and records every request it receives.
+last message is not a tool result), Ollama's native ``/api/chat`` (for the
+classifier) and embeddings in both APIs (a hashed bag of words: texts sharing
+words are similar), and records every request it receives. On Ollama's port it
+stands in for all of Ollama.
 Tests script faults per request with :class:`Behaviour`: a status, a delay
 before the head, a stall or a cut after N events, a malformed event.
 """
@@ -10,6 +13,7 @@ before the head, a stall or a cut after N events, a malformed event.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,8 +65,30 @@ class MockUpstream:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/api/chat", self.ollama_chat)
+        app.router.add_post("/v1/embeddings", self.embeddings)
+        app.router.add_post("/api/embed", self.embeddings)
         app.router.add_get("/v1/models", self.models)
         return app
+
+    async def ollama_chat(self, request: web.Request) -> web.Response:
+        """Ollama's native chat, non-streaming: the classifier's endpoint."""
+        body = orjson.loads(await request.read())
+        self.received.append(Received(request.path, dict(request.headers), body, b""))
+        behaviour = self.script.popleft() if self.script else self.default
+        text = behaviour.json_text if body.get("format") == "json" else behaviour.text
+        answer = {"model": body.get("model", "mock"), "message": {"role": "assistant", "content": text}, "done": True}
+        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+
+    async def embeddings(self, request: web.Request) -> web.Response:
+        body = orjson.loads(await request.read())
+        self.received.append(Received(request.path, dict(request.headers), body, b""))
+        texts = body.get("input") or []
+        vectors = [hashed_bag_of_words(t) for t in (texts if isinstance(texts, list) else [texts])]
+        if request.path == "/api/embed":
+            return web.json_response({"model": body.get("model"), "embeddings": vectors})
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        return web.json_response({"object": "list", "model": body.get("model"), "data": data})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]})
@@ -108,6 +134,17 @@ class MockUpstream:
         finally:
             self.open_streams -= 1
         return response
+
+
+EMBEDDING_DIMENSIONS = 64
+
+
+def hashed_bag_of_words(text: str) -> list[float]:
+    """A deterministic stand-in embedding: word counts hashed into a fixed number of buckets."""
+    vector = [0.0] * EMBEDDING_DIMENSIONS
+    for word in str(text).lower().split():
+        vector[zlib.crc32(word.encode()) % EMBEDDING_DIMENSIONS] += 1.0
+    return vector
 
 
 def _wants_json(body: dict[str, Any]) -> bool:

@@ -337,3 +337,30 @@ async def test_shipped_style_config_without_ollama_gets_a_clear_502_naming_the_p
     assert resp.status == 502
     message = (await resp.json())["error"]["message"]
     assert "via ollama" in message and refused_url in message
+
+
+async def test_the_mock_upstream_stands_in_for_all_of_ollama(proxy, mock_upstream):
+    """Shipped-style config (Ollama native classifier, Ollama embeddings) against the mock alone."""
+    mock, url = mock_upstream
+    config = make_config(
+        providers={"ollama": {"base_url": url, "api": "ollama"}},
+        models=[model_entry("local", provider="ollama")],
+        middlewares=["session-fingerprint", "classification-cache", "classifier", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"],
+        classifier={"provider": "ollama", "model": "tiny"},
+        session_cache={"enabled": True},
+        pinch={"enabled": True, "budget_tokens": 300, "keep_last_turns": 1, "relevance": {"enabled": True, "api": "ollama", "base_url": url}},
+    )
+    client = await proxy(config)
+    messages = [{"role": "user", "content": "fix the parser"}]
+    for i in range(3):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": f'{{"n": {i}}}'}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"parser output {i} " * 200})
+    messages.append({"role": "assistant", "content": "looking"})
+    resp = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert resp.status == 200
+    assert resp.headers["x-router-source"] == "classifier"
+    assert resp.headers["x-router-category"] == "coding_general"
+    assert int(resp.headers["x-router-pinch-saved"]) > 0
+    assert {r.path for r in mock.received} == {"/api/chat", "/api/embed", "/v1/chat/completions"}
+    row = (await (await client.get("/v1/decisions")).json())["data"][0]
+    assert row["relevance_status"] == "ok" and row["pinch_mode"] == "relevance"
