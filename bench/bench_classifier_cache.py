@@ -1,6 +1,6 @@
 """Classifier calls and latency per agent session, classification cache on vs off.
 
-Replays each shared transcript (../shared/transcripts/*.json, or --transcripts
+Replays each shared transcript (tests/data/transcripts/*.json, or --transcripts
 DIR) turn by turn as one session through the running proxy: turn k sends every
 message before the transcript's k-th assistant reply, with its tools, exactly
 as the agent did.

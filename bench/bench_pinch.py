@@ -1,6 +1,6 @@
 """Benchmark: token estimate and pinch vs. an orjson round trip of the same body.
 
-For each shared transcript (../shared/transcripts, or --transcripts DIR) and
+For each shared transcript (tests/data/transcripts, a copy of ../shared/transcripts; or --transcripts DIR) and
 one built from the largest by replicating its turns up to ~1M characters, it
 times, as the median of --runs round-robin runs in this process:
 

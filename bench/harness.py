@@ -25,7 +25,9 @@ import yaml
 from router.transcripts import load_transcript
 
 ROOT = Path(__file__).resolve().parent.parent
-TRANSCRIPTS = ROOT.parent / "shared" / "transcripts"
+# A copy of ../shared/transcripts (MIT, see its README), kept in the repo so tests and
+# benchmarks run the same on a fresh clone wherever it is.
+TRANSCRIPTS = ROOT / "tests" / "data" / "transcripts"
 
 
 def free_port() -> int:

@@ -24,7 +24,7 @@ from router.mock_upstream import Behaviour, MockUpstream
 from router.top import DecisionFeed, DecisionScreen, TopApp
 
 DOCS = Path(__file__).resolve().parent
-TRANSCRIPT = Path("/work/shared/transcripts/sweagent-gpt4__pydicom__pydicom-1458.json")
+TRANSCRIPT = Path(__file__).resolve().parent.parent / "tests" / "data" / "transcripts" / "sweagent-gpt4__pydicom__pydicom-1458.json"
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
 
 

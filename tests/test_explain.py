@@ -11,6 +11,7 @@ import orjson
 import pytest
 import yaml
 
+from bench.harness import TRANSCRIPTS
 from router.cli import main
 from router.config import Config, parse_config
 from router.context import Outcome
@@ -26,7 +27,7 @@ from tests.conftest import chat_body, model_entry
 from tests.factories import assistant, tool, user
 from tests.test_serve_process import free_port  # a loopback port where nothing listens
 
-TRANSCRIPT = Path("/work/shared/transcripts/sweagent-gpt4__pydicom__pydicom-1458.json")
+TRANSCRIPT = TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]
 

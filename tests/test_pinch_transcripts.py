@@ -1,21 +1,20 @@
-"""Pinch on real agent transcripts (../shared/transcripts), through the running proxy.
+"""Pinch on real agent transcripts (tests/data/transcripts), through the running proxy.
 
 Each transcript is sent at budgets of 20k and 50k tokens; the mock upstream
 records what it received. On that: the invariants of ARCHITECTURE §5 hold, and
 the stats are exact (the saving in ``x-router-pinch-saved`` is exactly the
 estimate of what was sent subtracted from the estimate of what the client sent).
-``PINCH_TRANSCRIPTS`` points at another directory of ``{"messages", "tools"}`` files.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from bench.harness import TRANSCRIPTS
 from router.core.pinch import compress_tool_result, tool_name_for
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.core.turns import protected_from, trim_candidates
@@ -23,7 +22,7 @@ from tests.conftest import make_config, model_entry
 
 URL = "/v1/chat/completions"
 KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS = 4, 4000
-DIRECTORY = Path(os.environ.get("PINCH_TRANSCRIPTS", Path(__file__).resolve().parents[2] / "shared" / "transcripts"))
+DIRECTORY = TRANSCRIPTS
 TRANSCRIPTS = sorted(p for p in DIRECTORY.glob("*.json") if not p.name.endswith(".meta.json")) if DIRECTORY.is_dir() else []
 
 pytestmark = pytest.mark.skipif(not TRANSCRIPTS, reason=f"no transcripts in {DIRECTORY}")
