@@ -10,7 +10,7 @@ concurrent clients, half streaming (with ``stream_options.include_usage``)
 and half not, each sending one request after another until ``--seconds``
 have passed or ``--max-requests`` were sent, whichever comes first.
 
-The mix: a short chat or a real agent transcript (shared/transcripts), with
+The mix: a short chat or a real agent transcript (tests/data/transcripts), with
 one of 32 session ids or none (then the proxy fingerprints the messages);
 the session cache's staleness is cut to 3 s, so cache hits and classifier
 calls both keep happening. About 5% of all requests are streams that the
@@ -42,8 +42,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import random
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -266,6 +268,13 @@ async def measure(pid: int, proxy_port: int, upstream_port: int, mix: RequestMix
     )
 
 
+def decision_rows(path: Path) -> Counter[tuple[int, str]]:
+    """Rows of the decision log by (status, stream_error); read once the proxy has stopped and flushed it."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        query = "SELECT status, stream_error, count(*) FROM decisions GROUP BY 1, 2"
+        return Counter({(status, error or ""): count for status, error, count in db.execute(query)})
+
+
 def mib(kib: int) -> str:
     return f"{kib / 1024:.1f}"
 
@@ -274,7 +283,7 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
-def print_report(report: LoadReport, args: argparse.Namespace) -> None:
+def print_report(report: LoadReport, decisions: Counter[tuple[int, str]]) -> None:
     load = report.load
     every = max(1, round(len(report.rss_trace) / 12))
     trace = " | ".join(f"{t:.0f}s {mib(kib)}" for t, kib in report.rss_trace[::every])
@@ -295,11 +304,25 @@ def print_report(report: LoadReport, args: argparse.Namespace) -> None:
         rows.append((f"  {reason}", f"{count:,}", "", ""))
     rows.append(("deliberate disconnects", f"{load.disconnects:,} (not errors)", "", ""))
     statuses = totals_by(report.end_samples, "pinch_router_requests_total", "status")
-    rows.append(("proxy's requests by status", ", ".join(f"{s}: {n:,}" for s, n in statuses.items()), "", ""))
+    rows.append(("proxy's requests by status (+warm-up)", ", ".join(f"{s}: {n:,}" for s, n in statuses.items()), "", ""))
     sources = totals_by(report.end_samples, "pinch_router_classification_total", "source")
     rows.append(("classifications by source", ", ".join(f"{s}: {n:,}" for s, n in sources.items()), "", ""))
     dropped = sum(v for _, v in report.end_samples.get("pinch_router_decision_log_dropped_total", []))
-    rows.append(("decision log rows dropped", f"{dropped:.0f}", "", ""))
+    rows.append(("decision log rows written / dropped", f"{decisions.total():,} / {dropped:.0f}", "", ""))
+    # A drop shows in the log as a cancelled request (499) when the proxy noticed the close while
+    # waiting, as a 200 stream cut short when a write to the client failed, and not at all when the
+    # proxy had already sent the whole stream (a busy client reads the first event late).
+    drops = report.warm_up.disconnects + load.disconnects
+    cancelled = sum(n for (status, _), n in decisions.items() if status == 499)
+    cut = decisions[200, "client disconnected"]
+    rows.append(
+        (
+            "drops as the proxy saw them",
+            f"{cancelled:,} cancelled (499), {cut:,} cut on write (200), {drops - cancelled - cut:,} after the last byte",
+            "",
+            "",
+        )
+    )
     growth = (report.rss_after_kib - report.rss_before_kib) / report.rss_before_kib
     peak = max((kib for _, kib in report.rss_trace), default=report.rss_after_kib)
     rows.append(
@@ -326,7 +349,7 @@ def print_report(report: LoadReport, args: argparse.Namespace) -> None:
     rows.append(
         (
             "upstream TCP connections at the end",
-            describe_sockets(report.upstream_sockets) + " (idle pool)",
+            describe_sockets(report.upstream_sockets) + " (idle keep-alive pool)",
             "none in use",
             verdict(end.upstream_open == 0),
         )
@@ -386,7 +409,8 @@ def main() -> int:
         except KeyboardInterrupt:
             print("\ninterrupted: servers stopped", file=sys.stderr)
             return 130
-    print_report(report, args)
+        decisions = decision_rows(Path(tmp) / "decisions.sqlite3")  # the proxy flushed it on SIGTERM
+    print_report(report, decisions)
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from router.transcripts import load_transcript
 
@@ -240,11 +241,11 @@ async def scrape_metrics(url: str) -> dict[str, list[tuple[dict[str, str], float
     One short-lived connection, so the scrape leaves no keep-alive connection
     (and no server task) behind.
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:
-        async with http.get(url) as response:
-            text = await response.text()
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http,
+        http.get(url) as response,
+    ):
+        text = await response.text()
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:

@@ -172,6 +172,7 @@ class UpstreamResult:
     total_ms: float | None = None
     usage: Usage | None = None
     stream_error: str = ""  # set when a stream broke after its first byte
+    client_gone: bool = False  # the client closed the connection before the answer was complete
 
 
 @dataclass(slots=True)

@@ -17,7 +17,8 @@ from router.metrics import Metrics
 
 log = logging.getLogger("pinch_router.request")
 
-RECENT_SESSIONS = 50_000
+# Outcomes usually follow their request within seconds; older ids are looked up in the decision log.
+RECENT_SESSIONS = 10_000
 
 
 class Recorder:

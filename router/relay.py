@@ -62,6 +62,7 @@ class StreamRelay:
         if result is not None:
             result.usage = self.events.usage
             result.stream_error = failure
+            result.client_gone = self.client_gone
         if self.client_gone:
             return
         if failure:

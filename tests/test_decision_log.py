@@ -184,3 +184,18 @@ async def test_failed_outcomes_escalate_the_session_one_tier(proxy, mock_upstrea
     assert row["escalation"] == "escalated from tier 2 to 3 after 2 failed outcomes"
     gate = next(s for s in row["stages"] if s["stage"] == "capability-gate")
     assert "escalated from tier 2 to 3" in gate["detail"]
+
+
+async def test_a_client_that_leaves_mid_stream_is_recorded_as_499_however_it_is_noticed(proxy, mock_upstream):
+    mock, url = mock_upstream
+    mock.then(Behaviour(event_delay=0.02, text=" ".join(["word"] * 100)))
+    client = await proxy(make_config(url))
+    resp = await client.post(URL, json=chat_body(stream=True))
+    await resp.content.readuntil(b"\n\n")
+    resp.close()
+    for _ in range(200):
+        rows = await decisions(client)
+        if rows:
+            break
+        await asyncio.sleep(0.02)
+    assert rows[0]["status"] == 499
