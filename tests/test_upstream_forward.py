@@ -364,3 +364,14 @@ async def test_the_mock_upstream_stands_in_for_all_of_ollama(proxy, mock_upstrea
     assert {r.path for r in mock.received} == {"/api/chat", "/api/embed", "/v1/chat/completions"}
     row = (await (await client.get("/v1/decisions")).json())["data"][0]
     assert row["relevance_status"] == "ok" and row["pinch_mode"] == "relevance"
+
+
+async def test_a_long_healthy_stream_outlives_every_timeout(proxy, mock_upstream):
+    """No total timeout: 30 events 0.05 s apart (1.5 s) pass first-byte and idle limits of 0.3 s."""
+    mock, url = mock_upstream
+    mock.then(Behaviour(event_delay=0.05, text=" ".join(f"w{i}" for i in range(30))))
+    client = await proxy(make_config(url, upstream={"first_byte_timeout_seconds": 0.3, "idle_timeout_seconds": 0.3}))
+    resp = await client.post(URL, json=chat_body(stream=True))
+    body = await resp.read()
+    assert body.endswith(b"data: [DONE]\n\n")
+    assert b"w29" in body and b"error" not in body
