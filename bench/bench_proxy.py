@@ -8,7 +8,14 @@ concurrency 1 and 16, streamed and not, with a real agent request body.
 Targets: the chain adds at most 2× the floor's added latency (p50) and keeps
 at least half the floor's throughput.
 
-    .venv/bin/python -m bench.bench_proxy [--requests 300] [--body small|transcript]
+"own p50" is what pinch-router itself reports per request (x-router-overhead-ms:
+its time up to the response head, minus time waiting on the upstream), so its
+share of "+p50" can be told from the network and the client. The decision log
+goes to the run's temporary directory, so every run starts from an empty one.
+``--rounds N`` measures each cell N times, the three targets taking turns, and
+pools the rounds: on a noisy machine this spreads slow spells over all targets.
+
+    .venv/bin/python -m bench.bench_proxy [--requests 300] [--rounds 1] [--body small|transcript]
 """
 
 from __future__ import annotations
@@ -61,9 +68,20 @@ async def measure(url: str, body: bytes, requests: int, concurrency: int, stream
     return await drive(url, body, requests, concurrency, stream)
 
 
+def pooled(results: list[LoadResult]) -> LoadResult:
+    """Several rounds of one target as one result: all latencies, all errors, the total time."""
+    return LoadResult(
+        [ms for r in results for ms in r.latencies_ms],
+        sum(r.errors for r in results),
+        sum(r.seconds for r in results),
+        [ms for r in results for ms in r.overhead_ms],
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300, help="requests per cell")
+    parser.add_argument("--rounds", type=int, default=1, help="measure each cell this many times, targets taking turns")
     parser.add_argument("--body", choices=["small", "transcript"], default="transcript")
     parser.add_argument("--chain", help="comma-separated stages instead of the full registered chain")
     args = parser.parse_args()
@@ -81,6 +99,7 @@ def main() -> int:
     if "classifier" in sections["middlewares"]:
         sections["classifier"] = {"provider": "mock", "model": "mock-classifier"}
     with tempfile.TemporaryDirectory() as tmp:
+        sections["decision_log"] = {"path": str(Path(tmp) / "decisions.sqlite3")}
         config = write_config(Path(tmp) / "bench.yaml", proxy_port, upstream, **sections)
         with (
             spawn(mock_upstream(up_port), up_port),
@@ -92,28 +111,34 @@ def main() -> int:
                 "floor": f"http://127.0.0.1:{floor_port}/v1/chat/completions",
                 "pinch-router": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
             }
-            print(f"body: {args.body} ({len(orjson.dumps(body_obj)):,} bytes), {args.requests} requests per cell")
+            rounds = f" × {args.rounds} rounds" if args.rounds > 1 else ""
+            print(f"body: {args.body} ({len(orjson.dumps(body_obj)):,} bytes), {args.requests} requests per cell{rounds}")
             print(f"chain: {' → '.join(sections['middlewares'])}\n")
-            header = f"{'mode':<11} {'conc':>4} {'target':<13} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} {'req/s':>8} {'err':>4}"
+            header = (
+                f"{'mode':<11} {'conc':>4} {'target':<13} {'p50 ms':>8} {'p99 ms':>8} {'+p50 ms':>8} {'+p99 ms':>8} "
+                f"{'req/s':>8} {'err':>4} {'own p50':>8}"
+            )
             print(header)
             print("-" * len(header))
             verdicts = []
             for stream in (False, True):
                 body = orjson.dumps({**body_obj, "stream": stream})
                 for concurrency in (1, 16):
-                    results = {
-                        name: asyncio.run(measure(url, body, args.requests, concurrency, stream))
-                        for name, url in targets.items()
-                    }
+                    rounds_of: dict[str, list[LoadResult]] = {name: [] for name in targets}
+                    for _ in range(args.rounds):
+                        for name, url in targets.items():
+                            rounds_of[name].append(asyncio.run(measure(url, body, args.requests, concurrency, stream)))
+                    results = {name: pooled(measured) for name, measured in rounds_of.items()}
                     direct = results["direct"]
                     for name, result in results.items():
                         added50 = percentile(result.latencies_ms, 50) - percentile(direct.latencies_ms, 50)
                         added99 = percentile(result.latencies_ms, 99) - percentile(direct.latencies_ms, 99)
+                        own = f"{percentile(result.overhead_ms, 50):>8.2f}" if result.overhead_ms else f"{'-':>8}"
                         print(
                             f"{'stream' if stream else 'json':<11} {concurrency:>4} {name:<13} "
                             f"{percentile(result.latencies_ms, 50):>8.2f} {percentile(result.latencies_ms, 99):>8.2f} "
                             f"{added50 if name != 'direct' else 0:>8.2f} {added99 if name != 'direct' else 0:>8.2f} "
-                            f"{result.rps:>8.0f} {result.errors:>4}"
+                            f"{result.rps:>8.0f} {result.errors:>4} {own}"
                         )
                     floor, ours = results["floor"], results["pinch-router"]
                     floor_added = max(percentile(floor.latencies_ms, 50) - percentile(direct.latencies_ms, 50), 0.01)

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,8 @@ class LoadResult:
     latencies_ms: list[float]
     errors: int
     seconds: float
+    # What pinch-router itself reported (x-router-overhead-ms) for each answered request; empty for other targets.
+    overhead_ms: list[float] = field(default_factory=list)
 
     @property
     def rps(self) -> float:
@@ -163,6 +165,7 @@ class LoadResult:
 async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: bool) -> LoadResult:
     """Send ``requests`` POSTs with ``concurrency`` in flight; time each to its last byte."""
     latencies: list[float] = []
+    overheads: list[float] = []
     errors = 0
     remaining = requests
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -183,10 +186,12 @@ async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: 
                     errors += 1
                     continue
                 latencies.append((time.perf_counter() - started) * 1000)
+                if "x-router-overhead-ms" in resp.headers:
+                    overheads.append(float(resp.headers["x-router-overhead-ms"]))
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return LoadResult(latencies, errors, time.perf_counter() - started)
+        return LoadResult(latencies, errors, time.perf_counter() - started, overheads)
 
 
 # --- probes of a server process (Linux /proc), for load and leak benchmarks ----------

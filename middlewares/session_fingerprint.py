@@ -12,8 +12,8 @@ from router.chain import StageDeps
 from router.config import SessionSettings
 from router.context import RequestContext, SessionKey
 from router.core.fingerprint import (
+    FingerprintCache,
     header_session_key,
-    session_fingerprint,
     session_header,
 )
 from router.stage import FailMode, StageReport
@@ -29,13 +29,14 @@ class SessionFingerprint:
     def __init__(self, deps: StageDeps) -> None:
         self.settings: SessionSettings = deps.config.session
         self.timeout_seconds: float | None = 1.0
+        self.fingerprints = FingerprintCache()  # a session resends its opening every turn: hash it once
 
     async def run(self, ctx: RequestContext) -> StageReport:
         value = session_header(ctx.headers, self.settings.headers)
         if value is not None:
             ctx.session = SessionKey(header_session_key(value), "header")
         else:
-            ctx.session = SessionKey(session_fingerprint(ctx.messages), "fingerprint")
+            ctx.session = SessionKey(self.fingerprints.fingerprint(ctx.messages), "fingerprint")
         return StageReport(detail=ctx.session.source)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:

@@ -89,6 +89,9 @@ async def create_app(
         http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=config.upstream.max_connections, limit_per_host=0),
             raise_for_status=False,
+            # One session serves every client: a cookie a provider sets for one must
+            # never ride along on another's request.
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
     estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
     escalation = (

@@ -42,6 +42,9 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
     max_bytes = config.server.max_body_bytes
     turn_chars = config.classifier.max_input_chars
 
+    def record_served(ctx: RequestContext, status: int, code: str | None) -> None:
+        recorder.record(decision_from_context(ctx, status, code))
+
     @web.middleware
     async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = perf_counter()
@@ -69,10 +72,15 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
             status, code = 500, "internal_error"
             raise
         finally:  # also when the client went away (CancelledError): status stays 499
+            # The context refers to the request (ctx.client) and the request to the context:
+            # unlinking them here lets reference counting free the parsed body as soon as the
+            # response is done, instead of leaving it for the cyclic GC (measured: ~100 objects
+            # a request, and at concurrency they get promoted to older generations first).
+            del request[CTX_KEY]
             recorder.metrics.in_flight.dec()
-            # Logged, counted and queued on the next turn of the loop, once the
+            # Built, logged, counted and queued on the next turn of the loop, once the
             # response is on its way: recording never delays the answer.
-            asyncio.get_running_loop().call_soon(recorder.record, decision_from_context(ctx, status, code))
+            asyncio.get_running_loop().call_soon(record_served, ctx, status, code)
 
     return edge
 

@@ -50,8 +50,14 @@ class Received:
 
 
 class MockUpstream:
-    def __init__(self, default: Behaviour | None = None) -> None:
+    """``record=False`` keeps no copy of the requests (``received`` stays empty): the
+    served ``pinch-router mock-upstream`` has nobody to read them, and keeping every
+    request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
+    slowing it down for whichever target a benchmark measured last."""
+
+    def __init__(self, default: Behaviour | None = None, *, record: bool = True) -> None:
         self.default = default or Behaviour()
+        self.record = record
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -61,6 +67,10 @@ class MockUpstream:
         """Queue behaviours for the next requests, in order; afterwards the default applies."""
         self.script.extend(behaviours)
         return self
+
+    def _remember(self, request: web.Request, body: dict[str, Any], raw: bytes = b"") -> None:
+        if self.record:
+            self.received.append(Received(request.path, dict(request.headers), body, raw))
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=256 * 1024 * 1024)
@@ -74,7 +84,7 @@ class MockUpstream:
     async def ollama_chat(self, request: web.Request) -> web.Response:
         """Ollama's native chat, non-streaming: the classifier's endpoint."""
         body = orjson.loads(await request.read())
-        self.received.append(Received(request.path, dict(request.headers), body, b""))
+        self._remember(request, body)
         behaviour = self.script.popleft() if self.script else self.default
         text = behaviour.json_text if body.get("format") == "json" else behaviour.text
         answer = {"model": body.get("model", "mock"), "message": {"role": "assistant", "content": text}, "done": True}
@@ -82,7 +92,7 @@ class MockUpstream:
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
-        self.received.append(Received(request.path, dict(request.headers), body, b""))
+        self._remember(request, body)
         texts = body.get("input") or []
         vectors = [hashed_bag_of_words(t) for t in (texts if isinstance(texts, list) else [texts])]
         if request.path == "/api/embed":
@@ -96,7 +106,7 @@ class MockUpstream:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         body = orjson.loads(raw)
-        self.received.append(Received(request.path, dict(request.headers), body, raw))
+        self._remember(request, body, raw)
         behaviour = self.script.popleft() if self.script else self.default
         if behaviour.delay_before_head:
             await asyncio.sleep(behaviour.delay_before_head)

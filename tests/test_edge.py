@@ -160,3 +160,29 @@ async def test_response_headers_say_what_happened(client):
     assert resp.headers["x-router-model"] == "main"
     assert resp.headers["x-router-tier"] == "2"
     assert float(resp.headers["x-router-overhead-ms"]) >= 0
+
+
+async def test_a_served_request_leaves_no_reference_cycle_holding_its_context(proxy, mock_upstream):
+    """The parsed body is freed by reference counting when the answer is done, not left to the cyclic GC."""
+    import asyncio
+    import gc
+
+    from router.context import RequestContext
+
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    await (await client.post(URL, json=chat_body())).read()  # warm-up: whatever is built lazily
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for stream in (False, True):
+            resp = await client.post(URL, json=chat_body(stream=stream))
+            assert resp.status == 200
+            await resp.read()
+        await asyncio.sleep(0.01)  # the recording callbacks
+        gc.collect()
+        left_to_the_gc = [obj for obj in gc.garbage if isinstance(obj, RequestContext)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left_to_the_gc == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from router.core.fingerprint import (
+    FingerprintCache,
     header_session_key,
     session_fingerprint,
     session_header,
@@ -62,3 +63,40 @@ def test_first_configured_nonempty_header_wins():
     headers = {"x-session-id": "second", "x-router-session": "  "}
     assert session_header(headers, ["x-router-session", "x-session-id"]) == "second"
     assert session_header({}, ["x-router-session"]) is None
+
+
+def test_the_cache_gives_exactly_the_fingerprint_for_every_turn_and_session():
+    cache = FingerprintCache()
+    for task in ("fix parser.py", "write docs", "fix parser.py"):
+        for turns in range(4):
+            messages = session(task, turns)
+            assert cache.fingerprint(messages) == session_fingerprint(messages)
+    assert len(cache) == 2
+
+
+def test_openings_alike_at_both_ends_but_not_in_the_middle_keep_their_own_keys():
+    cache = FingerprintCache()
+    a = [SYSTEM, user("x" * 100 + "A" + "y" * 100)]
+    b = [SYSTEM, user("x" * 100 + "B" + "y" * 100)]
+    for _ in range(2):
+        assert cache.fingerprint(a) == session_fingerprint(a)
+        assert cache.fingerprint(b) == session_fingerprint(b)
+    assert session_fingerprint(a) != session_fingerprint(b)
+
+
+def test_the_cache_keeps_only_the_most_recent_openings():
+    cache = FingerprintCache(max_entries=2)
+    for task in ("one", "two", "three"):
+        cache.fingerprint([SYSTEM, user(task)])
+    assert len(cache) == 2
+
+
+def test_the_cache_holds_a_bounded_number_of_characters_and_hashes_huge_openings_every_time():
+    cache = FingerprintCache(max_chars=16_000)  # openings up to 1,000 characters are filed
+    for task in range(20):
+        cache.fingerprint([SYSTEM, user(f"{task:03d}" * 300)])
+    assert 0 < cache.chars <= 16_000 and len(cache) < 20
+    huge = [SYSTEM, user("h" * 5000)]
+    before = len(cache)
+    assert cache.fingerprint(huge) == session_fingerprint(huge)
+    assert len(cache) == before

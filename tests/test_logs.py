@@ -8,7 +8,12 @@ import queue
 
 import orjson
 
-from router.logs import DroppingQueueHandler, JsonFormatter, configure_logging
+from router.logs import (
+    DroppingQueueHandler,
+    JsonFormatter,
+    LineWriter,
+    configure_logging,
+)
 
 
 def test_a_line_is_json_with_the_extra_fields():
@@ -42,3 +47,24 @@ def test_a_full_queue_drops_lines_instead_of_blocking():
         handler.handle(logging.makeLogRecord({"msg": f"line {i}", "levelno": logging.INFO, "levelname": "INFO"}))
     assert handler.queue.qsize() == 2
     assert handler.dropped == 3
+
+
+def test_the_writer_writes_every_queued_line_in_order_and_stop_writes_out_the_rest_at_once():
+    stream = io.StringIO()
+    lines: queue.Queue[str | None] = queue.Queue()
+    # A batch window far beyond the suite's timeout: stop must not wait it out.
+    writer = LineWriter(lines, stream, batch_seconds=3600)
+    writer.start()
+    for i in range(100):
+        lines.put(f"line {i}")
+    writer.stop()
+    assert stream.getvalue().splitlines() == [f"line {i}" for i in range(100)]
+
+
+def test_only_the_formatted_line_is_queued_and_the_record_is_left_as_it_was():
+    handler = DroppingQueueHandler(queue.Queue())
+    handler.setFormatter(JsonFormatter())
+    record = logging.makeLogRecord({"msg": "request %s", "args": ("req_1",), "levelno": logging.INFO, "levelname": "INFO"})
+    handler.handle(record)
+    assert orjson.loads(handler.queue.get_nowait())["event"] == "request req_1"
+    assert record.getMessage() == "request req_1"  # other handlers (e.g. pytest's caplog) still see the original

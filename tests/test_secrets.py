@@ -79,3 +79,33 @@ async def test_no_request_field_or_header_redirects_the_proxy(proxy, mock_upstre
     sent = mock.received[0]
     assert sent.path == "/v1/chat/completions"
     assert "X-Forwarded-Host" not in sent.headers and "X-Upstream-Url" not in sent.headers
+
+
+async def test_cookies_a_provider_sets_never_reach_later_requests(mock_upstream):
+    """The shared upstream session keeps no cookies (one client's must not ride on another's)."""
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from router.app import create_app
+
+    seen_cookies: list[str] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        seen_cookies.append(request.headers.get("Cookie", ""))
+        response = web.json_response({"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]})
+        response.set_cookie("session", "client-a-secret")
+        return response
+
+    upstream = web.Application()
+    upstream.router.add_post("/v1/chat/completions", chat)
+    server = TestServer(upstream, host="localhost")  # a hostname: aiohttp's default jar keeps cookies for those
+    await server.start_server()
+    client = TestClient(TestServer(await create_app(make_config(str(server.make_url("/v1")))), host="127.0.0.1"))
+    await client.start_server()
+    try:
+        for _ in range(2):
+            assert (await client.post(URL, json=chat_body())).status == 200
+        assert seen_cookies == ["", ""]
+    finally:
+        await client.close()
+        await server.close()

@@ -74,3 +74,18 @@ def test_sigterm_stops_the_server_with_exit_code_0(served_shipped_config):
     _, process = served_shipped_config
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
+
+
+async def test_serving_freezes_the_start_up_objects_and_collects_young_objects_less_often():
+    import gc
+
+    from router.cli import GC_YOUNG_THRESHOLD, tune_gc_for_serving
+
+    thresholds = gc.get_threshold()
+    try:
+        await tune_gc_for_serving(None)
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *thresholds[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*thresholds)

@@ -11,14 +11,15 @@ sessions with different tasks. Only message *text* is hashed: markers such as
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 
 from router.core.messages import Message, content_text
 
 KEY_HEX_CHARS = 24
 
 
-def _digest(kind: bytes, parts: list[str]) -> str:
+def _digest(kind: bytes, parts: Sequence[str]) -> str:
     h = hashlib.sha256(kind)
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")
@@ -27,7 +28,8 @@ def _digest(kind: bytes, parts: list[str]) -> str:
     return h.hexdigest()[:KEY_HEX_CHARS]
 
 
-def session_fingerprint(messages: list[Message]) -> str:
+def opening_parts(messages: list[Message]) -> tuple[str, ...]:
+    """What a fingerprint hashes: the text of each leading system message and of the first user message, after its role."""
     parts: list[str] = []
     index = 0
     while index < len(messages) and messages[index].get("role") in ("system", "developer"):
@@ -36,7 +38,60 @@ def session_fingerprint(messages: list[Message]) -> str:
     first_user = next((m for m in messages if m.get("role") == "user"), None)
     if first_user is not None:
         parts += ["user", content_text(first_user.get("content"))]
-    return _digest(b"fingerprint\0", parts)
+    return tuple(parts)
+
+
+def session_fingerprint(messages: list[Message]) -> str:
+    return _digest(b"fingerprint\0", opening_parts(messages))
+
+
+# Characters from each end of every part that, with its length, file an opening in the cache.
+_PROBE_CHARS = 64
+
+
+class FingerprintCache:
+    """The fingerprints of recently seen openings, so a session's later turns skip the hash.
+
+    Every turn of an agent session resends the same opening, and hashing it was the
+    costliest part of the session-fingerprint stage (SHA-256 over ~24 KB on every
+    request of the proxy benchmark). An entry is filed under its parts' lengths and
+    ends, and used only when its texts equal the request's: a comparison, several
+    times cheaper than the hash, so the key is always exactly the one
+    :func:`session_fingerprint` gives. Each entry keeps the texts it is compared
+    against, so the cache holds at most ``max_entries`` openings and ``max_chars``
+    characters of them, least recently used first out; an opening larger than a
+    sixteenth of that is hashed every time instead of filed.
+    """
+
+    def __init__(self, max_entries: int = 256, max_chars: int = 8_000_000) -> None:
+        if max_entries <= 0 or max_chars <= 0:
+            raise ValueError("max_entries and max_chars must be positive")
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.chars = 0
+        self._entries: OrderedDict[tuple[tuple[int, str, str], ...], tuple[tuple[str, ...], str, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def fingerprint(self, messages: list[Message]) -> str:
+        parts = opening_parts(messages)
+        probe = tuple((len(part), part[:_PROBE_CHARS], part[-_PROBE_CHARS:]) for part in parts)
+        entry = self._entries.get(probe)
+        if entry is not None and entry[0] == parts:
+            self._entries.move_to_end(probe)
+            return entry[1]
+        digest = _digest(b"fingerprint\0", parts)
+        size = sum(len(part) for part in parts)
+        if size <= self.max_chars // 16:
+            if entry is not None:  # a different opening filed alike: replaced, so it was only ever a miss
+                self.chars -= entry[2]
+            self._entries[probe] = (parts, digest, size)
+            self._entries.move_to_end(probe)
+            self.chars += size
+            while len(self._entries) > self.max_entries or self.chars > self.max_chars:
+                self.chars -= self._entries.popitem(last=False)[1][2]
+        return digest
 
 
 def header_session_key(value: str) -> str:
