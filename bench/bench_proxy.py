@@ -39,28 +39,16 @@ from bench.harness import (
     transcript_body,
     write_config,
 )
+from router.config import DEFAULT_CHAIN
 
 
 def chain_sections() -> dict:
-    """The full chain as far as it is registered, with pinch on when it exists."""
-    from router.chain import stage_registry
-
-    registry = stage_registry()
-    order = [
-        "session-fingerprint",
-        "classification-cache",
-        "classifier",
-        "pinch-relevance",
-        "pinch-prune",
-        "capability-gate",
-        "upstream-forward",
-    ]
-    sections: dict = {"middlewares": [name for name in order if name in registry]}
-    if "pinch-prune" in registry:
-        sections["pinch"] = {"enabled": True, "budget_tokens": 8000, "keep_last_turns": 4}
-    if "classification-cache" in registry:
-        sections["session_cache"] = {"enabled": True}
-    return sections
+    """The full chain (every stage, in the default order), pinch on, the session cache on."""
+    return {
+        "middlewares": list(DEFAULT_CHAIN),
+        "pinch": {"enabled": True, "budget_tokens": 8000, "keep_last_turns": 4},
+        "session_cache": {"enabled": True},
+    }
 
 
 async def measure(url: str, body: bytes, requests: int, concurrency: int, stream: bool) -> LoadResult:
