@@ -37,9 +37,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float = 20.0) -> None:
+def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Return once something listens on ``port``; fail early if ``process`` (the server) exits."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            output = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise RuntimeError(f"the server exited with {process.returncode} before listening: {output}")
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return

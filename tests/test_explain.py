@@ -11,7 +11,10 @@ import orjson
 import pytest
 import yaml
 
-from bench.harness import TRANSCRIPTS
+from bench.harness import (
+    TRANSCRIPTS,
+    free_port,  # a loopback port where nothing listens
+)
 from router.cli import main
 from router.config import Config, parse_config
 from router.context import Outcome
@@ -25,7 +28,6 @@ from router.explain import (
 )
 from tests.conftest import chat_body, model_entry
 from tests.factories import assistant, tool, user
-from tests.test_serve_process import free_port  # a loopback port where nothing listens
 
 TRANSCRIPT = TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
 ROOT = Path(__file__).resolve().parent.parent

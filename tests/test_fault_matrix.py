@@ -40,12 +40,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from bench.harness import free_port
 from router.config import DEFAULT_CHAIN, Config
 from router.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.classifier_fakes import CATEGORIES, ollama_reply, verdict
 from tests.conftest import ProxyFactory, make_config, model_entry
 from tests.relevance_fakes import BUDGET, OLD_RESULTS, session, topic_vector
-from tests.test_upstream_forward import free_port
 
 URL = "/v1/chat/completions"
 FAULT_TIMEOUT = 0.3  # every timeout a cell provokes; healthy calls get HEALTHY_TIMEOUT

@@ -12,12 +12,12 @@ from pathlib import Path
 import aiohttp
 import yaml
 
-from tests.test_serve_process import ROOT, free_port, wait_for_port
+from bench.harness import ROOT, free_port, wait_for_port
 
 
 def start(args: list[str], port: int) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-m", "router", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    wait_for_port(port, process)
+    wait_for_port(port, 30, process)
     return process
 
 

@@ -4,34 +4,16 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 
+from bench.harness import free_port, wait_for_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"serve exited early: {process.stderr.read().decode()}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError("serve did not start listening")
 
 
 @pytest.fixture
@@ -47,7 +29,7 @@ def served_shipped_config():
         stderr=subprocess.PIPE,
     )
     try:
-        wait_for_port(port, process)
+        wait_for_port(port, 30, process)
         yield port, process
     finally:
         if process.poll() is None:

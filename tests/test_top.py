@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from textual.widgets import DataTable, Static
 
+from bench.harness import free_port  # a loopback port where nothing listens
 from router.top import (
     COLUMNS,
     DecisionFeed,
@@ -23,7 +24,6 @@ from router.top import (
     summary_line,
 )
 from tests.conftest import chat_body, make_config, model_entry
-from tests.test_serve_process import free_port  # a loopback port where nothing listens
 
 URL = "/v1/chat/completions"
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {}}}}]

@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from bench.harness import free_port
 from router.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.conftest import chat_body, make_config, model_entry
 
@@ -31,12 +32,6 @@ def two_providers(first_url: str, second_url: str, **upstream):
         models=[model_entry("primary", provider="one", quality=0.9), model_entry("backup", provider="two", quality=0.1)],
         upstream=settings,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
