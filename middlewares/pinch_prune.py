@@ -66,6 +66,7 @@ class PinchPrune:
             order,
             self.estimator,
             tools=ctx.body.get("tools") or None,
+            measured=ctx.measured_prompt(self.estimator),
         )
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:

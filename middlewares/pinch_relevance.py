@@ -92,7 +92,7 @@ class PinchRelevance:
             return [], "pinch disabled"
         if not self.settings.enabled:
             return [], "relevance disabled"
-        tokens = self.estimator.prompt_tokens(ctx.messages, ctx.body.get("tools"))
+        tokens = ctx.measured_prompt(self.estimator).tokens
         if tokens <= self.pinch.budget_tokens:
             return [], f"within budget ({tokens} <= {self.pinch.budget_tokens} tokens)"
         candidates = trim_candidates(ctx.messages, self.pinch.keep_last_turns)

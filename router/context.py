@@ -16,6 +16,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
+    from router.core.tokens import PromptSize, TokenEstimator
     from router.core.turn_text import TurnText
 
 Message = dict[str, Any]
@@ -203,11 +204,23 @@ class RequestContext:
     route: Route | None = None
     upstream: UpstreamResult | None = None
     response: web.StreamResponse | None = None
+    # ``messages`` + the body's tools measured once; see measured_prompt
+    prompt_size: PromptSize | None = None
     trace: list[StageRecord] = field(default_factory=list)
     # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
     upstream_wait: float = 0.0
     # The proxy's own time when the response head went out (set with the x-router headers).
     overhead_ms: float | None = None
+
+    def measured_prompt(self, estimator: TokenEstimator) -> PromptSize:
+        """The prompt as the client sent it (``messages`` + the body's ``tools``), measured once per request.
+
+        pinch-relevance (to know whether pruning is needed) and pinch-prune
+        (to prune) share this one count instead of measuring twice.
+        """
+        if self.prompt_size is None:
+            self.prompt_size = estimator.measure(self.messages, self.body.get("tools") or None)
+        return self.prompt_size
 
 
 # The fields the edge provides before any stage runs (used by order validation).

@@ -24,6 +24,13 @@ from router.core.turns import trim_candidates
 from tests.factories import assistant, image_part, system, tool, user
 
 MAX_CHARS = 400
+
+
+class UnusableEstimator(TokenEstimator):
+    """Refuses to measure: proves a caller's measurement was used."""
+
+    def message_sizes(self, messages: list[dict[str, Any]]) -> list[int]:
+        raise AssertionError("measured again")
 MARKER = re.compile(r"\[\.\.\. pinch-router removed (\d+) characters \.\.\.\]")
 
 
@@ -155,6 +162,28 @@ def test_the_tool_name_comes_from_the_matching_call_among_several():
         tool("c1", "x"),
     ]
     assert [tool_name_for(messages, i) for i in (2, 3, 4)] == ["view_file", "bash", "grep"]
+
+
+def test_placeholders_name_parallel_calls_right_in_any_order():
+    # several results answer one assistant message; relevance mode asks for names newest first
+    messages = [
+        user("go"),
+        assistant(None, [("c1", "grep", "{}"), ("c2", "view_file", "{}"), ("c3", "bash", "{}")]),
+        tool("c2", log_text(300)),
+        tool("c3", log_text(300)),
+        tool("c1", log_text(300)),
+        assistant("done", []),
+    ]
+    for order in ([0, 1, 2], [2, 1, 0]):
+        sent, _ = prune(messages, order=order)
+        names = [re.match(r"\[pinch-router: old (\S+) result", sent[i]["content"]).group(1) for i in (2, 3, 4)]  # type: ignore[union-attr]
+        assert names == ["view_file", "bash", "grep"] == [tool_name_for(messages, i) for i in (2, 3, 4)]
+
+
+def test_a_measurement_made_earlier_is_used_instead_of_measuring_again():
+    messages = session([log_text(3000), log_text(300), "ok"])
+    measured = DEFAULT_ESTIMATOR.measure(messages)
+    assert prune(messages, measured=measured, estimator=UnusableEstimator()) == prune(messages)
 
 
 @pytest.mark.parametrize(

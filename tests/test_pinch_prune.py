@@ -115,7 +115,7 @@ async def test_the_gate_measures_the_pinched_prompt(proxy, mock_upstream):
 
 @dataclass(frozen=True, slots=True)
 class BrokenEstimator(TokenEstimator):
-    def size_tokens(self, chars: int, images: int) -> int:
+    def message_sizes(self, messages: list[dict[str, Any]]) -> list[int]:
         raise RuntimeError("estimator broke")
 
 
@@ -137,6 +137,16 @@ async def test_any_error_forwards_the_original_messages_and_is_recorded(http):
     assert record.outcome is Outcome.ERROR and "estimator broke" in record.detail
     assert ctx.send_messages is ctx.messages and ctx.pinch is None
     assert ctx.response is None  # fail open: the request goes on
+
+
+async def test_the_prompt_is_measured_once_per_request(http):
+    # pinch-relevance measures first (to know whether to rank); pinch-prune reuses that count
+    ctx = make_ctx({"model": "auto", "messages": session(), "tools": TOOLS})
+    measured = ctx.measured_prompt(DEFAULT_ESTIMATOR)
+    assert ctx.measured_prompt(BrokenEstimator()) is measured
+    record = await run_stage(stage(http, BrokenEstimator()), ctx)
+    assert record.outcome is Outcome.OK
+    assert ctx.pinch is not None and ctx.pinch.original_tokens == measured.tokens == tokens(ctx.messages, TOOLS)
 
 
 async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(http):

@@ -68,6 +68,40 @@ def test_unknown_keys_on_a_tool_call_count():
     assert tokens(signed) - tokens(plain) >= 1000
 
 
+def call_chars(call: dict[str, Any]) -> int:
+    """The documented count of one tool call: framing + every function value + every call value but function/type."""
+    def chars(value: Any) -> int:
+        return len(value) if isinstance(value, str) else len(orjson.dumps(value))
+    function = call["function"]
+    return 12 + sum(map(chars, function.values())) + sum(chars(v) for k, v in call.items() if k not in ("function", "type"))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "ls"}'}},  # the usual shape
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}"}, "index": 0},
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}},  # arguments as an object
+        {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{}", "strict": "s" * 40}},
+        {"id": "call_1", "extra": "e" * 40, "function": {"name": "bash", "arguments": "{}"}},  # three keys, no type
+        {"id": 7, "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+    ],
+)
+def test_a_tool_call_counts_the_same_whatever_its_shape(call: dict[str, Any]):
+    # the usual shape is counted on a faster path; it must agree with the general rule
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    expected = math.ceil((len("assistant") + call_chars(call)) / CHARS_PER_TOKEN) + OVERHEAD
+    assert tokens(message) == expected
+
+
+def test_a_measurement_keeps_each_message_size_and_the_prompt_total():
+    messages = [user("x" * 41), assistant(None, [("c1", "bash", "{}")]), user([image_part(), {"type": "text", "text": "look"}])]
+    tools = [{"type": "function", "function": {"name": "bash", "parameters": {}}}]
+    measured = DEFAULT_ESTIMATOR.measure(messages, tools)
+    assert [DEFAULT_ESTIMATOR.chars_tokens(size) for size in measured.sizes] == [tokens(m) for m in messages]
+    assert measured.tokens == estimate_prompt_tokens(messages, tools)
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

@@ -37,4 +37,9 @@ def has_text_content(message: Message) -> bool:
 def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
     """Indexes of the old tool results pinch may compress, oldest first."""
     end = protected_from(messages, keep_last_turns)
-    return [i for i in range(end) if messages[i].get("role") == "tool" and has_text_content(messages[i])]
+    return [
+        i
+        for i in range(end)
+        if (message := messages[i]).get("role") == "tool"
+        and (type(message.get("content")) is str or has_text_content(message))  # strings first: the usual case
+    ]
