@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import ClassVar
 
 import pytest
@@ -11,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
 from router.errors import invalid_request
-from router.stage import FailMode, StageReport, run_stage, stage_middleware
+from router.stage import FailMode, StageReport, StageTimeout, run_stage, stage_middleware, within_timeout
 from tests.factories import make_ctx
 
 
@@ -112,6 +113,96 @@ async def test_cancellation_is_never_swallowed():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert stage.fallback_reasons == []
+
+
+# --- within_timeout: the stage's timer, armed only when the stage suspends ----------------------
+
+
+async def test_a_stage_that_never_suspends_arms_no_timer(monkeypatch):
+    loop = asyncio.get_running_loop()
+    armed = []
+    real = loop.call_at
+    monkeypatch.setattr(loop, "call_at", lambda when, *args, **kw: armed.append(when) or real(when, *args, **kw))
+    record = await run_stage(ScriptedStage(sets_session, timeout_seconds=0.05), make_ctx())
+    assert record.outcome is Outcome.OK and armed == []
+
+    async def waits_forever(ctx):
+        await loop.create_future()
+
+    record = await run_stage(ScriptedStage(waits_forever, timeout_seconds=0.05), make_ctx())
+    assert record.outcome is Outcome.TIMEOUT and len(armed) == 1  # a stage that suspends gets its timer
+
+
+async def test_a_suspending_stage_gets_every_wake_up_value_and_exception():
+    loop = asyncio.get_running_loop()
+    first, second = loop.create_future(), loop.create_future()
+    loop.call_later(0.01, first.set_result, "one")
+    loop.call_later(0.02, second.set_exception, ValueError("two"))
+
+    async def work():
+        got = [await first]
+        try:
+            await second
+        except ValueError as exc:
+            got.append(str(exc))
+        await asyncio.sleep(0)  # a bare yield to the loop
+        return got
+
+    assert await within_timeout(work(), 1.0) == ["one", "two"]
+
+
+async def test_the_timer_cancels_a_suspended_stage_and_lets_it_clean_up():
+    cleaned = []
+
+    async def work():
+        try:
+            await asyncio.sleep(60)
+        finally:
+            cleaned.append(True)
+
+    started = time.perf_counter()
+    with pytest.raises(StageTimeout):
+        await within_timeout(work(), 0.05)
+    assert cleaned == [True] and time.perf_counter() - started < 5
+
+
+async def test_the_deadline_counts_the_work_done_before_the_first_suspension():
+    async def work():
+        time.sleep(0.08)  # synchronous work past the 50 ms budget, then an await
+        await asyncio.sleep(0.5)
+
+    started = time.perf_counter()
+    with pytest.raises(StageTimeout):
+        await within_timeout(work(), 0.05)
+    assert time.perf_counter() - started < 0.4  # cut at the first await, not after the sleep
+
+
+async def test_a_timeout_error_the_stage_raises_after_suspending_is_an_error_not_a_timeout():
+    async def work(ctx):
+        await asyncio.sleep(0)
+        raise TimeoutError("the provider's own")
+
+    record = await run_stage(ScriptedStage(work, timeout_seconds=1.0), make_ctx())
+    assert record.outcome is Outcome.ERROR and "the provider's own" in record.detail
+
+
+async def test_cancelling_the_request_reaches_a_suspended_stage_under_a_timer():
+    cancelled = []
+
+    async def work(ctx):
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    stage = ScriptedStage(work, timeout_seconds=30)
+    task = asyncio.ensure_future(run_stage(stage, make_ctx()))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cancelled == [True] and stage.fallback_reasons == []
 
 
 async def serve(stages, endpoint) -> TestClient:
