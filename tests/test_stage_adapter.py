@@ -12,7 +12,14 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
 from router.errors import invalid_request
-from router.stage import FailMode, StageReport, StageTimeout, run_stage, stage_middleware, within_timeout
+from router.stage import (
+    FailMode,
+    StageReport,
+    StageTimeout,
+    run_stage,
+    stage_middleware,
+    within_timeout,
+)
 from tests.factories import make_ctx
 
 
@@ -168,7 +175,7 @@ async def test_the_timer_cancels_a_suspended_stage_and_lets_it_clean_up():
 
 async def test_the_deadline_counts_the_work_done_before_the_first_suspension():
     async def work():
-        time.sleep(0.08)  # synchronous work past the 50 ms budget, then an await
+        time.sleep(0.08)  # noqa: ASYNC251 - synchronous work past the 50 ms budget, then an await
         await asyncio.sleep(0.5)
 
     started = time.perf_counter()
