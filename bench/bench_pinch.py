@@ -10,10 +10,13 @@ times, as the median of --runs round-robin runs in this process:
 * ``prune_context`` at each budget (pinch-prune's whole work, its own
   estimate included).
 
-Target: estimate + prune < the orjson round trip. On the request path the
-estimate happens once, inside ``prune_context`` (whose exact count the gate
-reuses instead of measuring again), so the cost a request pays is the prune
-column ("path"); "est+prune" adds a separate estimate on top, as if both ran.
+Target: estimate + prune < the orjson round trip. A request measures its
+prompt once: ``prune_context`` makes the estimate itself (or takes the one
+pinch-relevance already made, ``ctx.measured_prompt``), and the gate reuses
+pinch's exact final count. So what a request pays for estimate + prune is one
+``prune_context`` call, the "path" column (the slower budget), which the target
+is judged on; "est+prune" adds a second, separate estimate on top, as a request
+would if it measured twice (none does).
 
     .venv/bin/python -m bench.bench_pinch [--runs 25] [--budgets 20000 50000]
 """

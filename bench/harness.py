@@ -206,6 +206,15 @@ TCP_STATES = {
 }  # fmt: skip
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time process ``pid`` has used so far (/proc/<pid>/stat); None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime in clock ticks
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of process ``pid`` in KiB (VmRSS of /proc/<pid>/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
