@@ -37,6 +37,7 @@ rewrites one candidate. Contract, in the order the algorithm applies it:
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
@@ -88,11 +89,8 @@ _ELIDED, _PLACEHOLDER = CompressionKind.ELIDED, CompressionKind.PLACEHOLDER
 
 
 class Compression(NamedTuple):
-    """One candidate's rewrite: the new message and the tokens it saves (always > 0).
-
-    A NamedTuple rather than a frozen dataclass: it is made once per compressed
-    result on the request path, and a frozen dataclass costs ~1 µs more each.
-    """
+    """One candidate's rewrite, as :func:`compress_tool_result` reports it: the new
+    message and its tokens before and after (it always saves some)."""
 
     message: Message
     kind: CompressionKind
@@ -139,9 +137,8 @@ def prune_context(
 
     candidates = trim_candidates(messages, keep_last_turns)
     if relevance_order is None:
-        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), original
-        # uniform compresses every candidate: a deficit no saving reaches never stops it
-        deficit += 1
+        # uniform compresses every candidate: no deficit stops it
+        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), math.inf
     else:
         mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
 
