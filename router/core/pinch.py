@@ -250,8 +250,6 @@ class ToolNames:
         # most results directly follow the call they answer
         assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
         name = _call_name(messages[assistant].get("tool_calls"), message.get("tool_call_id")) if assistant >= 0 else None
-        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
-            return name  # the usual case: already one clean word
         return _clean_tool_name(name, message)
 
     def _nearest_assistant(self, start: int) -> int:
@@ -283,6 +281,8 @@ def tool_name_for(messages: list[Message], index: int) -> str:
 
 
 def _clean_tool_name(name: Any, message: Message) -> str:
+    if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+        return name  # the usual case: already one clean word
     if not isinstance(name, str) or not name.strip():
         name = message.get("name")
     if not isinstance(name, str):
