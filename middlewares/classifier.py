@@ -52,7 +52,7 @@ class Classifier:
         self.settings: ClassifierSettings = config.classifier
         self.routing: RoutingSettings = config.routing
         self.timeout_seconds: float | None = self.settings.timeout_seconds
-        self.client = ClassifierClient(deps.http, config.providers[self.settings.provider], self.settings)
+        self.client = ClassifierClient(deps.http, config.providers[self.settings.provider], self.settings, config.upstream.max_response_bytes)
         # A classifier's context guess may steer towards big windows, never past the biggest one.
         self._largest_window = max(model.context_window for model in config.models)
 

@@ -56,7 +56,7 @@ class PinchRelevance:
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
-        self.client = EmbeddingsClient(deps.http, self.settings)
+        self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes)
         self.cache = EmbeddingCache(self.settings.cache_entries)
 
     async def run(self, ctx: RequestContext) -> StageReport:

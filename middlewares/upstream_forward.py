@@ -21,12 +21,14 @@ from time import perf_counter
 from typing import ClassVar, TypeVar
 
 import aiohttp
+import orjson
 from aiohttp import web
 
 from router.chain import StageDeps
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.core.sse import read_usage
+from router.dependency_http import BodyTooLarge, read_bounded
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.relay import StreamRelay, all_failed_response, relay_client_error
@@ -115,7 +117,7 @@ class UpstreamForward:
                 self._answered(result, candidate, response.status, sent)
                 result.usage = read_usage(body)
                 content_type = response.headers.get("Content-Type", JSON)
-                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type})
+                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:
             response.release()
@@ -123,13 +125,20 @@ class UpstreamForward:
                 self.open_gauge.dec()
 
     async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
+        """The answer body, bounded and under the idle gap; one that is not JSON is this provider failing."""
         try:
-            async with asyncio.timeout(self.settings.idle_timeout_seconds):
-                return await response.read()
+            body = await read_bounded(response, self.settings.max_response_bytes, self.settings.idle_timeout_seconds)
         except TimeoutError:
             raise AttemptFailure("timeout", f"answer body stalled for {self.settings.idle_timeout_seconds:g}s") from None
+        except BodyTooLarge as exc:
+            raise AttemptFailure("read", str(exc)) from None
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"answer body broke off ({type(exc).__name__})") from None
+        try:
+            orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise AttemptFailure("read", f"answered {response.status} with a body that is not JSON ({len(body)} bytes)") from None
+        return body
 
     @staticmethod
     def _answered(result: UpstreamResult, candidate: Candidate, status: int, sent: float) -> None:

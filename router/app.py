@@ -23,6 +23,7 @@ from router.core.tokens import TokenEstimator
 from router.decision_log import DecisionLog
 from router.edge import chain_end, chat_edge
 from router.endpoints import (
+    BODY_BUDGET_KEY,
     CONFIG_KEY,
     RECORDER_KEY,
     healthz,
@@ -34,6 +35,7 @@ from router.endpoints import (
 from router.errors import ApiError, from_http_exception
 from router.metrics import Metrics
 from router.recorder import Recorder
+from router.request_body import BodyBudget
 from router.stage import Handler, Middleware
 
 log = logging.getLogger("pinch_router.app")
@@ -113,13 +115,15 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    llm = web.Application(middlewares=[chat_edge(config, recorder), *chain], client_max_size=max_bytes)
+    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
+    llm = web.Application(middlewares=[chat_edge(config, recorder, budget), *chain], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
+    app[BODY_BUDGET_KEY] = budget
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)

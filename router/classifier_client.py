@@ -27,7 +27,8 @@ import orjson
 
 from router.config import ClassifierSettings, ProviderSettings
 from router.core.messages import Message
-from router.upstream import error_text, upstream_headers
+from router.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
+from router.upstream import upstream_headers
 
 
 class ClassifierError(Exception):
@@ -74,7 +75,7 @@ def answer_text(api: str, body: bytes) -> str:
     try:
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
-        raise ClassifierError(f"the answer is not JSON: {error_text(body)}") from None
+        raise ClassifierError(f"the answer is not JSON ({error_summary(body)})") from None
     message: Any = None
     if isinstance(envelope, dict):
         if api == "ollama":
@@ -85,29 +86,38 @@ def answer_text(api: str, body: bytes) -> str:
                 message = choices[0].get("message")
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
-        raise ClassifierError(f"the answer holds no message text: {error_text(body)}")
+        raise ClassifierError(f"the answer holds no message text ({error_summary(body)})")
     return content
 
 
 class ClassifierClient:
     """Asks the configured classifier model over the one shared ClientSession."""
 
-    def __init__(self, http: aiohttp.ClientSession, provider: ProviderSettings, settings: ClassifierSettings) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        provider: ProviderSettings,
+        settings: ClassifierSettings,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    ) -> None:
         self.http = http
         self.provider = provider
         self.settings = settings
+        self.max_response_bytes = max_response_bytes
 
     async def ask(self, messages: list[Message]) -> str:
         """The classifier model's reply text; raises ClassifierError when there is none."""
         request = classifier_request(self.provider, self.settings, messages)
         try:
-            async with self.http.post(
-                request.url, data=orjson.dumps(request.payload), headers=upstream_headers(self.provider)
-            ) as response:
-                body = await response.read()
+            async with await post(self.http, request.url, orjson.dumps(request.payload), upstream_headers(self.provider)) as response:
                 status = response.status
+                body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
+        except BodyTooLarge as exc:
+            raise ClassifierError(f"{request.url}: {exc}") from None
         except aiohttp.ClientError as exc:
-            raise ClassifierError(f"request to {request.url} failed ({type(exc).__name__}: {exc})") from None
+            raise ClassifierError(f"request to {request.url} failed ({failure_reason(exc)})") from None
+        if is_redirect(status):
+            raise ClassifierError(f"{request.url} answered {status}: a redirect, not followed")
         if status != 200:
-            raise ClassifierError(f"{request.url} answered {status}: {error_text(body, self.provider.api_key())}")
+            raise ClassifierError(f"{request.url} answered {status}: {error_summary(body)}")
         return answer_text(self.provider.api, body)

@@ -60,6 +60,13 @@ class ServerSettings(_Strict):
     allow_unauthenticated_remote: bool = False
     # On SIGTERM, in-flight requests get this long to finish.
     drain_timeout_seconds: PositiveFloat = 30
+    # Deepest JSON nesting a body may have (arrays and objects, the body itself is 1).
+    # At most 200: the proxy must be able to serialise again every body it accepts.
+    max_json_depth: Annotated[int, Field(ge=8, le=200)] = 128
+    # Request bodies held at once, all requests together; beyond it ⇒ 503 with Retry-After.
+    max_bodies_in_flight_mb: PositiveFloat = 256
+    # Reading one request body, from its first byte to its last (a trickling body is cut).
+    body_timeout_seconds: PositiveFloat = 60
 
     @field_validator("api_keys")
     @classmethod
@@ -71,6 +78,16 @@ class ServerSettings(_Strict):
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def max_bodies_in_flight_bytes(self) -> int:
+        return int(self.max_bodies_in_flight_mb * 1024 * 1024)
+
+    @model_validator(mode="after")
+    def _one_body_fits_in_flight(self) -> ServerSettings:
+        if self.max_bodies_in_flight_mb < self.max_body_mb:
+            raise ValueError(f"max_bodies_in_flight_mb: {self.max_bodies_in_flight_mb:g} is less than max_body_mb {self.max_body_mb:g}")
+        return self
 
 
 class ProviderSettings(_Strict):
@@ -231,6 +248,20 @@ class UpstreamSettings(_Strict):
     max_retry_after_seconds: Annotated[float, Field(ge=0)] = 10
     # Open connections to all providers together; more requests wait for one.
     max_connections: PositiveInt = 512
+    # Any dependency's answer body (chat, classifier, embeddings), after decoding gzip/deflate.
+    max_response_mb: PositiveFloat = 64
+    # One SSE event of a stream; a longer one (or a line that never ends) breaks the stream.
+    max_stream_event_mb: PositiveFloat = 8
+    # A stream client that takes longer than this to accept a chunk is dropped, freeing its upstream.
+    client_write_timeout_seconds: PositiveFloat = 30
+
+    @property
+    def max_response_bytes(self) -> int:
+        return int(self.max_response_mb * 1024 * 1024)
+
+    @property
+    def max_stream_event_bytes(self) -> int:
+        return int(self.max_stream_event_mb * 1024 * 1024)
 
 
 class DecisionLogSettings(_Strict):
@@ -296,12 +327,35 @@ class Config(_Strict):
                 f"classifier.provider: unknown provider {self.classifier.provider!r} "
                 f"(known: {', '.join(self.providers)})"
             )
+        problems += _loops_back(self.server, self.providers)
         if problems:
             raise ValueError("; ".join(problems))
         return self
 
     def model_by_name(self, name: str) -> ModelSettings | None:
         return next((m for m in self.models if m.name == name), None)
+
+
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", "::", "[::]"})
+
+
+def _same_host(a: str, b: str) -> bool:
+    """Whether two host names reach the same listener (every loopback name, and the any-address, do)."""
+    a, b = a.lower(), b.lower()
+    return a == b or (_is_local(a) and _is_local(b))
+
+
+def _is_local(host: str) -> bool:
+    return host in _LOOPBACK_NAMES or host.startswith("127.")
+
+
+def _loops_back(server: ServerSettings, providers: dict[str, ProviderSettings]) -> list[str]:
+    """A provider on the proxy's own host:port would send every request back into the proxy."""
+    return [
+        f"providers.{name}.base_url: {provider.url} is this proxy itself (server.host {server.host}, port {server.port}): requests would loop"
+        for name, provider in providers.items()
+        if provider.base_url.port == server.port and _same_host(provider.base_url.host or "", server.host)
+    ]
 
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

@@ -14,7 +14,6 @@ import time
 from time import perf_counter
 from typing import Any
 
-import orjson
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
@@ -30,6 +29,7 @@ from router.decision_record import (
 from router.errors import ERROR_CODE_KEY, ApiError, invalid_request
 from router.headers import decision_headers
 from router.recorder import Recorder
+from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.stage import Handler, Middleware
 
 
@@ -37,10 +37,15 @@ def new_request_id() -> str:
     return f"req_{secrets.token_hex(12)}"
 
 
-def chat_edge(config: Config, recorder: Recorder) -> Middleware:
-    """The edge middleware; every request it sees, served or refused, is recorded once."""
-    max_bytes = config.server.max_body_bytes
+def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None) -> Middleware:
+    """The edge middleware; every request it sees, served or refused, is recorded once.
+
+    A request holds its share of ``budget`` (request bodies in flight) until its answer is done.
+    """
+    limits = BodyLimits.of(config.server)
     turn_chars = config.classifier.max_input_chars
+    if budget is None:
+        budget = BodyBudget(config.server.max_bodies_in_flight_bytes, limits.max_bytes)
 
     def record_served(ctx: RequestContext, status: int, code: str | None) -> None:
         recorder.record(decision_from_context(ctx, status, code))
@@ -52,7 +57,21 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
         if unroutable is not None:
             raise unroutable
         request_id = new_request_id()
-        ctx = await _build_context(request, request_id, started, max_bytes, turn_chars)
+        reserved = budget.reserve(request)
+        if isinstance(reserved, ApiError):
+            recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
+            return reserved.response({"x-router-request-id": request_id, **BUSY_HEADERS})
+        try:
+            return await serve(request, handler, request_id, started)
+        finally:
+            budget.release(reserved)
+
+    async def serve(request: web.Request, handler: Handler, request_id: str, started: float) -> web.StreamResponse:
+        body = await read_json_body(request, limits)
+        if isinstance(body, ApiError):
+            recorder.record(rejected_request(request_id, started, body.status, body.code))
+            return body.response({"x-router-request-id": request_id})
+        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request)
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return ctx.response({"x-router-request-id": request_id})
@@ -85,15 +104,6 @@ def chat_edge(config: Config, recorder: Recorder) -> Middleware:
     return edge
 
 
-async def _build_context(
-    request: web.Request, request_id: str, started: float, max_bytes: int, turn_chars: int
-) -> RequestContext | ApiError:
-    body = await _read_body(request, max_bytes)
-    if isinstance(body, ApiError):
-        return body
-    return context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request)
-
-
 def context_from_body(
     body: Any,
     headers: CIMultiDictProxy[str],
@@ -120,36 +130,6 @@ def context_from_body(
         stream=parsed.stream,
         client=client,
         send_messages=parsed.messages,
-    )
-
-
-async def _read_body(request: web.Request, max_bytes: int) -> object:
-    """The parsed JSON body, or the ApiError that explains why there is none."""
-    if request.content_type != "application/json":
-        return invalid_request(
-            f"Content-Type must be application/json, not {request.content_type or 'missing'}",
-            code="unsupported_media_type",
-            status=415,
-        )
-    if request.content_length is not None and request.content_length > max_bytes:
-        return _too_large(max_bytes)
-    try:
-        raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
-        return _too_large(max_bytes)
-    if len(raw) > max_bytes:
-        return _too_large(max_bytes)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
-
-
-def _too_large(max_bytes: int) -> ApiError:
-    return invalid_request(
-        f"the request body is larger than the {max_bytes / 1048576:g} MB limit (server.max_body_mb)",
-        code="request_too_large",
-        status=413,
     )
 
 

@@ -27,7 +27,7 @@ import orjson
 
 from router.config import RelevanceSettings, env_secret
 from router.core.relevance import InvalidEmbeddings, Vectors, embeddings_matrix
-from router.upstream import error_text
+from router.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
 
 
 class EmbeddingsError(Exception):
@@ -57,14 +57,14 @@ def answer_vectors(api: str, body: bytes) -> Any:
     """The raw vectors of an answer body, in input order (not yet validated)."""
     envelope = _parse_json(body)
     if not isinstance(envelope, dict):
-        raise EmbeddingsError(f"the answer is not a JSON object: {error_text(body)}")
+        raise EmbeddingsError(f"the answer is not a JSON object ({error_summary(body)})")
     if api == "ollama":
         if "embeddings" not in envelope:
-            raise EmbeddingsError(f"the answer has no 'embeddings': {error_text(body)}")
+            raise EmbeddingsError(f"the answer has no 'embeddings' ({error_summary(body)})")
         return envelope["embeddings"]
     data = envelope.get("data")
     if not isinstance(data, list) or not all(isinstance(item, dict) and "embedding" in item for item in data):
-        raise EmbeddingsError(f"the answer has no 'data' list of embeddings: {error_text(body)}")
+        raise EmbeddingsError(f"the answer has no 'data' list of embeddings ({error_summary(body)})")
     indexes = [item.get("index", position) for position, item in enumerate(data)]
     if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(len(data))):
         raise EmbeddingsError(f"the answer's data indexes are not 0..{len(data) - 1}")
@@ -81,15 +81,16 @@ def _parse_json(body: bytes) -> Any:
         # (orjson) refuses; parse them so validation can name the real problem.
         return json.loads(body)
     except ValueError:
-        raise EmbeddingsError(f"the answer is not JSON: {error_text(body)}") from None
+        raise EmbeddingsError(f"the answer is not JSON ({error_summary(body)})") from None
 
 
 class EmbeddingsClient:
     """Embeds texts with the configured model over the one shared ClientSession."""
 
-    def __init__(self, http: aiohttp.ClientSession, settings: RelevanceSettings) -> None:
+    def __init__(self, http: aiohttp.ClientSession, settings: RelevanceSettings, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.http = http
         self.settings = settings
+        self.max_response_bytes = max_response_bytes
         self.url = embeddings_url(settings)
         self.requests_sent = 0  # for eval-pinch and benchmarks: calls made, failed ones included
 
@@ -98,15 +99,19 @@ class EmbeddingsClient:
         payload = orjson.dumps({"model": self.settings.model, "input": list(texts)})
         self.requests_sent += 1
         try:
-            async with self.http.post(self.url, data=payload, headers=embeddings_headers(self.settings)) as response:
-                body = await response.read()
+            async with await post(self.http, self.url, payload, embeddings_headers(self.settings)) as response:
                 status = response.status
+                body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
         except TimeoutError:
             raise EmbeddingsError(f"request to {self.url} timed out") from None
+        except BodyTooLarge as exc:
+            raise EmbeddingsError(f"{self.url}: {exc}") from None
         except aiohttp.ClientError as exc:
-            raise EmbeddingsError(f"request to {self.url} failed ({type(exc).__name__}: {exc})") from None
+            raise EmbeddingsError(f"request to {self.url} failed ({failure_reason(exc)})") from None
+        if is_redirect(status):
+            raise EmbeddingsError(f"{self.url} answered {status}: a redirect, not followed")
         if status != 200:
-            raise EmbeddingsError(f"{self.url} answered {status}: {error_text(body, env_secret(self.settings.api_key_env))}")
+            raise EmbeddingsError(f"{self.url} answered {status}: {error_summary(body)}")
         try:
             return embeddings_matrix(answer_vectors(self.settings.api, body), len(texts))
         except InvalidEmbeddings as exc:

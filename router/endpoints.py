@@ -11,9 +11,11 @@ from router.config import Config
 from router.errors import ApiError, invalid_request
 from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
+from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 
 CONFIG_KEY = web.AppKey("config", Config)
 RECORDER_KEY = web.AppKey("recorder", Recorder)
+BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 
 MAX_DECISIONS = 1000
 
@@ -47,12 +49,16 @@ async def list_models(request: web.Request) -> web.Response:
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | ApiError:
-    if request.content_type != "application/json":
-        return invalid_request("Content-Type must be application/json", code="unsupported_media_type", status=415)
+    budget = request.app[BODY_BUDGET_KEY]
+    reserved = budget.reserve(request)
+    if isinstance(reserved, ApiError):
+        return reserved
     try:
-        body = orjson.loads(await request.read())
-    except orjson.JSONDecodeError as exc:
-        return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
+        body = await read_json_body(request, BodyLimits.of(request.app[CONFIG_KEY].server))
+    finally:
+        budget.release(reserved)
+    if isinstance(body, ApiError):
+        return body
     if not isinstance(body, dict):
         return invalid_request("the request body must be a JSON object")
     return body
@@ -62,7 +68,7 @@ async def post_outcome(request: web.Request) -> web.Response:
     """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation."""
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        return body.response()
+        return body.response(BUSY_HEADERS if body.code == "server_busy" else None)
     request_id, success, reason = body.get("request_id"), body.get("success"), body.get("reason")
     if not isinstance(request_id, str) or not request_id:
         return invalid_request("'request_id' must be a non-empty string", param="request_id").response()
@@ -81,7 +87,8 @@ async def list_decisions(request: web.Request) -> web.Response:
     if log is None:
         return invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404).response()
     raw_limit = request.query.get("limit", "50")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_DECISIONS:
+    # ASCII digits only, and few of them: "²" is a digit to str.isdigit, and int() refuses 4,300+ digits
+    if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4) or not 1 <= int(raw_limit) <= MAX_DECISIONS:
         return invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit").response()
     rows = await log.recent(int(raw_limit), request.query.get("session") or None)
     return _json({"object": "list", "data": rows})

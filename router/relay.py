@@ -12,8 +12,9 @@ from aiohttp import web
 
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext
-from router.core.sse import SseRelay, error_event
+from router.core.sse import EventTooLarge, SseRelay, error_event
 from router.errors import ApiError
+from router.stage import StageTimeout, within_timeout
 from router.upstream import REDACTED, AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
@@ -26,7 +27,8 @@ class StreamRelay:
         self.ctx = ctx
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
-        self.events = SseRelay()
+        self.write_timeout = settings.client_write_timeout_seconds
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes)
         self.client_gone = False
 
     async def first_chunk(self, timeout: float) -> bytes:
@@ -42,6 +44,8 @@ class StreamRelay:
                         return ready
         except TimeoutError:
             raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
+        except EventTooLarge as exc:
+            raise AttemptFailure("read", str(exc)) from None
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
 
@@ -83,18 +87,34 @@ class StreamRelay:
                 return f"connection to the provider broke ({type(exc).__name__})"
             if not chunk:
                 return "" if self.events.done else "the provider closed the stream before [DONE]"
-            ready = self.events.feed(chunk)
+            try:
+                ready = self.events.feed(chunk)
+            except EventTooLarge as exc:
+                return str(exc)
             if ready and not await self._write(response, ready):
                 return "client disconnected"
         return ""
 
     async def _write(self, response: web.StreamResponse, data: bytes) -> bool:
-        """Write to the client; False when the client has gone away."""
+        """Write to the client; False when the client has gone away or stopped reading.
+
+        A write waits only when the client's socket is full; a client that
+        takes longer than ``client_write_timeout_seconds`` to accept a chunk is
+        disconnected, so its upstream connection is released instead of pinned.
+        The timer is armed only when the write really waits (within_timeout).
+        """
         try:
-            await response.write(data)
+            await within_timeout(response.write(data), self.write_timeout)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):
             log.info("client_disconnected", extra={"request_id": self.ctx.request_id})
             self.client_gone = True
+            return False
+        except StageTimeout:
+            log.info("client_stopped_reading", extra={"request_id": self.ctx.request_id, "timeout_seconds": self.write_timeout})
+            self.client_gone = True
+            transport = self.ctx.client.transport if self.ctx.client is not None else None
+            if transport is not None:
+                transport.abort()  # drops what is buffered for it; nothing more will be written
             return False
         return True
 

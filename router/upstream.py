@@ -19,11 +19,22 @@ import orjson
 from router.config import ProviderSettings, UpstreamSettings
 from router.context import Candidate, Message
 from router.core.retry_after import parse_retry_after
+from router.dependency_http import error_summary, failure_reason, is_redirect, post
 
 # Statuses that say "this provider cannot serve it now", so another candidate may:
 # auth or missing model at that provider, timeouts, rate limits and overload.
 FAILOVER_STATUSES = frozenset({401, 403, 404, 408, 409, 425, 429, 500, 502, 503, 504, 529})
 MAX_ERROR_BODY = 64 * 1024
+
+
+def relayable(status: int) -> bool:
+    """Whether an upstream status may reach the client: 200, or a 4xx that is the client's own.
+
+    Everything else — a redirect (never followed), 204 and other 2xx a chat
+    answer never has, 1xx, 5xx and non-standard codes like 599 — is that
+    provider failing, and fails over like a 5xx.
+    """
+    return status == 200 or (400 <= status < 500 and status not in FAILOVER_STATUSES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +94,7 @@ class UpstreamClient:
         url = chat_url(provider)
         try:
             async with asyncio.timeout(first_byte_timeout):
-                response = await self.http.post(url, data=payload, headers=upstream_headers(provider), timeout=self._timeout)
+                response = await post(self.http, url, payload, upstream_headers(provider), self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
                 "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"
@@ -91,19 +102,16 @@ class UpstreamClient:
         except TimeoutError:
             raise AttemptFailure("timeout", f"no answer from {url} within {first_byte_timeout:g}s") from None
         except aiohttp.ClientConnectorError as exc:
-            raise AttemptFailure("connect", f"cannot connect to {url} ({exc.os_error.strerror or exc.os_error})") from None
+            raise AttemptFailure("connect", f"cannot connect to {url} ({failure_reason(exc)})") from None
         except (aiohttp.ClientError, OSError) as exc:
-            raise AttemptFailure("connect", f"request to {url} failed ({type(exc).__name__}: {exc})") from None
-        if response.status in FAILOVER_STATUSES:
+            raise AttemptFailure("connect", f"request to {url} failed ({failure_reason(exc)})") from None
+        if not relayable(response.status):
+            status = response.status
+            location = response.headers.get("Location")
             body = await self.read_error_body(response)
             retry_after = parse_retry_after(response.headers.get("Retry-After"), time.time())
-            raise AttemptFailure(
-                "status",
-                f"{url} answered {response.status}: {error_text(body, provider.api_key())}",
-                status=response.status,
-                retry_after=retry_after,
-                body=body,
-            )
+            said = f"a redirect{' elsewhere' if location else ''}, not followed" if is_redirect(status) else error_summary(body)
+            raise AttemptFailure("status", f"{url} answered {status}: {said}", status=status, retry_after=retry_after, body=body)
         return response
 
     async def read_error_body(self, response: aiohttp.ClientResponse) -> bytes:

@@ -87,7 +87,7 @@ def test_an_unavailable_endpoint_is_counted_with_its_reason(tmp_path: Path, caps
     out, _ = capsys.readouterr()
     assert "relevance skipped 3, unavailable 2" in out
     assert "uniform 0, relevance 0 (of 5 candidates)" in out
-    assert "unavailable x2: http://127.0.0.1:9/v1/embeddings answered 500: no such model" in out
+    assert "unavailable x2: http://127.0.0.1:9/v1/embeddings answered 500: JSON body of 39 bytes" in out
 
 
 def test_budget_override_and_several_transcripts(tmp_path: Path) -> None:

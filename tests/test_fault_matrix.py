@@ -287,7 +287,7 @@ class NeighbourCell:
 
 CLASSIFIER_CELLS = [
     NeighbourCell(HANG, "timeout", f"timed out after {FAULT_TIMEOUT}s"),
-    NeighbourCell("http-500", "error", "answered 500: model runner has crashed"),
+    NeighbourCell("http-500", "error", "answered 500: JSON body of 37 bytes"),
     NeighbourCell("garbage-body", "error", "the answer is not JSON"),
     NeighbourCell("wrong-json", "fallback", "unknown category 'cooking'"),
     NeighbourCell("connection-refused", "error", "Cannot connect to host"),
@@ -332,7 +332,7 @@ async def test_classifier_fault_falls_back_and_is_logged(
 
 EMBEDDINGS_CELLS = [
     NeighbourCell(HANG, "timeout", f"timed out after {FAULT_TIMEOUT}s"),
-    NeighbourCell("http-500", "fallback", "answered 500: embedding model has crashed"),
+    NeighbourCell("http-500", "fallback", "answered 500: JSON body of 53 bytes"),
     NeighbourCell("malformed-json", "fallback", "the answer is not JSON"),
     NeighbourCell("wrong-dimensions", "fallback", "has 5 dimensions, vector 0 has 4"),
     NeighbourCell("nan", "fallback", "holds a NaN or infinite value"),
@@ -388,7 +388,7 @@ class FailoverCell:
 
 FAILOVER_CELLS = [
     FailoverCell("connection-refused", None, None, "cannot connect to"),
-    FailoverCell("http-500", Behaviour(status=500), 500, "answered 500: mock error 500"),
+    FailoverCell("http-500", Behaviour(status=500), 500, "answered 500: type mock, code 500"),
     FailoverCell("first-byte-timeout", Behaviour(delay_before_head=FAULT_TIMEOUT * 4), None, f"within {FAULT_TIMEOUT:g}s"),
 ]
 

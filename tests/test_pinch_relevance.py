@@ -140,7 +140,7 @@ def _answer(vectors: list[Any]) -> dict[str, Any]:
 FAILURES: dict[str, tuple[dict[str, Any], str]] = {
     "timeout": ({"callback": _hang}, "timed out after 0.2s"),
     "client timeout": ({"exception": TimeoutError()}, "timed out"),
-    "non-200": ({"status": 503, "payload": {"error": {"message": "model is loading"}}}, "answered 503: model is loading"),
+    "non-200": ({"status": 503, "payload": {"error": {"message": "model is loading"}}}, "answered 503: JSON body of 42 bytes"),
     "malformed JSON": ({"body": "{'data': oops"}, "not JSON"),
     "no data list": ({"payload": {"embeddings": [[1.0]]}}, "no 'data' list"),
     "wrong count": (_answer([[1.0, 0.0]] * 4), "expected 5 vectors, got 4"),

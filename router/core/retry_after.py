@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from email.utils import parsedate_to_datetime
+
+# A provider may ask for anything (``inf``, a date in the year 9999); no wait the
+# proxy reports or honours is longer than a day.
+MAX_RETRY_AFTER_SECONDS = 86_400.0
 
 
 def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
-    """Seconds to wait, or None when the header is absent or unreadable."""
+    """Seconds to wait, from 0 to a day, or None when the header is absent or unreadable."""
     if value is None:
         return None
     value = value.strip()
@@ -15,11 +20,11 @@ def parse_retry_after(value: str | None, now_epoch: float) -> float | None:
     except ValueError:
         try:
             when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
+        except (TypeError, ValueError, IndexError, OverflowError):
             return None
         if when is None:
             return None
         seconds = when.timestamp() - now_epoch
-    if seconds != seconds:  # NaN
+    if math.isnan(seconds):
         return None
-    return max(0.0, seconds)
+    return min(max(0.0, seconds), MAX_RETRY_AFTER_SECONDS)

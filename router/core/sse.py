@@ -23,9 +23,16 @@ def error_event(message: str, code: str) -> bytes:
     return b"data: " + orjson.dumps(payload) + b"\n\n" + DONE_EVENT
 
 
-def _last_boundary(buffer: bytes | bytearray) -> int:
-    """End offset of the last complete event in ``buffer`` (0 if none)."""
-    ends = (buffer.rfind(b"\n\n"), buffer.rfind(b"\r\n\r\n"), buffer.rfind(b"\r\r"))
+class EventTooLarge(Exception):
+    """One event (or a line that never ends) outgrew the relay's bound."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(f"an SSE event is larger than {max_bytes / 1048576:g} MB (upstream.max_stream_event_mb)")
+
+
+def _last_boundary(buffer: bytes | bytearray, start: int = 0) -> int:
+    """End offset of the last complete event in ``buffer`` at or after ``start`` (0 if none)."""
+    ends = (buffer.rfind(b"\n\n", start), buffer.rfind(b"\r\n\r\n", start), buffer.rfind(b"\r\r", start))
     lf, crlf, cr = ends
     return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0, cr + 2 if cr >= 0 else 0)
 
@@ -55,12 +62,22 @@ class SseRelay:
     usage: Usage | None = None
     done: bool = False
     events: int = 0
+    max_event_bytes: int = 8 * 1024 * 1024
 
     def feed(self, chunk: bytes) -> bytes:
-        """Bytes to forward now: every complete event so far, byte-for-byte."""
+        """Bytes to forward now: every complete event so far, byte-for-byte.
+
+        Only the new bytes are searched for a boundary (plus the 3 before them,
+        where one may begin), so a long event costs linear time, not a rescan
+        per chunk; :class:`EventTooLarge` when the unfinished event outgrows
+        ``max_event_bytes``.
+        """
+        start = max(len(self.pending) - 3, 0)
         self.pending += chunk
-        end = _last_boundary(self.pending)
+        end = _last_boundary(self.pending, start)
         if end == 0:
+            if len(self.pending) > self.max_event_bytes:
+                raise EventTooLarge(self.max_event_bytes)
             return b""
         ready = bytes(self.pending[:end])
         del self.pending[:end]

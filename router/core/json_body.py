@@ -1,0 +1,87 @@
+"""What the proxy accepts as a JSON body, and how numbers stay as the client wrote them. Pure.
+
+Two problems the fast parser (orjson) leaves to us:
+
+* **Nesting.** orjson reads up to 1024 levels but writes at most 254, and the
+  body is written again (to the upstream, to hash it). So the edge refuses
+  anything deeper than ``server.max_json_depth`` (the body itself is level 1):
+  every body accepted can be serialised again.
+* **Numbers.** orjson turns an integer beyond 64 bits into a float
+  (``123456789012345678901234567890`` → ``1.2345678901234568e+29``), an
+  underflowing literal into ``0.0`` (``1e-400``) and refuses one that overflows
+  (``1e400``). The proxy must pass numbers through untouched, so a body with a
+  value that *might* have been changed is parsed again, by the standard
+  library, keeping such literals as ``orjson.Fragment`` (their exact bytes,
+  written back verbatim). Only suspicious bodies pay for the second parse: the
+  depth walk, which visits every container anyway, flags floats of 0.0 or of
+  a magnitude beyond 64-bit integers.
+
+Left as is: an integer ``-0`` goes out as ``0`` (the same integer; telling it
+apart would cost a scan of every body for a rare literal).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+# Floats this large may be integers orjson could not hold (it converts those to float).
+_INT_RANGE = 2.0**63
+
+
+@dataclass(frozen=True, slots=True)
+class JsonShape:
+    too_deep: bool
+    numbers_suspect: bool
+
+
+def json_shape(value: Any, max_depth: int) -> JsonShape:
+    """Walk the containers once: deeper than ``max_depth``? any float orjson may have altered?"""
+    if type(value) is not dict and type(value) is not list:
+        return JsonShape(False, type(value) is float and (value == 0.0 or not -_INT_RANGE < value < _INT_RANGE))
+    suspect = False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, depth = pop()
+        if depth > max_depth:
+            return JsonShape(True, suspect)
+        children = node.values() if type(node) is dict else node
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                push((child, depth + 1))
+            elif kind is float and (child == 0.0 or not -_INT_RANGE < child < _INT_RANGE):
+                suspect = True
+    return JsonShape(False, suspect)
+
+
+def _faithful_int(literal: str) -> int | orjson.Fragment:
+    if len(literal) <= 18:  # always within 64 bits
+        return int(literal)
+    if len(literal) <= 20 and -(2**63) <= (value := int(literal)) < 2**64:
+        return value
+    return orjson.Fragment(literal.encode())
+
+
+def _faithful_float(literal: str) -> float | orjson.Fragment:
+    value = float(literal)
+    mantissa = literal.lower().partition("e")[0]
+    if value in (float("inf"), float("-inf")) or (value == 0.0 and mantissa.strip("-+0.")):
+        return orjson.Fragment(literal.encode())
+    return value
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def faithful_loads(raw: bytes | str) -> Any:
+    """Parse JSON keeping every number orjson would alter as its original literal (an ``orjson.Fragment``).
+
+    Raises ``ValueError`` for invalid JSON (NaN and Infinity included, as orjson does).
+    """
+    return json.loads(raw, parse_int=_faithful_int, parse_float=_faithful_float, parse_constant=_no_constants)

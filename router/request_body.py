@@ -1,0 +1,147 @@
+"""Reading a client's JSON body: the one reader behind every endpoint that takes one (chat, /v1/outcome).
+
+Everything a client can get wrong about a body is answered here with an
+OpenAI error object, never a 5xx:
+
+* a content type other than JSON ⇒ 415;
+* a ``Content-Encoding`` aiohttp cannot decode (gzip/deflate that is not) ⇒ 400
+  (gzip and deflate bodies are decoded by aiohttp as they are read, within
+  the size limit; ``br``/``zstd`` are refused before the handler, see
+  :mod:`router.framing_errors`);
+* larger than ``server.max_body_mb`` (after decoding) ⇒ 413;
+* not read completely within ``server.body_timeout_seconds`` ⇒ 408 (a
+  trickling or stalled upload no longer holds a connection and its memory);
+* not JSON ⇒ 400; nested deeper than ``server.max_json_depth`` ⇒ 400 naming the limit.
+
+Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from router.config import ServerSettings
+from router.core.json_body import faithful_loads, json_shape
+from router.errors import ApiError, invalid_request
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    max_bytes: int
+    max_depth: int
+    timeout_seconds: float
+
+    @classmethod
+    def of(cls, server: ServerSettings) -> BodyLimits:
+        return cls(server.max_body_bytes, server.max_json_depth, server.body_timeout_seconds)
+
+
+async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
+    """The parsed JSON body, or the ApiError that explains why there is none."""
+    if request.content_type != "application/json":
+        return invalid_request(
+            f"Content-Type must be application/json, not {request.content_type[:100] or 'missing'}",
+            code="unsupported_media_type",
+            status=415,
+        )
+    if request.content_length is not None and request.content_length > limits.max_bytes:
+        return _too_large(limits.max_bytes)
+    try:
+        async with asyncio.timeout(limits.timeout_seconds):
+            raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        return _too_large(limits.max_bytes)
+    except TimeoutError:
+        return invalid_request(
+            f"the request body did not arrive within {limits.timeout_seconds:g}s (server.body_timeout_seconds)",
+            code="request_timeout",
+            status=408,
+        )
+    except web.RequestPayloadError:
+        encoding = request.headers.get("Content-Encoding", "")[:40]
+        return invalid_request(
+            f"the request body could not be read as sent (Content-Encoding {encoding!r} that does not match the bytes, or broken framing)",
+            code="invalid_content_encoding",
+        )
+    if len(raw) > limits.max_bytes:
+        return _too_large(limits.max_bytes)
+    return parse_json_body(raw, limits.max_depth)
+
+
+def parse_json_body(raw: bytes, max_depth: int) -> Any:
+    """Parse and check a body's bytes: the value, or the ApiError (400) that says what is wrong."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
+            return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
+        body = None
+        shape = None
+    else:
+        shape = json_shape(body, max_depth)
+        if shape.too_deep:
+            return _too_deep(max_depth)
+    if shape is None or shape.numbers_suspect:
+        try:
+            body = faithful_loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return invalid_request(f"the body is not valid JSON: {str(exc)[:200]}", code="invalid_json")
+        if json_shape(body, max_depth).too_deep:
+            return _too_deep(max_depth)
+    return body
+
+
+def _too_deep(max_depth: int) -> ApiError:
+    return invalid_request(
+        f"the body is nested deeper than {max_depth} levels (server.max_json_depth)", code="json_too_deep"
+    )
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return invalid_request(
+        f"the request body is larger than the {max_bytes / 1048576:g} MB limit (server.max_body_mb)",
+        code="request_too_large",
+        status=413,
+    )
+
+
+class BodyBudget:
+    """Bytes of request bodies held by the requests in flight, all together (``server.max_bodies_in_flight_mb``).
+
+    A parsed body takes ~4–5× its size in memory for as long as its request
+    lives, so without a bound a burst of large bodies grows the process
+    without limit. A request reserves its declared ``Content-Length`` (the
+    whole per-body limit when it declares none) before reading and gives it
+    back when its answer is done; one that does not fit is refused with 503
+    and ``Retry-After`` instead of being read.
+    """
+
+    def __init__(self, max_bytes: int, per_body_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.per_body_bytes = per_body_bytes
+        self.held = 0
+
+    def reserve(self, request: web.Request) -> int | ApiError:
+        """The bytes reserved for this request, or the 503 to answer when they do not fit."""
+        wanted = min(request.content_length or self.per_body_bytes, self.per_body_bytes)
+        if self.held + wanted > self.max_bytes:
+            return ApiError(
+                503,
+                f"too many large request bodies in flight ({self.max_bytes / 1048576:g} MB together, "
+                "server.max_bodies_in_flight_mb); retry shortly",
+                "server_error",
+                "server_busy",
+            )
+        self.held += wanted
+        return wanted
+
+    def release(self, reserved: int) -> None:
+        self.held -= reserved
+
+
+BUSY_HEADERS = {"Retry-After": "1"}
