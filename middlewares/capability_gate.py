@@ -13,6 +13,7 @@ from typing import ClassVar
 from router.chain import StageDeps
 from router.config import Config
 from router.context import RequestContext
+from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError, invalid_request
@@ -39,7 +40,7 @@ class CapabilityGate:
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         if pinned is not None and config.model_by_name(pinned) is None:
             ctx.response = invalid_request(
-                f"model {pinned!r} is neither a configured model nor a routing alias "
+                f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
                 f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)})",
                 code="model_not_found",
                 param="model",

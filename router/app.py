@@ -17,8 +17,9 @@ import aiohttp
 from aiohttp import web
 
 from router.chain import StageDeps, build_chain, stage_registry, validate_order
-from router.config import Config
+from router.config import Config, env_secret
 from router.core.escalation import EscalationTracker
+from router.core.redaction import Redactor, clip
 from router.core.tokens import TokenEstimator
 from router.decision_log import DecisionLog
 from router.edge import chain_end, chat_edge
@@ -33,6 +34,7 @@ from router.endpoints import (
     prometheus_metrics,
 )
 from router.errors import ApiError, from_http_exception
+from router.framing_errors import answer_framing_errors_as_api_errors
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.request_body import BodyBudget
@@ -58,18 +60,44 @@ async def error_boundary(request: web.Request, handler: Handler) -> web.StreamRe
         return ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error").response()
 
 
-def client_auth(api_keys: list[str]) -> Middleware:
-    """Bearer-key check on every path but /healthz, when keys are configured."""
+def config_secrets(config: Config) -> list[str | None]:
+    """Every secret the proxy holds: provider keys, the embeddings key, client keys."""
+    return [
+        *(provider.api_key() for provider in config.providers.values()),
+        env_secret(config.pinch.relevance.api_key_env),
+        *config.server.api_keys,
+    ]
+
+
+def redact_error_bodies(redactor: Redactor) -> Middleware:
+    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed)."""
+
+    @web.middleware
+    async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+            response.body = redactor.bytes(response.body)
+        return response
+
+    return redact
+
+
+def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
+    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
     keys = [k.encode() for k in api_keys]
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if keys and request.path not in UNAUTHENTICATED_PATHS:
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            offered = token.strip().encode()
+            # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
+            offered = token.strip().encode("utf-8", "surrogateescape")
             # compare against every key so the time taken does not say which matched
             matched = [hmac.compare_digest(offered, key) for key in keys]
             if scheme.lower() != "bearer" or not any(matched):
+                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
+                if metrics is not None:
+                    metrics.refused.labels("unauthorized").inc()
                 return ApiError(
                     401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error", "invalid_api_key"
                 ).response({"WWW-Authenticate": "Bearer"})
@@ -102,6 +130,7 @@ async def create_app(
         else None
     )
     metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    redactor = Redactor(config_secrets(config))
     deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation, metrics=metrics)
     _, chain = build_chain(config, deps)
     settings = config.decision_log
@@ -112,6 +141,7 @@ async def create_app(
         escalation,
         clock=clock,
         wall_clock=time.time,
+        redactor=redactor,
     )
 
     max_bytes = config.server.max_body_bytes
@@ -119,7 +149,9 @@ async def create_app(
     llm = web.Application(middlewares=[chat_edge(config, recorder, budget), *chain], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
-    app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
+    app = web.Application(
+        middlewares=[redact_error_bodies(redactor), error_boundary, client_auth(config.server.api_keys, metrics)], client_max_size=max_bytes
+    )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
@@ -130,6 +162,7 @@ async def create_app(
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
+    answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
 
     if decision_log is not None:
 

@@ -13,6 +13,7 @@ from time import perf_counter
 from typing import Any
 
 from router.context import Attempt, Rejection, RequestContext, StageRecord
+from router.core.redaction import clip
 
 # Status recorded when the client went away before the answer was complete
 # (nginx's convention; no HTTP response carried it).
@@ -90,7 +91,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         error_code=error_code,
         session=ctx.session.key if ctx.session else None,
         session_source=ctx.session.source if ctx.session else None,
-        requested_model=ctx.requested_model,
+        requested_model=clip(ctx.requested_model) if ctx.requested_model else ctx.requested_model,
         stream=ctx.stream,
         category=classification.task_category if classification else None,
         tier=classification.task_tier if classification else None,

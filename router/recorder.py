@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from router.core.escalation import EscalationTracker
+from router.core.redaction import Redactor
 from router.decision_log import DecisionLog, OutcomeUpdate
 from router.decision_record import Decision
 from router.metrics import Metrics
@@ -29,7 +30,9 @@ class Recorder:
         escalation: EscalationTracker | None,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
+        redactor: Redactor | None = None,
     ) -> None:
+        self.redactor = redactor or Redactor(())
         self.metrics = metrics
         self.decision_log = decision_log
         self.escalation = escalation
@@ -38,7 +41,11 @@ class Recorder:
         self._sessions: OrderedDict[str, str | None] = OrderedDict()  # request id → session key
 
     def record(self, decision: Decision) -> None:
-        """Called once per request when its answer is complete. Never raises into a request."""
+        """Called once per request when its answer is complete. Never raises into a request.
+
+        The decision is redacted first: the row, ``/v1/decisions`` and the log line all come from it.
+        """
+        decision = self.redactor.record(decision)
         self._sessions[decision.request_id] = decision.session
         if len(self._sessions) > RECENT_SESSIONS:
             self._sessions.popitem(last=False)

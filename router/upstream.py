@@ -18,6 +18,7 @@ import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
 from router.context import Candidate, Message
+from router.core.redaction import REDACTED
 from router.core.retry_after import parse_retry_after
 from router.dependency_http import error_summary, failure_reason, is_redirect, post
 
@@ -122,9 +123,6 @@ class UpstreamClient:
             return b""
         finally:
             response.release()
-
-
-REDACTED = "[redacted]"
 
 
 def redact(text: str, secret: str | None) -> str:

@@ -136,7 +136,7 @@ def parse_override(
         )
     tier_value = fallback_tier
     if tier:
-        if not _INTEGER.fullmatch(tier) or int(tier) not in tiers:
+        if len(tier) > 9 or not _INTEGER.fullmatch(tier) or int(tier) not in tiers:  # int() refuses 4,300+ digits
             return InvalidOverride(
                 TIER_HEADER, f"{TIER_HEADER}: {tier[:20]!r} is not a configured tier (tiers: {sorted(tiers)})"
             )

@@ -1,0 +1,69 @@
+"""What may leave the process of text the proxy did not write itself. Pure.
+
+* :class:`Redactor` — the one pass that removes every configured secret
+  (provider keys, the embeddings key, client keys) from text on its way out:
+  client error bodies, decision rows (so ``/v1/decisions``) and the request
+  log line. Sources are kept clean too (dependency failures are described
+  without what the dependency sent, :mod:`router.dependency_http`); this pass
+  is the guarantee that holds whatever a source did.
+* :func:`clip` — client input quoted back (an unknown model name, a header
+  value) is cut to a few dozen characters: a 30 MB model name is not answered
+  with a 30 MB error, nor stored whole.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+REDACTED = "[redacted]"
+# Shorter "secrets" (a test key like "k") would shred ordinary text; no real key is this short.
+MIN_SECRET_CHARS = 6
+MAX_ECHO_CHARS = 120
+
+T = TypeVar("T")
+
+
+def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
+    """``text``, or its head and how long it really was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
+class Redactor:
+    """Replaces each secret with ``[redacted]`` in text, bytes and the text fields of records."""
+
+    def __init__(self, secrets: Iterable[str | None]) -> None:
+        self.secrets = tuple(sorted({s for s in secrets if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True))
+        self._encoded = tuple(s.encode() for s in self.secrets)
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, text: str) -> str:
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def bytes(self, data: bytes) -> bytes:
+        for secret in self._encoded:
+            if secret in data:
+                data = data.replace(secret, REDACTED.encode())
+        return data
+
+    def record(self, record: T) -> T:
+        """A frozen dataclass with every string in it redacted, nested records and tuples included."""
+        return self._value(record) if self.secrets else record
+
+    def _value(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, tuple):
+            return tuple(self._value(v) for v in value)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes = {f.name: self._value(getattr(value, f.name)) for f in dataclasses.fields(value) if isinstance(getattr(value, f.name), (str, tuple)) or dataclasses.is_dataclass(getattr(value, f.name))}
+            return dataclasses.replace(value, **changes)
+        return value
