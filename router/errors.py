@@ -23,6 +23,8 @@ class ApiError:
     type: str
     code: str
     param: str | None = None
+    # The request's body was not read to its end, so its connection cannot carry another request.
+    close_connection: bool = False
 
     def payload(self) -> dict[str, dict[str, str | None]]:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
@@ -30,6 +32,8 @@ class ApiError:
     def response(self, headers: dict[str, str] | None = None) -> web.Response:
         response = web.Response(status=self.status, body=orjson.dumps(self.payload()), content_type=JSON, headers=headers)
         response[ERROR_CODE_KEY] = self.code
+        if self.close_connection:
+            response.force_close()
         return response
 
 

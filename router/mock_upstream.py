@@ -13,6 +13,7 @@ before the head, a stall or a cut after N events, a malformed event.
 from __future__ import annotations
 
 import asyncio
+import json
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
@@ -105,7 +106,7 @@ class MockUpstream:
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        body = orjson.loads(raw)
+        body = _request_json(raw)
         self._remember(request, body, raw)
         behaviour = self.script.popleft() if self.script else self.default
         if behaviour.delay_before_head:
@@ -147,6 +148,14 @@ class MockUpstream:
 
 
 EMBEDDING_DIMENSIONS = 64
+
+
+def _request_json(raw: bytes) -> Any:
+    """A chat body as real providers read it: numbers a double cannot hold (1e400, 2**70) are fine."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw, parse_int=lambda digits: int(digits) if len(digits) < 4000 else float(digits))
 
 
 def hashed_bag_of_words(text: str) -> list[float]:

@@ -19,6 +19,7 @@ Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,23 +55,28 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
     try:
         async with asyncio.timeout(limits.timeout_seconds):
             raw = await request.read()
-    except web.HTTPRequestEntityTooLarge:
+    except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
+        # The rest of the body is never read, so the connection cannot carry another request.
+        return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
+    if len(raw) > limits.max_bytes:
         return _too_large(limits.max_bytes)
-    except TimeoutError:
+    return parse_json_body(raw, limits.max_depth)
+
+
+def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) -> ApiError:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return _too_large(limits.max_bytes)
+    if isinstance(exc, TimeoutError):
         return invalid_request(
             f"the request body did not arrive within {limits.timeout_seconds:g}s (server.body_timeout_seconds)",
             code="request_timeout",
             status=408,
         )
-    except web.RequestPayloadError:
-        encoding = request.headers.get("Content-Encoding", "")[:40]
-        return invalid_request(
-            f"the request body could not be read as sent (Content-Encoding {encoding!r} that does not match the bytes, or broken framing)",
-            code="invalid_content_encoding",
-        )
-    if len(raw) > limits.max_bytes:
-        return _too_large(limits.max_bytes)
-    return parse_json_body(raw, limits.max_depth)
+    encoding = request.headers.get("Content-Encoding", "")[:40]
+    return invalid_request(
+        f"the request body could not be read as sent (Content-Encoding {encoding!r} that does not match the bytes, or broken framing)",
+        code="invalid_content_encoding",
+    )
 
 
 def parse_json_body(raw: bytes, max_depth: int) -> Any:
