@@ -35,11 +35,12 @@ from router.errors import ApiError, from_http_exception
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.stage import Handler, Middleware
+from router.unknown_paths import root, unknown_paths
 
 log = logging.getLogger("pinch_router.app")
 
 HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
-UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
 
 
 @web.middleware
@@ -116,10 +117,11 @@ async def create_app(
     llm = web.Application(middlewares=[chat_edge(config, recorder), *chain], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
-    app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
+    app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys), unknown_paths(metrics)], client_max_size=max_bytes)
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
+    app.router.add_get("/", root)  # HEAD too
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)

@@ -49,6 +49,7 @@ class Metrics:
         self.upstream_attempts = Counter("pinch_router_upstream_attempts", "Upstream attempts by provider and result", ["provider", "result"], registry=r)
         self.decisions_dropped = Counter("pinch_router_decision_log_dropped", "Decision rows dropped because the log queue was full", registry=r)
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
+        self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)
