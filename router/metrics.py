@@ -35,7 +35,7 @@ class Metrics:
         self._models = frozenset(models)
         self._categories = frozenset(categories)
         r = self.registry
-        self.requests = Counter("pinch_router_requests", "Requests by chosen model, category and HTTP status", ["model", "category", "status"], registry=r)
+        self.requests = Counter("pinch_router_requests", "Requests by the model that answered (none: no model did), category and HTTP status", ["model", "category", "status"], registry=r)
         self.classification = Counter("pinch_router_classification", "Classifications by source", ["source"], registry=r)
         self.pinch = Counter("pinch_router_pinch", "Pinch runs by mode", ["mode"], registry=r)
         self.pinch_saved = Counter("pinch_router_pinch_saved_tokens", "Prompt tokens removed by pinch", registry=r)

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from bench.harness import free_port
 from router.mock_upstream import Behaviour, MockUpstream, stream_events
+from tests.agent_captures import captured
 from tests.conftest import chat_body, make_config, model_entry
 
 URL = "/v1/chat/completions"
@@ -138,13 +139,17 @@ async def test_stream_is_relayed_event_for_event_including_parallel_tool_calls_a
     assert usage_event["choices"] == [] and usage_event["usage"]["total_tokens"] > 0
 
 
-@pytest.mark.parametrize("tools", [None, TOOLS], ids=["text", "parallel tool calls"])
-async def test_usage_asked_for_on_the_clients_behalf_is_logged_but_not_relayed(proxy, mock_upstream, tools):
+@pytest.mark.parametrize(
+    "body",
+    [captured("aider")[0].body, chat_body("read two files", stream=True, tools=TOOLS)],
+    ids=["aider's real request", "parallel tool calls"],
+)
+async def test_usage_asked_for_on_the_clients_behalf_is_logged_but_not_relayed(proxy, mock_upstream, body):
     """aider streams without stream_options: the proxy asks for usage, and the client
     gets exactly the bytes the upstream sends when nobody asks for it."""
     mock, url = mock_upstream
+    assert body["stream"] is True and "stream_options" not in body
     client = await proxy(make_config(url))
-    body = chat_body("read two files", stream=True, **({"tools": tools} if tools else {}))
     resp = await client.post(URL, json=body)
     received = await resp.read()
     sent_upstream = mock.received[0].body
