@@ -11,8 +11,8 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.chain import StageDeps
-from router.config import Config
-from router.context import RequestContext
+from router.config import ANY_MODEL_ALIAS, Config
+from router.context import RequestContext, Route
 from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
@@ -32,6 +32,7 @@ class CapabilityGate:
         self.estimator: TokenEstimator = deps.estimator
         self.timeout_seconds: float | None = 2.0
         self._aliases = frozenset(deps.config.routing.aliases)
+        self._route_any_name = ANY_MODEL_ALIAS in self._aliases
         self.escalation = deps.escalation
         self.clock = deps.clock
 
@@ -39,14 +40,18 @@ class CapabilityGate:
         config = self.settings
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         if pinned is not None and config.model_by_name(pinned) is None:
-            ctx.response = invalid_request(
-                f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
-                f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)})",
-                code="model_not_found",
-                param="model",
-                status=404,
-            ).response()
-            return StageReport(detail="unknown model")
+            if not self._route_any_name:
+                ctx.response = invalid_request(
+                    f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
+                    f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)}). "
+                    f"To route it, add {clip(pinned)!r} to routing.aliases (or \"*\" to route every unknown name), "
+                    f"or send model \"auto\"",
+                    code="model_not_found",
+                    param="model",
+                    status=404,
+                ).response()
+                return StageReport(detail="unknown model")
+            pinned = None  # routing.aliases has "*": any unknown name means "route for me"
         classification = ctx.classification
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
         escalation = None
@@ -61,10 +66,13 @@ class CapabilityGate:
             classification.required_context_tokens if classification is not None else None,
             # pinch's final count is exactly prompt_tokens(send_messages, tools) with this estimator
             ctx.pinch.final_tokens if ctx.pinch is not None else None,
+            min_output_tokens=config.routing.min_output_tokens,
+            clamp_output=config.routing.output_limit == "clamp",
         )
         ctx.capabilities = needs
         route = select_route(config.models, needs, tier, config.routing.min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
+            ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected)
             ctx.response = invalid_request(route.message(), code="no_capable_model").response()
             return StageReport(detail="no capable model")
         if escalation is not None:

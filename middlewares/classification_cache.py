@@ -15,6 +15,11 @@ work *is* does not depend on who served it. Agent turns are sequential, so the
 next turn of the session finds it; two truly concurrent first turns both
 classify and the later write wins.
 
+Side requests (see :mod:`router.core.session_cache`): an entry serves only
+requests that, like the one it classified, do or do not offer tools; a
+tool-less request of a session whose entry offered tools is classified on its
+own and never written over that entry.
+
 Skipped when ``session_cache.enabled`` is false or the request has no session
 key. Time comes from ``deps.clock`` (monotonic seconds; tests inject one). The
 store lives in the stage, one per application, bounded by
@@ -29,7 +34,8 @@ from typing import ClassVar
 from router.chain import StageDeps
 from router.config import SessionCacheSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
-from router.core.session_cache import SessionCache
+from router.core.chat_request import offers_tools
+from router.core.session_cache import SessionCache, is_side_request
 from router.stage import FailMode, StageReport
 
 
@@ -55,6 +61,11 @@ class ClassificationCache:
         entry = self.store.get(ctx.session.key, self.clock(), self._staleness_seconds)
         if entry is None:
             return StageReport(detail="miss")
+        offers = offers_tools(ctx.body)
+        if is_side_request(entry, offers):
+            return StageReport(detail="side request (no tools): classified on its own")
+        if not entry.serves(offers):
+            return StageReport(detail="miss (the entry is a tool-less request's)")
         ctx.classification = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
         return StageReport(detail="hit")
 
@@ -69,4 +80,7 @@ class ClassificationCache:
             and classification is not None
             and classification.source is ClassificationSource.CLASSIFIER
         ):
-            self.store.put(ctx.session.key, classification.task_category, classification.task_tier, self.clock())
+            now, offers = self.clock(), offers_tools(ctx.body)
+            if is_side_request(self.store.get(ctx.session.key, now, self._staleness_seconds), offers):
+                return  # a title or summary request never decides the session's category
+            self.store.put(ctx.session.key, classification.task_category, classification.task_tier, now, tools_offered=offers)

@@ -6,7 +6,9 @@ timeouts and failover statuses (429, 5xx, and 401/403/404 which mean "this
 provider cannot serve it") move on to the next candidate; a Retry-After up to
 ``max_retry_after_seconds`` is waited out before that provider is tried again,
 a longer one skips it. Other 4xx answers are the client's to see and are
-relayed in OpenAI format. Streams are relayed event by event as they arrive;
+relayed in OpenAI format. The output limit sent is the candidate's (clamped by
+the gate), and a stream asks for its usage chunk even when the client did not
+(then that chunk is read but not relayed). Streams are relayed event by event as they arrive;
 after the first byte a failure ends the stream with an SSE error event and
 ``[DONE]``. No total timeout: see :mod:`router.upstream`.
 """
@@ -29,6 +31,7 @@ from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.core.sse import read_usage
 from router.dependency_http import BodyTooLarge, read_bounded
+from router.core.upstream_body import upstream_body, usage_must_be_injected
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.relay import StreamRelay, all_failed_response, relay_client_error
@@ -94,7 +97,9 @@ class UpstreamForward:
         """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
         result = ctx.upstream
         assert result is not None
-        payload = upstream_payload(ctx.body, candidate.upstream_model, ctx.send_messages)
+        inject_usage = usage_must_be_injected(ctx.body)
+        body = upstream_body(ctx.body, candidate.output_tokens, inject_usage)
+        payload = upstream_payload(body, candidate.upstream_model, ctx.send_messages)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
         if self.open_gauge is not None:
@@ -107,7 +112,7 @@ class UpstreamForward:
                 self._answered(result, candidate, response.status, sent)
                 return
             if response.content_type == "text/event-stream":
-                relay = StreamRelay(ctx, response, self.settings)
+                relay = StreamRelay(ctx, response, self.settings, drop_usage_only=inject_usage)
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
                 self._answered(result, candidate, response.status, sent)

@@ -39,11 +39,12 @@ from router.metrics import Metrics
 from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.stage import Handler, Middleware
+from router.unknown_paths import root, unknown_paths
 
 log = logging.getLogger("pinch_router.app")
 
 HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
-UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
 
 
 @web.middleware
@@ -150,12 +151,14 @@ async def create_app(
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
-        middlewares=[redact_error_bodies(redactor), error_boundary, client_auth(config.server.api_keys, metrics)], client_max_size=max_bytes
+        middlewares=[redact_error_bodies(redactor), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        client_max_size=max_bytes,
     )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
     app[BODY_BUDGET_KEY] = budget
+    app.router.add_get("/", root)  # HEAD too
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)

@@ -37,6 +37,19 @@ DEFAULT_CHAIN = (
     "upstream-forward",
 )
 
+# What agents send, in the order they are looked for: ours, then opencode's (x-session-id and
+# x-session-affinity), Claude Code's, Codex's (session-id, thread-id).
+DEFAULT_SESSION_HEADERS = (
+    "x-router-session",
+    "x-session-id",
+    "x-session-affinity",
+    "x-claude-code-session-id",
+    "session-id",
+    "thread-id",
+)
+# A routing alias that routes every model name the catalogue does not know.
+ANY_MODEL_ALIAS = "*"
+
 PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
@@ -154,6 +167,14 @@ class RoutingSettings(_Strict):
     fallback_category: str = "coding_general"
     fallback_tier: int = 2
     min_tool_proficiency: Fraction = 0.0
+    # Room a model's context window must leave for the answer: a model fits a request when
+    # prompt tokens + this <= context_window (the client's max_tokens is clamped, not added).
+    min_output_tokens: PositiveInt = 1024
+    # What a requested output (max_tokens / max_completion_tokens) above a model's limit does:
+    # `clamp` sends the most the chosen model can give (its max_output_tokens, and what its window
+    # leaves after the prompt); `reject` rejects such models, and the prompt plus the whole
+    # request must fit the window.
+    output_limit: Literal["clamp", "reject"] = "clamp"
 
     @model_validator(mode="after")
     def _fallbacks_known(self) -> RoutingSettings:
@@ -172,7 +193,7 @@ class RoutingSettings(_Strict):
 class SessionSettings(_Strict):
     # Client headers that name a session explicitly, first match wins. Without
     # one, the session is a fingerprint of the opening messages.
-    headers: list[str] = Field(default_factory=lambda: ["x-router-session", "x-session-id"])
+    headers: list[str] = Field(default_factory=lambda: list(DEFAULT_SESSION_HEADERS))
 
 
 class ClassifierSettings(_Strict):

@@ -112,8 +112,12 @@ class Capabilities:
     has_images: bool
     require_json_mode: bool
     prompt_tokens: int
-    requested_output_tokens: int | None
-    required_context_tokens: int
+    requested_output_tokens: int | None  # what the client asked for (max_completion_tokens / max_tokens)
+    required_context_tokens: int  # prompt + output_room, or the classifier's estimate when larger
+    output_room: int = 0  # tokens of the window kept for the answer
+    # The smallest max_output_tokens a model must have: None when the request is clamped to any
+    # model's limit (routing.output_limit: clamp), the requested output when it is not (reject).
+    required_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +131,18 @@ class Candidate:
     model: str
     provider: str
     upstream_model: str
+    # The output limit sent to this candidate: the request's, clamped to what the model can give;
+    # None when the client set none (then none is sent).
+    output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """The gate's decision: candidates in order (first = chosen), and who was rejected."""
+    """The gate's decision: candidates in order (first = chosen), and who was rejected.
+
+    No candidates: no model could serve the request (the gate answered ``no_capable_model``);
+    ``rejected`` then says why for every model considered.
+    """
 
     candidates: tuple[Candidate, ...]
     tier: int  # the tier routed on (after any escalation)
@@ -142,6 +153,10 @@ class Route:
     @property
     def chosen(self) -> Candidate:
         return self.candidates[0]
+
+    def candidate(self, model: str | None) -> Candidate | None:
+        """The candidate named ``model``, if it is one."""
+        return next((c for c in self.candidates if c.model == model), None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ COLUMNS = (
     "attempts", "rejected", "pinch_mode", "tokens_before", "tokens_after", "pinch_compressed", "relevance_status",
     "relevance_reason", "stages", "upstream_status", "first_byte_ms", "upstream_ms", "prompt_tokens",
     "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
+    "requested_max_tokens", "sent_max_tokens",
 )  # fmt: skip
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
 SCHEMA = f"""
@@ -105,9 +106,10 @@ class DecisionLog:
         await self._on_db(self._close)
         self._db.shutdown(wait=True)
 
-    async def recent(self, limit: int, session: str | None = None) -> list[dict[str, Any]]:
+    async def recent(self, limit: int, sessions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows, of any of ``sessions`` when given."""
         await self.flush()
-        return await self._on_db(self._select, limit, session)
+        return await self._on_db(self._select, limit, sessions)
 
     async def session_of(self, request_id: str) -> tuple[bool, str | None]:
         """(whether the request is logged, its session key)."""
@@ -145,6 +147,11 @@ class DecisionLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
+        # A file written by an older version lacks the newer columns: add them (empty for old rows).
+        present = {row[1] for row in self._conn.execute("PRAGMA table_info(decisions)")}
+        for column in COLUMNS:
+            if column not in present:
+                self._conn.execute(f"ALTER TABLE decisions ADD COLUMN {column}")
 
     def _close(self) -> None:
         if self._conn is not None:
@@ -166,9 +173,9 @@ class DecisionLog:
                     ("success" if o.success else "failure", o.reason, o.ts, o.request_id),
                 )
 
-    def _select(self, limit: int, session: str | None) -> list[dict[str, Any]]:
+    def _select(self, limit: int, sessions: tuple[str, ...]) -> list[dict[str, Any]]:
         assert self._conn is not None
-        where, args = ("WHERE session = ?", [session]) if session else ("", [])
+        where, args = (f"WHERE session IN ({', '.join('?' for _ in sessions)})", list(sessions)) if sessions else ("", [])
         cursor = self._conn.execute(f"SELECT * FROM decisions {where} ORDER BY ts DESC, rowid DESC LIMIT ?", [*args, limit])
         names = [d[0] for d in cursor.description]
         return [_decode(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from time import perf_counter
 from typing import Any
 
-from router.context import Attempt, Rejection, RequestContext, StageRecord
+from router.context import Attempt, Candidate, Rejection, RequestContext, Route, StageRecord, UpstreamResult
 from router.core.redaction import clip
 
 # Status recorded when the client went away before the answer was complete
@@ -36,7 +36,7 @@ class Decision:
     source: str | None = None  # classifier | override | fallback | cached
     routed_tier: int | None = None
     escalation: str = ""
-    model: str | None = None  # the model that answered (or was chosen)
+    model: str | None = None  # the model that answered; None when none did (candidates and attempts say who was tried)
     provider: str | None = None
     candidates: tuple[str, ...] = ()
     attempts: tuple[Attempt, ...] = ()
@@ -56,6 +56,8 @@ class Decision:
     total_tokens: int | None = None
     overhead_ms: float | None = None
     stream_error: str = ""
+    requested_max_tokens: int | None = None  # the output limit the client asked for
+    sent_max_tokens: int | None = None  # the limit sent to the model that answered (clamped to it)
 
     @property
     def pinch_saved(self) -> int:
@@ -98,8 +100,8 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         source=str(classification.source) if classification else None,
         routed_tier=route.tier if route else None,
         escalation=route.escalation if route else "",
-        model=(upstream.model if upstream and upstream.model else route.chosen.model if route else None),
-        provider=(upstream.provider if upstream and upstream.provider else route.chosen.provider if route else None),
+        model=upstream.model if upstream else None,
+        provider=upstream.provider if upstream else None,
         candidates=tuple(c.model for c in route.candidates) if route else (),
         attempts=tuple(upstream.attempts) if upstream else (),
         rejected=route.rejected if route else (),
@@ -118,7 +120,13 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         total_tokens=usage.total_tokens if usage else None,
         overhead_ms=_round(ctx.overhead_ms),
         stream_error=upstream.stream_error if upstream else "",
+        requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,
+        sent_max_tokens=answered.output_tokens if (answered := _answered(route, upstream)) else None,
     )
+
+
+def _answered(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:
+    return route.candidate(upstream.model) if route is not None and upstream is not None and upstream.model else None
 
 
 def _round(value: float | None) -> float | None:

@@ -8,6 +8,7 @@ import orjson
 from aiohttp import web
 
 from router.config import Config
+from router.core.fingerprint import header_session_key
 from router.errors import ApiError, invalid_request
 from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
@@ -82,7 +83,8 @@ async def post_outcome(request: web.Request) -> web.Response:
 
 
 async def list_decisions(request: web.Request) -> web.Response:
-    """``?limit=&session=``: the most recent decisions, newest first."""
+    """``?limit=&session=``: the most recent decisions, newest first; ``session`` is a session key
+    (``x-router-session``) or the raw id the client sent in a ``session.headers`` header."""
     log = request.app[RECORDER_KEY].decision_log
     if log is None:
         return invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404).response()
@@ -90,7 +92,10 @@ async def list_decisions(request: web.Request) -> web.Response:
     # ASCII digits only, and few of them: "²" is a digit to str.isdigit, and int() refuses 4,300+ digits
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4) or not 1 <= int(raw_limit) <= MAX_DECISIONS:
         return invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit").response()
-    rows = await log.recent(int(raw_limit), request.query.get("session") or None)
+    session = request.query.get("session", "").strip()
+    # the key the proxy reports (x-router-session), or the id the client sent in its session header
+    sessions = (session, header_session_key(session)) if session else ()
+    rows = await log.recent(int(raw_limit), sessions)
     return _json({"object": "list", "data": rows})
 
 

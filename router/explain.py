@@ -191,9 +191,13 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
         field("needs", describe_needs(ctx.capabilities))
     route = ctx.route
     if route is not None:
-        chosen = route.chosen
         pinned = " (pinned)" if route.pinned else ""
-        field("route", f"tier {route.tier} → {chosen.model} via {chosen.provider} ({chosen.upstream_model}){pinned}")
+        if route.candidates:
+            chosen = route.chosen
+            limit = f", max tokens {chosen.output_tokens}" if chosen.output_tokens is not None else ""
+            field("route", f"tier {route.tier} → {chosen.model} via {chosen.provider} ({chosen.upstream_model}){pinned}{limit}")
+        else:
+            field("route", f"tier {route.tier} → no capable model{pinned}")
         if route.escalation:
             field("escalation", route.escalation)
         field("fallbacks", ", ".join(f"{c.model} via {c.provider}" for c in route.candidates[1:]) or "(none)")
@@ -219,7 +223,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     if ctx.response is not None:
         field("refused", refusal(ctx.response))
     else:
-        field("forward", f"would go to {route.chosen.model}" if route else "(no route)")
+        field("forward", f"would go to {route.chosen.model}" if route and route.candidates else "(no route)")
 
     lines += ["", "trace"]
     rows = [("stage", "outcome", "ms", "detail")]

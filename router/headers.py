@@ -19,11 +19,16 @@ def overhead_ms(ctx: RequestContext) -> float:
 def decision_headers(ctx: RequestContext) -> dict[str, str]:
     """The headers for the response head; called once, as the head is sent (records the overhead)."""
     headers = {"x-router-request-id": ctx.request_id}
-    model = ctx.upstream.model if ctx.upstream is not None and ctx.upstream.model else None
-    if model is None and ctx.route is not None:
-        model = ctx.route.chosen.model
-    if model is not None:
-        headers["x-router-model"] = model
+    if ctx.session is not None:  # what GET /v1/decisions?session= finds this session's rows by
+        headers["x-router-session"] = ctx.session.key
+    upstream = ctx.upstream
+    if upstream is not None and upstream.attempts:
+        headers["x-router-attempts"] = ", ".join(f"{a.model}:{a.status if a.status is not None else 'none'}" for a in upstream.attempts)
+    if upstream is not None and upstream.model:  # only a model that answered is named
+        headers["x-router-model"] = upstream.model
+        answered = ctx.route.candidate(upstream.model) if ctx.route is not None else None
+        if answered is not None and answered.output_tokens is not None:
+            headers["x-router-max-tokens"] = str(answered.output_tokens)
     if ctx.classification is not None:
         headers["x-router-category"] = ctx.classification.task_category
         headers["x-router-source"] = str(ctx.classification.source)

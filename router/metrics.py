@@ -35,7 +35,7 @@ class Metrics:
         self._models = frozenset(models)
         self._categories = frozenset(categories)
         r = self.registry
-        self.requests = Counter("pinch_router_requests", "Requests by chosen model, category and HTTP status", ["model", "category", "status"], registry=r)
+        self.requests = Counter("pinch_router_requests", "Requests by the model that answered (none: no model did), category and HTTP status", ["model", "category", "status"], registry=r)
         self.classification = Counter("pinch_router_classification", "Classifications by source", ["source"], registry=r)
         self.pinch = Counter("pinch_router_pinch", "Pinch runs by mode", ["mode"], registry=r)
         self.pinch_saved = Counter("pinch_router_pinch_saved_tokens", "Prompt tokens removed by pinch", registry=r)
@@ -51,6 +51,7 @@ class Metrics:
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
+        self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)

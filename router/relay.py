@@ -23,12 +23,14 @@ log = logging.getLogger("pinch_router.relay")
 class StreamRelay:
     """Copies one upstream SSE stream to the client, whole events as they arrive."""
 
-    def __init__(self, ctx: RequestContext, upstream: aiohttp.ClientResponse, settings: UpstreamSettings) -> None:
+    def __init__(
+        self, ctx: RequestContext, upstream: aiohttp.ClientResponse, settings: UpstreamSettings, *, drop_usage_only: bool = False
+    ) -> None:
         self.ctx = ctx
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes)
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
         self.client_gone = False
 
     async def first_chunk(self, timeout: float) -> bytes:

@@ -198,13 +198,19 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
     candidates = row.get("candidates") or []
     if row.get("model"):
         field("model", f"{row['model']} via {row.get('provider') or '-'}")
+    elif row.get("attempts"):
+        field("model", "(none answered)")
+    if row.get("requested_max_tokens") is not None:
+        sent = row.get("sent_max_tokens")
+        field("max tokens", f"requested {row['requested_max_tokens']}, sent {sent if sent is not None else '-'}")
     if candidates:  # the gate's order: the first was chosen, the rest are its fallbacks
         field("candidates", " → ".join(candidates))
     rejected = row.get("rejected") or []
     for i, r in enumerate(rejected):
         field("rejected" if i == 0 else "", f"{r.get('model', '?')}: {'; '.join(r.get('reasons') or [])}")
     if not rejected:
-        field("rejected", "(none)" if candidates else "(the gate did not run)")
+        gate_ran = any(stage.get("stage") == "capability-gate" for stage in row.get("stages") or [])
+        field("rejected", "(none)" if gate_ran else "(the gate did not run)")
 
     if row.get("pinch_mode") == "within_budget":
         field("pinch", f"within budget: {_thousands(row.get('tokens_before'))} tokens")

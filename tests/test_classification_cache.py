@@ -29,6 +29,7 @@ from tests.classifier_fakes import (
     two_window_models,
     verdict,
 )
+from tests.agent_captures import CapturedRequest, captured, client_headers
 from tests.conftest import ProxyFactory, model_entry
 from tests.factories import make_ctx
 
@@ -255,3 +256,42 @@ async def test_stage_is_skipped_without_a_cache_or_a_session(enabled: bool, sess
     ctx.classification = Classification("debugging", 3, ClassificationSource.CLASSIFIER)
     stage.after(ctx)
     assert len(stage.store) == 0
+
+
+# --- side requests (opencode's real sequence) -------------------------------------------
+
+
+async def test_opencodes_title_request_does_not_decide_the_category_of_its_tool_turns(proxy: ProxyFactory, upstream_url: str) -> None:
+    """opencode 1.18.33 first asks for a title (no tools, same session id), then works with tools."""
+    title, first_turn, second_turn = captured("opencode")
+    assert not title.offers_tools and first_turn.offers_tools and second_turn.offers_tools
+    assert title.headers["x-session-id"] == first_turn.headers["x-session-id"]
+    with mocked_classifier() as mock:
+        mock.post(OLLAMA_CHAT_URL, payload=ollama_reply(verdict("docs_writing", 1)))  # the title
+        mock.post(OLLAMA_CHAT_URL, payload=ollama_reply(verdict("debugging", 3)))  # the first tool turn
+        mock.post(OLLAMA_CHAT_URL, payload=ollama_reply(verdict("docs_writing", 1)))  # a later summary request
+        client = await proxy(classifier_config(upstream_url), clock=FakeClock())
+
+        async def replay(request: CapturedRequest) -> tuple[str, str, str]:
+            response = await client.post("/v1/chat/completions", json=request.body, headers=client_headers(request))
+            assert response.status == 200, await response.text()
+            await response.read()
+            return classified(response)
+
+        assert await replay(title) == ("classifier", "docs_writing", "1")
+        assert await replay(first_turn) == ("classifier", "debugging", "3")
+        assert await replay(second_turn) == ("cached", "debugging", "3")
+        # a later side request is classified on its own and never stored over the session's entry
+        assert await replay(title) == ("classifier", "docs_writing", "1")
+        assert await replay(second_turn) == ("cached", "debugging", "3")
+        assert len(classifier_payloads(mock)) == 3
+
+
+async def test_a_session_without_tools_is_cached_like_any_other(proxy: ProxyFactory, upstream_url: str) -> None:
+    with mocked_classifier() as mock:
+        mock.post(OLLAMA_CHAT_URL, payload=ollama_reply(verdict("docs_writing", 1)), repeat=True)
+        client = await proxy(classifier_config(upstream_url), clock=FakeClock())
+        first = await send(client, agent_turn(TASK, 1), **{"x-session-id": "plain-chat"})
+        second = await send(client, agent_turn(TASK, 2), **{"x-session-id": "plain-chat"})
+        assert len(classifier_payloads(mock)) == 1
+    assert source(first) == "classifier" and source(second) == "cached"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from datetime import UTC
 
 import pytest
 
-from router.decision_log import DecisionLog
+from router.decision_log import COLUMNS, DecisionLog
 from router.decision_record import Decision
 from router.mock_upstream import Behaviour
+from router.top import decision_detail
 from tests.conftest import chat_body, make_config, model_entry
 
 URL = "/v1/chat/completions"
@@ -199,3 +201,69 @@ async def test_a_client_that_leaves_mid_stream_is_recorded_as_499_however_it_is_
             break
         await asyncio.sleep(0.02)
     assert rows[0]["status"] == 499
+
+
+# --- the record tells the truth when something fails --------------------------------------
+
+
+async def test_when_no_model_answers_no_model_is_named_and_the_attempts_are(proxy, mock_upstream):
+    mock, url = mock_upstream
+    models = [model_entry("primary", quality=0.9), model_entry("backup", quality=0.1)]
+    mock.then(Behaviour(status=503), Behaviour(status=500))
+    client = await proxy(make_config(url, models=models))
+    response = await client.post(URL, json=chat_body())
+    assert response.status == 502
+    assert "x-router-model" not in response.headers
+    assert response.headers["x-router-attempts"] == "primary:503, backup:500"
+    (row,) = await decisions(client)
+    assert row["model"] is None and row["provider"] is None
+    assert row["candidates"] == ["primary", "backup"]
+    assert [a["status"] for a in row["attempts"]] == [503, 500]
+    detail = decision_detail(row, UTC)
+    assert "model       (none answered)" in detail and "candidates  primary → backup" in detail
+
+
+async def test_a_fallback_that_answers_is_named_with_the_attempts_before_it(proxy, mock_upstream):
+    mock, url = mock_upstream
+    models = [model_entry("primary", quality=0.9), model_entry("backup", quality=0.1)]
+    mock.then(Behaviour(status=503))
+    client = await proxy(make_config(url, models=models))
+    response = await client.post(URL, json=chat_body())
+    assert response.status == 200
+    assert response.headers["x-router-model"] == "backup"
+    assert response.headers["x-router-attempts"] == "primary:503, backup:200"
+
+
+async def test_no_capable_model_records_every_rejection_and_top_agrees_with_the_trace(proxy, mock_upstream):
+    _, url = mock_upstream
+    models = [model_entry("no-tools", supports={"tools": False}), model_entry("tiny", context_window=2_000)]
+    client = await proxy(make_config(url, models=models))
+    tools = [{"type": "function", "function": {"name": "bash"}}]
+    response = await client.post(URL, json=chat_body("x" * 8_000, tools=tools))
+    assert response.status == 400 and "x-router-model" not in response.headers and "x-router-attempts" not in response.headers
+    (row,) = await decisions(client)
+    assert row["error_code"] == "no_capable_model"
+    reasons = {r["model"]: r["reasons"] for r in row["rejected"]}
+    assert reasons["no-tools"] == ["does not support tools"]
+    assert reasons["tiny"][0].startswith("context window 2000 is smaller than the ")
+    assert any(s["stage"] == "capability-gate" for s in row["stages"])
+    detail = decision_detail(row, UTC)
+    assert "rejected    no-tools: does not support tools" in detail
+    assert "the gate did not run" not in detail
+
+
+async def test_a_log_file_of_an_older_version_gains_the_new_columns(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    old_columns = [c for c in COLUMNS if c not in ("requested_max_tokens", "sent_max_tokens")]
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"CREATE TABLE decisions ({', '.join(old_columns)}, outcome TEXT, outcome_reason TEXT, outcome_ts REAL)")
+        conn.execute("INSERT INTO decisions (request_id, ts, status, duration_ms, stream) VALUES ('req_old', 1.0, 200, 1.0, 0)")
+    log = DecisionLog(str(path))
+    await log.start()
+    try:
+        log.submit(Decision(request_id="req_new", ts=2.0, status=200, duration_ms=1.0, requested_max_tokens=32_000, sent_max_tokens=8_192))
+        rows = {row["request_id"]: row for row in await log.recent(10)}
+    finally:
+        await log.close()
+    assert (rows["req_new"]["requested_max_tokens"], rows["req_new"]["sent_max_tokens"]) == (32_000, 8_192)
+    assert rows["req_old"]["requested_max_tokens"] is None

@@ -178,6 +178,7 @@ async def test_a_request_no_model_can_serve_prints_the_refusal_and_exits_1(mock_
     assert status == 1, err
     assert "refused     400 no_capable_model: no configured model can serve this request" in out
     assert "no-tools: does not support tools" in out
+    assert "→ no capable model" in out and "rejected    no-tools: does not support tools" in out  # as the gate's trace says
     assert "capability-gate" in out and "upstream-forward      not run" in out
     assert mock.received == []
 

@@ -6,7 +6,7 @@ import pytest
 
 from router.config import ModelSettings
 from router.context import Capabilities
-from router.core.routing import NoRoute, detect_capabilities, select_route
+from router.core.routing import NoRoute, detect_capabilities, output_tokens_to_send, select_route
 from router.core.tokens import TokenEstimator
 from tests.conftest import model_entry
 from tests.factories import assistant, image_part, tool, user
@@ -70,7 +70,8 @@ def test_classifier_estimate_raises_the_context_need_but_never_lowers_it():
         ({"supports": {"tools": True, "vision": False}}, {"has_images": True}, "does not support images"),
         ({"supports": {"json_mode": False}}, {"require_json_mode": True}, "does not support JSON mode"),
         ({"context_window": 1000}, {"required_context_tokens": 1001}, "context window 1000 is smaller than the 1001 tokens needed"),
-        ({"max_output_tokens": 100}, {"requested_output_tokens": 101}, "max output 100 is smaller than the requested 101"),
+        # routing.output_limit: reject makes the requested output a need
+        ({"max_output_tokens": 100}, {"required_output_tokens": 101}, "max output 100 is smaller than the requested 101"),
     ],
 )
 def test_each_unmet_need_rejects_with_its_reason(model_overrides, need, reason):
@@ -121,3 +122,54 @@ def test_a_pinned_model_is_the_only_candidate_and_still_gated():
     refused = select_route(models, needs(tools_present=True), tier=2, pinned="b")
     assert isinstance(refused, NoRoute)
     assert [r.model for r in refused.rejected] == ["b"]
+
+
+# --- output limits -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("requested", "clamp", "room", "required_output"),
+    [
+        (32_000, True, 1_024, None),  # opencode's default: only the minimum room is a need
+        (100, True, 100, None),  # a small request needs only itself
+        (None, True, 1_024, None),  # nothing asked: the minimum room
+        (32_000, False, 32_000, 32_000),  # reject mode: the whole request is a need
+    ],
+)
+def test_the_context_need_is_the_prompt_plus_room_for_the_answer(requested, clamp, room, required_output):
+    messages = [user("x" * 4000)]
+    body = {"messages": messages, **({"max_tokens": requested} if requested else {})}
+    caps = detect_capabilities(body, messages, ESTIMATOR, min_output_tokens=1_024, clamp_output=clamp)
+    assert caps.output_room == room
+    assert caps.required_context_tokens == caps.prompt_tokens + room
+    assert caps.required_output_tokens == required_output
+    assert caps.requested_output_tokens == requested
+
+
+@pytest.mark.parametrize(
+    ("window", "max_output", "prompt", "requested", "sent"),
+    [
+        (128_000, 8_192, 1_000, 32_000, 8_192),  # the model's output limit
+        (40_960, 32_000, 35_000, 32_000, 5_960),  # what the window leaves after the prompt
+        (128_000, 8_192, 1_000, 500, 500),  # within both: as asked
+        (128_000, 8_192, 1_000, None, None),  # nothing asked, nothing sent
+    ],
+)
+def test_the_output_sent_is_clamped_to_the_model(window, max_output, prompt, requested, sent):
+    m = model("m", context_window=window, max_output_tokens=max_output)
+    caps = needs(prompt_tokens=prompt, requested_output_tokens=requested, required_context_tokens=prompt + 1_024, output_room=1_024)
+    assert output_tokens_to_send(m, caps) == sent
+    route = select_route([m], caps, tier=2)
+    assert not isinstance(route, NoRoute) and route.chosen.output_tokens == sent
+
+
+def test_no_route_names_the_largest_window_that_only_lacks_room():
+    models = [model("small", context_window=8_000), model("large", context_window=20_000), model("no-tools", context_window=99_000, supports={"tools": False})]
+    caps = needs(tools_present=True, prompt_tokens=29_000, required_context_tokens=30_024, output_room=1_024)
+    refused = select_route(models, caps, tier=2)
+    assert isinstance(refused, NoRoute)
+    assert refused.largest_fitting_window == ("large", 20_000)
+    assert "large's 20000 tokens: the request is 10024 tokens over it" in refused.message()
+    assert "(29000 of prompt + 1024 for the answer)" in refused.message()
+    other_need = select_route([model("no-tools", supports={"tools": False})], needs(tools_present=True), tier=2)
+    assert isinstance(other_need, NoRoute) and other_need.largest_fitting_window is None

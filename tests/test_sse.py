@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -36,6 +37,34 @@ def test_any_chunking_relays_the_same_bytes_in_whole_events(cuts):
     assert relay.done
     assert relay.usage == Usage(11, 3, 14)
     assert relay.pending == bytearray()
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=20))
+def test_dropping_the_usage_chunk_removes_exactly_that_event_in_any_chunking(cuts):
+    relay = SseRelay(drop_usage_only=True)
+    points = sorted(set(cuts))
+    pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
+    out = b"".join(relay.feed(piece) for piece in pieces)
+    assert out == b"".join(e for e in EVENTS if b'"usage"' not in e)
+    assert relay.usage == Usage(11, 3, 14)  # read all the same
+    assert relay.done
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        b'data: {"choices":[{"index":0,"delta":{}}],"usage":{"total_tokens":3}}\n\n',  # usage on a real chunk
+        b'data: {"choices":[], "note": "usage"}\n\n',  # the word, not the field
+        b"data: {not json usage\n\n",  # malformed: the client's to see
+    ],
+)
+def test_only_a_usage_only_event_is_dropped(event):
+    assert SseRelay(drop_usage_only=True).feed(event) == event
+
+
+def test_crlf_framed_usage_chunk_is_dropped_whole():
+    stream = b'data: {"choices":[]}\r\n\r\ndata: {"choices":[],"usage":{"total_tokens":3}}\r\n\r\ndata: [DONE]\r\n\r\n'
+    assert SseRelay(drop_usage_only=True).feed(stream) == b'data: {"choices":[]}\r\n\r\ndata: [DONE]\r\n\r\n'
 
 
 def test_a_partial_event_waits_for_the_rest():

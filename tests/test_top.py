@@ -192,6 +192,27 @@ def test_detail_names_the_model_that_answered_and_the_gates_order():
     assert "pinch       within budget: 1,234 tokens" in lines
 
 
+def test_detail_shows_the_output_limit_requested_and_sent():
+    lines = decision_detail(decision_row(requested_max_tokens=32_000, sent_max_tokens=8_192), UTC).splitlines()
+    assert "max tokens  requested 32000, sent 8192" in lines
+
+
+def test_detail_of_a_gate_refusal_lists_its_rejections_and_no_model():
+    row = decision_row(
+        status=400,
+        error_code="no_capable_model",
+        model=None,
+        provider=None,
+        candidates=[],
+        attempts=[],
+        rejected=[{"model": "main", "reasons": ["does not support tools"]}],
+    )
+    detail = decision_detail(row, UTC)
+    assert "rejected    main: does not support tools" in detail
+    assert not any(line.startswith("model ") for line in detail.splitlines())
+    assert "the gate did not run" not in detail
+
+
 def test_detail_of_a_refused_request_says_what_did_not_run():
     detail = decision_detail({"request_id": "req_x", "ts": 0.0, "status": 415, "error_code": "unsupported_media_type"}, UTC)
     assert "status 415 unsupported_media_type" in detail

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 
 from bench.harness import free_port
 from router.mock_upstream import Behaviour, MockUpstream, stream_events
+from tests.agent_captures import captured
 from tests.conftest import chat_body, make_config, model_entry
 
 URL = "/v1/chat/completions"
@@ -136,6 +137,44 @@ async def test_stream_is_relayed_event_for_event_including_parallel_tool_calls_a
     assert received == expected  # never re-chunked, merged or rewritten
     usage_event = orjson.loads(received.split(b"\n\n")[-3].removeprefix(b"data: "))
     assert usage_event["choices"] == [] and usage_event["usage"]["total_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [captured("aider")[0].body, chat_body("read two files", stream=True, tools=TOOLS)],
+    ids=["aider's real request", "parallel tool calls"],
+)
+async def test_usage_asked_for_on_the_clients_behalf_is_logged_but_not_relayed(proxy, mock_upstream, body):
+    """aider streams without stream_options: the proxy asks for usage, and the client
+    gets exactly the bytes the upstream sends when nobody asks for it."""
+    mock, url = mock_upstream
+    assert body["stream"] is True and "stream_options" not in body
+    client = await proxy(make_config(url))
+    resp = await client.post(URL, json=body)
+    received = await resp.read()
+    sent_upstream = mock.received[0].body
+    assert sent_upstream["stream_options"] == {"include_usage": True}
+    without_injection = {k: v for k, v in sent_upstream.items() if k != "stream_options"}
+    assert received == b"".join(stream_events(without_injection, Behaviour().text))
+    assert b'"usage"' not in received
+    rows = (await (await client.get("/v1/decisions")).json())["data"]
+    assert rows[0]["prompt_tokens"] and rows[0]["completion_tokens"] and rows[0]["total_tokens"]
+
+
+async def test_other_stream_options_of_the_client_are_kept_when_usage_is_asked_for(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post(URL, json=chat_body(stream=True, stream_options={"include_usage": False, "vendor_flag": 1}))
+    await resp.read()
+    assert mock.received[0].body["stream_options"] == {"include_usage": True, "vendor_flag": 1}
+    assert b'"usage"' not in await resp.read()
+
+
+async def test_a_non_stream_request_is_not_given_stream_options(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    await client.post(URL, json=chat_body())
+    assert "stream_options" not in mock.received[0].body
 
 
 async def test_first_event_reaches_the_client_before_the_upstream_finishes(proxy):

@@ -62,6 +62,11 @@ def validate_chat_body(body: Any) -> ChatRequest:
     return ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None)
 
 
+def offers_tools(body: dict[str, Any]) -> bool:
+    """The request offers the model tools (``tools``, or the legacy ``functions``)."""
+    return bool(body.get("tools") or body.get("functions"))
+
+
 def requested_max_tokens(body: dict[str, Any]) -> int | None:
     """The output budget the client asked for (``max_completion_tokens`` wins)."""
     for key in ("max_completion_tokens", "max_tokens"):

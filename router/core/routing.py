@@ -1,8 +1,12 @@
 """Capability detection and model selection (ARCHITECTURE §8). Pure.
 
 The gate fails closed: a model is a candidate only if it declares every
-capability the request needs and its window holds the measured prompt plus the
-requested output. Among the capable, ranking prefers the wanted tier, then
+capability the request needs and its window holds the measured prompt plus room
+for the answer. That room is ``routing.min_output_tokens`` (or the requested
+output when it is smaller), not the client's whole ``max_tokens``: agents ask
+for 16k–64k by default, and the output limit is clamped per candidate instead
+(:func:`output_tokens_to_send`) — unless ``routing.output_limit: reject``, which
+makes the whole request a need. Among the capable, ranking prefers the wanted tier, then
 higher tiers (nearest first), then lower ones; within a rank, higher quality,
 then lower cost, then catalogue order. Out-of-tier models are ranked lower,
 not rejected, so a request is served when any capable model exists.
@@ -11,12 +15,12 @@ not rejected, so a request is served when any capable model exists.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from router.config import ModelSettings
 from router.context import Candidate, Capabilities, Rejection, Route
-from router.core.chat_request import requested_max_tokens
+from router.core.chat_request import offers_tools, requested_max_tokens
 from router.core.messages import Message, has_image_part
 from router.core.tokens import TokenEstimator
 
@@ -29,6 +33,9 @@ def detect_capabilities(
     estimator: TokenEstimator,
     classified_context_tokens: int | None = None,
     counted_prompt_tokens: int | None = None,
+    *,
+    min_output_tokens: int = 1024,
+    clamp_output: bool = True,
 ) -> Capabilities:
     """What this request needs, measured on what will actually be sent.
 
@@ -41,14 +48,18 @@ def detect_capabilities(
     reject tool messages for models without tool support.
     """
     tools = body.get("tools") or None
-    tools_present = bool(tools or body.get("functions")) or any(
+    tools_present = offers_tools(body) or any(
         m.get("role") in ("tool", "function") or m.get("tool_calls") for m in send_messages
     )
     response_format = body.get("response_format")
     json_mode = isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS
     prompt_tokens = counted_prompt_tokens if counted_prompt_tokens is not None else estimator.prompt_tokens(send_messages, tools)
     requested = requested_max_tokens(body)
-    measured = prompt_tokens + (requested or 0)
+    if clamp_output:
+        room = min(requested, min_output_tokens) if requested is not None else min_output_tokens
+    else:
+        room = requested if requested is not None else min_output_tokens
+    measured = prompt_tokens + room
     return Capabilities(
         tools_present=tools_present,
         has_images=any(has_image_part(m.get("content")) for m in send_messages),
@@ -56,7 +67,21 @@ def detect_capabilities(
         prompt_tokens=prompt_tokens,
         requested_output_tokens=requested,
         required_context_tokens=max(measured, classified_context_tokens or 0),
+        output_room=room,
+        required_output_tokens=None if clamp_output else requested,
     )
+
+
+def output_tokens_to_send(model: ModelSettings, needs: Capabilities) -> int | None:
+    """The output limit to send ``model``: the request's, at most the model's ``max_output_tokens``
+    and what its window leaves after the prompt. None when the client set none (none is sent).
+
+    For a model the gate accepted this is at least ``needs.output_room``; under
+    ``output_limit: reject`` it is the requested output unchanged.
+    """
+    if needs.requested_output_tokens is None:
+        return None
+    return min(needs.requested_output_tokens, model.max_output_tokens, model.context_window - needs.prompt_tokens)
 
 
 def rejection_reasons(model: ModelSettings, needs: Capabilities, min_tool_proficiency: float) -> tuple[str, ...]:
@@ -73,9 +98,9 @@ def rejection_reasons(model: ModelSettings, needs: Capabilities, min_tool_profic
         reasons.append(
             f"context window {model.context_window} is smaller than the {needs.required_context_tokens} tokens needed"
         )
-    if needs.requested_output_tokens is not None and needs.requested_output_tokens > model.max_output_tokens:
+    if needs.required_output_tokens is not None and needs.required_output_tokens > model.max_output_tokens:
         reasons.append(
-            f"max output {model.max_output_tokens} is smaller than the requested {needs.requested_output_tokens}"
+            f"max output {model.max_output_tokens} is smaller than the requested {needs.required_output_tokens}"
         )
     return tuple(reasons)
 
@@ -88,9 +113,12 @@ def describe_needs(needs: Capabilities) -> str:
         parts.append("images")
     if needs.require_json_mode:
         parts.append("JSON mode")
-    parts.append(f"{needs.required_context_tokens} tokens of context")
-    if needs.requested_output_tokens is not None:
-        parts.append(f"{needs.requested_output_tokens} output tokens")
+    context = f"{needs.required_context_tokens} tokens of context"
+    if needs.prompt_tokens + needs.output_room == needs.required_context_tokens:
+        context += f" ({needs.prompt_tokens} of prompt + {needs.output_room} for the answer)"
+    parts.append(context)
+    if needs.required_output_tokens is not None:
+        parts.append(f"{needs.required_output_tokens} output tokens")
     return ", ".join(parts)
 
 
@@ -100,10 +128,30 @@ class NoRoute:
 
     needs: Capabilities
     rejected: tuple[Rejection, ...]
+    # The largest window among the models that lack nothing else, when the context is what is
+    # missing: (model, its context window).
+    largest_fitting_window: tuple[str, int] | None = None
 
     def message(self) -> str:
         why = "; ".join(f"{r.model}: {', '.join(r.reasons)}" for r in self.rejected)
-        return f"no configured model can serve this request (needs {describe_needs(self.needs)}). {why}"
+        gap = ""
+        if self.largest_fitting_window is not None:
+            name, window = self.largest_fitting_window
+            gap = (
+                f" The largest window among the models that meet the other needs is {name}'s {window} tokens: "
+                f"the request is {self.needs.required_context_tokens - window} tokens over it."
+            )
+        return f"no configured model can serve this request (needs {describe_needs(self.needs)}).{gap} {why}"
+
+
+def _largest_fitting_window(models: Sequence[ModelSettings], needs: Capabilities, min_tool_proficiency: float) -> tuple[str, int] | None:
+    """The biggest window among models the context alone rules out (None if the context is not the problem)."""
+    no_context_need = replace(needs, required_context_tokens=0)
+    fitting = [m for m in models if m.context_window < needs.required_context_tokens and not rejection_reasons(m, no_context_need, min_tool_proficiency)]
+    if not fitting:
+        return None
+    widest = max(fitting, key=lambda m: m.context_window)
+    return widest.name, widest.context_window
 
 
 def _tier_rank(model: ModelSettings, tier: int) -> int:
@@ -136,7 +184,7 @@ def select_route(
         else:
             capable.append((index, model))
     if not capable:
-        return NoRoute(needs=needs, rejected=tuple(rejected))
+        return NoRoute(needs=needs, rejected=tuple(rejected), largest_fitting_window=_largest_fitting_window(considered, needs, min_tool_proficiency))
     capable.sort(
         key=lambda item: (
             _tier_rank(item[1], tier),
@@ -146,7 +194,7 @@ def select_route(
         )
     )
     return Route(
-        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model) for _, m in capable),
+        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs)) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,
         rejected=tuple(rejected),

@@ -4,18 +4,24 @@ The relay forwards upstream bytes unchanged but only in whole events: bytes
 after the last event boundary wait for the rest of their event. Tool-call
 deltas are never re-chunked or merged (WHAT-USERS-HIT #2), and when a stream
 breaks, the client gets a clean error event instead of half a JSON line.
-The usage chunk (``stream_options.include_usage``) is read, never altered.
+The usage chunk (``stream_options.include_usage``) is read, never altered — and
+dropped whole only when the proxy asked for it on the client's behalf
+(``drop_usage_only``, see :mod:`router.core.upstream_body`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import orjson
 
 from router.context import Usage
+from router.core.upstream_body import is_usage_only_event
 
 DONE_EVENT = b"data: [DONE]\n\n"
+# One event's end: a blank line in any of the three line-ending styles.
+_EVENT_END = re.compile(rb"(\r\n\r\n|\n\n|\r\r)")
 
 
 def error_event(message: str, code: str) -> bytes:
@@ -54,6 +60,13 @@ def read_usage(data: bytes) -> Usage | None:
     return Usage(number("prompt_tokens"), number("completion_tokens"), number("total_tokens"))
 
 
+def _without_usage_only_events(ready: bytes) -> bytes:
+    """Whole events (each with its own terminator), minus the usage-only ones, byte-for-byte."""
+    parts = _EVENT_END.split(ready)  # event, end, event, end, ..., rest (blank-line bytes after the last end)
+    kept = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2) if not is_usage_only_event(parts[i])]
+    return b"".join(kept) + parts[-1]
+
+
 @dataclass(slots=True)
 class SseRelay:
     """Cuts an upstream byte stream into whole events, noting usage and [DONE]."""
@@ -63,6 +76,7 @@ class SseRelay:
     done: bool = False
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
+    drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -82,6 +96,8 @@ class SseRelay:
         ready = bytes(self.pending[:end])
         del self.pending[:end]
         self._inspect(ready)
+        if self.drop_usage_only and b'"usage"' in ready:
+            return _without_usage_only_events(ready)
         return ready
 
     def _inspect(self, ready: bytes) -> None:

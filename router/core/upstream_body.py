@@ -1,0 +1,59 @@
+"""What of the client's body the upstream gets changed, besides ``model`` and ``messages``. Pure.
+
+Two fields, each only when there is a reason:
+
+* the output limit (``max_completion_tokens`` / ``max_tokens``, whichever the
+  client sent) is lowered to what the candidate can give (see
+  :func:`router.core.routing.output_tokens_to_send`);
+* a stream whose client did not ask for ``stream_options.include_usage`` asks
+  for it anyway, so the decision log knows the token counts; the relay then
+  drops the usage-only chunk (:func:`is_usage_only_event`) so the client sees
+  exactly the stream it asked for.
+
+Everything else passes through untouched (WHAT-USERS-HIT #8, #10).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+OUTPUT_LIMIT_KEYS = ("max_completion_tokens", "max_tokens")
+
+
+def usage_must_be_injected(body: dict[str, Any]) -> bool:
+    """A stream whose client did not ask for the usage chunk."""
+    if body.get("stream") is not True:
+        return False
+    options = body.get("stream_options")
+    return not (isinstance(options, dict) and options.get("include_usage") is True)
+
+
+def upstream_body(body: dict[str, Any], output_tokens: int | None, inject_usage: bool) -> dict[str, Any]:
+    """``body`` with the output limit lowered to ``output_tokens`` and the usage chunk asked for;
+    ``body`` itself (not a copy) when nothing changes."""
+    changes: dict[str, Any] = {}
+    if output_tokens is not None:
+        for key in OUTPUT_LIMIT_KEYS:
+            value = body.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > output_tokens:
+                changes[key] = output_tokens
+    if inject_usage:
+        options = body.get("stream_options")
+        changes["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    return {**body, **changes} if changes else body
+
+
+def is_usage_only_event(event: bytes) -> bool:
+    """An SSE event that only carries usage (``choices`` empty), as ``include_usage`` adds at the end."""
+    if b'"usage"' not in event:
+        return False
+    for line in event.splitlines():
+        if line.startswith(b"data:"):
+            try:
+                chunk = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                return False
+            return isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
+    return False
