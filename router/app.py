@@ -16,12 +16,12 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from router.chain import StageDeps, build_chain, stage_registry, validate_order
+from router.chain import stage_registry, validate_order
 from router.config import Config
 from router.core.escalation import EscalationTracker
-from router.core.tokens import TokenEstimator
 from router.decision_log import DecisionLog
-from router.edge import chain_end, chat_edge
+from router.drain import OPEN_STREAMS_KEY, OpenStreams
+from router.edge import chain_end
 from router.endpoints import (
     CONFIG_KEY,
     RECORDER_KEY,
@@ -32,6 +32,7 @@ from router.endpoints import (
     prometheus_metrics,
 )
 from router.errors import ApiError, from_http_exception
+from router.live import LIVE_KEY, LiveChain
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.stage import Handler, Middleware
@@ -93,15 +94,12 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-    estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
     escalation = (
         EscalationTracker(config.escalation.failures, config.escalation.window_minutes * 60)
         if config.escalation.enabled
         else None
     )
     metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
-    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation, metrics=metrics)
-    _, chain = build_chain(config, deps)
     settings = config.decision_log
     decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
     recorder = Recorder(
@@ -113,13 +111,16 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    llm = web.Application(middlewares=[chat_edge(config, recorder), *chain], client_max_size=max_bytes)
+    live = LiveChain(config, http=http, recorder=recorder, clock=clock)  # the edge and the stages, swapped on reload
+    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
+    app[LIVE_KEY] = live
+    app[OPEN_STREAMS_KEY] = OpenStreams()
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)

@@ -235,8 +235,9 @@ class UpstreamSettings(_Strict):
 
 class DecisionLogSettings(_Strict):
     enabled: bool = True
-    # SQLite file (created on start, WAL mode); relative paths are from the working directory.
-    path: str = "pinch-router-decisions.sqlite3"
+    # SQLite file (created owner-only on start, WAL mode); a relative path is inside the
+    # state directory (--state-dir, $PINCH_ROUTER_STATE_DIR, ~/.local/state/pinch-router).
+    path: str = "decisions.sqlite3"
     # Rows waiting to be written; when full, new rows are dropped and counted, never waited for.
     queue_size: PositiveInt = 10_000
     batch_size: PositiveInt = 256

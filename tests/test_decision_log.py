@@ -199,3 +199,19 @@ async def test_a_client_that_leaves_mid_stream_is_recorded_as_499_however_it_is_
             break
         await asyncio.sleep(0.02)
     assert rows[0]["status"] == 499
+
+
+@pytest.mark.parametrize("leftover_mode", [None, 0o644])
+async def test_the_database_and_its_journal_files_are_owner_only(tmp_path, leftover_mode):
+    path = tmp_path / "decisions.sqlite3"
+    if leftover_mode is not None:  # left by an older version with a world-readable database
+        for name in (path.name, path.name + "-wal", path.name + "-shm"):
+            (tmp_path / name).touch()
+            (tmp_path / name).chmod(leftover_mode)
+    log = DecisionLog(str(path), batch_size=1)
+    await log.start()
+    log.submit(Decision(request_id="r1", ts=1.0, status=200, duration_ms=1.0))
+    await log.flush()
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    await log.close()
+    assert modes == {"decisions.sqlite3": 0o600, "decisions.sqlite3-wal": 0o600, "decisions.sqlite3-shm": 0o600}
