@@ -124,10 +124,10 @@ def starter_config() -> str:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Write the starter config and say what to pull; never overwrites without --force."""
+    import yaml
+
     from router.config import parse_config
     from router.doctor import pull_commands
-
-    import yaml
 
     target = Path(args.path)
     if target.is_dir():
