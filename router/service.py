@@ -47,7 +47,7 @@ log = logging.getLogger("pinch_router.service")
 CONFIG_POLL_SECONDS = 1.0
 CONFIG_SETTLE_SECONDS = 0.5
 # At most this much of the drain timeout is kept for cutting the streams still open and closing.
-CUT_GRACE_SECONDS = 1.0
+CUT_GRACE_SECONDS = 0.5
 
 
 class StartupError(Exception):
