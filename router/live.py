@@ -35,7 +35,7 @@ from router.core.config_diff import changed_paths
 from router.core.tokens import TokenEstimator
 from router.edge import chat_edge
 from router.recorder import Recorder
-from router.stage import Handler, Middleware
+from router.stage import Handler, Middleware, Stage
 
 log = logging.getLogger("pinch_router.reload")
 
@@ -60,6 +60,7 @@ def config_hash(config: Config) -> str:
 @dataclass(frozen=True, slots=True)
 class Generation:
     config: Config
+    stages: tuple[Stage, ...]
     middlewares: tuple[Middleware, ...]  # the edge, then the stages in configured order
 
 
@@ -102,8 +103,13 @@ class LiveChain:
     def config(self) -> Config:
         return self.current.config
 
-    def build(self, config: Config) -> Generation:
-        """The edge and the stages for ``config``, sharing the process's HTTP session, recorder and escalation state."""
+    def build(self, config: Config, previous: Generation | None = None) -> Generation:
+        """The edge and the stages for ``config``, sharing the process's HTTP session, recorder and escalation state.
+
+        With ``previous`` (a reload), each new stage that defines ``carry_over`` takes
+        what is still valid from its predecessor of the same name (see
+        :class:`router.stage.CarryOver`): sessions keep their cached classification.
+        """
         metrics = self.recorder.metrics
         deps = StageDeps(
             config=config,
@@ -113,8 +119,14 @@ class LiveChain:
             escalation=self.recorder.escalation,
             metrics=metrics,
         )
-        _, chain = build_chain(config, deps)
-        return Generation(config, (chat_edge(config, self.recorder), *chain))
+        stages, chain = build_chain(config, deps)
+        if previous is not None:
+            old = {stage.name: stage for stage in previous.stages}
+            for stage in stages:
+                carry_over = getattr(stage, "carry_over", None)
+                if carry_over is not None and stage.name in old:
+                    carry_over(old[stage.name])
+        return Generation(config, tuple(stages), (chat_edge(config, self.recorder), *chain))
 
 
     def reload(self, path: str | Path, prepare: Callable[[Config], Config] = lambda c: c) -> ReloadResult:
@@ -127,7 +139,7 @@ class LiveChain:
         try:
             loaded = prepare(load_serving_config(path))
             config = _keep_restart_only(loaded, running)
-            generation = self.build(config)
+            generation = self.build(config, previous=self.current)
         except (ConfigError, ChainError) as error:
             return self._failed(str(error))
         except Exception as error:  # a stage that cannot be built from a valid config: keep serving the old one
@@ -135,12 +147,15 @@ class LiveChain:
             return self._failed(f"{type(error).__name__}: {error}")
         old, new = running.model_dump(mode="json"), loaded.model_dump(mode="json")
         changed = changed_paths(old, new)
+        self._reload_ok.set(1)
+        if not changed:  # e.g. SIGHUP and the file watch both saw one edit
+            log.info("config_reload_unchanged", extra={"path": str(path)})
+            return ReloadResult(True)
         needs_restart = tuple(p for p in changed if _restart_only(p))
         applied = tuple(p for p in changed if not _restart_only(p))
         self.current = generation
         self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories))
         logging.getLogger().setLevel(config.logging.level.upper())
-        self._reload_ok.set(1)
         self._reload_time.set(time.time())
         self._info.clear()
         self._info.labels(config_hash(config)).set(1)

@@ -107,3 +107,63 @@ def test_changed_paths_name_each_changed_key_and_treat_lists_as_one_value():
     new = {"server": {"host": "a", "port": 2}, "models": [{"name": "y"}], "pinch": {"relevance": {"enabled": True}}, "extra": 1}
     assert changed_paths(old, new) == ("server.port", "models", "pinch.relevance.enabled", "extra")
     assert changed_paths(old, old) == ()
+
+
+# --- in process: what a reload carries over, and what it refuses ---
+
+from router.config import Config  # noqa: E402
+from router.live import LIVE_KEY, load_serving_config  # noqa: E402
+from tests.conftest import chat_body, model_entry  # noqa: E402
+
+
+def classified_config(path: Path, upstream_url: str, **routing) -> Config:
+    raw = {
+        "middlewares": ["session-fingerprint", "classification-cache", "classifier", "capability-gate", "upstream-forward"],
+        "providers": {"mock": {"base_url": upstream_url}},
+        "models": [model_entry("main")],
+        "classifier": {"provider": "mock", "model": "small"},
+        "session_cache": {"enabled": True},
+        "routing": routing,
+        "decision_log": {"path": ":memory:"},
+    }
+    path.write_text(yaml.safe_dump(raw))
+    return load_serving_config(path)
+
+
+async def source_of_turn(client) -> str:
+    resp = await client.post("/v1/chat/completions", json=chat_body("fix the bug"), headers={"x-session-id": "s1"})
+    assert resp.status == 200
+    return resp.headers["x-router-source"]
+
+
+async def test_a_reload_keeps_each_sessions_cached_classification(proxy, mock_upstream, tmp_path: Path):
+    _, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    client = await proxy(classified_config(path, url))
+    assert await source_of_turn(client) == "classifier"
+    classified_config(path, url, min_tool_proficiency=0.1)  # an unrelated change
+    assert client.server.app[LIVE_KEY].reload(path).changed == ("routing.min_tool_proficiency",)
+    assert await source_of_turn(client) == "cached"  # not reclassified: the session's model does not flip
+
+
+async def test_a_reload_that_changes_the_categories_drops_the_cached_classifications(proxy, mock_upstream, tmp_path: Path):
+    _, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    client = await proxy(classified_config(path, url))
+    assert await source_of_turn(client) == "classifier"
+    categories = {"coding_general": "code", "debugging": "bugs", "docs_writing": "prose", "review": "reviewing"}
+    classified_config(path, url, categories=categories)
+    assert client.server.app[LIVE_KEY].reload(path).ok
+    assert await source_of_turn(client) == "classifier"
+
+
+async def test_a_reload_with_an_unusable_chain_keeps_the_running_one(proxy, mock_upstream, tmp_path: Path):
+    _, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    client = await proxy(classified_config(path, url))
+    raw = yaml.safe_load(path.read_text())
+    raw["middlewares"] = ["capability-gate", "session-fingerprint", "upstream-forward"]
+    path.write_text(yaml.safe_dump(raw))
+    result = client.server.app[LIVE_KEY].reload(path)
+    assert not result.ok and "capability-gate" in result.error
+    assert await source_of_turn(client) == "classifier"  # the old chain, classifier included, still serves
