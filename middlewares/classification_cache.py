@@ -52,6 +52,13 @@ class ClassificationCache:
         self.store = SessionCache(self.settings.max_entries)
         self.clock: Callable[[], float] = deps.clock
         self._staleness_seconds = self.settings.staleness_minutes * 60
+        # What a stored classification means: after a reload that changes it, old entries are not carried over.
+        self._vocabulary = (tuple(deps.config.routing.categories), tuple(deps.config.routing.tiers))
+
+    def carry_over(self, previous: ClassificationCache) -> None:
+        """On reload: keep the sessions' classifications while categories, tiers and the bound are unchanged."""
+        if previous._vocabulary == self._vocabulary and previous.store.max_entries == self.store.max_entries:
+            self.store = previous.store
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:

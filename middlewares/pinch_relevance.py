@@ -59,6 +59,11 @@ class PinchRelevance:
         self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes)
         self.cache = EmbeddingCache(self.settings.cache_entries)
 
+    def carry_over(self, previous: PinchRelevance) -> None:
+        """On reload: keep the embeddings (keyed by model and text, so a new model simply misses)."""
+        if previous.cache.max_entries == self.cache.max_entries:
+            self.cache = previous.cache
+
     async def run(self, ctx: RequestContext) -> StageReport:
         candidates, skip = self._candidates(ctx)
         if skip:

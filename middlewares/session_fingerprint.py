@@ -31,6 +31,10 @@ class SessionFingerprint:
         self.timeout_seconds: float | None = 1.0
         self.fingerprints = FingerprintCache()  # a session resends its opening every turn: hash it once
 
+    def carry_over(self, previous: SessionFingerprint) -> None:
+        """On reload: the remembered hashes stay right whatever the config says."""
+        self.fingerprints = previous.fingerprints
+
     async def run(self, ctx: RequestContext) -> StageReport:
         value = session_header(ctx.headers, self.settings.headers)
         if value is not None:

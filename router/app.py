@@ -16,13 +16,13 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from router.chain import StageDeps, build_chain, stage_registry, validate_order
-from router.config import Config, env_secret
+from router.chain import stage_registry, validate_order
+from router.config import Config, config_secrets
 from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
-from router.core.tokens import TokenEstimator
 from router.decision_log import DecisionLog
-from router.edge import chain_end, chat_edge
+from router.drain import OPEN_STREAMS_KEY, OpenStreams
+from router.edge import chain_end
 from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
@@ -35,6 +35,7 @@ from router.endpoints import (
 )
 from router.errors import ApiError, from_http_exception
 from router.framing_errors import answer_framing_errors_as_api_errors
+from router.live import LIVE_KEY, LiveChain
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.request_body import BodyBudget
@@ -61,21 +62,16 @@ async def error_boundary(request: web.Request, handler: Handler) -> web.StreamRe
         return ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error").response()
 
 
-def config_secrets(config: Config) -> list[str | None]:
-    """Every secret the proxy holds: provider keys, the embeddings key, client keys."""
-    return [
-        *(provider.api_key() for provider in config.providers.values()),
-        env_secret(config.pinch.relevance.api_key_env),
-        *config.server.api_keys,
-    ]
+def redact_error_bodies(recorder: Recorder) -> Middleware:
+    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
 
-
-def redact_error_bodies(redactor: Redactor) -> Middleware:
-    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed)."""
+    It uses the recorder's redactor of the moment: a config reload may bring new secrets.
+    """
 
     @web.middleware
     async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await handler(request)
+        redactor = recorder.redactor
         if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
             response.body = redactor.bytes(response.body)
         return response
@@ -124,7 +120,6 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-    estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
     escalation = (
         EscalationTracker(config.escalation.failures, config.escalation.window_minutes * 60)
         if config.escalation.enabled
@@ -132,8 +127,6 @@ async def create_app(
     )
     metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
     redactor = Redactor(config_secrets(config))
-    deps = StageDeps(config=config, http=http, estimator=estimator, clock=clock, escalation=escalation, metrics=metrics)
-    _, chain = build_chain(config, deps)
     settings = config.decision_log
     decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
     recorder = Recorder(
@@ -147,17 +140,21 @@ async def create_app(
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
-    llm = web.Application(middlewares=[chat_edge(config, recorder, budget), *chain], client_max_size=max_bytes)
+    # the edge and the stages, swapped on reload
+    live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget)
+    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
-        middlewares=[redact_error_bodies(redactor), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        middlewares=[redact_error_bodies(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
     )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
     app[RECORDER_KEY] = recorder
     app[BODY_BUDGET_KEY] = budget
+    app[LIVE_KEY] = live
+    app[OPEN_STREAMS_KEY] = OpenStreams()
     app.router.add_get("/", root)  # HEAD too
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)

@@ -1,28 +1,57 @@
-"""The `pinch-router` command: serve, check-config, mock-upstream, eval-pinch, top, explain."""
+"""The `pinch-router` command: init, serve, doctor, check-config, mock-upstream, eval-pinch, top, explain."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
+import importlib.metadata
+import importlib.resources
 import ipaddress
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 
-from router.chain import ChainError, stage_registry, validate_order
-from router.config import Config, ConfigError, load_config
+from router.chain import ChainError
+from router.config import Config, ConfigError
+from router.live import load_serving_config
+from router.locations import CONFIG_NAME, LocationError, find_config, place_state, prepare_state, state_dir
 
-DEFAULT_CONFIG = "config.yaml"
+HOST_ENV = "PINCH_ROUTER_HOST"
+PORT_ENV = "PINCH_ROUTER_PORT"
+# The port the shipped config's Ollama provider uses, so `mock-upstream` stands in for it as-is.
+MOCK_UPSTREAM_PORT = 11434
+STARTER_CONFIG = "starter_config.yaml"  # packaged copy of the repository's config.yaml
 
 
-def _load(path: str) -> Config:
+def _fail(message: str) -> SystemExit:
+    print(f"pinch-router: {message}", file=sys.stderr, flush=True)
+    return SystemExit(2)
+
+
+def _config_path(args: argparse.Namespace) -> Path:
     try:
-        config = load_config(path)
-        validate_order(config.middlewares, stage_registry())
+        return find_config(args.config, os.environ, Path.cwd())
+    except LocationError as error:
+        raise _fail(str(error)) from None
+
+
+def _load(path: str | Path) -> Config:
+    try:
+        return load_serving_config(path)
     except (ConfigError, ChainError) as error:
         print(f"pinch-router: invalid configuration in {path}:\n{error}", file=sys.stderr)
         raise SystemExit(2) from None
-    return config
+
+
+def _load_found(args: argparse.Namespace) -> Config:
+    return _load(_config_path(args))
+
+
+def _state(args: argparse.Namespace) -> Path:
+    return state_dir(getattr(args, "state_dir", None), os.environ)
 
 
 def is_loopback(host: str) -> bool:
@@ -53,9 +82,74 @@ def describe_config(config: Config) -> str:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = _load(args.config)
-    print(f"{args.config}: ok")
+    """Validate the config, the decision log's location and the key variables; exit 2 on an error."""
+    from router.doctor import key_findings
+
+    path = _config_path(args)
+    directory = _state(args)
+    config = place_state(_load(path), directory)
+    try:
+        prepare_state(config, directory)
+    except LocationError as error:
+        raise _fail(f"{path}: {error}") from None
+    for finding in key_findings(config):
+        if not finding.ok:
+            print(f"pinch-router: warning: {finding.detail}", file=sys.stderr)
+    print(f"{path}: ok")
     print(describe_config(config))
+    if config.decision_log.enabled:
+        print(f"decision log: {config.decision_log.path}")
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Check providers, models, keys, the classifier and embeddings, and the state directory; exit 1 on any problem."""
+    from router.doctor import render, run_doctor
+
+    path = _config_path(args)
+    directory = _state(args)
+    config = place_state(_load(path), directory)
+    findings = asyncio.run(run_doctor(config, directory, args.timeout))
+    print(f"config: {path}")
+    print(render(findings))
+    problems = sum(not f.ok for f in findings)
+    print(f"\n{problems} problem{'' if problems == 1 else 's'}" if problems else "\nall checks passed")
+    return 1 if problems else 0
+
+
+def starter_config() -> str:
+    """The commented starter config shipped with the package (the repository's config.yaml)."""
+    return importlib.resources.files("router").joinpath(STARTER_CONFIG).read_text(encoding="utf-8")
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the starter config and say what to pull; never overwrites without --force."""
+    import yaml
+
+    from router.config import parse_config
+    from router.doctor import pull_commands
+
+    target = Path(args.path)
+    if target.is_dir():
+        target = target / CONFIG_NAME
+    if target.exists() and not args.force:
+        print(f"pinch-router init: {target} already exists; not overwriting it (--force replaces it)", file=sys.stderr)
+        return 1
+    text = starter_config()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise _fail(f"cannot write {target}: {error.strerror or error}") from None
+    config = parse_config(yaml.safe_load(text), environ={})
+    flag = "" if target.resolve() == (Path.cwd() / CONFIG_NAME).resolve() else f" --config {target}"
+    print(f"wrote {target}")
+    print("the models it expects, with Ollama (https://ollama.com) on localhost:")
+    for command in pull_commands(config):
+        print(f"  {command}")
+    print("then check everything and start:")
+    print(f"  pinch-router doctor{flag}")
+    print(f"  pinch-router serve{flag}")
     return 0
 
 
@@ -81,15 +175,28 @@ async def tune_gc_for_serving(_: object) -> None:
     gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
 
 
+def _port(args: argparse.Namespace, config: Config) -> int:
+    if args.port is not None:
+        return args.port
+    raw = os.environ.get(PORT_ENV)
+    if not raw:
+        return config.server.port
+    if not raw.isdigit() or int(raw) > 65535:
+        raise _fail(f"${PORT_ENV} must be a port number from 0 to 65535, not {raw!r}")
+    return int(raw)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
-    from aiohttp import web
-
-    from router.app import create_app
+    from router.doctor import warn_at_startup
     from router.logs import configure_logging
+    from router.service import ServeOptions, serve
 
-    config = _load(args.config)
-    host = args.host or config.server.host
-    port = args.port if args.port is not None else config.server.port
+    path = _config_path(args)
+    directory = _state(args)
+    prepare = partial(place_state, directory=directory)
+    config = prepare(_load(path))
+    host = args.host or os.environ.get(HOST_ENV) or config.server.host
+    port = _port(args, config)
     allow_remote = config.server.allow_unauthenticated_remote or args.allow_unauthenticated_remote
     if not is_loopback(host) and not config.server.api_keys and not allow_remote:
         print(
@@ -98,27 +205,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    log_writer = configure_logging(config.logging.level)
-    print(f"pinch-router listening on http://{host}:{port} (config {args.config})", file=sys.stderr, flush=True)
-
-    async def serving_app() -> web.Application:
-        app = await create_app(config)
-        app.on_startup.append(tune_gc_for_serving)  # last: after the app's own start-up hooks
-        return app
-
     try:
-        web.run_app(
-            serving_app(),
-            host=host,
-            port=port,
-            handler_cancellation=True,  # a client that goes away cancels its upstream request
-            shutdown_timeout=config.server.drain_timeout_seconds,
-            access_log=None,
-            print=None,
-        )
-    finally:
-        log_writer.stop()  # writes out what is still queued
-    return 0
+        prepare_state(config, directory)
+    except LocationError as error:
+        raise _fail(str(error)) from None
+    log_writer = configure_logging(config.logging.level)
+    options = ServeOptions(
+        config_path=path,
+        host=host,
+        port=port,
+        prepare=prepare,
+        on_startup=(tune_gc_for_serving,),  # last: after the app's own start-up hooks
+        after_listening=(warn_at_startup,),
+    )
+    code = serve(config, options, log_writer)
+    if not log_writer.stop(timeout=2.0):
+        # stderr takes no more lines (a pipe nobody reads): everything that matters is
+        # already on disk, and waiting for it, or for the interpreter to flush it, would hang.
+        os._exit(code)
+    return code
 
 
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
@@ -135,7 +240,7 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
     from router.eval_pinch import eval_pinch
 
-    return eval_pinch(_load(args.config), args.files, budget=args.budget, keep_last_turns=args.keep_last_turns)
+    return eval_pinch(_load_found(args), args.files, budget=args.budget, keep_last_turns=args.keep_last_turns)
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -147,7 +252,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from router.explain import ExplainError, run_explain
 
-    config = _load(args.config)
+    config = _load_found(args)
     try:
         status, text = run_explain(config, args.request, args.header, offline=args.offline)
     except ExplainError as error:
@@ -173,12 +278,21 @@ def positive_int(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pinch-router", description="LLM routing proxy for coding agents")
+    parser.add_argument("--version", action="version", version=f"pinch-router {importlib.metadata.version('pinch-router')}")
     sub = parser.add_subparsers(dest="command", required=True)
+    config_help = f"the config file (default: ${'{'}PINCH_ROUTER_CONFIG{'}'}, ./{CONFIG_NAME}, then ~/.config/pinch-router/{CONFIG_NAME})"
+    state_help = "where the decision log lives (default: $PINCH_ROUTER_STATE_DIR, else $XDG_STATE_HOME/pinch-router or ~/.local/state/pinch-router)"
+
+    init = sub.add_parser("init", help="write the commented starter config and say which models to pull")
+    init.add_argument("path", nargs="?", default=CONFIG_NAME, metavar="PATH", help=f"file or directory (default ./{CONFIG_NAME})")
+    init.add_argument("--force", action="store_true", help="replace an existing file")
+    init.set_defaults(func=cmd_init)
 
     serve = sub.add_parser("serve", help="run the proxy")
-    serve.add_argument("--config", default=DEFAULT_CONFIG)
-    serve.add_argument("--host")
-    serve.add_argument("--port", type=int)
+    serve.add_argument("--config", help=config_help)
+    serve.add_argument("--state-dir", help=state_help)
+    serve.add_argument("--host", help=f"default ${HOST_ENV}, else server.host")
+    serve.add_argument("--port", type=int, help=f"default ${PORT_ENV}, else server.port")
     serve.add_argument(
         "--allow-unauthenticated-remote",
         action="store_true",
@@ -186,13 +300,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=cmd_serve)
 
-    check = sub.add_parser("check-config", help="validate a config and print the chain and catalogue")
-    check.add_argument("--config", default=DEFAULT_CONFIG)
+    check = sub.add_parser("check-config", help="validate a config and the decision log's location, print the chain and catalogue")
+    check.add_argument("--config", help=config_help)
+    check.add_argument("--state-dir", help=state_help)
     check.set_defaults(func=cmd_check_config)
+
+    doctor = sub.add_parser("doctor", help="check providers, models, keys, classifier, embeddings and state; exit 1 on a problem")
+    doctor.add_argument("--config", help=config_help)
+    doctor.add_argument("--state-dir", help=state_help)
+    doctor.add_argument("--timeout", type=positive_float, default=60.0, help="seconds for each real model call (default 60: a first call loads the model)")
+    doctor.set_defaults(func=cmd_doctor)
 
     mock = sub.add_parser("mock-upstream", help="run a local fake OpenAI-compatible upstream (for trying the proxy)")
     mock.add_argument("--host", default="127.0.0.1")
-    mock.add_argument("--port", type=int, default=8788)
+    mock.add_argument("--port", type=int, default=MOCK_UPSTREAM_PORT, help=f"default {MOCK_UPSTREAM_PORT}, where the shipped config expects Ollama")
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
     mock.add_argument("--text", help="the answer text (streamed word by word)")
     mock.set_defaults(func=cmd_mock_upstream)
@@ -200,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate = sub.add_parser(
         "eval-pinch", help="replay transcripts turn by turn through pinch: uniform vs relevance (uses the embeddings endpoint)"
     )
-    evaluate.add_argument("--config", default=DEFAULT_CONFIG)
+    evaluate.add_argument("--config", help=config_help)
     evaluate.add_argument("--budget", type=positive_int, help="override pinch.budget_tokens")
     evaluate.add_argument("--keep-last-turns", type=positive_int, help="override pinch.keep_last_turns")
     evaluate.add_argument("files", nargs="+", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON')
@@ -218,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain = sub.add_parser(
         "explain", help="run the chain on a saved request without calling the chat upstream, and print the decision"
     )
-    explain.add_argument("--config", default=DEFAULT_CONFIG)
+    explain.add_argument("--config", help=config_help)
     explain.add_argument(
         "-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a client header, e.g. 'x-router-tier: 3' (repeatable)"
     )

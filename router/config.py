@@ -287,8 +287,9 @@ class UpstreamSettings(_Strict):
 
 class DecisionLogSettings(_Strict):
     enabled: bool = True
-    # SQLite file (created on start, WAL mode); relative paths are from the working directory.
-    path: str = "pinch-router-decisions.sqlite3"
+    # SQLite file (created owner-only on start, WAL mode); a relative path is inside the
+    # state directory (--state-dir, $PINCH_ROUTER_STATE_DIR, ~/.local/state/pinch-router).
+    path: str = "decisions.sqlite3"
     # Rows waiting to be written; when full, new rows are dropped and counted, never waited for.
     queue_size: PositiveInt = 10_000
     batch_size: PositiveInt = 256
@@ -376,6 +377,15 @@ def _loops_back(server: ServerSettings, providers: dict[str, ProviderSettings]) 
         f"providers.{name}.base_url: {provider.url} is this proxy itself (server.host {server.host}, port {server.port}): requests would loop"
         for name, provider in providers.items()
         if provider.base_url.port == server.port and _same_host(provider.base_url.host or "", server.host)
+    ]
+
+
+def config_secrets(config: Config) -> list[str | None]:
+    """Every secret the proxy holds: provider keys, the embeddings key, client keys."""
+    return [
+        *(provider.api_key() for provider in config.providers.values()),
+        env_secret(config.pinch.relevance.api_key_env),
+        *config.server.api_keys,
     ]
 
 

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -143,6 +145,8 @@ class DecisionLog:
     # --- on the database thread ---------------------------------------------------
 
     def _open(self) -> None:
+        if self.path != ":memory:":
+            open_owner_only(Path(self.path))
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -184,6 +188,22 @@ class DecisionLog:
         assert self._conn is not None
         row = self._conn.execute("SELECT session FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
         return (row is not None, row[0] if row else None)
+
+
+def open_owner_only(path: Path) -> None:
+    """Create ``path`` if missing with mode 0600, and take group/other access off it if present.
+
+    SQLite creates the ``-wal`` and ``-shm`` files with the database's mode, so
+    an owner-only database keeps its journal owner-only too; journals left by an
+    older, more open database are narrowed as well.
+    """
+    os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            if file.stat().st_mode & 0o077:
+                file.chmod(0o600)
+        except FileNotFoundError:
+            pass
 
 
 def _row(decision: Decision) -> tuple[Any, ...]:

@@ -10,6 +10,7 @@ from aiohttp import web
 from router.config import Config
 from router.core.fingerprint import header_session_key
 from router.errors import ApiError, invalid_request
+from router.live import LIVE_KEY
 from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
 from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
@@ -31,7 +32,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     """The catalogue and the routing aliases, in the OpenAI list format."""
-    config = request.app[CONFIG_KEY]
+    config = request.app[LIVE_KEY].config  # the reloaded catalogue, once there is one
     data = [
         {
             "id": m.name,

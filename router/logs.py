@@ -83,10 +83,26 @@ class LineWriter:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def say(self, text: str) -> None:
+        """Queue one plain line for the person at the terminal (``draining 3 streams ...``), never waiting."""
+        try:
+            self.lines.put_nowait(text)
+        except queue.Full:
+            pass
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Write out what is queued and end the thread.
+
+        False when that did not finish within ``timeout``: the stream is blocked
+        (a pipe nobody reads), and the caller must not wait for it any longer.
+        """
         self._stopping.set()
-        self.lines.put(None)  # wakes the writer even when nothing is queued
-        self._thread.join()
+        try:
+            self.lines.put(None, timeout=timeout)  # wakes the writer even when nothing is queued
+        except queue.Full:
+            return False
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def _write_forever(self) -> None:
         done = False

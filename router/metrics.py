@@ -58,6 +58,11 @@ class Metrics:
         self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r)
         self.tasks.set_function(_task_count)
 
+    def set_catalogue(self, models: list[str], categories: list[str]) -> None:
+        """The label values allowed from now on (a reloaded config's models and categories)."""
+        self._models = frozenset(models)
+        self._categories = frozenset(categories)
+
     def _model(self, name: str | None) -> str:
         return name if name in self._models else ("none" if name is None else "other")
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 
 from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor
 from router.decision_log import DecisionLog, OutcomeUpdate
-from router.decision_record import Decision
+from router.decision_record import CLIENT_CLOSED, Decision
 from router.metrics import Metrics
 
 log = logging.getLogger("pinch_router.request")
@@ -39,12 +40,16 @@ class Recorder:
         self.clock = clock
         self.wall_clock = wall_clock
         self._sessions: OrderedDict[str, str | None] = OrderedDict()  # request id → session key
+        # Set when stopping cancels the requests still running: they did not leave, the proxy cut them.
+        self.cutting_at_shutdown = False
 
     def record(self, decision: Decision) -> None:
         """Called once per request when its answer is complete. Never raises into a request.
 
         The decision is redacted first: the row, ``/v1/decisions`` and the log line all come from it.
         """
+        if self.cutting_at_shutdown and decision.status == CLIENT_CLOSED:
+            decision = replace(decision, status=503, error_code="server_shutdown")
         decision = self.redactor.record(decision)
         self._sessions[decision.request_id] = decision.session
         if len(self._sessions) > RECENT_SESSIONS:

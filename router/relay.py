@@ -13,6 +13,7 @@ from aiohttp import web
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext
 from router.core.sse import EventTooLarge, SseRelay, error_event
+from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
 from router.stage import StageTimeout, within_timeout
 from router.upstream import REDACTED, AttemptFailure, error_text
@@ -32,6 +33,12 @@ class StreamRelay:
         self.write_timeout = settings.client_write_timeout_seconds
         self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
         self.client_gone = False
+        self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
+
+    def cut(self, reason: str) -> None:
+        """End the stream now, from outside: the pump wakes, the client gets an error event and [DONE]."""
+        self.cut_reason = reason
+        self.upstream.close()
 
     async def first_chunk(self, timeout: float) -> bytes:
         """Wait for the first complete event; failing here still allows the next candidate."""
@@ -63,7 +70,14 @@ class StreamRelay:
         ctx.response = response
         if not await self._write(response, first):
             return
-        failure = await self._pump(response)
+        streams = ctx.client.config_dict.get(OPEN_STREAMS_KEY)
+        if streams is not None:
+            streams.add(self)
+        try:
+            failure = await self._pump(response)
+        finally:
+            if streams is not None:
+                streams.discard(self)
         result = ctx.upstream
         if result is not None:
             result.usage = self.events.usage
@@ -73,7 +87,12 @@ class StreamRelay:
             return
         if failure:
             log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
-            if not await self._write(response, error_event(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")):
+            event = (
+                error_event(failure, "server_shutting_down")
+                if self.cut_reason
+                else error_event(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+            )
+            if not await self._write(response, event):
                 return
         await response.write_eof()
 
@@ -86,7 +105,9 @@ class StreamRelay:
             except TimeoutError:
                 return f"no data for {self.idle:g}s"
             except aiohttp.ClientError as exc:
-                return f"connection to the provider broke ({type(exc).__name__})"
+                return self.cut_reason or f"connection to the provider broke ({type(exc).__name__})"
+            if self.cut_reason:
+                return self.cut_reason
             if not chunk:
                 return "" if self.events.done else "the provider closed the stream before [DONE]"
             try:

@@ -78,6 +78,17 @@ class AfterHook(Protocol):
     def after(self, ctx: RequestContext) -> None: ...
 
 
+class CarryOver(Protocol):
+    """Optional: a stage that keeps state across requests (a cache) may define
+    ``carry_over(previous)``. On a config reload the new stage is built from the
+    new config, then called with the running stage of the same name, and takes
+    over whatever is still valid under its own new settings; without it, a reload
+    starts the stage empty.
+    """
+
+    def carry_over(self, previous: Any) -> None: ...
+
+
 async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     """Run one stage's own work under its timeout; append and return its trace record."""
     started = perf_counter()

@@ -267,3 +267,19 @@ async def test_a_log_file_of_an_older_version_gains_the_new_columns(tmp_path):
         await log.close()
     assert (rows["req_new"]["requested_max_tokens"], rows["req_new"]["sent_max_tokens"]) == (32_000, 8_192)
     assert rows["req_old"]["requested_max_tokens"] is None
+
+
+@pytest.mark.parametrize("leftover_mode", [None, 0o644])
+async def test_the_database_and_its_journal_files_are_owner_only(tmp_path, leftover_mode):
+    path = tmp_path / "decisions.sqlite3"
+    if leftover_mode is not None:  # left by an older version with a world-readable database
+        for name in (path.name, path.name + "-wal", path.name + "-shm"):
+            (tmp_path / name).touch()
+            (tmp_path / name).chmod(leftover_mode)
+    log = DecisionLog(str(path), batch_size=1)
+    await log.start()
+    log.submit(Decision(request_id="r1", ts=1.0, status=200, duration_ms=1.0))
+    await log.flush()
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    await log.close()
+    assert modes == {"decisions.sqlite3": 0o600, "decisions.sqlite3-wal": 0o600, "decisions.sqlite3-shm": 0o600}

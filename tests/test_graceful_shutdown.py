@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import aiohttp
+import pytest
 import yaml
 
 from bench.harness import ROOT, free_port, wait_for_port
@@ -61,3 +62,78 @@ async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(
             if process.poll() is None:
                 process.kill()
                 process.wait(5)
+
+
+# --- stopping with live streams: once, twice, past the drain timeout, with a blocked stderr ---
+
+from tests.processes import mock_upstream, router, running, write_config  # noqa: E402
+
+STREAM = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+
+
+async def open_streams(http: aiohttp.ClientSession, port: int, count: int) -> list[aiohttp.ClientResponse]:
+    streams = []
+    for _ in range(count):
+        resp = await http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=STREAM)
+        assert b"assistant" in await resp.content.readuntil(b"\n\n")
+        streams.append(resp)
+    return streams
+
+
+def logged_rows(path: Path) -> list[tuple[int, str, str | None]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT status, stream_error, error_code FROM decisions").fetchall()
+
+
+@pytest.mark.parametrize(
+    ("signals", "drain_timeout", "why"),
+    [
+        ([signal.SIGINT, signal.SIGINT], 30, "stopped by a second signal"),
+        ([signal.SIGTERM], 2, "drain timeout reached"),
+    ],
+    ids=["second-ctrl-c", "drain-timeout"],
+)
+async def test_streams_cut_at_stop_end_with_an_error_event_and_done_and_rows_say_why(tmp_path: Path, signals, drain_timeout, why):
+    with mock_upstream(event_delay=0.2, words=100) as upstream_port:  # a 20 s answer
+        proxy_port = free_port()
+        config = write_config(tmp_path, upstream_port, proxy_port, server={"drain_timeout_seconds": drain_timeout})
+        with running(router(["serve", "--config", str(config)]), proxy_port) as proxy:
+            async with aiohttp.ClientSession() as http:
+                streams = await open_streams(http, proxy_port, 2)
+                loop = asyncio.get_running_loop()
+                signalled = loop.time()
+                for signum in signals:
+                    proxy.send_signal(signum)
+                    await asyncio.sleep(0.3)
+                bodies = [await resp.read() for resp in streams]
+            code = await loop.run_in_executor(None, proxy.wait, 15)
+            stopped_after = loop.time() - signalled
+            stderr = proxy.stderr.read().decode()
+    assert code == 0
+    assert "draining 2 streams (up to " in stderr and "press Ctrl-C again to stop now)" in stderr
+    assert "Traceback" not in stderr
+    for body in bodies:
+        assert body.endswith(b"data: [DONE]\n\n")
+        assert b'"code":"server_shutting_down"' in body and b"w99" not in body
+    assert stopped_after < drain_timeout + 1.0  # the drain keeps to its timeout (the rest is process exit)
+    rows = logged_rows(tmp_path / "decisions.sqlite3")
+    assert len(rows) == 2
+    for status, stream_error, _ in rows:
+        assert status == 200  # what the client got; not 499, the client did not leave
+        assert why in stream_error
+
+
+async def test_sigterm_with_a_stderr_nobody_reads_still_stops_with_exit_code_0(tmp_path: Path):
+    with mock_upstream() as upstream_port:
+        proxy_port = free_port()
+        config = write_config(tmp_path, upstream_port, proxy_port)
+        with running(router(["serve", "--config", str(config)]), proxy_port) as proxy:  # stderr: a pipe never read
+            body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+            async with aiohttp.ClientSession() as http:
+                for _ in range(400):  # ~400 log lines: more than a pipe holds
+                    async with http.post(f"http://127.0.0.1:{proxy_port}/v1/chat/completions", json=body) as resp:
+                        assert resp.status == 200
+            proxy.send_signal(signal.SIGTERM)
+            code = await asyncio.get_running_loop().run_in_executor(None, proxy.wait, 15)
+    assert code == 0
+    assert len(logged_rows(tmp_path / "decisions.sqlite3")) == 400  # flushed before leaving

@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def served_shipped_config():
+def served_shipped_config(tmp_path):
     """The shipped config.yaml, with Ollama pointed at a loopback port where nothing listens."""
     port = free_port()
-    env = {**os.environ, "OLLAMA_URL": f"http://127.0.0.1:{free_port()}/v1"}
+    env = {**os.environ, "OLLAMA_URL": f"http://127.0.0.1:{free_port()}/v1", "PINCH_ROUTER_STATE_DIR": str(tmp_path)}
     process = subprocess.Popen(
         [sys.executable, "-m", "router", "serve", "--config", str(ROOT / "config.yaml"), "--port", str(port)],
         cwd=ROOT,

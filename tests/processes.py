@@ -1,0 +1,61 @@
+"""Real `pinch-router` processes for the service tests: a config on disk, a mock upstream, the proxy."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.harness import ROOT, free_port, wait_for_port
+
+
+def write_config(directory: Path, upstream_port: int, proxy_port: int, model: str = "m", **sections: Any) -> Path:
+    """A small config (no classifier) for ``model`` on a mock provider; sections replace or add keys."""
+    config: dict[str, Any] = {
+        "server": {"port": proxy_port},
+        "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
+        "providers": {"mock": {"base_url": f"http://127.0.0.1:{upstream_port}/v1"}},
+        "models": [{"name": model, "provider": "mock", "upstream_model": "up", "context_window": 10_000, "max_output_tokens": 100, "tiers": [1, 2, 3]}],
+        "decision_log": {"path": str(directory / "decisions.sqlite3")},
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def router(args: list[str], *, env: dict[str, str] | None = None, cwd: Path = ROOT, **popen: Any) -> subprocess.Popen[bytes]:
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen([sys.executable, "-m", "router", *args], cwd=cwd, env={**os.environ, **(env or {})}, **popen)
+
+
+@contextlib.contextmanager
+def running(process: subprocess.Popen[bytes], port: int | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Wait until ``process`` listens on ``port``; kill it when the block ends, however it ends."""
+    try:
+        if port is not None:
+            wait_for_port(port, 30, process)
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(5)
+
+
+@contextlib.contextmanager
+def mock_upstream(event_delay: float = 0.0, words: int = 10) -> Iterator[int]:
+    """`pinch-router mock-upstream` streaming ``words`` words, one every ``event_delay`` seconds; yields its port."""
+    port = free_port()
+    text = " ".join(f"w{i}" for i in range(words))
+    args = ["mock-upstream", "--port", str(port), "--event-delay", str(event_delay), "--text", text]
+    with running(router(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port):
+        yield port
