@@ -7,8 +7,11 @@ question (so the captured requests hold a history: earlier thinking/reasoning,
 tool calls and results). The mock answers each first request of a prompt with a
 call to the agent's own shell tool and the request carrying its result with
 text quoting it, so a run passes when the agent exits 0 and prints, for both
-prompts, an answer naming both files: proof that the tool call really ran. Nothing leaves the machine: the
-mock is on loopback, Claude Code runs with ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``.
+prompts, an answer naming both files: proof that the tool call really ran.
+Claude Code also runs in its terminal UI (on a pseudo-terminal, one prompt typed
+in, first-run screens answered in advance), which sends more than ``-p``.
+Nothing leaves the machine: the mock is on loopback, Claude Code runs with
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``.
 
 The agents are npm packages installed outside the repo (pinned versions: see
 tests/data/agents/README.md)::
@@ -23,18 +26,27 @@ then, from the repo::
 
 ``--fixtures`` writes the curated recordings: the temporary directory's path
 replaced by ``/tmp/pinch-agents``, and texts and descriptions longer than 500
-characters (system prompts, tool descriptions) cut to their head and tail with a marker,
-so the files keep every field, header and block but not 50 KB of prompt each.
+characters (system prompts, tool descriptions) cut to their head and tail with a
+marker, so the files keep every field, header and block but not 50 KB of prompt
+each. It exits 1 (with the agent's stderr) when an agent fails or its tool did not run.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
+import pty
+import re
+import select
 import shutil
+import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,16 +68,27 @@ AGENT_TIMEOUT_SECONDS = 180
 class Agent:
     name: str  # also the fixture folder
     binary: str  # under node_modules/.bin
+    mode: str  # "print" (claude -p), "tui" (claude's terminal UI, typed into), "exec" (codex exec)
     prompt: str
 
     def command(self, binary: Path, prompt: str, follow_up: bool) -> list[str]:
-        if self.name == "claude-code":
+        if self.mode == "tui":
+            return [str(binary), "--allowedTools", "Bash"]
+        if self.mode == "print":
             return [str(binary), "-p", *(["--continue"] if follow_up else []), prompt, "--allowedTools", "Bash"]
         return [str(binary), "exec", "--skip-git-repo-check", *(["resume", "--last"] if follow_up else []), prompt]
 
-    def environment(self, home: Path, port: int) -> dict[str, str]:
+    def environment(self, home: Path, workspace: Path, port: int) -> dict[str, str]:
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
-        if self.name == "claude-code":
+        if self.mode == "tui":
+            # First-run screens answered in advance: onboarding done, the API key (its last 20
+            # characters) approved, the workspace trusted. Else the TUI checks api.anthropic.com.
+            approved = {"approved": ["test"], "rejected": []}
+            trusted = {str(workspace): {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}}
+            settings = {"hasCompletedOnboarding": True, "theme": "dark", "customApiKeyResponses": approved, "projects": trusted}
+            (home / ".claude.json").write_bytes(orjson.dumps(settings))
+            base["TERM"] = "xterm-256color"
+        if self.binary == "claude":
             return {
                 **base,
                 "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -79,7 +102,11 @@ class Agent:
 
 
 FOLLOW_UP = "which of them is Python?"
-AGENTS = (Agent("claude-code", "claude", "list the files in this directory"), Agent("codex", "codex", "list the files"))
+AGENTS = (
+    Agent("claude-code", "claude", "print", "list the files in this directory"),
+    Agent("claude-code-tui", "claude", "tui", "list the files in this directory"),
+    Agent("codex", "codex", "exec", "list the files"),
+)
 
 
 def codex_config(port: int) -> str:
@@ -114,7 +141,8 @@ class Run:
 
 
 def _quotes_listing(stdout: str) -> bool:
-    _, said, output = stdout.partition("tool said:")
+    # compared without whitespace: the TUI lays its text out in cursor moves, not spaces
+    _, said, output = "".join(stdout.split()).partition("toolsaid:")
     return bool(said) and all(name in output for name in WORKSPACE_FILES)
 
 
@@ -132,7 +160,10 @@ def run_agent(agent: Agent, agents_dir: Path, scratch: Path) -> Run:
     mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(port), "--record", str(recordings)]
     runs = []
     with spawn(mock, port):
-        env = agent.environment(home, port)
+        env = agent.environment(home, workspace, port)
+        if agent.mode == "tui":
+            answered, screen = drive_tui(agent.command(binary, agent.prompt, False), workspace, env, agent.prompt)
+            return Run(agent, version, (0 if answered else 1,), (screen,), "" if answered else screen, sorted(recordings.iterdir()))
         for prompt, follow_up in ((agent.prompt, False), (FOLLOW_UP, True)):
             command = agent.command(binary, prompt, follow_up)
             done = subprocess.run(
@@ -147,6 +178,52 @@ def run_agent(agent: Agent, agents_dir: Path, scratch: Path) -> Run:
         "\n".join(r.stderr for r in runs),
         sorted(recordings.iterdir()),
     )
+
+
+_TERMINAL_CONTROL = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\\\)|\x1b[()][0-9A-B]|\x1b[=>78]|\r")
+
+
+def drive_tui(command: list[str], workspace: Path, env: dict[str, str], prompt: str) -> tuple[bool, str]:
+    """Run a terminal UI on a pseudo-terminal, type ``prompt`` and Enter, and wait for the mock's answer.
+
+    Returns whether the answer (quoting the tool's output) appeared on the screen, and the screen's
+    text. The UI is killed afterwards: it would wait for the next prompt forever.
+    """
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: becomes the agent
+        os.chdir(workspace)
+        os.execve(command[0], command, env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    screen = bytearray()
+
+    def read_until(done: Any, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    screen.extend(os.read(fd, 65536))
+                except OSError:  # the UI exited
+                    return done()
+            if done():
+                return True
+        return False
+
+    try:
+        read_until(lambda: "❯".encode() in screen, 30)  # the input box is drawn
+        read_until(lambda: False, 1)
+        os.write(fd, prompt.encode())
+        read_until(lambda: False, 1)
+        os.write(fd, b"\r")
+        answered = read_until(lambda: _quotes_listing(_screen_text(screen)), AGENT_TIMEOUT_SECONDS)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(fd)
+    return answered, _screen_text(screen)
+
+
+def _screen_text(raw: bytes | bytearray) -> str:
+    return _TERMINAL_CONTROL.sub("", raw.decode("utf-8", "replace"))
 
 
 def curated(value: Any, temp_root: str, key: str = "") -> Any:
@@ -171,6 +248,9 @@ def write_fixtures(run: Run, temp_root: str) -> None:
     for path in run.recordings:
         record = curated(orjson.loads(path.read_bytes()), temp_root)
         (folder / path.name).write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
+    if run.agent.mode == "tui":  # the screen's last lines: the typed prompt, the tool call, the answer
+        (folder / "screen.txt").write_text(curated(run.stdouts[0][-1500:], temp_root))
+        return
     prompts = (run.agent.prompt, FOLLOW_UP)
     printed = "".join(f"$ {prompt!r}\n{stdout}\n" for prompt, stdout in zip(prompts, run.stdouts, strict=True))
     (folder / "stdout.txt").write_text(curated(printed, temp_root))
@@ -185,14 +265,14 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="pinch-agents-"))
     failed = False
     try:
-        print(f"{'agent':12} {'version':28} {'exit':>4} {'requests':>8} {'tool ran':>8}  answer")
+        print(f"{'agent':16} {'version':24} {'exit':>4} {'requests':>8} {'tool ran':>8}  answer")
         for agent in AGENTS:
             if args.only and agent.name != args.only:
                 continue
             run = run_agent(agent, args.agents.resolve(), scratch)
             last = run.stdouts[-1].strip()
-            answer = last.splitlines()[0][:60] if last else "(none)"
-            print(f"{agent.name:12} {run.version:28} {run.exit_code:>4} {len(run.recordings):>8} {'yes' if run.tool_ran else 'NO':>8}  {answer}")
+            answer = "(on the screen)" if agent.mode == "tui" else last.splitlines()[0][:60] if last else "(none)"
+            print(f"{agent.name:16} {run.version:24} {run.exit_code:>4} {len(run.recordings):>8} {'yes' if run.tool_ran else 'NO':>8}  {answer}")
             if run.exit_code != 0 or not run.tool_ran:
                 failed = True
                 print(f"--- {agent.name} stderr (last 40 lines) ---\n" + "\n".join(run.stderr.splitlines()[-40:]), file=sys.stderr)

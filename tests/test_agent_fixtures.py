@@ -27,6 +27,8 @@ EXPECTED = {
     "claude-code/0002-POST-v1-messages.json": ("text", "main.py\nnotes.txt"),
     "claude-code/0003-POST-v1-messages.json": ("tool call", "Bash"),  # the follow-up prompt, history included
     "claude-code/0004-POST-v1-messages.json": ("text", "main.py\nnotes.txt"),
+    "claude-code-tui/0001-POST-v1-messages.json": ("tool call", "Bash"),  # the terminal UI, auto mode
+    "claude-code-tui/0002-POST-v1-messages.json": ("text", "main.py\nnotes.txt"),
     "codex/0001-POST-v1-responses.json": ("tool call", "exec_command"),
     "codex/0002-POST-v1-responses.json": ("text", "main.py\nnotes.txt"),
     "codex/0003-POST-v1-responses.json": ("tool call", "exec_command"),
