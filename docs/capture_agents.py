@@ -25,7 +25,7 @@ then, from the repo::
     .venv/bin/python -m docs.capture_agents --agents ../agents-cc --fixtures # also rewrite tests/data/agents/
 
 ``--fixtures`` writes the curated recordings: the temporary directory's path
-replaced by ``/tmp/pinch-agents``, and texts and descriptions longer than 500
+replaced by ``/tmp/pinch-agents``, and texts, contents and descriptions longer than 500
 characters (system prompts, tool descriptions) cut to their head and tail with a
 marker, so the files keep every field, header and block but not 50 KB of prompt
 each. It exits 1 (with the agent's stderr) when an agent fails or its tool did not run.
@@ -60,7 +60,7 @@ FIXTURES = ROOT / "tests" / "data" / "agents"
 STABLE_TEMP = "/tmp/pinch-agents"
 WORKSPACE_FILES = {"main.py": "print('hello')\n", "notes.txt": "remember the milk\n"}
 MAX_KEPT_CHARS = 500
-PROSE_KEYS = frozenset({"text", "description"})  # system prompts, reminders, tool and parameter descriptions
+PROSE_KEYS = frozenset({"text", "description", "content"})  # system prompts, reminders, tool and parameter descriptions
 AGENT_TIMEOUT_SECONDS = 180
 
 
@@ -184,7 +184,8 @@ _TERMINAL_CONTROL = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*
 
 
 def drive_tui(command: list[str], workspace: Path, env: dict[str, str], prompt: str) -> tuple[bool, str]:
-    """Run a terminal UI on a pseudo-terminal, type ``prompt`` and Enter, and wait for the mock's answer.
+    """Run a terminal UI on a pseudo-terminal, type ``prompt`` and Enter, and wait for the mock's answer;
+    then run ``/context`` and wait for its table.
 
     Returns whether the answer (quoting the tool's output) appeared on the screen, and the screen's
     text. The UI is killed afterwards: it would wait for the next prompt forever.
@@ -215,6 +216,11 @@ def drive_tui(command: list[str], workspace: Path, env: dict[str, str], prompt: 
         read_until(lambda: False, 1)
         os.write(fd, b"\r")
         answered = read_until(lambda: _quotes_listing(_screen_text(screen)), AGENT_TIMEOUT_SECONDS)
+        if answered:  # /context shows what fills the context: Claude Code counts it with count_tokens
+            os.write(fd, b"/context")
+            read_until(lambda: False, 1)
+            os.write(fd, b"\r")
+            read_until(lambda: "Freespace" in "".join(_screen_text(screen).split()), 60)
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
@@ -241,15 +247,23 @@ def curated(value: Any, temp_root: str, key: str = "") -> Any:
     return value
 
 
+def kept_recordings(recordings: list[Path]) -> list[Path]:
+    """Every request but the count_tokens burst of ``/context`` (one per system-prompt section and per
+    tool group), of which the first and the largest (the most tools) stand for the rest."""
+    counts = [p for p in recordings if p.name.endswith("-count-tokens.json")]
+    kept = {*counts[:1], *sorted(counts, key=lambda p: p.stat().st_size)[-1:]}
+    return [p for p in recordings if p not in counts or p in kept]
+
+
 def write_fixtures(run: Run, temp_root: str) -> None:
     folder = FIXTURES / run.agent.name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    for path in run.recordings:
+    for path in kept_recordings(run.recordings):
         record = curated(orjson.loads(path.read_bytes()), temp_root)
         (folder / path.name).write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2) + b"\n")
-    if run.agent.mode == "tui":  # the screen's last lines: the typed prompt, the tool call, the answer
-        (folder / "screen.txt").write_text(curated(run.stdouts[0][-1500:], temp_root))
+    if run.agent.mode == "tui":  # the screen's end: the prompt, the tool call, the answer, /context
+        (folder / "screen.txt").write_text(curated(run.stdouts[0][-3000:], temp_root))
         return
     prompts = (run.agent.prompt, FOLLOW_UP)
     printed = "".join(f"$ {prompt!r}\n{stdout}\n" for prompt, stdout in zip(prompts, run.stdouts, strict=True))

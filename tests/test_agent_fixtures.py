@@ -29,6 +29,9 @@ EXPECTED = {
     "claude-code/0004-POST-v1-messages.json": ("text", "main.py\nnotes.txt"),
     "claude-code-tui/0001-POST-v1-messages.json": ("tool call", "Bash"),  # the terminal UI, auto mode
     "claude-code-tui/0002-POST-v1-messages.json": ("text", "main.py\nnotes.txt"),
+    # /context: one count per system-prompt section (this, the first) and per tool group (this, the largest)
+    "claude-code-tui/0003-POST-v1-messages-count-tokens.json": ("count", 100),
+    "claude-code-tui/0015-POST-v1-messages-count-tokens.json": ("count", 3000),
     "codex/0001-POST-v1-responses.json": ("tool call", "exec_command"),
     "codex/0002-POST-v1-responses.json": ("text", "main.py\nnotes.txt"),
     "codex/0003-POST-v1-responses.json": ("tool call", "exec_command"),
@@ -58,12 +61,15 @@ def test_a_captured_request_holds_no_credential_and_no_path_of_the_capturing_mac
 async def test_the_mock_answers_a_captured_request_in_the_agents_format(name: str) -> None:
     record = load(name)
     headers = {k: v for k, v in record["headers"].items() if k.lower() not in NOT_REPLAYED and not v.endswith(REDACTED)}
+    kind, expected = EXPECTED[name]
     async with TestClient(TestServer(MockUpstream().app(), host="127.0.0.1")) as client:
         resp = await client.post(record["path"], params=record["query"], json=record["body"], headers=headers)
         assert resp.status == 200, await resp.text()
+        if kind == "count":  # a real count, never a fake 0: Claude Code's /context shows it
+            assert (await resp.json())["input_tokens"] > expected
+            return
         assert resp.content_type == "text/event-stream"  # both agents stream
         events = sse_events(await resp.read())
-    kind, expected = EXPECTED[name]
     answer = anthropic_answer(events) if record["path"] == "/v1/messages" else responses_answer(events)
     if kind == "tool call":
         assert answer["tool"] == expected
@@ -72,6 +78,25 @@ async def test_the_mock_answers_a_captured_request_in_the_agents_format(name: st
     else:
         assert answer["tool"] is None
         assert expected in answer["text"]
+
+
+@pytest.mark.parametrize("name", [n for n, (kind, _) in EXPECTED.items() if kind != "count"])
+async def test_the_mock_answers_a_captured_request_unstreamed_too(name: str) -> None:
+    """The same bodies with ``stream: false``: what a client falls back to (Claude Code does on errors)."""
+    record = load(name)
+    kind, expected = EXPECTED[name]
+    async with TestClient(TestServer(MockUpstream().app(), host="127.0.0.1")) as client:
+        resp = await client.post(record["path"], params=record["query"], json={**record["body"], "stream": False})
+        assert resp.status == 200, await resp.text()
+        answer = await resp.json()
+    if record["path"] == "/v1/messages":
+        blocks = {b["type"]: b for b in answer["content"]}
+        assert answer["stop_reason"] == ("tool_use" if kind == "tool call" else "end_turn")
+        assert blocks["tool_use"]["name"] == expected if kind == "tool call" else expected in blocks["text"]["text"]
+    else:
+        items = {i["type"]: i for i in answer["output"]}
+        assert answer["status"] == "completed"
+        assert items["function_call"]["name"] == expected if kind == "tool call" else expected in items["message"]["content"][0]["text"]
 
 
 def anthropic_answer(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
