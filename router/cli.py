@@ -233,7 +233,11 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
 
     default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    web.run_app(MockUpstream(default, record=False).app(), host=args.host, port=args.port, print=None, access_log=None)
+    if args.record is not None:
+        args.record.mkdir(parents=True, exist_ok=True)
+        print(f"recording every request to {args.record}/ (credentials redacted)", file=sys.stderr, flush=True)
+    mock = MockUpstream(default, record=False, record_dir=args.record)
+    web.run_app(mock.app(), host=args.host, port=args.port, print=None, access_log=None)
     return 0
 
 
@@ -316,6 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--port", type=int, default=MOCK_UPSTREAM_PORT, help=f"default {MOCK_UPSTREAM_PORT}, where the shipped config expects Ollama")
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
     mock.add_argument("--text", help="the answer text (streamed word by word)")
+    mock.add_argument("--record", type=Path, metavar="DIR", help="write each request received to a numbered JSON file in DIR")
     mock.set_defaults(func=cmd_mock_upstream)
 
     evaluate = sub.add_parser(

@@ -5,7 +5,11 @@ completions (plain and streamed, with tool calls when tools are offered and the
 last message is not a tool result), Ollama's native ``/api/chat`` (for the
 classifier) and embeddings in both APIs (a hashed bag of words: texts sharing
 words are similar), and records every request it receives. On Ollama's port it
-stands in for all of Ollama.
+stands in for all of Ollama. It also speaks the Anthropic Messages API
+(``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
+(``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
+round trip against it (see ``mock_answers``); ``record_dir`` writes every
+request to a file (see ``mock_capture``).
 Tests script faults per request with :class:`Behaviour`: a status, a delay
 before the head, a stall or a cut after N events, a malformed event.
 """
@@ -14,13 +18,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import itertools
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from router import mock_anthropic, mock_responses
+from router.mock_answers import MockWire
+from router.mock_capture import record_file_name, request_record
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,9 +66,11 @@ class MockUpstream:
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
     slowing it down for whichever target a benchmark measured last."""
 
-    def __init__(self, default: Behaviour | None = None, *, record: bool = True) -> None:
+    def __init__(self, default: Behaviour | None = None, *, record: bool = True, record_dir: Path | None = None) -> None:
         self.default = default or Behaviour()
         self.record = record
+        self.record_dir = record_dir
+        self._record_numbers = itertools.count(1)
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -74,13 +86,77 @@ class MockUpstream:
             self.received.append(Received(request.path, dict(request.headers), body, raw))
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        middlewares = [self._record_to_dir] if self.record_dir is not None else []
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/messages", self.anthropic_messages)
+        app.router.add_post("/v1/messages/count_tokens", self.anthropic_count_tokens)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_get("/", self.root)  # with HEAD: Claude Code probes the base URL first
         app.router.add_post("/api/chat", self.ollama_chat)
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/api/embed", self.embeddings)
         app.router.add_get("/v1/models", self.models)
         return app
+
+    @web.middleware
+    async def _record_to_dir(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """Every request, served or not (an unknown path is worth seeing too), to its own numbered file."""
+        assert self.record_dir is not None
+        raw = await request.read()  # cached by aiohttp: the handler reads it again
+        record = request_record(request.method, request.path, request.query, request.headers, raw)
+        path = self.record_dir / record_file_name(next(self._record_numbers), request.method, request.path)
+        path.write_bytes(orjson.dumps(record, option=orjson.OPT_INDENT_2))
+        return await handler(request)
+
+    async def root(self, request: web.Request) -> web.Response:
+        return web.Response(text="pinch-router mock upstream")
+
+    async def anthropic_messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve_wire(request, mock_anthropic.WIRE)
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._serve_wire(request, mock_responses.WIRE)
+
+    async def anthropic_count_tokens(self, request: web.Request) -> web.Response:
+        """Counts what a ``messages`` request would read; takes no behaviour from the script."""
+        body = await self._json_object(request, mock_anthropic.WIRE)
+        if isinstance(body, web.Response):
+            return body
+        self._remember(request, body)
+        problem = mock_anthropic.count_tokens_error(body)
+        if problem is not None:
+            return _error(mock_anthropic.WIRE, 400, problem)
+        return web.json_response(mock_anthropic.count_tokens(body))
+
+    async def _json_object(self, request: web.Request, wire: MockWire) -> dict[str, Any] | web.Response:
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return _error(wire, 400, f"the request body is not valid JSON: {exc}")
+        return body if isinstance(body, dict) else _error(wire, 400, "the request body must be a JSON object")
+
+    async def _serve_wire(self, request: web.Request, wire: MockWire) -> web.StreamResponse:
+        """One answer in ``wire``'s format, honouring the scripted behaviour as the chat endpoint does."""
+        body = await self._json_object(request, wire)
+        if isinstance(body, web.Response):
+            return body
+        self._remember(request, body, await request.read())
+        behaviour = self.script.popleft() if self.script else self.default
+        if behaviour.delay_before_head:
+            await asyncio.sleep(behaviour.delay_before_head)
+        if behaviour.body is not None:
+            return web.Response(status=behaviour.status, body=behaviour.body, headers=behaviour.headers, content_type="application/json")
+        if behaviour.status != 200:
+            return _error(wire, behaviour.status, f"mock error {behaviour.status}", behaviour.headers)
+        problem = wire.request_error(body)
+        if problem is not None:
+            return _error(wire, 400, problem)
+        scripted = wire.answer(body, behaviour.text)
+        if body.get("stream"):
+            return await self._send_events(request, wire.events(body, scripted), behaviour)
+        return web.Response(body=orjson.dumps(wire.message(body, scripted)), content_type="application/json", headers=behaviour.headers)
 
     async def ollama_chat(self, request: web.Request) -> web.Response:
         """Ollama's native chat, non-streaming: the classifier's endpoint."""
@@ -122,11 +198,15 @@ class MockUpstream:
         return web.Response(body=orjson.dumps(completion(body, text)), content_type="application/json", headers=behaviour.headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
+        return await self._send_events(request, stream_events(body, text), behaviour)
+
+    async def _send_events(self, request: web.Request, events: list[bytes], behaviour: Behaviour) -> web.StreamResponse:
+        """Stream ``events`` with the behaviour's faults (delays, a stall, a cut, a malformed event)."""
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **behaviour.headers})
         await response.prepare(request)
         self.open_streams += 1
         try:
-            for sent, event in enumerate(stream_events(body, text)):
+            for sent, event in enumerate(events):
                 if sent == behaviour.malformed_after_events:
                     await response.write(b'data: {"choices": [ this is not json\n\n')
                 if sent == behaviour.cut_after_events:
@@ -145,6 +225,10 @@ class MockUpstream:
         finally:
             self.open_streams -= 1
         return response
+
+
+def _error(wire: MockWire, status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(wire.error_body(status, message)), headers=headers, content_type="application/json")
 
 
 EMBEDDING_DIMENSIONS = 64

@@ -1,0 +1,171 @@
+"""What the mock upstream answers, before any wire format: one scripted turn of an agent's loop.
+
+The Anthropic Messages and OpenAI Responses mocks (``mock_anthropic``,
+``mock_responses``) share this script, so a real agent completes a tool round
+trip against either: the first turn calls a tool taken from the request's own
+tools list (a shell tool when there is one, with a command that lists files),
+and once the request carries that tool's result the answer is text quoting it.
+A request asking for JSON with a schema gets an instance of that schema (the
+agents' title requests); thinking/reasoning, when asked for, comes first and is
+sealed so a later turn can be checked for sending it back unchanged.
+Everything here is pure: plain data in, plain data out.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+# Shell tools by the names agents give them, best first: Claude Code's Bash,
+# Codex's shell / shell_command / exec_command (its name depends on the version).
+SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_command", "terminal")
+COMMAND_ARGUMENT_NAMES = ("command", "cmd", "commands", "script")
+LIST_FILES = "ls"
+# The tool result quoted in the final answer is cut here: a huge listing should not make a huge answer.
+MAX_QUOTED_RESULT_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionTool:
+    """A tool the client offered: its name and the JSON schema of its arguments."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    @property
+    def arguments_json(self) -> str:
+        return orjson.dumps(self.arguments).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedAnswer:
+    """One assistant turn: optional reasoning first, then a tool call or text (never both)."""
+
+    text: str = ""
+    tool_call: ToolCall | None = None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MockWire:
+    """One client API the mock serves, as the pure functions its handler needs."""
+
+    name: str
+    # the body of an error with this status and message, in the API's own shape
+    error_body: Callable[[int, str], dict[str, Any]]
+    # why the request is invalid (→ 400), or None
+    request_error: Callable[[dict[str, Any]], str | None]
+    # what to answer, given the request and the answer text of the mock's behaviour
+    answer: Callable[[dict[str, Any], str], ScriptedAnswer]
+    # the non-streamed answer
+    message: Callable[[dict[str, Any], ScriptedAnswer], dict[str, Any]]
+    # the streamed answer, as complete SSE events
+    events: Callable[[dict[str, Any], ScriptedAnswer], list[bytes]]
+
+
+def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:
+    """The tool the mock calls: a shell tool if offered (so the agent really runs something), else the first."""
+    for wanted in SHELL_TOOL_NAMES:
+        for tool in tools:
+            if tool.name.lower() == wanted:
+                return tool
+    return tools[0] if tools else None
+
+
+def example_of(schema: Any, name: str = "") -> Any:
+    """A small value valid for ``schema`` (only its required properties for objects).
+
+    A property named like a command gets ``ls``, so a shell tool called with it
+    lists the working directory whatever its schema calls the command.
+    """
+    if not isinstance(schema, dict):
+        return LIST_FILES if name in COMMAND_ARGUMENT_NAMES else f"mock {name}".strip()
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for alternatives in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(alternatives), list) and schema[alternatives]:
+            return example_of(schema[alternatives][0], name)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        required = [key for key in schema.get("required") or [] if isinstance(key, str)]
+        return {key: example_of(properties.get(key), key) for key in required}
+    if kind == "array":
+        return [example_of(schema.get("items"), name)]
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return example_of(None, name)
+
+
+def call_tool(tools: list[FunctionTool], call_id: str) -> ToolCall | None:
+    tool = pick_tool(tools)
+    if tool is None:
+        return None
+    arguments = example_of(tool.schema)
+    return ToolCall(call_id, tool.name, arguments if isinstance(arguments, dict) else {})
+
+
+def quoting_tool_result(text: str, result: str) -> str:
+    """The final answer: the mock's text and what the tool said (as the chat mock does)."""
+    return f"{text} (tool said: {result[:MAX_QUOTED_RESULT_CHARS]})"
+
+
+def json_answer(schema: Any) -> str:
+    return orjson.dumps(example_of(schema)).decode()
+
+
+def reasoning_about(answer: ScriptedAnswer) -> str:
+    """The thinking the mock shows before ``answer``: it says what the turn will do."""
+    if answer.tool_call is not None:
+        return f"The user wants something only a tool can tell. I will call {answer.tool_call.name}."
+    return "I have what I need. I will answer."
+
+
+def seal(text: str) -> str:
+    """The signature of a thinking block / the encrypted content of a reasoning item.
+
+    Deterministic, so the mock can check that a client sent its reasoning back
+    byte for byte — as Anthropic and OpenAI do (a changed thinking block is a 400).
+    """
+    return base64.b64encode(hashlib.sha256(b"pinch-router mock reasoning\0" + text.encode()).digest() * 2).decode()
+
+
+def estimate_tokens(*parts: Any) -> int:
+    """A rough token count of request parts (1 token ≈ 4 bytes of their JSON), never zero."""
+    return max(1, len(orjson.dumps(parts)) // 4)
+
+
+def sse(event: str, data: dict[str, Any]) -> bytes:
+    """One named SSE event, as both Anthropic and the Responses API send them."""
+    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def chunks(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters (the fragments a real stream arrives in)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def words(text: str) -> list[str]:
+    """``text`` word by word, each with its following space: how the mocks stream text."""
+    pieces = text.split(" ")
+    return [piece + " " for piece in pieces[:-1]] + [pieces[-1]]

@@ -1,0 +1,192 @@
+"""The mock upstream's Anthropic Messages API: requests read, answers built (pure).
+
+Shapes follow Anthropic's API as Claude Code and the ``anthropic`` SDK consume
+it: a ``message`` object, or the stream ``message_start``, ``ping``,
+``content_block_start`` / ``content_block_delta`` (``thinking_delta`` then
+``signature_delta``, ``text_delta``, ``input_json_delta``) /
+``content_block_stop`` per block, ``message_delta`` (stop reason, output usage),
+``message_stop``. Errors are ``{"type": "error", "error": {"type", "message"}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from router.mock_answers import (
+    FunctionTool,
+    MockWire,
+    ScriptedAnswer,
+    call_tool,
+    chunks,
+    estimate_tokens,
+    json_answer,
+    quoting_tool_result,
+    reasoning_about,
+    seal,
+    sse,
+    words,
+)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+
+
+def request_error(body: dict[str, Any]) -> str | None:
+    """What Anthropic would reject with a 400 among what the mock can check: required fields, thinking signatures."""
+    if not isinstance(body.get("model"), str):
+        return "model: Field required"
+    if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool) or body["max_tokens"] < 1:
+        return "max_tokens: Field required (a positive integer)"
+    return _messages_error(body)
+
+
+def count_tokens_error(body: dict[str, Any]) -> str | None:
+    """``count_tokens`` takes what ``messages`` takes, minus ``max_tokens``."""
+    if not isinstance(body.get("model"), str):
+        return "model: Field required"
+    return _messages_error(body)
+
+
+def _messages_error(body: dict[str, Any]) -> str | None:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        return "messages: a non-empty list of message objects is required"
+    for m, message in enumerate(messages):
+        for b, block in enumerate(_blocks(message.get("content"))):
+            if block.get("type") == "thinking" and block.get("signature") != seal(str(block.get("thinking", ""))):
+                return f"messages.{m}.content.{b}: Invalid `signature` in `thinking` block"
+    return None
+
+
+def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
+    """Text quoting the tool results when the last user turn carries them; else a tool call when tools are
+    offered; else the text (JSON for ``output_config.format``). Thinking first when ``thinking`` is on."""
+    messages = body.get("messages") or []
+    user_turns = [m for m in messages if m.get("role") == "user"]
+    results = [b for b in _blocks(user_turns[-1].get("content")) if b.get("type") == "tool_result"] if user_turns else []
+    tool_choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
+    tools = _function_tools(body.get("tools"))
+    if tool_choice.get("type") == "none":
+        tools = []
+    elif tool_choice.get("type") == "tool":  # the client names the tool to call
+        tools = [t for t in tools if t.name == tool_choice.get("name")]
+    if results:
+        scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_result_text(r.get("content")) for r in results)))
+    elif (call := call_tool(tools, f"toolu_mock_{len(messages)}")) is not None:
+        scripted = ScriptedAnswer(tool_call=call)
+    else:
+        format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None
+        wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
+        scripted = ScriptedAnswer(text=json_answer(format_.get("schema")) if wants_json else text)
+    thinking = body.get("thinking") if isinstance(body.get("thinking"), dict) else {}
+    if thinking.get("type") in ("enabled", "adaptive"):
+        return replace(scripted, reasoning=reasoning_about(scripted))
+    return scripted
+
+
+def content_blocks(scripted: ScriptedAnswer) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    if scripted.reasoning is not None:
+        blocks.append({"type": "thinking", "thinking": scripted.reasoning, "signature": seal(scripted.reasoning)})
+    if scripted.tool_call is not None:
+        call = scripted.tool_call
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
+    else:
+        blocks.append({"type": "text", "text": scripted.text})
+    return blocks
+
+
+def input_tokens(body: dict[str, Any]) -> int:
+    return estimate_tokens(body.get("system"), body.get("messages"), body.get("tools"))
+
+
+def message(body: dict[str, Any], scripted: ScriptedAnswer) -> dict[str, Any]:
+    blocks = content_blocks(scripted)
+    return {
+        "id": _message_id(body),
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "mock"),
+        "content": blocks,
+        "stop_reason": "tool_use" if scripted.tool_call else "end_turn",
+        "stop_sequence": None,
+        "usage": _usage(input_tokens(body), estimate_tokens(blocks)),
+    }
+
+
+def events(body: dict[str, Any], scripted: ScriptedAnswer) -> list[bytes]:
+    """The streamed ``message``: every block opened, filled in fragments and closed, in order."""
+    whole = message(body, scripted)
+    start = {**whole, "content": [], "stop_reason": None, "usage": {**whole["usage"], "output_tokens": 1}}
+    out = [sse("message_start", {"type": "message_start", "message": start}), sse("ping", {"type": "ping"})]
+    for index, block in enumerate(whole["content"]):
+        empty = {"thinking": {"thinking": "", "signature": ""}, "text": {"text": ""}, "tool_use": {"input": {}}}[block["type"]]
+        out.append(sse("content_block_start", {"type": "content_block_start", "index": index, "content_block": {**block, **empty}}))
+        for delta in _deltas(block):
+            out.append(sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}))
+        out.append(sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    final = {"stop_reason": whole["stop_reason"], "stop_sequence": None}
+    out.append(sse("message_delta", {"type": "message_delta", "delta": final, "usage": {"output_tokens": whole["usage"]["output_tokens"]}}))
+    out.append(sse("message_stop", {"type": "message_stop"}))
+    return out
+
+
+def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
+    if block["type"] == "thinking":
+        thinking = [{"type": "thinking_delta", "thinking": piece} for piece in chunks(block["thinking"], 16)]
+        return [*thinking, {"type": "signature_delta", "signature": block["signature"]}]
+    if block["type"] == "tool_use":
+        # small fragments, so a client (or proxy) that does not reassemble them visibly breaks
+        return [{"type": "input_json_delta", "partial_json": piece} for piece in chunks(orjson.dumps(block["input"]).decode(), 7)]
+    return [{"type": "text_delta", "text": piece} for piece in words(block["text"])]
+
+
+def _usage(input_count: int, output_count: int) -> dict[str, int]:
+    return {"input_tokens": input_count, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": output_count}
+
+
+def _message_id(body: dict[str, Any]) -> str:
+    return f"msg_mock_{len(body.get('messages') or [])}"
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text")
+
+
+def _function_tools(tools: Any) -> list[FunctionTool]:
+    """Client tools (with an ``input_schema``); server tools such as web search are not the client's to run."""
+    if not isinstance(tools, list):
+        return []
+    return [
+        FunctionTool(t["name"], t["input_schema"])
+        for t in tools
+        if isinstance(t, dict) and isinstance(t.get("name"), str) and isinstance(t.get("input_schema"), dict)
+    ]
+
+
+def count_tokens(body: dict[str, Any]) -> dict[str, int]:
+    return {"input_tokens": input_tokens(body)}
+
+
+WIRE = MockWire("anthropic-messages", error_body, request_error, answer, message, events)

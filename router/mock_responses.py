@@ -1,0 +1,222 @@
+"""The mock upstream's OpenAI Responses API: requests read, answers built (pure).
+
+Stateless, like Codex uses it (``store: false``, the whole conversation in
+``input``): a request naming ``previous_response_id`` gets a 400, since the mock
+keeps no responses. The answer is a ``response`` object whose ``output`` holds a
+``reasoning`` item (when ``reasoning`` is asked for; with ``encrypted_content``
+when ``include`` names it), then a ``message`` or a ``function_call`` item; the
+stream is ``response.created``, ``response.in_progress``, per item
+``response.output_item.added`` … ``response.output_item.done`` (with the
+content-part, text, reasoning-summary and function-call-arguments events in
+between), and ``response.completed`` with usage, every event numbered by
+``sequence_number``. Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from router.mock_answers import (
+    FunctionTool,
+    MockWire,
+    ScriptedAnswer,
+    call_tool,
+    chunks,
+    estimate_tokens,
+    json_answer,
+    quoting_tool_result,
+    reasoning_about,
+    seal,
+    sse,
+    words,
+)
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    kind = "invalid_request_error" if 400 <= status < 500 else "server_error"
+    return {"error": {"message": message, "type": kind, "param": param, "code": None if status != 429 else "rate_limit_exceeded"}}
+
+
+def request_error(body: dict[str, Any]) -> str | None:
+    if not isinstance(body.get("model"), str):
+        return "Missing required parameter: 'model'."
+    if body.get("previous_response_id") is not None:
+        return "previous_response_id is not supported: the mock keeps no responses; send the whole conversation in input"
+    items = body.get("input")
+    if not isinstance(items, (str, list)) or (isinstance(items, list) and not all(isinstance(i, dict) for i in items)):
+        return "Invalid 'input': expected a string or a list of input items."
+    for i, item in enumerate(_items(body)):
+        if item.get("type") == "reasoning" and "encrypted_content" in item and item["encrypted_content"] != seal(_summary_text(item)):
+            return f"input[{i}]: the encrypted content of this reasoning item could not be verified"
+    return None
+
+
+def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
+    """Text quoting the outputs when ``function_call_output`` items follow the last user message; else a
+    function call when function tools are offered; else the text (JSON for ``text.format``)."""
+    items = _items(body)
+    last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
+    outputs = [item for item in items[last_user + 1 :] if item.get("type") == "function_call_output"]
+    tool_choice = body.get("tool_choice")
+    tools = _function_tools(body.get("tools"))
+    if tool_choice == "none":
+        tools = []
+    elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
+        tools = [t for t in tools if t.name == tool_choice.get("name")]
+    if outputs:
+        scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_output_text(o.get("output")) for o in outputs)))
+    elif (call := call_tool(tools, f"call_mock_{len(items)}")) is not None:
+        scripted = ScriptedAnswer(tool_call=call)
+    else:
+        format_ = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
+        wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
+        scripted = ScriptedAnswer(text=json_answer(format_.get("schema")) if wants_json else text)
+    if isinstance(body.get("reasoning"), dict):
+        return replace(scripted, reasoning=reasoning_about(scripted))
+    return scripted
+
+
+def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[str, Any]]:
+    n = len(_items(body))
+    items: list[dict[str, Any]] = []
+    if scripted.reasoning is not None:
+        reasoning: dict[str, Any] = {"id": f"rs_mock_{n}", "type": "reasoning", "summary": [{"type": "summary_text", "text": scripted.reasoning}]}
+        if ENCRYPTED_REASONING in (body.get("include") or []):
+            reasoning["encrypted_content"] = seal(scripted.reasoning)
+        items.append(reasoning)
+    if scripted.tool_call is not None:
+        call = scripted.tool_call
+        items.append(
+            {"id": f"fc_mock_{n}", "type": "function_call", "status": "completed", "call_id": call.id, "name": call.name, "arguments": call.arguments_json}
+        )
+    else:
+        part = {"type": "output_text", "text": scripted.text, "annotations": []}
+        items.append({"id": f"msg_mock_{n}", "type": "message", "status": "completed", "role": "assistant", "content": [part]})
+    return items
+
+
+def message(body: dict[str, Any], scripted: ScriptedAnswer) -> dict[str, Any]:
+    """The finished ``response`` object."""
+    output = output_items(body, scripted)
+    return _response(body, "completed", output, _usage(body, output, scripted))
+
+
+def events(body: dict[str, Any], scripted: ScriptedAnswer) -> list[bytes]:
+    output = output_items(body, scripted)
+    payloads: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response(body, "in_progress", [], None)},
+        {"type": "response.in_progress", "response": _response(body, "in_progress", [], None)},
+    ]
+    for index, item in enumerate(output):
+        payloads.extend(_item_events(index, item))
+    payloads.append({"type": "response.completed", "response": _response(body, "completed", output, _usage(body, output, scripted))})
+    return [sse(p["type"], {**p, "sequence_number": n}) for n, p in enumerate(payloads)]
+
+
+def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
+    """One output item opened, filled and closed. The ``added`` item is the ``done`` one with empty content."""
+    at = {"item_id": item["id"], "output_index": index}
+    if item["type"] == "reasoning":
+        opened = {**item, "summary": []}
+        middle: list[dict[str, Any]] = []
+        for s, part in enumerate(item["summary"]):
+            where = {**at, "summary_index": s}
+            middle.append({"type": "response.reasoning_summary_part.added", **where, "part": {"type": "summary_text", "text": ""}})
+            middle += [{"type": "response.reasoning_summary_text.delta", **where, "delta": piece} for piece in chunks(part["text"], 16)]
+            middle.append({"type": "response.reasoning_summary_text.done", **where, "text": part["text"]})
+            middle.append({"type": "response.reasoning_summary_part.done", **where, "part": part})
+    elif item["type"] == "function_call":
+        opened = {**item, "status": "in_progress", "arguments": ""}
+        middle = [{"type": "response.function_call_arguments.delta", **at, "delta": piece} for piece in chunks(item["arguments"], 7)]
+        middle.append({"type": "response.function_call_arguments.done", **at, "name": item["name"], "arguments": item["arguments"]})
+    else:
+        opened = {**item, "status": "in_progress", "content": []}
+        part = item["content"][0]
+        where = {**at, "content_index": 0}
+        middle = [{"type": "response.content_part.added", **where, "part": {**part, "text": ""}}]
+        middle += [{"type": "response.output_text.delta", **where, "delta": piece, "logprobs": []} for piece in words(part["text"])]
+        middle.append({"type": "response.output_text.done", **where, "text": part["text"], "logprobs": []})
+        middle.append({"type": "response.content_part.done", **where, "part": part})
+    return [
+        {"type": "response.output_item.added", "output_index": index, "item": opened},
+        *middle,
+        {"type": "response.output_item.done", "output_index": index, "item": item},
+    ]
+
+
+def _response(body: dict[str, Any], status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None) -> dict[str, Any]:
+    return {
+        "id": f"resp_mock_{len(_items(body))}",
+        "object": "response",
+        "created_at": 0,
+        "status": status,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "max_output_tokens": body.get("max_output_tokens"),
+        "model": body.get("model", "mock"),
+        "output": output,
+        "parallel_tool_calls": body.get("parallel_tool_calls", True),
+        "previous_response_id": None,
+        "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+        "store": body.get("store", True),
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": body.get("tool_choice", "auto"),
+        "tools": body.get("tools") or [],
+        "top_p": body.get("top_p", 1.0),
+        "truncation": body.get("truncation", "disabled"),
+        "usage": usage,
+        "metadata": body.get("metadata") or {},
+    }
+
+
+def _usage(body: dict[str, Any], output: list[dict[str, Any]], scripted: ScriptedAnswer) -> dict[str, Any]:
+    prompt = estimate_tokens(body.get("instructions"), body.get("input"), body.get("tools"))
+    completion = estimate_tokens(output)
+    reasoning = estimate_tokens(scripted.reasoning) if scripted.reasoning is not None else 0
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": completion,
+        "output_tokens_details": {"reasoning_tokens": reasoning},
+        "total_tokens": prompt + completion,
+    }
+
+
+def _items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """``input`` as items: a plain string is one user message."""
+    items = body.get("input")
+    if isinstance(items, str):
+        return [{"type": "message", "role": "user", "content": items}]
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _summary_text(item: dict[str, Any]) -> str:
+    summary = item.get("summary")
+    return "".join(str(p.get("text", "")) for p in summary if isinstance(p, dict)) if isinstance(summary, list) else ""
+
+
+def _output_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return "\n".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+    return ""
+
+
+def _function_tools(tools: Any) -> list[FunctionTool]:
+    """Function tools only: ``namespace``, ``web_search`` and other built-in types are not the client's to run."""
+    if not isinstance(tools, list):
+        return []
+    return [
+        FunctionTool(t["name"], t.get("parameters") if isinstance(t.get("parameters"), dict) else {})
+        for t in tools
+        if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
+    ]
+
+
+WIRE = MockWire("openai-responses", error_body, request_error, answer, message, events)
