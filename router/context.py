@@ -98,6 +98,12 @@ class PinchStats:
     compressed: int = 0  # candidates rewritten (elided + placeholder)
     elided: int = 0  # long results cut to head + marker + tail
     placeholders: int = 0  # short results replaced by a placeholder
+    # The session's pinch ledger (issue #11): results sent as the same compressed bytes as on an
+    # earlier request of the session, results compressed for the first time by this request, and
+    # why this request did or did not compress new results (shown in the trace, top and explain).
+    reapplied: int = 0
+    newly_compressed: int = 0
+    reason: str = ""
 
     @property
     def saved_tokens(self) -> int:
