@@ -44,7 +44,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.app import create_app
-from router.config import Config, PinchSettings, ProviderSettings
+from router.config import Config
 from router.context import Message, RequestContext
 from router.core.pinch_eval import (
     ANTHROPIC,
@@ -71,9 +71,6 @@ REPLAY_MODEL = "replay-model"
 REPLAY_PROVIDER = "replay"
 EMBEDDING_MODEL = "hashed-bag-of-words"
 SHARED_TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "transcripts"
-# The issue's own keys, present once the cache-aware pinch is in this build.
-HAS_LEDGER = "ledger" in PinchSettings.model_fields
-HAS_CACHE_LIFETIME = "cache_lifetime_seconds" in ProviderSettings.model_fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +115,6 @@ MODES = (
     Mode("relevance, ledger off", pinch=True, relevance=True),
     Mode("relevance, ledger on", pinch=True, relevance=True, ledger=True),
 )
-
-
-def available_modes() -> tuple[Mode, ...]:
-    return tuple(m for m in MODES if HAS_LEDGER or not m.ledger)
 
 
 @dataclass(slots=True)
@@ -202,10 +195,7 @@ class ReplayClock:
 def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, upstream_url: str, *, own_embeddings: bool) -> Config:
     """The user's pinch, token and routing settings around one replay model and provider."""
     raw = config.model_dump(mode="json")
-    provider: dict[str, Any] = {"base_url": upstream_url}
-    if HAS_CACHE_LIFETIME:
-        provider["cache_lifetime_seconds"] = scenario.cache_lifetime_seconds
-    raw["providers"] = {REPLAY_PROVIDER: provider}
+    raw["providers"] = {REPLAY_PROVIDER: {"base_url": upstream_url, "cache_lifetime_seconds": scenario.cache_lifetime_seconds}}
     raw["models"] = [
         {
             "name": REPLAY_MODEL,
@@ -222,9 +212,7 @@ def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, u
     raw["escalation"] = {**raw["escalation"], "enabled": False}
     raw["classifier"] = {**raw["classifier"], "provider": REPLAY_PROVIDER}
     pinch = raw["pinch"]
-    pinch.update(enabled=mode.pinch, budget_tokens=budget)
-    if HAS_LEDGER:
-        pinch["ledger"] = mode.ledger
+    pinch.update(enabled=mode.pinch, budget_tokens=budget, ledger=mode.ledger)
     relevance = pinch["relevance"]
     relevance["enabled"] = mode.relevance
     if not own_embeddings:
@@ -482,7 +470,7 @@ TARGETS: tuple[Target, ...] = (
 
 def format_targets(results: Results) -> list[str]:
     """Each target met or missed by the modes that ship (the ledger on when this build has it)."""
-    shipped = [m for m in results.modes if m.pinch and m.ledger == HAS_LEDGER]
+    shipped = [m for m in results.modes if m.pinch and m.ledger]
     by_name = {s.name: s for s in results.scenarios}
     lines = [f"targets (issue #11), judged on {', '.join(m.name for m in shipped)}, per transcript over the budget:"]
     for target in TARGETS:
@@ -517,8 +505,6 @@ def format_report(results: Results, config: Config, *, own_embeddings: bool) -> 
         f"max_summarize_chars {pinch.max_summarize_chars:,}; relevance ranks with {embeddings}",
         "prices: Anthropic (cache read 0.1×, write 1.25×, 5-minute lifetime); every figure relative to no pinch in its scenario",
     ]
-    if not HAS_LEDGER:
-        lines.append("this build has no pinch ledger (pinch.ledger): only ledger-off modes are replayed")
     for scenario in results.scenarios:
         for budget in results.budgets:
             lines += ["", f"{scenario.description} — budget {budget:,}"]
@@ -538,7 +524,7 @@ async def run_eval(
     modes: Sequence[Mode] | None = None,
     own_embeddings: bool = False,
 ) -> Results:
-    modes = tuple(modes) if modes is not None else available_modes()
+    modes = tuple(modes) if modes is not None else MODES
     if NO_PINCH not in modes:
         modes = (NO_PINCH, *modes)  # every figure is relative to it
     estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
