@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +62,7 @@ from router.core.pinch_eval import (
 from router.core.tokens import TokenEstimator
 from router.core.turns import protected_from, trim_candidates
 from router.edge import context_from_body
+from router.endpoints import MAX_DECISIONS
 from router.errors import ApiError
 from router.mock_upstream import MockUpstream
 from router.transcripts import RequestFileError, Transcript, load_transcript
@@ -146,6 +149,8 @@ class SessionRun:
     requests: list[SentRequest] = field(default_factory=list)
     refused: int = 0  # answered with an error instead of going upstream (e.g. over the window)
     over_budget: int = 0  # requests whose original prompt exceeded the budget
+    batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
+    reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
 
     def cost(self, scenario: Scenario) -> SessionCost:
@@ -208,7 +213,8 @@ def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, u
         }
     ]
     raw["middlewares"] = ["session-fingerprint", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"]
-    raw["decision_log"] = {**raw["decision_log"], "enabled": False}
+    # in memory: the replay reads each request's pinch figures back from its row
+    raw["decision_log"] = {**raw["decision_log"], "enabled": True, "path": ":memory:"}
     raw["escalation"] = {**raw["escalation"], "enabled": False}
     raw["classifier"] = {**raw["classifier"], "provider": REPLAY_PROVIDER}
     pinch = raw["pinch"]
@@ -274,9 +280,23 @@ async def replay_session(
             previous, sent_at = sent, clock.now
             if scenario.quality and tokens < truth.tokens:
                 run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, transcript.tools))
+        await _read_decisions(client, proxy_url, run)
     finally:
         await runner.cleanup()
     return run
+
+
+async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: SessionRun) -> None:
+    """The pinch figures of the replay's requests, from the proxy's own decision rows."""
+    async with client.get(f"{proxy_url}/v1/decisions", params={"limit": str(MAX_DECISIONS)}) as response:
+        rows = (await response.json())["data"]
+    for row in rows:
+        run.batches += bool(row.get("pinch_newly_compressed"))
+        if row.get("pinch_reason"):
+            run.reasons[_NUMBER.sub("N", row["pinch_reason"])] += 1
+
+
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
 
 def _turn_quality(
@@ -351,6 +371,7 @@ class Ratios:
     fresh_per_request: float
     fresh_ratio: float
     cost_ratio: float
+    batches: int
     quality: Quality
 
     @classmethod
@@ -372,6 +393,7 @@ class Ratios:
             fresh_per_request=fresh / requests if requests else 0.0,
             fresh_ratio=_ratio(fresh / max(requests, 1), sum(c.fresh_tokens for c in base) / max(sum(c.requests for c in base), 1)),
             cost_ratio=_ratio(sum(c.cost for c in costs), sum(c.cost for c in base)),
+            batches=sum(r.batches for r in runs),
             quality=quality,
         )
 
@@ -381,7 +403,20 @@ def _ratio(a: float, b: float) -> float:
 
 
 def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]:
-    rows = [("mode", "requests", "tokens sent", "×", "unchanged prefix", "fresh/request", "×", "cost ×", *(("referenced kept", "recency") if scenario.quality else ()))]
+    rows = [
+        (
+            "mode",
+            "requests",
+            "tokens sent",
+            "×",
+            "unchanged prefix",
+            "fresh/request",
+            "×",
+            "cost ×",
+            "batches",
+            *(("referenced kept", "recency") if scenario.quality else ()),
+        )
+    ]
     for mode in results.modes:
         r = results.ratios(results.transcripts, scenario, budget, mode)
         fitted = f"{r.requests}" + (f" ({r.refused} refused)" if r.refused else "")
@@ -396,11 +431,19 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
                 f"{r.fresh_per_request:,.0f}",
                 f"{r.fresh_ratio:.2f}",
                 f"{r.cost_ratio:.2f}",
+                f"{r.batches}" if mode.ledger else "-",
                 *quality,
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    for mode in results.modes:
+        reasons: Counter[str] = Counter()
+        for transcript in results.transcripts:
+            reasons.update(results.run(transcript, scenario, budget, mode).reasons)
+        if mode.ledger and reasons:
+            lines.append(f"  why ({mode.name}): " + "; ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
+    return lines
 
 
 @dataclass(frozen=True, slots=True)
