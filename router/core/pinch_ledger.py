@@ -149,6 +149,7 @@ class WindowLimit:
     """A context window pinch must fit: the model's, and the prompt tokens it leaves room for."""
 
     model: str
+    provider: str
     context_window: int
     prompt_limit: int  # context_window − the room kept for the answer
 
@@ -245,7 +246,7 @@ def pinch_session(
         first = min((index for index, _ in batch), default=len(messages))
         if not batch or not rewrite_pays(saved, work.tokens_from(first, estimator) - saved, cache.requests):
             return work.result(original, budget_tokens, ledger, reapplied, reason + ", rewrite does not pay", batched=None)
-        reason += f", rewrite pays over ~{cache.requests} more requests"
+        reason += ", rewrite pays"
     for index, rewrite in batch:
         work.apply(index, rewrite)
     mode = PinchMode.UNIFORM if relevance_order is None else PinchMode.RELEVANCE
