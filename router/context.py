@@ -88,6 +88,8 @@ class PinchMode(enum.StrEnum):
     UNIFORM = "uniform"
     RELEVANCE = "relevance"
     DISABLED = "disabled"
+    # Over the soft budget, but compressing new results would not pay with the cache warm (ledger only).
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True, slots=True)
