@@ -49,6 +49,7 @@ SMALL = SHARED_TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
 BUDGET_SMALL = 8_000
 UNIFORM = next(m for m in MODES if m.pinch and not m.relevance and not m.ledger)
 RELEVANCE = next(m for m in MODES if m.relevance and not m.ledger)
+UNIFORM_LEDGER = next(m for m in MODES if m.pinch and not m.relevance and m.ledger)
 SCENARIO = {s.name: s for s in SCENARIOS}
 
 
@@ -133,13 +134,31 @@ def test_no_cache_prices_every_token_at_one_and_counts_referenced_results() -> N
     assert "referenced kept" in out and "recency" in out
 
 
-def test_a_window_smaller_than_a_request_refuses_it_and_says_so() -> None:
-    results, out = replay_small("window", budget=40_000)
-    transcript = load_transcript(SMALL)
+def test_ledger_replays_read_batches_and_reasons_back_from_the_decision_rows() -> None:
+    results, out = replay_small("cold", modes=(UNIFORM, UNIFORM_LEDGER))
+    name = load_transcript(SMALL).name
+    ledger = results.run(name, SCENARIO["cold"], BUDGET_SMALL, UNIFORM_LEDGER)
+    # every request's row says why it did or did not compress new results; numbers are folded to N
+    assert sum(ledger.reasons.values()) == len(ledger.requests)
+    assert not any(ch.isdigit() for reason in ledger.reasons for ch in reason)
+    assert 1 <= ledger.batches < len(ledger.requests)
+    assert f"why ({UNIFORM_LEDGER.name}): " in out
+    # a ledger rewrites less than pruning afresh every request does
+    ratios = {m: results.ratios([name], SCENARIO["cold"], BUDGET_SMALL, m) for m in (UNIFORM, UNIFORM_LEDGER)}
+    assert ratios[UNIFORM_LEDGER].prefix_share > ratios[UNIFORM].prefix_share
+
+
+def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
+    transcript = load_transcript(SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json")
+    config = load_shipped()
+    out = io.StringIO()
+    results = asyncio.run(run_eval(config, [transcript], out, io.StringIO(), budgets=[40_000], scenarios=[SCENARIO["window"]], modes=()))
     run = results.run(transcript.name, SCENARIO["window"], 40_000, NO_PINCH)
-    # the 32,768-token window holds every request of this small session
-    assert run.refused == 0 and len(run.requests) == len(transcript.turn_requests())
-    assert "window-bound" in out
+    window = SCENARIO["window"].context_window
+    too_big = [t for t in transcript.turn_requests() if ESTIMATOR.prompt_tokens(t, transcript.tools) > window]
+    assert run.refused == len(too_big) > 0
+    assert len(run.requests) == len(transcript.turn_requests()) - len(too_big)
+    assert f"({len(too_big)} refused)" in out.getvalue()
 
 
 def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
