@@ -437,6 +437,9 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    base = results.ratios(results.transcripts, scenario, budget, NO_PINCH)
+    if base.refused:
+        lines.append(f"  (no pinch: {base.refused} requests over the window were refused, so its figures cover only the rest)")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
         for transcript in results.transcripts:
@@ -477,7 +480,7 @@ class Target:
 class CostAndFresh(Target):
     def judge(self, r: Ratios) -> tuple[bool, float, str]:
         ok = r.cost_ratio <= 1.0 and r.fresh_ratio <= 1.05
-        return ok, max(r.cost_ratio, r.fresh_ratio / 1.05), f"cost {r.cost_ratio:.2f}×, fresh {r.fresh_ratio:.2f}×"
+        return ok, max(r.cost_ratio, r.fresh_ratio / 1.05), f"cost {r.cost_ratio:.3f}×, fresh {r.fresh_ratio:.3f}×"
 
 
 @dataclass(frozen=True, slots=True)
@@ -485,7 +488,7 @@ class CostAtMost(Target):
     limit: float = 1.0
 
     def judge(self, r: Ratios) -> tuple[bool, float, str]:
-        return r.cost_ratio <= self.limit, r.cost_ratio, f"cost {r.cost_ratio:.2f}×"
+        return r.cost_ratio <= self.limit, r.cost_ratio, f"cost {r.cost_ratio:.3f}×"
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,7 +496,7 @@ class SentAtMost(Target):
     limit: float = 1.0
 
     def judge(self, r: Ratios) -> tuple[bool, float, str]:
-        return r.sent_ratio <= self.limit, r.sent_ratio, f"sent {r.sent_ratio:.2f}×"
+        return r.sent_ratio <= self.limit, r.sent_ratio, f"sent {r.sent_ratio:.3f}×"
 
 
 class FitsWithPrefix(Target):
