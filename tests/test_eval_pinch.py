@@ -24,6 +24,9 @@ from router.eval_pinch import (
     Mode,
     ProgressBar,
     Results,
+    SessionRun,
+    Target,
+    cost_at_most,
     eval_pinch,
     run_eval,
 )
@@ -159,6 +162,27 @@ def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
     assert run.refused == len(too_big) > 0
     assert len(run.requests) == len(transcript.turn_requests()) - len(too_big)
     assert f"({len(too_big)} refused)" in out.getvalue()
+
+
+def session_run(tokens: list[int], over_budget: int = 1) -> SessionRun:
+    return SessionRun(requests=[SentRequest(t, 0, STEP_SECONDS) for t in tokens], over_budget=over_budget)
+
+
+def test_a_target_is_met_only_on_every_transcript_that_exceeds_the_budget() -> None:
+    cold = SCENARIO["cold"]
+    results = Results(["big", "small", "short"], (cold,), (20_000,), (NO_PINCH, UNIFORM_LEDGER))
+    results.runs[("big", "cold", 0, NO_PINCH.name)] = session_run([100, 100])
+    results.runs[("big", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([70, 70])
+    results.runs[("small", "cold", 0, NO_PINCH.name)] = session_run([100, 100])
+    results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([90, 90])
+    # never over budget: pinch had nothing to do there, so it is not judged (it costs 1.00×)
+    results.runs[("short", "cold", 0, NO_PINCH.name)] = session_run([10])
+    results.runs[("short", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([10], over_budget=0)
+    target = Target("cold", 20_000, "cost ≤ 0.80×", cost_at_most(0.80))
+    ok, detail = target.worst(results, cold, 20_000, [UNIFORM_LEDGER])
+    assert not ok and detail == f"1 of 2 missed, worst: cost 0.900× ({UNIFORM_LEDGER.name}, small)"
+    results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([80, 80])
+    assert target.worst(results, cold, 20_000, [UNIFORM_LEDGER]) == (True, f"worst: cost 0.800× ({UNIFORM_LEDGER.name}, small)")
 
 
 def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
