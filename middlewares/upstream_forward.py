@@ -39,7 +39,7 @@ T = TypeVar("T")
 class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
     requires: ClassVar[frozenset[str]] = frozenset({"route", "send_messages", "body"})
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[str]] = frozenset({"session"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -92,7 +92,8 @@ class UpstreamForward:
         """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
         result = ctx.upstream
         assert result is not None
-        payload = upstream_payload(ctx.body, candidate.upstream_model, ctx.send_messages)
+        cache_key = ctx.session.key if ctx.session is not None and self.client.providers[candidate.provider].set_prompt_cache_key else None
+        payload = upstream_payload(ctx.body, candidate.upstream_model, ctx.send_messages, cache_key)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
         if self.open_gauge is not None:

@@ -56,11 +56,19 @@ def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
     return headers
 
 
-def upstream_payload(body: dict[str, Any], upstream_model: str, send_messages: list[Message]) -> bytes:
-    """The client's body with only ``model`` and ``messages`` replaced; every other field kept."""
+def upstream_payload(
+    body: dict[str, Any], upstream_model: str, send_messages: list[Message], prompt_cache_key: str | None = None
+) -> bytes:
+    """The client's body with only ``model`` and ``messages`` replaced; every other field kept.
+
+    ``prompt_cache_key`` (the session key, for a provider with ``set_prompt_cache_key``)
+    is added only when the client sent none: the client's own is never replaced.
+    """
     payload = dict(body)
     payload["model"] = upstream_model
     payload["messages"] = send_messages
+    if prompt_cache_key is not None and "prompt_cache_key" not in body:
+        payload["prompt_cache_key"] = prompt_cache_key
     return orjson.dumps(payload)
 
 
