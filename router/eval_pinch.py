@@ -64,7 +64,7 @@ from router.core.turns import protected_from, trim_candidates
 from router.edge import context_from_body
 from router.endpoints import MAX_DECISIONS
 from router.errors import ApiError
-from router.mock_upstream import MockUpstream
+from router.mock_upstream import MockUpstream, SimulatedPromptCache
 from router.transcripts import RequestFileError, Transcript, load_transcript
 
 DEFAULT_BUDGETS = (20_000, 40_000)
@@ -150,6 +150,7 @@ class SessionRun:
     refused: int = 0  # answered with an error instead of going upstream (e.g. over the window)
     over_budget: int = 0  # requests whose original prompt exceeded the budget
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
+    reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
 
@@ -252,6 +253,7 @@ async def replay_session(
     mock, upstream_url = upstream
     settings = replay_config(config, scenario, mode, budget, f"{upstream_url}/v1", own_embeddings=own_embeddings)
     clock = ReplayClock()
+    mock.prompt_cache = SimulatedPromptCache(scenario.cache_lifetime_seconds, clock, estimator)
     runner, proxy_url = await _serve(await create_app(settings, clock=clock))
     run = SessionRun()
     previous: list[Message] | None = None
@@ -292,6 +294,7 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
         rows = (await response.json())["data"]
     for row in rows:
         run.batches += bool(row.get("pinch_newly_compressed"))
+        run.reported_cached += row.get("cached_tokens") or 0
         if row.get("pinch_reason"):
             run.reasons[_NUMBER.sub("N", row["pinch_reason"])] += 1
 
@@ -372,6 +375,7 @@ class Ratios:
     fresh_ratio: float
     cost_ratio: float
     batches: int
+    reported_cached_share: float
     quality: Quality
 
     @classmethod
@@ -394,6 +398,7 @@ class Ratios:
             fresh_ratio=_ratio(fresh / max(requests, 1), sum(c.fresh_tokens for c in base) / max(sum(c.requests for c in base), 1)),
             cost_ratio=_ratio(sum(c.cost for c in costs), sum(c.cost for c in base)),
             batches=sum(r.batches for r in runs),
+            reported_cached_share=_ratio(sum(r.reported_cached for r in runs), sent),
             quality=quality,
         )
 
@@ -410,6 +415,7 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
             "tokens sent",
             "×",
             "unchanged prefix",
+            "cached",
             "fresh/request",
             "×",
             "cost ×",
@@ -428,6 +434,7 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
                 f"{r.sent:,}",
                 f"{r.sent_ratio:.2f}",
                 f"{r.prefix_share:.1%}",
+                f"{r.reported_cached_share:.1%}",
                 f"{r.fresh_per_request:,.0f}",
                 f"{r.fresh_ratio:.2f}",
                 f"{r.cost_ratio:.2f}",

@@ -111,6 +111,17 @@ def test_uniform_pinch_is_measured_on_what_reached_the_upstream() -> None:
     assert ratios.prefix_share < results.ratios([transcript.name], SCENARIO["warm"], BUDGET_SMALL, NO_PINCH).prefix_share
 
 
+@pytest.mark.parametrize("scenario", ["warm", "cold", "nocache"])
+def test_the_cached_tokens_the_upstream_reports_reach_the_decision_rows_as_priced(scenario: str) -> None:
+    results, _ = replay_small(scenario, modes=(UNIFORM, UNIFORM_LEDGER))
+    name = load_transcript(SMALL).name
+    for mode in (NO_PINCH, UNIFORM, UNIFORM_LEDGER):
+        run = results.run(name, SCENARIO[scenario], BUDGET_SMALL, mode)
+        # the mock upstream's simulated cache, read back through usage and the decision log
+        assert run.reported_cached == run.cost(SCENARIO[scenario]).cached_tokens
+        assert (run.reported_cached > 0) == (scenario != "nocache")
+
+
 def test_cold_gaps_make_every_tenth_request_wait_out_the_cache_lifetime() -> None:
     results, _ = replay_small("cold")
     transcript = load_transcript(SMALL)
