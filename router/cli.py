@@ -133,9 +133,16 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
-    from router.eval_pinch import eval_pinch
+    from router.eval_pinch import DEFAULT_BUDGETS, eval_pinch
 
-    return eval_pinch(_load(args.config), args.files, budget=args.budget, keep_last_turns=args.keep_last_turns)
+    return eval_pinch(
+        _load(args.config),
+        args.files,
+        budgets=args.budget or DEFAULT_BUDGETS,
+        scenarios=args.scenario,
+        keep_last_turns=args.keep_last_turns,
+        own_embeddings=args.embeddings_from_config,
+    )
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -198,12 +205,25 @@ def build_parser() -> argparse.ArgumentParser:
     mock.set_defaults(func=cmd_mock_upstream)
 
     evaluate = sub.add_parser(
-        "eval-pinch", help="replay transcripts turn by turn through pinch: uniform vs relevance (uses the embeddings endpoint)"
+        "eval-pinch",
+        help="replay transcripts as sessions through the proxy: tokens, prompt-cache prefix, cost and quality per pinch mode",
     )
     evaluate.add_argument("--config", default=DEFAULT_CONFIG)
-    evaluate.add_argument("--budget", type=positive_int, help="override pinch.budget_tokens")
+    evaluate.add_argument(
+        "--budget", type=positive_int, action="append", help="pinch.budget_tokens to replay at (repeatable; default 20000 and 40000)"
+    )
+    evaluate.add_argument(
+        "--scenario", action="append", choices=["warm", "cold", "nocache", "window"], help="replay only these (repeatable; default all)"
+    )
     evaluate.add_argument("--keep-last-turns", type=positive_int, help="override pinch.keep_last_turns")
-    evaluate.add_argument("files", nargs="+", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON')
+    evaluate.add_argument(
+        "--embeddings-from-config",
+        action="store_true",
+        help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
+    )
+    evaluate.add_argument(
+        "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
+    )
     evaluate.set_defaults(func=cmd_eval_pinch)
 
     top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")

@@ -154,9 +154,36 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Token accounting an upstream reported for one answer (None: not reported).
+
+    ``prompt_tokens`` is the whole prompt, cached part included (OpenAI's sense;
+    an Anthropic-shaped report's ``input_tokens`` plus its cache reads and writes).
+    ``cached_tokens``: prompt tokens served from the provider's prompt cache;
+    ``cache_write_tokens``: prompt tokens written to it (Anthropic reports them).
+    """
+
     prompt_tokens: int | None
     completion_tokens: int | None
     total_tokens: int | None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def uncached_prompt_tokens(self) -> int | None:
+        """Prompt tokens the model had to prefill afresh; None unless cache accounting was reported."""
+        if self.prompt_tokens is None or self.cached_tokens is None:
+            return None
+        return max(self.prompt_tokens - self.cached_tokens, 0)
+
+    def updated(self, later: Usage) -> Usage:
+        """This report with every figure ``later`` has replacing ours (a stream may report in parts)."""
+        return Usage(
+            *(mine if theirs is None else theirs for mine, theirs in zip(_usage_figures(self), _usage_figures(later), strict=True))
+        )
+
+
+def _usage_figures(usage: Usage) -> tuple[int | None, ...]:
+    return (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cached_tokens, usage.cache_write_tokens)
 
 
 @dataclass(frozen=True, slots=True)

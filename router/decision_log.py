@@ -33,6 +33,7 @@ COLUMNS = (
     "attempts", "rejected", "pinch_mode", "tokens_before", "tokens_after", "pinch_compressed", "relevance_status",
     "relevance_reason", "stages", "upstream_status", "first_byte_ms", "upstream_ms", "prompt_tokens",
     "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
+    "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
 )  # fmt: skip
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
 SCHEMA = f"""
@@ -145,6 +146,15 @@ class DecisionLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A log file written by an older version lacks the newer columns: add them (old rows read NULL)."""
+        assert self._conn is not None
+        present = {row[1] for row in self._conn.execute("PRAGMA table_info(decisions)")}
+        for column in COLUMNS:
+            if column not in present:
+                self._conn.execute(f"ALTER TABLE decisions ADD COLUMN {column}")
 
     def _close(self) -> None:
         if self._conn is not None:

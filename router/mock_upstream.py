@@ -39,6 +39,8 @@ class Behaviour:
     # classification for the default categories, so the mock can also serve
     # as the classifier in benchmarks and demos.
     json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+    # The usage object to report instead of the generated one (e.g. with cache accounting).
+    usage: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,14 +120,17 @@ class MockUpstream:
         text = behaviour.json_text if _wants_json(body) else behaviour.text
         if body.get("stream"):
             return await self._stream(request, body, behaviour, text)
-        return web.Response(body=orjson.dumps(completion(body, text)), content_type="application/json", headers=behaviour.headers)
+        answer = completion(body, text)
+        if behaviour.usage is not None:
+            answer["usage"] = behaviour.usage
+        return web.Response(body=orjson.dumps(answer), content_type="application/json", headers=behaviour.headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **behaviour.headers})
         await response.prepare(request)
         self.open_streams += 1
         try:
-            for sent, event in enumerate(stream_events(body, text)):
+            for sent, event in enumerate(stream_events(body, text, behaviour.usage)):
                 if sent == behaviour.malformed_after_events:
                     await response.write(b'data: {"choices": [ this is not json\n\n')
                 if sent == behaviour.cut_after_events:
@@ -200,8 +205,8 @@ def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def stream_events(body: dict[str, Any], text: str) -> list[bytes]:
-    """The SSE events of a streamed answer, ending with [DONE]."""
+def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None = None) -> list[bytes]:
+    """The SSE events of a streamed answer, ending with [DONE]; ``usage`` replaces the generated one."""
     model = body.get("model", "mock")
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -232,7 +237,8 @@ def stream_events(body: dict[str, Any], text: str) -> list[bytes]:
             events.append(chunk({"content": word + " "}))
         events.append(chunk({}, "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        usage = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(body, len(events))}
-        events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
+        report = usage if usage is not None else _usage(body, len(events))
+        chunk_of_usage = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": report}
+        events.append(b"data: " + orjson.dumps(chunk_of_usage) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
