@@ -262,11 +262,23 @@ def test_a_pinch_session_survives_its_codec() -> None:
 
 
 def test_the_ledger_keeps_both_contents_of_a_reused_call_id_and_is_bounded() -> None:
-    ledger = EMPTY_LEDGER.with_results([("call_1", content_digest("a")), ("call_1", content_digest("b"))])
+    ledger = EMPTY_LEDGER.with_results([("call_1", content_digest("a"), None), ("call_1", content_digest("b"), None)])
     assert ledger.holds(tool("call_1", "a"), 3) and ledger.holds(tool("call_1", "b"), 9)
     assert not ledger.holds(tool("call_1", "c"), 3)
-    big = EMPTY_LEDGER.with_results((f"call_{i}", "d") for i in range(MAX_LEDGER_RESULTS + 5))
+    big = EMPTY_LEDGER.with_results((f"call_{i}", "d", None) for i in range(MAX_LEDGER_RESULTS + 5))
     assert len(big.compressed) == MAX_LEDGER_RESULTS and "call_0" not in big.compressed
+
+
+def test_placeholders_are_resent_as_stored_and_elided_results_recomputed_to_the_same_bytes() -> None:
+    messages = agent_session(6)
+    messages[5] = tool("call_1", "short output " * 20)  # becomes a placeholder
+    first = pinch(messages, budget=1)
+    stored = first.ledger.compressed["call_1"][content_digest(messages[5]["content"])]
+    assert stored == first.messages[5]["content"] and stored.startswith("[pinch-router: old bash result omitted")
+    assert first.ledger.compressed["call_0"][content_digest(messages[3]["content"])] is None  # elided
+    again = pinch(messages, first.ledger, budget=10**9, cache=WARM)
+    assert orjson.dumps(again.messages) == orjson.dumps(first.messages)
+    assert again.stats.final_tokens == first.stats.final_tokens == tokens(again.messages)
 
 
 def test_results_without_an_id_are_known_by_their_position() -> None:

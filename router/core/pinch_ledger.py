@@ -42,18 +42,18 @@ from __future__ import annotations
 
 import enum
 import math
-import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import xxhash
 
 from router.context import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
-from router.core.pinch import _ELIDED, MIN_SUMMARIZE_CHARS, ToolNames, _checked_order, _rewrite
-from router.core.tokens import DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
+from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, ToolNames, _checked_order, _rewrite
+from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
 from router.core.turns import trim_candidates
 
 # A session's ledger keeps at most this many results; the oldest are forgotten first.
@@ -61,18 +61,19 @@ MAX_LEDGER_RESULTS = 4096
 
 
 def content_digest(content: Any) -> str:
-    """A digest of a tool result's content: its UTF-8 length and CRC-32.
+    """A digest of a tool result's whole content: the 64-bit XXH3 of its UTF-8 (of its JSON for parts).
 
     It only has to tell a changed result from the one the ledger compressed
-    (the id already says which result it is); a collision would compress a
-    changed result one batch early, never corrupt one. CRC-32 keeps the digest
-    of a long session's results well under the cost of compressing them.
+    (the id already says which result it is), not resist an adversary: a
+    collision would compress a changed result one batch early, never corrupt
+    one. XXH3 hashes at memory speed (~10× CRC-32, ~15× SHA-256), so digesting
+    every ledger result of a request costs less than compressing them.
     """
     if type(content) is str:
         data = content.encode("utf-8", "surrogatepass")
     else:
         data = orjson.dumps(content, default=str)
-    return f"{len(data)}:{zlib.crc32(data):08x}"
+    return xxhash.xxh3_64_hexdigest(data)
 
 
 def result_id(message: Message, index: int) -> str:
@@ -83,9 +84,12 @@ def result_id(message: Message, index: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Ledger:
-    """The results a session has compressed: result id → digests of the contents compressed under it."""
+    """The results a session has compressed: result id → digest of each content compressed under it → the
+    placeholder text that was sent for it (None when it was elided, which is recomputed: head and tail of
+    the very same text give the very same bytes). Placeholders are kept because they are short and name
+    a tool found elsewhere in the history; resending the stored text is also the cheapest reapply."""
 
-    compressed: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    compressed: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return sum(len(digests) for digests in self.compressed.values())
@@ -94,17 +98,24 @@ class Ledger:
         digests = self.compressed.get(result_id(message, index))
         return digests is not None and content_digest(message.get("content")) in digests
 
-    def with_results(self, added: Iterable[tuple[str, str]]) -> Ledger:
-        """This ledger plus ``(result id, digest)`` pairs, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
+    def with_results(self, added: Iterable[tuple[str, str, str | None]]) -> Ledger:
+        """This ledger plus ``(result id, digest, placeholder)`` entries, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
         compressed = dict(self.compressed)
-        for rid, digest in added:
-            compressed[rid] = compressed.pop(rid, frozenset()) | {digest}
+        for rid, digest, sent in added:
+            compressed[rid] = {**compressed.pop(rid, {}), digest: sent}
         while len(compressed) > MAX_LEDGER_RESULTS:
             del compressed[next(iter(compressed))]
         return Ledger(compressed)
 
 
 EMPTY_LEDGER = Ledger()
+_ABSENT = object()
+
+
+def _placeholder_text(message: Message, kind: Any) -> str | None:
+    """A compressed result's text when it is a placeholder string (what the ledger keeps), else None."""
+    content = message.get("content")
+    return content if kind is _PLACEHOLDER and type(content) is str else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +134,7 @@ class PinchSession:
     def encode(self) -> bytes:
         return orjson.dumps(
             {
-                "ledger": {rid: sorted(digests) for rid, digests in self.ledger.compressed.items()},
+                "ledger": self.ledger.compressed,
                 "last_seen": self.last_seen,
                 "provider": self.provider,
                 "requests": self.requests,
@@ -133,7 +144,7 @@ class PinchSession:
     @classmethod
     def decode(cls, data: bytes) -> PinchSession:
         raw = orjson.loads(data)
-        ledger = Ledger({rid: frozenset(digests) for rid, digests in raw["ledger"].items()})
+        ledger = Ledger(raw["ledger"])
         return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"])
 
 
@@ -191,17 +202,41 @@ def pinch_session(
             f"0 < low_watermark <= 1; got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}, {low_watermark}"
         )
     sizes, original = measured if measured is not None else estimator.measure(messages, tools)
-    candidates = trim_candidates(messages, keep_last_turns)
+    if not ledger.compressed and original <= budget_tokens and (not windows or original <= windows[0].prompt_limit):
+        # nothing to reapply, nothing to decide: the very same list, as prune_context returns it
+        return SessionPinch(messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
     work = _Rewrites(messages, sizes, max_summarize_chars)
+    candidates = trim_candidates(messages, keep_last_turns)
 
-    # 1. the ledger, before anything is decided
+    # 1. the ledger, before anything is decided (the loop runs on every request: kept flat)
     fresh: list[int] = []  # candidate positions not in the ledger
+    held, names, saved_at = ledger.compressed, work.names, work.saved
+    pruned: list[Message] | None = None
     for position, index in enumerate(candidates):
-        if ledger.compressed and ledger.holds(messages[index], index):
-            work.apply(index)
-        else:
+        message = messages[index]
+        call_id = message.get("tool_call_id")
+        digests = held.get(call_id if type(call_id) is str and call_id else f"#{index}") if held else None
+        content = message.get("content")
+        sent = digests.get(content_digest(content), _ABSENT) if digests is not None else _ABSENT
+        if sent is _ABSENT:
             fresh.append(position)
-    reapplied = len(work.saved)
+            continue
+        if type(sent) is str and type(content) is str:
+            # the placeholder sent before; only the content changed, so the saving follows from the lengths
+            size = sizes[index]
+            pruned_message, kind = {**message, "content": sent}, _PLACEHOLDER
+            saved = (size + len(sent) - len(content)) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
+        else:
+            rewrite = _rewrite(message, names, index, max_summarize_chars, sizes[index])
+            if rewrite is None:
+                continue  # it no longer saves anything (the settings changed): it stays as it is
+            pruned_message, kind, saved = rewrite
+        if pruned is None:
+            pruned = list(messages)
+        pruned[index], saved_at[index] = pruned_message, saved
+        work.elided += kind is _ELIDED
+    work.pruned, work.total_saved = pruned, sum(saved_at.values())
+    reapplied = len(saved_at)
     current = original - work.total_saved
 
     # 2. is a batch needed, and down to what?
@@ -262,22 +297,17 @@ class _Rewrites:
         self.pruned: list[Message] | None = None
         self.saved: dict[int, int] = {}  # index → tokens saved
         self.total_saved = self.elided = 0
-        self.new: list[int] = []
+        self.new: list[tuple[int, Any]] = []  # (index, CompressionKind) of the batch's members
 
     def rewrite(self, index: int) -> tuple[Message, Any, int] | None:
         return _rewrite(self.messages[index], self.names, index, self.max_chars, self.sizes[index])
 
-    def apply(self, index: int, rewrite: tuple[Message, Any, int] | None = None) -> None:
-        """Compress ``messages[index]`` (a new batch member when ``rewrite`` is given, else a ledger result)."""
-        if rewrite is None:
-            rewrite = self.rewrite(index)
-            if rewrite is None:
-                return  # no longer saves anything (the settings changed): it stays as it is
-        else:
-            self.new.append(index)
+    def apply(self, index: int, rewrite: tuple[Message, Any, int]) -> None:
+        """Send ``rewrite`` for ``messages[index]``, a new batch member."""
         if self.pruned is None:
             self.pruned = list(self.messages)
         self.pruned[index], kind, saved = rewrite
+        self.new.append((index, kind))
         self.saved[index] = saved
         self.total_saved += saved
         self.elided += kind is _ELIDED
@@ -308,5 +338,9 @@ class _Rewrites:
         )
         messages = self.messages
         if self.new:
-            ledger = ledger.with_results((result_id(messages[i], i), content_digest(messages[i].get("content"))) for i in self.new)
+            sent = self.pruned if self.pruned is not None else messages
+            ledger = ledger.with_results(
+                (result_id(messages[i], i), content_digest(messages[i].get("content")), _placeholder_text(sent[i], kind))
+                for i, kind in self.new
+            )
         return SessionPinch(messages if self.pruned is None else self.pruned, stats, ledger)
