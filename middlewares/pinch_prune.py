@@ -1,15 +1,30 @@
-"""pinch-prune: compress old tool results so the prompt fits ``pinch.budget_tokens`` (ARCHITECTURE §5).
+"""pinch-prune: compress old tool results so the prompt fits its limits (ARCHITECTURE §5).
 
 Reads ``ctx.messages`` (never changed) and, when pinch-relevance ran before it,
 ``ctx.relevance``; writes ``ctx.send_messages`` (what goes upstream) and
-``ctx.pinch`` (the stats behind ``x-router-pinch-saved``). The budget covers
-the whole prompt the gate measures: messages plus the request's tool schemas.
+``ctx.pinch`` (the stats behind ``x-router-pinch-saved``, with the reason a
+request did or did not compress new results, shown in the trace). The limits
+cover the whole prompt the gate measures: messages plus the request's tool schemas.
 
+* The hard limit is the context window of the model the gate will prefer
+  (:func:`router.core.routing.pinch_windows`, on the classified tier and the
+  request's capabilities), less ``routing.min_output_tokens``; then larger
+  capable windows when compression cannot fit that one.
+* ``pinch.ledger`` (default) with a session key ⇒
+  :func:`router.core.pinch_ledger.pinch_session`: the session's ledger is
+  reapplied and new results are compressed in batches timed by the provider's
+  cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
+  time (``deps.clock``) and its provider live in the session state
+  (``deps.state``): one read and one write per request. A missing ledger (new
+  session, evicted, restarted) is a fresh session.
+* ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
+  (:func:`router.core.pinch.prune_context`) to the budget, or to the window when that is smaller.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original messages go
   upstream and ``ctx.pinch`` stays None (no pinch header).
-* A relevance order ⇒ relevance mode; none (relevance skipped, unavailable or
-  absent) ⇒ uniform mode. An order that does not fit the candidate list is a
-  bug upstream of us: pinch prunes uniformly instead and records a fallback.
+* A relevance order ⇒ its least relevant candidates go first; none (relevance
+  skipped, unavailable or absent) ⇒ uniform / oldest first. An order that does
+  not fit the candidate list is a bug upstream of us: pinch goes on without it
+  and records a fallback.
 * Any error ⇒ fail open: the adapter calls :meth:`PinchPrune.fallback`, which
   forwards the original messages untouched and leaves ``ctx.pinch`` None; the
   trace records the error.
@@ -17,12 +32,17 @@ the whole prompt the gate measures: messages plus the request's tool schemas.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
 from router.chain import StageDeps
-from router.config import PinchSettings
+from router.config import Config, PinchSettings
 from router.context import Message, Outcome, PinchStats, RequestContext
+from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.pinch import RelevanceOrderError, prune_context
+from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_session
+from router.core.routing import detect_capabilities, pinch_windows
+from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.stage import FailMode, StageReport
 
@@ -30,13 +50,19 @@ from router.stage import FailMode, StageReport
 class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
     requires: ClassVar[frozenset[str]] = frozenset({"messages", "body"})
-    reads: ClassVar[frozenset[str]] = frozenset({"relevance"})
+    reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session"})
     provides: ClassVar[frozenset[str]] = frozenset({"pinch", "send_messages"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
         self.settings: PinchSettings = deps.config.pinch
+        self.config: Config = deps.config
         self.estimator: TokenEstimator = deps.estimator
+        self.state, self.clock, self.escalation = deps.state, deps.clock, deps.escalation
+        self.space = Space(
+            "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
+        )
+        self._aliases = frozenset(deps.config.routing.aliases)
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
@@ -46,28 +72,67 @@ class PinchPrune:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")
         order = ctx.relevance.order if ctx.relevance is not None else None
         outcome, note = Outcome.OK, ""
+        windows = self._windows(ctx)
         try:
-            sent, stats = self._prune(ctx, order)
+            sent, stats = self._prune(ctx, order, windows)
         except RelevanceOrderError as exc:
-            sent, stats = self._prune(ctx, None)
+            sent, stats = self._prune(ctx, None, windows)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
         ctx.send_messages = sent
         ctx.pinch = stats
-        detail = f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed"
+        detail = (
+            f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
+            f"({stats.reapplied} from the ledger, {stats.newly_compressed} new); {stats.reason}"
+        )
         return StageReport(outcome, detail + note)
 
-    def _prune(self, ctx: RequestContext, order: tuple[int, ...] | None) -> tuple[list[Message], PinchStats]:
+    def _prune(self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...]) -> tuple[list[Message], PinchStats]:
         settings = self.settings
-        return prune_context(
-            ctx.messages,
-            settings.budget_tokens,
-            settings.keep_last_turns,
-            settings.max_summarize_chars,
-            order,
-            self.estimator,
-            tools=ctx.body.get("tools") or None,
-            measured=ctx.measured_prompt(self.estimator),
+        tools, measured = ctx.body.get("tools") or None, ctx.measured_prompt(self.estimator)
+        if not settings.ledger or ctx.session is None:
+            budget = min(settings.budget_tokens, windows[0].prompt_limit) if windows else settings.budget_tokens
+            sent, stats = prune_context(
+                ctx.messages, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
+            )
+            why = "pruned afresh (" + ("pinch.ledger is false" if not settings.ledger else "no session key") + ")"
+            return sent, replace(stats, newly_compressed=stats.compressed, reason=why)
+        now, key = self.clock(), ctx.session.key
+        session = self.state.get(self.space, key, now) or PinchSession()
+        provider = windows[0].provider if windows else None
+        settings_of = self.config.providers.get(provider) if provider is not None else None
+        lifetime = cache_lifetime(settings_of.api, settings_of.cache_lifetime_seconds) if settings_of is not None else 0.0
+        cache = cache_state(
+            now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
+        result = pinch_session(
+            ctx.messages,
+            session.ledger,
+            budget_tokens=settings.budget_tokens,
+            low_watermark=settings.low_watermark,
+            keep_last_turns=settings.keep_last_turns,
+            max_summarize_chars=settings.max_summarize_chars,
+            cache=cache,
+            windows=windows,
+            relevance_order=order,
+            estimator=self.estimator,
+            tools=tools,
+            measured=measured,
+        )
+        self.state.put(self.space, key, PinchSession(result.ledger, now, provider, session.requests + 1), now)
+        return result.messages, result.stats
+
+    def _windows(self, ctx: RequestContext) -> tuple[WindowLimit, ...]:
+        """The windows the gate will choose from, the preferred model's first (see the module doc)."""
+        config, classification = self.config, ctx.classification
+        tier = classification.task_tier if classification is not None else config.routing.fallback_tier
+        if self.escalation is not None and ctx.session is not None:
+            escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
+            tier = escalation.to_tier if escalation is not None else tier
+        pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
+        needs = detect_capabilities(ctx.body, ctx.messages, self.estimator, counted_prompt_tokens=0)
+        classified = classification.required_context_tokens if classification is not None else None
+        routing = config.routing
+        return pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.send_messages = ctx.messages

@@ -44,7 +44,7 @@ T = TypeVar("T")
 class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
     requires: ClassVar[frozenset[str]] = frozenset({"route", "send_messages", "body"})
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[str]] = frozenset({"session"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -98,7 +98,9 @@ class UpstreamForward:
         result = ctx.upstream
         assert result is not None
         inject_usage = usage_must_be_injected(ctx.body)
-        body = upstream_body(ctx.body, candidate.output_tokens, inject_usage)
+        provider = self.client.providers[candidate.provider]
+        cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
+        body = upstream_body(ctx.body, candidate.output_tokens, inject_usage, cache_key)
         payload = upstream_payload(body, candidate.upstream_model, ctx.send_messages)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import aiohttp
@@ -16,6 +16,7 @@ import aiohttp
 from router.config import Config
 from router.context import EDGE_FIELDS
 from router.core.escalation import EscalationTracker
+from router.core.session_state import MemorySessionState, SessionState
 from router.core.tokens import TokenEstimator
 from router.metrics import Metrics
 from router.stage import Middleware, Stage, stage_middleware
@@ -33,6 +34,8 @@ class StageDeps:
     clock: Callable[[], float] = time.monotonic
     escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
     metrics: Metrics | None = None  # for gauges of what is open right now
+    # What the proxy remembers per session between requests (classifications, pinch ledgers).
+    state: SessionState = field(default_factory=MemorySessionState)
 
 
 class StageClass(Protocol):

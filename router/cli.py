@@ -229,22 +229,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from router.mock_upstream import Behaviour, MockUpstream
+    from router.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
 
     default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
+    cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
         print(f"recording every request to {args.record}/ (credentials redacted)", file=sys.stderr, flush=True)
-    mock = MockUpstream(default, record=False, record_dir=args.record)
+    mock = MockUpstream(default, record=False, record_dir=args.record, prompt_cache=cache)
     web.run_app(mock.app(), host=args.host, port=args.port, print=None, access_log=None)
     return 0
 
 
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
-    from router.eval_pinch import eval_pinch
+    from router.eval_pinch import DEFAULT_BUDGETS, eval_pinch
 
-    return eval_pinch(_load_found(args), args.files, budget=args.budget, keep_last_turns=args.keep_last_turns)
+    return eval_pinch(
+        _load_found(args),
+        args.files,
+        budgets=args.budget or DEFAULT_BUDGETS,
+        scenarios=args.scenario,
+        keep_last_turns=args.keep_last_turns,
+        own_embeddings=args.embeddings_from_config,
+    )
 
 
 def cmd_top(args: argparse.Namespace) -> int:
@@ -321,15 +329,33 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
     mock.add_argument("--text", help="the answer text (streamed word by word)")
     mock.add_argument("--record", type=Path, metavar="DIR", help="write each request received to a numbered JSON file in DIR")
+    mock.add_argument(
+        "--prompt-cache-seconds",
+        type=positive_float,
+        help="report cached_tokens as a prefix cache with this lifetime would (for one session at a time)",
+    )
     mock.set_defaults(func=cmd_mock_upstream)
 
     evaluate = sub.add_parser(
-        "eval-pinch", help="replay transcripts turn by turn through pinch: uniform vs relevance (uses the embeddings endpoint)"
+        "eval-pinch",
+        help="replay transcripts as sessions through the proxy: tokens, prompt-cache prefix, cost and quality per pinch mode",
     )
     evaluate.add_argument("--config", help=config_help)
-    evaluate.add_argument("--budget", type=positive_int, help="override pinch.budget_tokens")
+    evaluate.add_argument(
+        "--budget", type=positive_int, action="append", help="pinch.budget_tokens to replay at (repeatable; default 20000 and 40000)"
+    )
+    evaluate.add_argument(
+        "--scenario", action="append", choices=["warm", "cold", "nocache", "window"], help="replay only these (repeatable; default all)"
+    )
     evaluate.add_argument("--keep-last-turns", type=positive_int, help="override pinch.keep_last_turns")
-    evaluate.add_argument("files", nargs="+", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON')
+    evaluate.add_argument(
+        "--embeddings-from-config",
+        action="store_true",
+        help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
+    )
+    evaluate.add_argument(
+        "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
+    )
     evaluate.set_defaults(func=cmd_eval_pinch)
 
     top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")

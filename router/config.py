@@ -113,6 +113,13 @@ class ProviderSettings(_Strict):
     api_key_env: str | None = None
     # Extra headers sent to this provider (e.g. an organisation id).
     headers: dict[str, str] = Field(default_factory=dict)
+    # How long this provider keeps a prompt prefix cached after the last request that used it:
+    # None ⇒ the default for its `api` (router.core.cache_timing.DEFAULT_CACHE_LIFETIME_SECONDS);
+    # 0 ⇒ it caches nothing. Pinch compresses beyond its budget when the cache is cold anyway.
+    cache_lifetime_seconds: Annotated[float, Field(ge=0)] | None = None
+    # Send the session key as `prompt_cache_key` when the client sends none (OpenAI routes its
+    # prompt cache by it); a client's own `prompt_cache_key` is always kept.
+    set_prompt_cache_key: bool = False
 
     @property
     def url(self) -> str:
@@ -243,6 +250,17 @@ class PinchSettings(_Strict):
     # Room for a head, a tail and the marker between them (the minimum comes from the marker's size).
     max_summarize_chars: Annotated[int, Field(ge=MIN_SUMMARIZE_CHARS)] = 4000
     relevance: RelevanceSettings = Field(default_factory=RelevanceSettings)
+    # The session's pinch ledger: a result once compressed is sent as the same bytes on every
+    # later request of the session, and new results are compressed in batches timed by the
+    # provider's cache. False ⇒ every request is pruned afresh to the budget.
+    ledger: bool = True
+    # A batch compresses new results until the prompt is down to this fraction of the budget
+    # (or of the model's window when that is smaller), so one rewrite buys many turns.
+    low_watermark: Annotated[float, Field(gt=0, le=1)] = 0.6
+    # A session's ledger is forgotten this long after its last request (a miss means one fresh batch).
+    ledger_ttl_minutes: PositiveFloat = 1440
+    # Sessions whose ledger is kept in memory (LRU).
+    ledger_max_sessions: PositiveInt = 10_000
 
     @model_validator(mode="after")
     def _relevance_needs_pinch(self) -> PinchSettings:

@@ -88,6 +88,8 @@ class PinchMode(enum.StrEnum):
     UNIFORM = "uniform"
     RELEVANCE = "relevance"
     DISABLED = "disabled"
+    # Over the soft budget, but compressing new results would not pay with the cache warm (ledger only).
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,12 @@ class PinchStats:
     compressed: int = 0  # candidates rewritten (elided + placeholder)
     elided: int = 0  # long results cut to head + marker + tail
     placeholders: int = 0  # short results replaced by a placeholder
+    # The session's pinch ledger (issue #11): results sent as the same compressed bytes as on an
+    # earlier request of the session, results compressed for the first time by this request, and
+    # why this request did or did not compress new results (shown in the trace, top and explain).
+    reapplied: int = 0
+    newly_compressed: int = 0
+    reason: str = ""
 
     @property
     def saved_tokens(self) -> int:
@@ -161,9 +169,36 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Token accounting an upstream reported for one answer (None: not reported).
+
+    ``prompt_tokens`` is the whole prompt, cached part included (OpenAI's sense;
+    an Anthropic-shaped report's ``input_tokens`` plus its cache reads and writes).
+    ``cached_tokens``: prompt tokens served from the provider's prompt cache;
+    ``cache_write_tokens``: prompt tokens written to it (Anthropic reports them).
+    """
+
     prompt_tokens: int | None
     completion_tokens: int | None
     total_tokens: int | None
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+    @property
+    def uncached_prompt_tokens(self) -> int | None:
+        """Prompt tokens the model had to prefill afresh; None unless cache accounting was reported."""
+        if self.prompt_tokens is None or self.cached_tokens is None:
+            return None
+        return max(self.prompt_tokens - self.cached_tokens, 0)
+
+    def updated(self, later: Usage) -> Usage:
+        """This report with every figure ``later`` has replacing ours (a stream may report in parts)."""
+        return Usage(
+            *(mine if theirs is None else theirs for mine, theirs in zip(_usage_figures(self), _usage_figures(later), strict=True))
+        )
+
+
+def _usage_figures(usage: Usage) -> tuple[int | None, ...]:
+    return (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cached_tokens, usage.cache_write_tokens)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,7 @@ COLUMNS = (
     "relevance_reason", "stages", "upstream_status", "first_byte_ms", "upstream_ms", "prompt_tokens",
     "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
     "requested_max_tokens", "sent_max_tokens",
+    "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
 )  # fmt: skip
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
 SCHEMA = f"""
@@ -151,7 +152,11 @@ class DecisionLog:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(SCHEMA)
-        # A file written by an older version lacks the newer columns: add them (empty for old rows).
+        self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A log file written by an older version lacks the newer columns: add them (old rows read NULL)."""
+        assert self._conn is not None
         present = {row[1] for row in self._conn.execute("PRAGMA table_info(decisions)")}
         for column in COLUMNS:
             if column not in present:

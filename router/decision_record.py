@@ -45,6 +45,9 @@ class Decision:
     tokens_before: int | None = None
     tokens_after: int | None = None
     pinch_compressed: int | None = None
+    pinch_reapplied: int | None = None  # results sent as the session's ledger already had them
+    pinch_newly_compressed: int | None = None  # results this request compressed for the first time
+    pinch_reason: str = ""  # why this request did or did not compress new results
     relevance_status: str | None = None
     relevance_reason: str = ""
     stages: tuple[StageRecord, ...] = ()
@@ -54,6 +57,8 @@ class Decision:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     total_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the provider served from its prompt cache
+    cache_write_tokens: int | None = None  # prompt tokens it wrote to its cache (Anthropic reports them)
     overhead_ms: float | None = None
     stream_error: str = ""
     requested_max_tokens: int | None = None  # the output limit the client asked for
@@ -109,6 +114,9 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         tokens_before=pinch.original_tokens if pinch else None,
         tokens_after=pinch.final_tokens if pinch else None,
         pinch_compressed=pinch.compressed if pinch else None,
+        pinch_reapplied=pinch.reapplied if pinch else None,
+        pinch_newly_compressed=pinch.newly_compressed if pinch else None,
+        pinch_reason=pinch.reason if pinch else "",
         relevance_status=str(relevance.status) if relevance else None,
         relevance_reason=relevance.reason if relevance else "",
         stages=tuple(ctx.trace),
@@ -118,6 +126,8 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         prompt_tokens=usage.prompt_tokens if usage else None,
         completion_tokens=usage.completion_tokens if usage else None,
         total_tokens=usage.total_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None,
+        cache_write_tokens=usage.cache_write_tokens if usage else None,
         overhead_ms=_round(ctx.overhead_ms),
         stream_error=upstream.stream_error if upstream else "",
         requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,

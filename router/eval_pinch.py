@@ -1,83 +1,318 @@
-"""``pinch-router eval-pinch``: replay transcripts through pinch, uniform vs relevance.
+"""``pinch-router eval-pinch``: replay agent transcripts as sessions through the proxy and price them.
 
 Each transcript (an OpenAI request body ``{"messages": [...], "tools": [...]}``,
-or a bare list of messages) is replayed turn by turn: the request of turn k is
-every message before the k-th assistant message, i.e. what the agent sent to
-get that answer. Each request goes through the real stages (via
-:func:`router.stage.run_stage`, so timeouts and fallbacks behave as in the
-proxy) twice:
+or a bare list of messages) is replayed turn by turn as ONE session: the
+request of turn k is every message before the k-th assistant message, i.e.
+what the agent sent to get that answer. Every request goes through the real
+proxy — :func:`router.app.create_app` served on a loopback port, with an
+injected clock that the replay advances — to a recording
+:class:`~router.mock_upstream.MockUpstream` on another loopback port, so
+what is measured is the messages that really went upstream. A fresh proxy
+(fresh session state) serves each replay.
 
-* **uniform**: ``pinch-prune`` alone;
-* **relevance**: ``pinch-relevance`` then ``pinch-prune``, against the
-  configured embeddings endpoint, with one embedding cache for the whole
-  transcript, as one proxy process would have.
+Scenarios (:data:`SCENARIOS`) say how time passes and what the provider
+caches; modes (:data:`MODES`) say what pinch does: none, uniform or
+relevance, each with the per-session ledger off (old results rewritten afresh
+every request) and on. Per scenario, budget and mode it prints, summed over
+the transcripts: tokens sent, the share of them that repeated the previous
+request's start, fresh (uncached) tokens per request, the session's cost —
+all relative to no pinch in the same scenario — and in the no-cache scenario
+the referenced-results quality figure beside a recency policy at equal
+tokens (see :mod:`router.core.pinch_eval` for every definition). Then each
+target of issue #11 as met or missed, judged on every transcript that
+exceeds the budget at least once.
 
-The ``pinch`` section of the config supplies the numbers; both modes run
-whatever its ``enabled`` flags say (``--budget`` and ``--keep-last-turns``
-override). Per transcript it prints tokens before/after (summed over all
-turns, and the last turn alone), embedding calls and
-texts embedded vs served from the cache, and how many old tool results
-(trim candidates on over-budget turns) went upstream verbatim in each mode.
-A progress bar runs on stderr.
+Relevance runs against the mock upstream's embeddings endpoint — a
+deterministic hashed bag of words, not a real model — unless
+``--embeddings-from-config`` keeps the configured endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
+import orjson
+from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from middlewares.pinch_prune import PinchPrune
-from middlewares.pinch_relevance import PinchRelevance
-from router.chain import StageDeps
+from router.app import create_app
 from router.config import Config
-from router.context import Message, PinchMode, RelevanceStatus, RequestContext
+from router.context import Message, RequestContext
+from router.core.pinch_eval import (
+    ANTHROPIC,
+    CachePricing,
+    SentRequest,
+    SessionCost,
+    message_terms,
+    price_session,
+    recency_kept,
+    referenced_results,
+    unchanged_prefix_tokens,
+)
 from router.core.tokens import TokenEstimator
-from router.core.turns import trim_candidates
+from router.core.turns import protected_from, trim_candidates
 from router.edge import context_from_body
+from router.endpoints import MAX_DECISIONS
 from router.errors import ApiError
-from router.stage import run_stage
+from router.mock_upstream import MockUpstream, SimulatedPromptCache
 from router.transcripts import RequestFileError, Transcript, load_transcript
+
+DEFAULT_BUDGETS = (20_000, 40_000)
+# Seconds between two requests of a session: an agent's step, well inside any cache lifetime.
+STEP_SECONDS = 20.0
+REPLAY_MODEL = "replay-model"
+REPLAY_PROVIDER = "replay"
+EMBEDDING_MODEL = "hashed-bag-of-words"
+SHARED_TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "transcripts"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    description: str
+    context_window: int
+    cache_lifetime_seconds: float  # the provider's, as configured; 0 = caches nothing
+    pricing: CachePricing | None = ANTHROPIC  # None: every token costs 1
+    cold_every: int | None = None  # every n-th request arrives after the cache expired
+    quality: bool = False  # measure the referenced-results figure here
+
+
+LARGE_WINDOW = 1_000_000
+SCENARIOS = (
+    Scenario("warm", f"warm cache: consecutive requests, a {LARGE_WINDOW:,}-token window", LARGE_WINDOW, ANTHROPIC.lifetime_seconds),
+    Scenario(
+        "cold",
+        "cold gaps: the cache lifetime exceeded before every 10th request",
+        LARGE_WINDOW,
+        ANTHROPIC.lifetime_seconds,
+        cold_every=10,
+    ),
+    Scenario("nocache", "no prompt cache: the provider caches nothing", LARGE_WINDOW, 0.0, pricing=None, quality=True),
+    Scenario("window", "window-bound: a 32,768-token window, warm cache", 32_768, ANTHROPIC.lifetime_seconds),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    name: str
+    pinch: bool
+    relevance: bool = False
+    ledger: bool = False
+
+
+NO_PINCH = Mode("no pinch", pinch=False)
+MODES = (
+    NO_PINCH,
+    Mode("uniform, ledger off", pinch=True),
+    Mode("uniform, ledger on", pinch=True, ledger=True),
+    Mode("relevance, ledger off", pinch=True, relevance=True),
+    Mode("relevance, ledger on", pinch=True, relevance=True, ledger=True),
+)
 
 
 @dataclass(slots=True)
-class TranscriptReport:
-    name: str
-    turns: int = 0
-    over_budget: int = 0
-    tokens_before: int = 0
-    tokens_uniform: int = 0
-    tokens_relevance: int = 0
-    last_turn: tuple[int, int, int] = (0, 0, 0)  # before, uniform, relevance
-    embedding_calls: int = 0
-    texts_embedded: int = 0
-    texts_cached: int = 0
-    relevance_status: Counter[str] = field(default_factory=Counter)
-    unavailable_reasons: Counter[str] = field(default_factory=Counter)
-    relevance_ms: list[float] = field(default_factory=list)
-    candidates: int = 0  # trim candidates summed over over-budget turns
-    verbatim_uniform: int = 0
-    verbatim_relevance: int = 0
+class Quality:
+    """Referenced old results kept verbatim, by the mode and by recency at the mode's tokens."""
+
+    referenced: int = 0
+    kept: int = 0
+    kept_by_recency: int = 0
+
+    def add(self, other: Quality) -> None:
+        self.referenced += other.referenced
+        self.kept += other.kept
+        self.kept_by_recency += other.kept_by_recency
+
+    @property
+    def share(self) -> float:
+        return self.kept / self.referenced if self.referenced else 0.0
+
+    @property
+    def recency_share(self) -> float:
+        return self.kept_by_recency / self.referenced if self.referenced else 0.0
 
 
-def eval_config(config: Config, budget: int | None = None, keep_last_turns: int | None = None) -> Config:
-    """The config with pinch and relevance switched on (and the overrides applied)."""
-    pinch = config.pinch
-    relevance = pinch.relevance.model_copy(update={"enabled": True})
-    update: dict[str, Any] = {"enabled": True, "relevance": relevance}
-    if budget is not None:
-        update["budget_tokens"] = budget
-    if keep_last_turns is not None:
-        update["keep_last_turns"] = keep_last_turns
-    return config.model_copy(update={"pinch": pinch.model_copy(update=update)})
+@dataclass(slots=True)
+class SessionRun:
+    """One transcript replayed in one scenario and mode."""
+
+    requests: list[SentRequest] = field(default_factory=list)
+    refused: int = 0  # answered with an error instead of going upstream (e.g. over the window)
+    over_budget: int = 0  # requests whose original prompt exceeded the budget
+    batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
+    reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
+    reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
+    quality: Quality = field(default_factory=Quality)
+
+    def cost(self, scenario: Scenario) -> SessionCost:
+        return price_session(self.requests, scenario.pricing)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTruth:
+    """What one turn's request is, independent of any mode: its candidates and which the next step used."""
+
+    messages: list[Message]
+    tokens: int
+    candidates: list[int]
+    referenced: list[int]
+
+
+def turn_truths(transcript: Transcript, keep_last_turns: int, estimator: TokenEstimator) -> list[TurnTruth]:
+    terms = [message_terms(m) for m in transcript.messages]
+    truths = []
+    for request in transcript.turn_requests():
+        candidates = trim_candidates(request, keep_last_turns)
+        next_step = terms[len(request)]  # the assistant message that answered this request
+        truths.append(
+            TurnTruth(
+                request,
+                estimator.prompt_tokens(request, transcript.tools),
+                candidates,
+                referenced_results(terms[: len(request)], next_step, candidates, protected_from(request, keep_last_turns)),
+            )
+        )
+    return truths
+
+
+class ReplayClock:
+    """The proxy's monotonic clock during a replay: time passes only when the replay says so."""
+
+    def __init__(self, start: float = 1_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, upstream_url: str, *, own_embeddings: bool) -> Config:
+    """The user's pinch, token and routing settings around one replay model and provider."""
+    raw = config.model_dump(mode="json")
+    raw["providers"] = {REPLAY_PROVIDER: {"base_url": upstream_url, "cache_lifetime_seconds": scenario.cache_lifetime_seconds}}
+    raw["models"] = [
+        {
+            "name": REPLAY_MODEL,
+            "provider": REPLAY_PROVIDER,
+            "upstream_model": "replay",
+            "context_window": scenario.context_window,
+            "max_output_tokens": 4096,
+            "supports": {"tools": True, "vision": True, "json_mode": True},
+            "tiers": raw["routing"]["tiers"],
+        }
+    ]
+    raw["middlewares"] = ["session-fingerprint", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"]
+    # in memory: the replay reads each request's pinch figures back from its row
+    raw["decision_log"] = {**raw["decision_log"], "enabled": True, "path": ":memory:"}
+    raw["escalation"] = {**raw["escalation"], "enabled": False}
+    raw["classifier"] = {**raw["classifier"], "provider": REPLAY_PROVIDER}
+    pinch = raw["pinch"]
+    pinch.update(enabled=mode.pinch, budget_tokens=budget, ledger=mode.ledger)
+    relevance = pinch["relevance"]
+    relevance["enabled"] = mode.relevance
+    if not own_embeddings:
+        relevance.update(base_url=upstream_url, api="openai", model=EMBEDDING_MODEL, api_key_env=None)
+    return Config.model_validate(raw)
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    return runner, f"http://{host}:{port}"
+
+
+async def replay_session(
+    transcript: Transcript,
+    truths: Sequence[TurnTruth],
+    config: Config,
+    scenario: Scenario,
+    mode: Mode,
+    budget: int,
+    upstream: tuple[MockUpstream, str],
+    client: aiohttp.ClientSession,
+    estimator: TokenEstimator,
+    progress: ProgressBar,
+    *,
+    own_embeddings: bool = False,
+) -> SessionRun:
+    mock, upstream_url = upstream
+    settings = replay_config(config, scenario, mode, budget, f"{upstream_url}/v1", own_embeddings=own_embeddings)
+    clock = ReplayClock()
+    mock.prompt_cache = SimulatedPromptCache(scenario.cache_lifetime_seconds, clock, estimator)
+    runner, proxy_url = await _serve(await create_app(settings, clock=clock))
+    run = SessionRun()
+    previous: list[Message] | None = None
+    sent_at = clock.now
+    headers = {"Content-Type": "application/json", "x-router-session": f"eval-pinch-{transcript.name}"}
+    try:
+        for index, truth in enumerate(truths):
+            cold = scenario.cold_every is not None and index > 0 and index % scenario.cold_every == 0
+            clock.advance(scenario.cache_lifetime_seconds + STEP_SECONDS if cold else STEP_SECONDS)
+            mock.received.clear()
+            body = transcript.body(truth.messages)
+            async with client.post(f"{proxy_url}/v1/chat/completions", data=orjson.dumps(body), headers=headers) as response:
+                await response.read()
+                status = response.status
+            run.over_budget += truth.tokens > budget
+            chats = [r for r in mock.received if r.path == "/v1/chat/completions"]
+            mock.received.clear()
+            progress.advance(f"{scenario.name} {budget // 1000}k {mode.name} {transcript.name}")
+            if status != 200 or not chats:
+                run.refused += 1
+                continue
+            sent: list[Message] = chats[-1].body["messages"]
+            tokens = estimator.prompt_tokens(sent, transcript.tools)
+            prefix = unchanged_prefix_tokens(previous, sent, estimator, transcript.tools)
+            run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
+            previous, sent_at = sent, clock.now
+            if scenario.quality and tokens < truth.tokens:
+                run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, transcript.tools))
+        await _read_decisions(client, proxy_url, run)
+    finally:
+        await runner.cleanup()
+    return run
+
+
+async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: SessionRun) -> None:
+    """The pinch figures of the replay's requests, from the proxy's own decision rows."""
+    async with client.get(f"{proxy_url}/v1/decisions", params={"limit": str(MAX_DECISIONS)}) as response:
+        rows = (await response.json())["data"]
+    for row in rows:
+        run.batches += bool(row.get("pinch_newly_compressed"))
+        run.reported_cached += row.get("cached_tokens") or 0
+        if row.get("pinch_reason"):
+            run.reasons[_NUMBER.sub("N", row["pinch_reason"])] += 1
+
+
+_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
+
+
+def _turn_quality(
+    truth: TurnTruth, sent: list[Message], tokens: int, max_summarize_chars: int, estimator: TokenEstimator, tools: Any
+) -> Quality:
+    if not truth.referenced:
+        return Quality()
+    recency = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools)
+    return Quality(
+        referenced=len(truth.referenced),
+        kept=sum(sent[i] == truth.messages[i] for i in truth.referenced),
+        kept_by_recency=sum(i in recency for i in truth.referenced),
+    )
 
 
 class ProgressBar:
@@ -92,15 +327,323 @@ class ProgressBar:
 
     def advance(self, label: str) -> None:
         self.done += 1
+        if label == self.label and self.done < self.total and self.done % 10:
+            return  # redraw every tenth turn or on a new label: the bar is for a person, not a log
         self.label = label
         filled = self.width * self.done // self.total
         bar = "#" * filled + "-" * (self.width - filled)
-        self.stream.write(f"\r[{bar}] {self.done}/{self.total} turns  {label[:48]:<48}")
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} turns  {label[:60]:<60}")
         self.stream.flush()
 
     def close(self) -> None:
         self.stream.write("\n")
         self.stream.flush()
+
+
+# --- results and report ---------------------------------------------------------------
+
+RunKey = tuple[str, str, int, str]  # transcript, scenario, budget, mode
+
+
+@dataclass(slots=True)
+class Results:
+    """Every replay, by (transcript, scenario, budget, mode); no pinch is replayed once per scenario."""
+
+    transcripts: list[str]
+    scenarios: tuple[Scenario, ...]
+    budgets: tuple[int, ...]
+    modes: tuple[Mode, ...]
+    runs: dict[RunKey, SessionRun] = field(default_factory=dict)
+
+    def run(self, transcript: str, scenario: Scenario, budget: int, mode: Mode) -> SessionRun:
+        return self.runs[(transcript, scenario.name, 0 if not mode.pinch else budget, mode.name)]
+
+    def ratios(self, transcripts: Sequence[str], scenario: Scenario, budget: int, mode: Mode) -> Ratios:
+        runs = [self.run(t, scenario, budget, mode) for t in transcripts]
+        bases = [self.run(t, scenario, budget, NO_PINCH) for t in transcripts]
+        return Ratios.of(runs, bases, scenario)
+
+
+@dataclass(frozen=True, slots=True)
+class Ratios:
+    requests: int
+    refused: int
+    sent: int
+    sent_ratio: float
+    prefix_share: float
+    fresh_per_request: float
+    fresh_ratio: float
+    cost_ratio: float
+    batches: int
+    reported_cached_share: float
+    quality: Quality
+
+    @classmethod
+    def of(cls, runs: Sequence[SessionRun], bases: Sequence[SessionRun], scenario: Scenario) -> Ratios:
+        costs = [r.cost(scenario) for r in runs]
+        base = [b.cost(scenario) for b in bases]
+        quality = Quality()
+        for r in runs:
+            quality.add(r.quality)
+        sent = sum(c.tokens_sent for c in costs)
+        requests = sum(c.requests for c in costs)
+        fresh = sum(c.fresh_tokens for c in costs)
+        return cls(
+            requests=requests,
+            refused=sum(r.refused for r in runs),
+            sent=sent,
+            sent_ratio=_ratio(sent, sum(c.tokens_sent for c in base)),
+            prefix_share=_ratio(sum(c.prefix_tokens for c in costs), sent),
+            fresh_per_request=fresh / requests if requests else 0.0,
+            fresh_ratio=_ratio(fresh / max(requests, 1), sum(c.fresh_tokens for c in base) / max(sum(c.requests for c in base), 1)),
+            cost_ratio=_ratio(sum(c.cost for c in costs), sum(c.cost for c in base)),
+            batches=sum(r.batches for r in runs),
+            reported_cached_share=_ratio(sum(r.reported_cached for r in runs), sent),
+            quality=quality,
+        )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else 0.0
+
+
+def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]:
+    rows = [
+        (
+            "mode",
+            "requests",
+            "tokens sent",
+            "×",
+            "unchanged prefix",
+            "cached",
+            "fresh/request",
+            "×",
+            "cost ×",
+            "batches",
+            *(("referenced kept", "recency") if scenario.quality else ()),
+        )
+    ]
+    for mode in results.modes:
+        r = results.ratios(results.transcripts, scenario, budget, mode)
+        fitted = f"{r.requests}" + (f" ({r.refused} refused)" if r.refused else "")
+        quality = (f"{r.quality.share:.1%} of {r.quality.referenced}", f"{r.quality.recency_share:.1%}") if scenario.quality else ()
+        rows.append(
+            (
+                mode.name,
+                fitted,
+                f"{r.sent:,}",
+                f"{r.sent_ratio:.2f}",
+                f"{r.prefix_share:.1%}",
+                f"{r.reported_cached_share:.1%}",
+                f"{r.fresh_per_request:,.0f}",
+                f"{r.fresh_ratio:.2f}",
+                f"{r.cost_ratio:.2f}",
+                f"{r.batches}" if mode.ledger else "-",
+                *quality,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
+    base = results.ratios(results.transcripts, scenario, budget, NO_PINCH)
+    if base.refused:
+        lines.append(f"  (no pinch: {base.refused} requests over the window were refused, so its figures cover only the rest)")
+    for mode in results.modes:
+        reasons: Counter[str] = Counter()
+        for transcript in results.transcripts:
+            reasons.update(results.run(transcript, scenario, budget, mode).reasons)
+        if mode.ledger and reasons:
+            lines.append(f"  why ({mode.name}): " + "; ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
+    return lines
+
+
+Verdict = tuple[bool, float, str]  # met, how far off (larger is worse), the figures as text
+
+
+def cost_and_fresh_at_most_no_pinch(r: Ratios) -> Verdict:
+    ok = r.cost_ratio <= 1.0 and r.fresh_ratio <= 1.05
+    return ok, max(r.cost_ratio, r.fresh_ratio / 1.05), f"cost {r.cost_ratio:.3f}×, fresh {r.fresh_ratio:.3f}×"
+
+
+def cost_at_most(limit: float) -> Callable[[Ratios], Verdict]:
+    return lambda r: (r.cost_ratio <= limit, r.cost_ratio, f"cost {r.cost_ratio:.3f}×")
+
+
+def sent_at_most(limit: float) -> Callable[[Ratios], Verdict]:
+    return lambda r: (r.sent_ratio <= limit, r.sent_ratio, f"sent {r.sent_ratio:.3f}×")
+
+
+def fits_with_prefix(r: Ratios) -> Verdict:
+    ok = r.refused == 0 and r.prefix_share >= 0.89
+    return ok, r.refused + 1 - r.prefix_share, f"{r.refused} refused, prefix {r.prefix_share:.1%}"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One 'Done when' figure of issue #11, judged per transcript (the worst case shown)."""
+
+    scenario: str
+    budget: int | None  # None: every budget
+    text: str
+    judge: Callable[[Ratios], Verdict]
+
+    def worst(self, results: Results, scenario: Scenario, budget: int, modes: Sequence[Mode]) -> tuple[bool, str]:
+        """Met on every transcript over the budget, in every mode? With the worst case's figures."""
+        verdicts = []
+        for transcript in results.transcripts:
+            if not any(results.run(transcript, scenario, budget, m).over_budget for m in modes):
+                continue  # never over budget: pinch has nothing to do, nothing to judge
+            for mode in modes:
+                ok, badness, figures = self.judge(results.ratios([transcript], scenario, budget, mode))
+                verdicts.append((ok, badness, f"{figures} ({mode.name}, {transcript})"))
+        if not verdicts:
+            return True, "no transcript exceeds the budget"
+        _, _, figures = max(verdicts, key=lambda v: (not v[0], v[1]))
+        missed = sum(not v[0] for v in verdicts)
+        return missed == 0, f"{'worst' if not missed else f'{missed} of {len(verdicts)} missed, worst'}: {figures}"
+
+
+TARGETS = (
+    Target("warm", None, "cost ≤ 1.00× and fresh ≤ 1.05× of no pinch", cost_and_fresh_at_most_no_pinch),
+    Target("cold", 20_000, "cost ≤ 0.80× of no pinch", cost_at_most(0.80)),
+    Target("cold", 40_000, "cost ≤ 0.85× of no pinch", cost_at_most(0.85)),
+    Target("nocache", 20_000, "tokens sent ≤ 0.70× of no pinch", sent_at_most(0.70)),
+    Target("window", None, "every request fits, unchanged prefix ≥ 89 %", fits_with_prefix),
+)
+
+
+def format_targets(results: Results) -> list[str]:
+    """Each target met or missed by the modes that ship (the ledger on); quality on all transcripts together."""
+    shipped = [m for m in results.modes if m.pinch and m.ledger]
+    by_name = {s.name: s for s in results.scenarios}
+    lines = [f"targets (issue #11), judged on {', '.join(m.name for m in shipped)}, per transcript over the budget:"]
+    for target in TARGETS:
+        scenario = by_name.get(target.scenario)
+        for budget in results.budgets:
+            if scenario is None or (target.budget is not None and target.budget != budget):
+                continue
+            ok, detail = target.worst(results, scenario, budget, shipped)
+            lines.append(f"  {'met   ' if ok else 'MISSED'}  {scenario.name} {budget // 1000}k: {target.text} — {detail}")
+    quality = by_name.get("nocache")
+    relevance = [m for m in shipped if m.relevance]
+    if quality is not None and 40_000 in results.budgets and relevance:
+        r = results.ratios(results.transcripts, quality, 40_000, relevance[0])
+        margin = (r.quality.share - r.quality.recency_share) * 100
+        ok = margin >= 5
+        lines.append(
+            f"  {'met   ' if ok else 'MISSED'}  nocache 40k: referenced results kept by relevance ≥ recency + 5 points — "
+            f"{r.quality.share:.1%} vs {r.quality.recency_share:.1%} ({margin:+.1f} points, all transcripts)"
+        )
+    return lines
+
+
+def format_report(results: Results, config: Config, *, own_embeddings: bool) -> str:
+    pinch = config.pinch
+    embeddings = (
+        f"the configured endpoint ({pinch.relevance.api} {pinch.relevance.base_url}, model {pinch.relevance.model})"
+        if own_embeddings
+        else "the mock upstream's deterministic hashed bag-of-words embeddings (not a real model)"
+    )
+    lines = [
+        f"eval-pinch: {len(results.transcripts)} transcripts; keep_last_turns {pinch.keep_last_turns}, "
+        f"max_summarize_chars {pinch.max_summarize_chars:,}; relevance ranks with {embeddings}",
+        "prices: Anthropic (cache read 0.1×, write 1.25×, 5-minute lifetime); every figure relative to no pinch in its scenario",
+    ]
+    for scenario in results.scenarios:
+        for budget in results.budgets:
+            lines += ["", f"{scenario.description} — budget {budget:,}"]
+            lines += format_table(results, scenario, budget)
+    lines += ["", *format_targets(results)]
+    return "\n".join(lines)
+
+
+async def run_eval(
+    config: Config,
+    transcripts: list[Transcript],
+    out: TextIO,
+    err: TextIO,
+    *,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    scenarios: Sequence[Scenario] = SCENARIOS,
+    modes: Sequence[Mode] | None = None,
+    own_embeddings: bool = False,
+) -> Results:
+    modes = tuple(modes) if modes is not None else MODES
+    if NO_PINCH not in modes:
+        modes = (NO_PINCH, *modes)  # every figure is relative to it
+    estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
+    results = Results([t.name for t in transcripts], tuple(scenarios), tuple(budgets), modes)
+    plan = [(s, 0, NO_PINCH) for s in scenarios] + [(s, b, m) for s in scenarios for b in budgets for m in modes if m.pinch]
+    truths = {t.name: turn_truths(t, config.pinch.keep_last_turns, estimator) for t in transcripts}
+    progress = ProgressBar(len(plan) * sum(len(t) for t in truths.values()), err)
+    mock = MockUpstream()
+    upstream_runner, upstream_url = await _serve(mock.app())
+    try:
+        async with aiohttp.ClientSession() as client:
+            for scenario, budget, mode in plan:
+                for transcript in transcripts:
+                    run = await replay_session(
+                        transcript,
+                        truths[transcript.name],
+                        config,
+                        scenario,
+                        mode,
+                        budget or max(budgets),
+                        (mock, upstream_url),
+                        client,
+                        estimator,
+                        progress,
+                        own_embeddings=own_embeddings,
+                    )
+                    if not mode.pinch:  # no pinch: the same session at every budget; over_budget is per budget
+                        run.over_budget = 0
+                    results.runs[(transcript.name, scenario.name, budget, mode.name)] = run
+    finally:
+        await upstream_runner.cleanup()
+    progress.close()
+    out.write(format_report(results, config, own_embeddings=own_embeddings) + "\n")
+    return results
+
+
+def default_transcripts() -> list[str]:
+    """The shared transcripts vendored with the project (tests/data/transcripts)."""
+    return sorted(str(p) for p in SHARED_TRANSCRIPTS.glob("*.json") if not p.name.endswith(".meta.json"))
+
+
+def eval_pinch(
+    config: Config,
+    files: Sequence[str],
+    *,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    scenarios: Sequence[str] | None = None,
+    keep_last_turns: int | None = None,
+    own_embeddings: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """The command: 0 when every transcript was replayed, 2 when a file cannot be read."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        transcripts = [load_transcript(Path(f)) for f in (files or default_transcripts())]
+    except RequestFileError as error:
+        err.write(f"pinch-router eval-pinch: {error}\n")
+        return 2
+    if not transcripts:
+        err.write("pinch-router eval-pinch: no transcripts given and none vendored\n")
+        return 2
+    if keep_last_turns is not None:
+        config = config.model_copy(update={"pinch": config.pinch.model_copy(update={"keep_last_turns": keep_last_turns})})
+    chosen = [s for s in SCENARIOS if scenarios is None or s.name in scenarios]
+    # The stages' warnings (relevance_unavailable, stage_failed) and the request log
+    # lines would tear the progress bar; the report counts what matters instead.
+    stage_logs = logging.getLogger("pinch_router")
+    level = stage_logs.level
+    stage_logs.setLevel(logging.ERROR)
+    try:
+        asyncio.run(run_eval(config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings))
+    finally:
+        stage_logs.setLevel(level)
+    return 0
 
 
 def request_context(messages: list[Message], tools: Any, turn_chars: int) -> RequestContext:
@@ -110,111 +653,3 @@ def request_context(messages: list[Message], tools: Any, turn_chars: int) -> Req
     if isinstance(ctx, ApiError):
         raise RequestFileError(f"turn of {len(messages)} messages is not a valid request: {ctx.message}")
     return ctx
-
-
-async def replay(transcript: Transcript, deps: StageDeps, progress: ProgressBar) -> TranscriptReport:
-    """Replay one transcript; a fresh relevance stage (and so a fresh embedding cache) per transcript."""
-    config = deps.config
-    relevance_stage, prune_stage = PinchRelevance(deps), PinchPrune(deps)
-    report = TranscriptReport(transcript.name)
-    for messages in transcript.turn_requests():
-        uniform = request_context(messages, transcript.tools, config.classifier.max_input_chars)
-        await run_stage(prune_stage, uniform)
-        ranked = request_context(messages, transcript.tools, config.classifier.max_input_chars)
-        record = await run_stage(relevance_stage, ranked)
-        await run_stage(prune_stage, ranked)
-        _count_turn(report, messages, uniform, ranked, config.pinch.keep_last_turns, record.ms)
-        progress.advance(transcript.name)
-    report.embedding_calls = relevance_stage.client.requests_sent
-    return report
-
-
-def _count_turn(
-    report: TranscriptReport, messages: list[Message], uniform: RequestContext, ranked: RequestContext, keep: int, ms: float
-) -> None:
-    assert uniform.pinch is not None and ranked.pinch is not None and ranked.relevance is not None
-    relevance = ranked.relevance
-    report.turns += 1
-    report.tokens_before += uniform.pinch.original_tokens
-    report.tokens_uniform += uniform.pinch.final_tokens
-    report.tokens_relevance += ranked.pinch.final_tokens
-    report.last_turn = (uniform.pinch.original_tokens, uniform.pinch.final_tokens, ranked.pinch.final_tokens)
-    report.texts_embedded += relevance.embedded
-    report.texts_cached += relevance.cached
-    report.relevance_status[str(relevance.status)] += 1
-    if relevance.status is RelevanceStatus.UNAVAILABLE:
-        report.unavailable_reasons[relevance.reason] += 1
-    elif relevance.status is RelevanceStatus.OK:
-        report.relevance_ms.append(ms)
-    if uniform.pinch.mode is not PinchMode.WITHIN_BUDGET:
-        report.over_budget += 1
-        candidates = trim_candidates(messages, keep)
-        report.candidates += len(candidates)
-        report.verbatim_uniform += sum(uniform.send_messages[i] == messages[i] for i in candidates)
-        report.verbatim_relevance += sum(ranked.send_messages[i] == messages[i] for i in candidates)
-
-
-def format_report(report: TranscriptReport, budget: int) -> str:
-    before, uniform, relevance = report.last_turn
-    status = ", ".join(f"{name} {count}" for name, count in sorted(report.relevance_status.items()))
-    mean_ms = sum(report.relevance_ms) / len(report.relevance_ms) if report.relevance_ms else 0.0
-    lines = [
-        f"{report.name}",
-        f"  turns: {report.turns}, over the {budget:,}-token budget: {report.over_budget}",
-        f"  tokens, summed over turns: {report.tokens_before:,} before -> {report.tokens_uniform:,} uniform, "
-        f"{report.tokens_relevance:,} relevance",
-        f"  tokens, last turn: {before:,} before -> {uniform:,} uniform, {relevance:,} relevance",
-        f"  embeddings: {report.embedding_calls:,} calls, {report.texts_embedded:,} texts embedded, "
-        f"{report.texts_cached:,} from cache; relevance {status}; {mean_ms:.0f} ms mean per ranked turn",
-        f"  old tool results kept verbatim on over-budget turns: uniform {report.verbatim_uniform:,}, "
-        f"relevance {report.verbatim_relevance:,} (of {report.candidates:,} candidates)",
-    ]
-    for reason, count in report.unavailable_reasons.most_common(3):
-        lines.append(f"  unavailable x{count}: {reason}")
-    return "\n".join(lines)
-
-
-async def run_eval(config: Config, transcripts: list[Transcript], out: TextIO, err: TextIO) -> list[TranscriptReport]:
-    settings = config.pinch
-    err.write(
-        f"eval-pinch: budget {settings.budget_tokens:,} tokens, keep_last_turns {settings.keep_last_turns}, "
-        f"embeddings {settings.relevance.api} {settings.relevance.base_url} model {settings.relevance.model}\n"
-    )
-    progress = ProgressBar(sum(len(t.turn_requests()) for t in transcripts), err)
-    reports = []
-    async with aiohttp.ClientSession() as http:
-        deps = StageDeps(config=config, http=http, estimator=TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead))
-        for transcript in transcripts:
-            reports.append(await replay(transcript, deps, progress))
-    progress.close()
-    out.write("\n\n".join(format_report(r, settings.budget_tokens) for r in reports) + "\n")
-    return reports
-
-
-def eval_pinch(
-    config: Config,
-    files: list[str],
-    *,
-    budget: int | None = None,
-    keep_last_turns: int | None = None,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    """The command: 0 when every transcript was replayed, 2 when a file cannot be read."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    try:
-        transcripts = [load_transcript(Path(f)) for f in files]
-    except RequestFileError as error:
-        err.write(f"pinch-router eval-pinch: {error}\n")
-        return 2
-    # The stages' warnings (relevance_unavailable, stage_failed) would tear the
-    # progress bar; the report counts them and names their reasons instead.
-    stage_logs = logging.getLogger("pinch_router")
-    level = stage_logs.level
-    stage_logs.setLevel(logging.ERROR)
-    try:
-        asyncio.run(run_eval(eval_config(config, budget, keep_last_turns), transcripts, out, err))
-    finally:
-        stage_logs.setLevel(level)
-    return 0

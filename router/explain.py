@@ -220,6 +220,9 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
         )
     else:
         field("pinch", "not run" if "pinch-prune" in config.middlewares else "not in the chain")
+    if pinch is not None and (pinch.reapplied or pinch.newly_compressed or pinch.reason):
+        reason = f" — {pinch.reason}" if pinch.reason else ""
+        field("ledger", f"{pinch.reapplied} reapplied, {pinch.newly_compressed} newly compressed{reason}")
     if ctx.response is not None:
         field("refused", refusal(ctx.response))
     else:

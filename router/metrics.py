@@ -46,6 +46,13 @@ class Metrics:
         self.upstream_total = Histogram("pinch_router_upstream_total_seconds", "Upstream time to the end of the answer", ["provider"], buckets=LATENCY_BUCKETS, registry=r)
         self.overhead = Histogram("pinch_router_overhead_seconds", "Time spent in the proxy itself", buckets=LATENCY_BUCKETS, registry=r)
         self.usage = Counter("pinch_router_usage_tokens", "Tokens reported by upstreams", ["model", "kind"], registry=r)
+        self.prompt_cache = Counter(
+            "pinch_router_prompt_cache_tokens",
+            "Prompt tokens of answers whose upstream reported cache accounting: served from its prompt cache "
+            "(cached), prefilled afresh (uncached), written to the cache (written)",
+            ["model", "kind"],
+            registry=r,
+        )
         self.upstream_attempts = Counter("pinch_router_upstream_attempts", "Upstream attempts by provider and result", ["provider", "result"], registry=r)
         self.decisions_dropped = Counter("pinch_router_decision_log_dropped", "Decision rows dropped because the log queue was full", registry=r)
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
@@ -95,6 +102,11 @@ class Metrics:
             self._child(self.usage, model, "prompt").inc(d.prompt_tokens)
         if d.completion_tokens:
             self._child(self.usage, model, "completion").inc(d.completion_tokens)
+        if d.cached_tokens is not None and d.prompt_tokens is not None:
+            self._child(self.prompt_cache, model, "cached").inc(min(d.cached_tokens, d.prompt_tokens))
+            self._child(self.prompt_cache, model, "uncached").inc(max(d.prompt_tokens - d.cached_tokens, 0))
+        if d.cache_write_tokens:
+            self._child(self.prompt_cache, model, "written").inc(d.cache_write_tokens)
         if d.escalation:
             self.escalations.inc()
 

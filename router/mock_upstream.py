@@ -9,7 +9,8 @@ stands in for all of Ollama. It also speaks the Anthropic Messages API
 (``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
 (``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
 round trip against it (see ``mock_answers``); ``record_dir`` writes every
-request to a file (see ``mock_capture``).
+request to a file (see ``mock_capture``). With a :class:`SimulatedPromptCache`
+its chat usage reports ``prompt_tokens_details.cached_tokens`` as a prefix cache would.
 Tests script faults per request with :class:`Behaviour`: a status, a delay
 before the head, a stall or a cut after N events, a malformed event.
 """
@@ -17,11 +18,13 @@ before the head, a stall or a cut after N events, a malformed event.
 from __future__ import annotations
 
 import asyncio
-import json
 import itertools
+import json
+import time
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +32,8 @@ import orjson
 from aiohttp import web
 
 from router import mock_anthropic, mock_responses
+from router.core.pinch_eval import unchanged_prefix_tokens
+from router.core.tokens import TokenEstimator
 from router.mock_answers import MockWire
 from router.mock_capture import record_file_name, request_record
 
@@ -50,6 +55,39 @@ class Behaviour:
     # classification for the default categories, so the mock can also serve
     # as the classifier in benchmarks and demos.
     json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+    # The usage object to report instead of the generated one (e.g. with cache accounting).
+    usage: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class SimulatedPromptCache:
+    """A provider's prefix cache for the mock to report ``cached_tokens`` from (OpenAI's usage shape).
+
+    Each answer reports the whole prompt and, as cached, the part that repeats
+    the previous request from its start when that came at most
+    ``lifetime_seconds`` earlier on ``clock`` — the rule eval-pinch prices by
+    (:mod:`router.core.pinch_eval`), so the proxy's cache accounting can be
+    checked against it. ``lifetime_seconds`` 0: caches nothing.
+    """
+
+    lifetime_seconds: float
+    clock: Callable[[], float] = time.monotonic
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    last: tuple[list[Any], float] | None = None
+
+    def usage(self, body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+        messages, tools, now = body.get("messages") or [], body.get("tools"), self.clock()
+        prompt = self.estimator.prompt_tokens(messages, tools)
+        cached = 0
+        if self.last is not None and self.lifetime_seconds > 0 and now - self.last[1] <= self.lifetime_seconds:
+            cached = unchanged_prefix_tokens(self.last[0], messages, self.estimator, tools)
+        self.last = (messages, now)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +104,19 @@ class MockUpstream:
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
     slowing it down for whichever target a benchmark measured last."""
 
-    def __init__(self, default: Behaviour | None = None, *, record: bool = True, record_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        default: Behaviour | None = None,
+        *,
+        record: bool = True,
+        record_dir: Path | None = None,
+        prompt_cache: SimulatedPromptCache | None = None,
+    ) -> None:
         self.default = default or Behaviour()
         self.record = record
         self.record_dir = record_dir
         self._record_numbers = itertools.count(1)
+        self.prompt_cache = prompt_cache  # None: usage without cache accounting
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -193,12 +239,17 @@ class MockUpstream:
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
         text = behaviour.json_text if _wants_json(body) else behaviour.text
+        if behaviour.usage is None and self.prompt_cache is not None:
+            behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
         if body.get("stream"):
             return await self._stream(request, body, behaviour, text)
-        return web.Response(body=orjson.dumps(completion(body, text)), content_type="application/json", headers=behaviour.headers)
+        answer = completion(body, text)
+        if behaviour.usage is not None:
+            answer["usage"] = behaviour.usage
+        return web.Response(body=orjson.dumps(answer), content_type="application/json", headers=behaviour.headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
-        return await self._send_events(request, stream_events(body, text), behaviour)
+        return await self._send_events(request, stream_events(body, text, behaviour.usage), behaviour)
 
     async def _send_events(self, request: web.Request, events: list[bytes], behaviour: Behaviour) -> web.StreamResponse:
         """Stream ``events`` with the behaviour's faults (delays, a stall, a cut, a malformed event)."""
@@ -293,8 +344,8 @@ def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def stream_events(body: dict[str, Any], text: str) -> list[bytes]:
-    """The SSE events of a streamed answer, ending with [DONE]."""
+def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None = None) -> list[bytes]:
+    """The SSE events of a streamed answer, ending with [DONE]; ``usage`` replaces the generated one."""
     model = body.get("model", "mock")
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
@@ -325,7 +376,8 @@ def stream_events(body: dict[str, Any], text: str) -> list[bytes]:
             events.append(chunk({"content": word + " "}))
         events.append(chunk({}, "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        usage = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": _usage(body, len(events))}
-        events.append(b"data: " + orjson.dumps(usage) + b"\n\n")
+        report = usage if usage is not None else _usage(body, len(events))
+        chunk_of_usage = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [], "usage": report}
+        events.append(b"data: " + orjson.dumps(chunk_of_usage) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events

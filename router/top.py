@@ -147,6 +147,10 @@ def summary_line(rows: Sequence[Row]) -> str:
     errors = sum(1 for r in rows if not isinstance(r.get("status"), int) or r["status"] >= 400)
     saved = sum(max(pinch_saved(r) or 0, 0) for r in rows)
     parts = [f"{len(rows)} decisions", f"{errors} errors", f"pinch saved {format_tokens(saved)} tokens"]
+    cache_rows = [r for r in rows if isinstance(r.get("cached_tokens"), int) and isinstance(r.get("prompt_tokens"), int)]
+    prompt = sum(r["prompt_tokens"] for r in cache_rows)
+    if prompt:
+        parts.append(f"prompt cache {sum(r['cached_tokens'] for r in cache_rows) / prompt:.0%} of {format_tokens(prompt)} tokens")
     durations = [r["duration_ms"] for r in rows if isinstance(r.get("duration_ms"), (int, float))]
     overheads = [r["overhead_ms"] for r in rows if isinstance(r.get("overhead_ms"), (int, float))]
     if durations:
@@ -173,6 +177,15 @@ def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
 
 def _thousands(n: Any) -> str:
     return f"{n:,}" if isinstance(n, int) else "-"
+
+
+def _cache_text(row: Row) -> str:
+    """``; 1,536 from the prompt cache (77%), 160 written to it``, or '' when the upstream did not say."""
+    cached, prompt, written = row.get("cached_tokens"), row.get("prompt_tokens"), row.get("cache_write_tokens")
+    if not isinstance(cached, int):
+        return ""
+    share = f" ({cached / prompt:.0%})" if isinstance(prompt, int) and prompt else ""
+    return f"; {cached:,} from the prompt cache{share}" + (f", {written:,} written to it" if isinstance(written, int) else "")
 
 
 def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
@@ -222,6 +235,9 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
         )
     else:
         field("pinch", "not run")
+    if row.get("pinch_mode") is not None and row.get("pinch_reapplied") is not None:
+        reason = f" — {row['pinch_reason']}" if row.get("pinch_reason") else ""
+        field("ledger", f"{row['pinch_reapplied']} reapplied, {row.get('pinch_newly_compressed') or 0} newly compressed{reason}")
     if row.get("relevance_status") is not None:
         reason = f" ({row['relevance_reason']})" if row.get("relevance_reason") else ""
         field("relevance", f"{row['relevance_status']}{reason}")
@@ -239,7 +255,8 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
     if row.get("total_tokens") is not None:
         field(
             "usage",
-            f"{_thousands(row.get('prompt_tokens'))} prompt + {_thousands(row.get('completion_tokens'))} completion tokens",
+            f"{_thousands(row.get('prompt_tokens'))} prompt + {_thousands(row.get('completion_tokens'))} completion tokens"
+            + _cache_text(row),
         )
     if row.get("stream_error"):
         field("stream error", row["stream_error"])

@@ -69,7 +69,8 @@ def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
 
 
 def upstream_payload(body: dict[str, Any], upstream_model: str, send_messages: list[Message]) -> bytes:
-    """The client's body with only ``model`` and ``messages`` replaced; every other field kept."""
+    """The body (the client's, as :func:`router.core.upstream_body.upstream_body` adjusted it)
+    with only ``model`` and ``messages`` replaced; every other field kept."""
     payload = dict(body)
     payload["model"] = upstream_model
     payload["messages"] = send_messages

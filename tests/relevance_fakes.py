@@ -63,14 +63,17 @@ def session(turn: int = 1) -> list[dict[str, Any]]:
     return messages
 
 
-# Compressing two of the three old results covers the deficit; uniform compresses all three.
+# Compressing two of the three old results covers the deficit, so a batch that stops at the
+# budget (low_watermark 1) keeps one verbatim: the most relevant with an order, else the newest.
 BUDGET = ESTIMATOR.prompt_tokens(session()) - 600
+LOW_WATERMARK = 1.0
+WITHOUT_ORDER_VERBATIM = {"call_3"}  # no relevance order: the oldest are compressed first
 
 
 def relevance_config(upstream_url: str = "http://127.0.0.1:9/v1", *, api: str = "openai", **relevance: Any) -> Config:
     settings: dict[str, Any] = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": api, "min_candidates": 2}
     settings.update(relevance)
-    pinch = {"enabled": True, "budget_tokens": BUDGET, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": settings}
+    pinch = {"enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": settings}
     return make_config(upstream_url, middlewares=CHAIN, pinch=pinch)
 
 

@@ -1,52 +1,44 @@
-"""`pinch-router eval-pinch`: replay a transcript through pinch, uniform vs relevance."""
+"""`pinch-router eval-pinch`: transcripts replayed as sessions through the real proxy, measured and priced."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-import yaml
 
 from router.cli import main
-from router.eval_pinch import ProgressBar, eval_pinch
-from router.transcripts import Transcript, load_transcript
-from tests.relevance_fakes import (
-    BUDGET,
-    EMBED_BASE,
-    EMBED_URL,
-    FakeEmbedder,
-    mocked_embeddings,
-    relevance_config,
-    session,
+from router.config import load_config
+from router.core.pinch import prune_context
+from router.core.pinch_eval import ANTHROPIC, SentRequest, price_session, unchanged_prefix_tokens
+from router.core.tokens import TokenEstimator
+from router.eval_pinch import (
+    MODES,
+    NO_PINCH,
+    SCENARIOS,
+    SHARED_TRANSCRIPTS,
+    STEP_SECONDS,
+    Mode,
+    ProgressBar,
+    Results,
+    SessionRun,
+    Target,
+    cost_at_most,
+    eval_pinch,
+    run_eval,
 )
+from router.transcripts import Transcript, load_transcript
+from tests.relevance_fakes import relevance_config, session
+
+ESTIMATOR = TokenEstimator()
+SHIPPED_CONFIG = Path(__file__).resolve().parent.parent / "config.yaml"
 
 
-def write_config(tmp_path: Path, api: str = "openai", **pinch: Any) -> Path:
-    raw: dict[str, Any] = {
-        "middlewares": ["session-fingerprint", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"],
-        "providers": {"mock": {"base_url": "http://127.0.0.1:9/v1"}},
-        "models": [{"name": "main", "provider": "mock", "upstream_model": "m", "context_window": 32000, "max_output_tokens": 4000, "tiers": [1, 2, 3]}],
-        "pinch": {
-            "enabled": True,
-            "budget_tokens": BUDGET,
-            "keep_last_turns": 1,
-            "max_summarize_chars": 400,
-            "relevance": {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": api},
-            **pinch,
-        },
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
-def write_transcript(tmp_path: Path, messages: list[dict[str, Any]], name: str = "session.json") -> Path:
-    path = tmp_path / name
-    path.write_bytes(orjson.dumps({"messages": messages, "tools": []}))
-    return path
+def load_shipped() -> Any:
+    return load_config(SHIPPED_CONFIG)
 
 
 def test_each_assistant_message_is_a_turn_boundary() -> None:
@@ -56,52 +48,164 @@ def test_each_assistant_message_is_a_turn_boundary() -> None:
     assert turns[-1] == session(turn=1)
 
 
-@pytest.mark.parametrize("api", ["openai", "ollama"])
-def test_replay_prints_tokens_calls_and_survivors_per_transcript(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], api: str
-) -> None:
-    config = write_config(tmp_path, api)
-    transcript = write_transcript(tmp_path, session(turn=2))
-    fake = FakeEmbedder(api)
-    with mocked_embeddings() as mock:
-        mock.post(EMBED_URL[api], callback=fake.answer, repeat=True)
-        assert main(["eval-pinch", "--config", str(config), str(transcript)]) == 0
-    out, err = capsys.readouterr()
-    # turns 1-3 are within budget (no call); turn 4 embeds its queries and two results, turn 5 only what is new
-    assert [len(texts) for texts in fake.calls] == [4, 2]
-    assert out.splitlines()[0] == "session"
-    assert "turns: 5, over the" in out
-    assert "embeddings: 2 calls, 6 texts embedded, 3 from cache; relevance ok 2, skipped 3" in out
-    # uniform compresses every old result; relevance keeps the old migration result on both pruned turns
-    assert "kept verbatim on over-budget turns: uniform 0, relevance 2 (of 5 candidates)" in out
-    assert "[##############################] 5/5 turns" in err
-    assert f"embeddings {api} {EMBED_BASE}" in err
+SMALL = SHARED_TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
+BUDGET_SMALL = 8_000
+UNIFORM = next(m for m in MODES if m.pinch and not m.relevance and not m.ledger)
+RELEVANCE = next(m for m in MODES if m.relevance and not m.ledger)
+UNIFORM_LEDGER = next(m for m in MODES if m.pinch and not m.relevance and m.ledger)
+SCENARIO = {s.name: s for s in SCENARIOS}
 
 
-def test_an_unavailable_endpoint_is_counted_with_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = write_config(tmp_path)
-    transcript = write_transcript(tmp_path, session(turn=2))
-    with mocked_embeddings() as mock:
-        mock.post(EMBED_URL["openai"], status=500, payload={"error": {"message": "no such model"}}, repeat=True)
-        assert main(["eval-pinch", "--config", str(config), str(transcript)]) == 0
-    out, _ = capsys.readouterr()
-    assert "relevance skipped 3, unavailable 2" in out
-    assert "uniform 0, relevance 0 (of 5 candidates)" in out
-    assert "unavailable x2: http://127.0.0.1:9/v1/embeddings answered 500: JSON body of 39 bytes" in out
-
-
-def test_budget_override_and_several_transcripts(tmp_path: Path) -> None:
-    config = relevance_config()
-    first = write_transcript(tmp_path, session(turn=2), "first.json")
-    second = write_transcript(tmp_path, session(turn=1), "second.json")
+def replay_small(*scenarios: str, modes: tuple[Mode, ...] = (UNIFORM,), budget: int = BUDGET_SMALL) -> tuple[Results, str]:
     out, err = io.StringIO(), io.StringIO()
-    with mocked_embeddings() as mock:
-        mock.post(EMBED_URL["openai"], callback=FakeEmbedder("openai").answer, repeat=True)
-        assert eval_pinch(config, [str(first), str(second)], budget=10**6, out=out, err=err) == 0
-    report = out.getvalue()
-    assert report.count("over the 1,000,000-token budget: 0") == 2
-    assert "embeddings: 0 calls" in report
-    assert "9/9 turns" in err.getvalue()
+    transcript = load_transcript(SMALL)
+    results = asyncio.run(
+        run_eval(
+            load_shipped(),
+            [transcript],
+            out,
+            err,
+            budgets=[budget],
+            scenarios=[SCENARIO[s] for s in scenarios],
+            modes=modes,
+        )
+    )
+    return results, out.getvalue()
+
+
+def expected_requests(sent: list[list[dict[str, Any]]], tools: Any, cold_at: set[int] = frozenset()) -> list[SentRequest]:
+    """The session as it must come out: each request's tokens, its prefix, the seconds since the last."""
+    out = []
+    for index, messages in enumerate(sent):
+        prefix = unchanged_prefix_tokens(sent[index - 1], messages, ESTIMATOR, tools) if index else 0
+        gap = 0.0 if index == 0 else STEP_SECONDS + (ANTHROPIC.lifetime_seconds if index in cold_at else 0)
+        out.append(SentRequest(ESTIMATOR.prompt_tokens(messages, tools), prefix, gap))
+    return out
+
+
+def test_no_pinch_sends_every_turn_whole_and_each_repeats_the_previous_one() -> None:
+    results, _ = replay_small("warm")
+    transcript = load_transcript(SMALL)
+    run = results.run(transcript.name, SCENARIO["warm"], BUDGET_SMALL, NO_PINCH)
+    turns = transcript.turn_requests()
+    assert run.requests == expected_requests(turns, transcript.tools)
+    # an agent's request extends the previous one: the prefix is all of it
+    assert [r.prefix_tokens for r in run.requests[1:]] == [ESTIMATOR.prompt_tokens(t, transcript.tools) for t in turns[:-1]]
+
+
+def test_uniform_pinch_is_measured_on_what_reached_the_upstream() -> None:
+    results, _ = replay_small("warm")
+    transcript = load_transcript(SMALL)
+    settings = load_shipped().pinch
+    pruned = [
+        prune_context(t, BUDGET_SMALL, settings.keep_last_turns, settings.max_summarize_chars, None, ESTIMATOR, tools=transcript.tools)[0]
+        for t in transcript.turn_requests()
+    ]
+    run = results.run(transcript.name, SCENARIO["warm"], BUDGET_SMALL, UNIFORM)
+    assert run.requests == expected_requests(pruned, transcript.tools)
+    assert run.over_budget == sum(ESTIMATOR.prompt_tokens(t, transcript.tools) > BUDGET_SMALL for t in transcript.turn_requests()) > 0
+    base = results.run(transcript.name, SCENARIO["warm"], BUDGET_SMALL, NO_PINCH)
+    ratios = results.ratios([transcript.name], SCENARIO["warm"], BUDGET_SMALL, UNIFORM)
+    assert ratios.sent_ratio == sum(r.tokens for r in run.requests) / sum(r.tokens for r in base.requests) < 1
+    # ledger off: a prune moves with the tail, so later requests repeat less of the previous one
+    assert ratios.prefix_share < results.ratios([transcript.name], SCENARIO["warm"], BUDGET_SMALL, NO_PINCH).prefix_share
+
+
+@pytest.mark.parametrize("scenario", ["warm", "cold", "nocache"])
+def test_the_cached_tokens_the_upstream_reports_reach_the_decision_rows_as_priced(scenario: str) -> None:
+    results, _ = replay_small(scenario, modes=(UNIFORM, UNIFORM_LEDGER))
+    name = load_transcript(SMALL).name
+    for mode in (NO_PINCH, UNIFORM, UNIFORM_LEDGER):
+        run = results.run(name, SCENARIO[scenario], BUDGET_SMALL, mode)
+        # the mock upstream's simulated cache, read back through usage and the decision log
+        assert run.reported_cached == run.cost(SCENARIO[scenario]).cached_tokens
+        assert (run.reported_cached > 0) == (scenario != "nocache")
+
+
+def test_cold_gaps_make_every_tenth_request_wait_out_the_cache_lifetime() -> None:
+    results, _ = replay_small("cold")
+    transcript = load_transcript(SMALL)
+    run = results.run(transcript.name, SCENARIO["cold"], BUDGET_SMALL, NO_PINCH)
+    assert [r.gap_seconds for r in run.requests] == [r.gap_seconds for r in expected_requests(transcript.turn_requests(), None, {10})]
+    cost = run.cost(SCENARIO["cold"])
+    # request 10 is priced all fresh although it repeats request 9 in full
+    warm = price_session(run.requests[:10], ANTHROPIC).cost
+    tenth = run.requests[10]
+    assert price_session(run.requests[:11], ANTHROPIC).cost == pytest.approx(warm + 1.25 * tenth.tokens)
+    assert cost.cached_tokens < cost.prefix_tokens
+
+
+def test_no_cache_prices_every_token_at_one_and_counts_referenced_results() -> None:
+    results, out = replay_small("nocache", modes=(UNIFORM, RELEVANCE))
+    name = load_transcript(SMALL).name
+    uniform = results.run(name, SCENARIO["nocache"], BUDGET_SMALL, UNIFORM)
+    cost = uniform.cost(SCENARIO["nocache"])
+    assert cost.cost == cost.tokens_sent == cost.fresh_tokens
+    # uniform compresses every old result, so none of the referenced ones goes out verbatim
+    assert uniform.quality.referenced > 0 and uniform.quality.kept == 0
+    relevance = results.run(name, SCENARIO["nocache"], BUDGET_SMALL, RELEVANCE)
+    assert relevance.quality.referenced > 0
+    assert "referenced kept" in out and "recency" in out
+
+
+def test_ledger_replays_read_batches_and_reasons_back_from_the_decision_rows() -> None:
+    results, out = replay_small("cold", modes=(UNIFORM, UNIFORM_LEDGER))
+    name = load_transcript(SMALL).name
+    ledger = results.run(name, SCENARIO["cold"], BUDGET_SMALL, UNIFORM_LEDGER)
+    # every request's row says why it did or did not compress new results; numbers are folded to N
+    assert sum(ledger.reasons.values()) == len(ledger.requests)
+    assert not any(ch.isdigit() for reason in ledger.reasons for ch in reason)
+    assert 1 <= ledger.batches < len(ledger.requests)
+    assert f"why ({UNIFORM_LEDGER.name}): " in out
+    # a ledger rewrites less than pruning afresh every request does
+    ratios = {m: results.ratios([name], SCENARIO["cold"], BUDGET_SMALL, m) for m in (UNIFORM, UNIFORM_LEDGER)}
+    assert ratios[UNIFORM_LEDGER].prefix_share > ratios[UNIFORM].prefix_share
+
+
+def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
+    transcript = load_transcript(SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json")
+    config = load_shipped()
+    out = io.StringIO()
+    results = asyncio.run(run_eval(config, [transcript], out, io.StringIO(), budgets=[40_000], scenarios=[SCENARIO["window"]], modes=()))
+    run = results.run(transcript.name, SCENARIO["window"], 40_000, NO_PINCH)
+    # the gate's fit rule: the prompt plus room for the answer (no max_tokens sent: the configured minimum)
+    room = config.routing.min_output_tokens
+    window = SCENARIO["window"].context_window
+    too_big = [t for t in transcript.turn_requests() if ESTIMATOR.prompt_tokens(t, transcript.tools) + room > window]
+    assert run.refused == len(too_big) > 0
+    assert len(run.requests) == len(transcript.turn_requests()) - len(too_big)
+    assert f"({len(too_big)} refused)" in out.getvalue()
+
+
+def session_run(tokens: list[int], over_budget: int = 1) -> SessionRun:
+    return SessionRun(requests=[SentRequest(t, 0, STEP_SECONDS) for t in tokens], over_budget=over_budget)
+
+
+def test_a_target_is_met_only_on_every_transcript_that_exceeds_the_budget() -> None:
+    cold = SCENARIO["cold"]
+    results = Results(["big", "small", "short"], (cold,), (20_000,), (NO_PINCH, UNIFORM_LEDGER))
+    results.runs[("big", "cold", 0, NO_PINCH.name)] = session_run([100, 100])
+    results.runs[("big", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([70, 70])
+    results.runs[("small", "cold", 0, NO_PINCH.name)] = session_run([100, 100])
+    results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([90, 90])
+    # never over budget: pinch had nothing to do there, so it is not judged (it costs 1.00×)
+    results.runs[("short", "cold", 0, NO_PINCH.name)] = session_run([10])
+    results.runs[("short", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([10], over_budget=0)
+    target = Target("cold", 20_000, "cost ≤ 0.80×", cost_at_most(0.80))
+    ok, detail = target.worst(results, cold, 20_000, [UNIFORM_LEDGER])
+    assert not ok and detail == f"1 of 2 missed, worst: cost 0.900× ({UNIFORM_LEDGER.name}, small)"
+    results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([80, 80])
+    assert target.worst(results, cold, 20_000, [UNIFORM_LEDGER]) == (True, f"worst: cost 0.800× ({UNIFORM_LEDGER.name}, small)")
+
+
+def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval-pinch", "--config", str(SHIPPED_CONFIG), "--budget", str(BUDGET_SMALL), "--scenario", "warm", "--scenario", "nocache", str(SMALL)]) == 0
+    out, err = capsys.readouterr()
+    assert f"warm cache: consecutive requests, a 1,000,000-token window — budget {BUDGET_SMALL:,}" in out
+    assert f"no prompt cache: the provider caches nothing — budget {BUDGET_SMALL:,}" in out
+    assert "hashed bag-of-words embeddings (not a real model)" in out
+    assert "targets (issue #11)" in out and "warm 8k: cost ≤ 1.00×" in out
+    assert "turns" in err
 
 
 @pytest.mark.parametrize(
@@ -135,11 +239,13 @@ def test_budget_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert "must be at least 1" in capsys.readouterr().err
 
 
-def test_progress_bar_fills_up_and_ends_the_line() -> None:
+def test_progress_bar_redraws_on_a_new_label_every_tenth_turn_and_at_the_end() -> None:
     stream = io.StringIO()
-    bar = ProgressBar(4, stream, width=8)
-    bar.advance("a")
-    bar.advance("a")
+    bar = ProgressBar(12, stream, width=12)
+    for _ in range(12):
+        bar.advance("a")
     bar.close()
-    assert "\r[####----] 2/4 turns  a" in stream.getvalue()
+    drawn = [line.split("]")[1].split("turns")[0].strip() for line in stream.getvalue().split("\r")[1:]]
+    assert drawn == ["1/12", "10/12", "12/12"]
+    assert "[############] 12/12 turns  a" in stream.getvalue()
     assert stream.getvalue().endswith("\n")

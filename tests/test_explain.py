@@ -17,7 +17,7 @@ from bench.harness import (
 )
 from router.cli import main
 from router.config import Config, parse_config
-from router.context import Outcome
+from router.context import Outcome, PinchMode, PinchStats
 from router.core.pinch import CompressionKind
 from router.core.tokens import TokenEstimator
 from router.explain import (
@@ -26,8 +26,8 @@ from router.explain import (
     parse_headers,
     render_explanation,
 )
-from tests.conftest import chat_body, model_entry
-from tests.factories import assistant, tool, user
+from tests.conftest import chat_body, make_config, model_entry
+from tests.factories import assistant, make_ctx, tool, user
 
 TRANSCRIPT = TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -250,3 +250,22 @@ def test_text_parts_count_as_elided_when_any_part_was_long():
     sent = [messages[0], {**messages[1], "content": [parts[0], {"type": "text", "text": "short"}]}]
     (found,) = compressed_messages(messages, sent, 300, TokenEstimator())
     assert (found.kind, found.chars_before, found.chars_after) == (CompressionKind.ELIDED, 451, 56)
+
+
+@pytest.mark.parametrize(
+    ("stats", "line"),
+    [
+        (PinchStats(PinchMode.UNIFORM, 9000, 5000, 4, 4, 0, reapplied=3, newly_compressed=1, reason="over the window"), "ledger      3 reapplied, 1 newly compressed — over the window"),
+        (PinchStats(PinchMode.WITHIN_BUDGET, 900, 900, reason="within budget after the ledger"), "ledger      0 reapplied, 0 newly compressed — within budget after the ledger"),
+    ],
+)
+def test_the_ledger_and_the_reason_are_shown(stats: PinchStats, line: str) -> None:
+    ctx = make_ctx(messages=[user("task")])
+    ctx.pinch = stats
+    assert line in render_explanation(ctx, make_config()).splitlines()
+
+
+def test_no_ledger_line_when_pinch_has_nothing_to_say() -> None:
+    ctx = make_ctx(messages=[user("task")])
+    ctx.pinch = PinchStats(PinchMode.WITHIN_BUDGET, 900, 900)
+    assert "ledger" not in render_explanation(ctx, make_config())

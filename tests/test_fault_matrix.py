@@ -46,7 +46,7 @@ from router.core.upstream_body import is_usage_only_event
 from router.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.classifier_fakes import CATEGORIES, ollama_reply, verdict
 from tests.conftest import ProxyFactory, make_config, model_entry
-from tests.relevance_fakes import BUDGET, OLD_RESULTS, session, topic_vector
+from tests.relevance_fakes import BUDGET, LOW_WATERMARK, OLD_RESULTS, WITHOUT_ORDER_VERBATIM, session, topic_vector
 
 URL = "/v1/chat/completions"
 FAULT_TIMEOUT = 0.3  # every timeout a cell provokes; healthy calls get HEALTHY_TIMEOUT
@@ -192,7 +192,7 @@ def full_chain_config(
         routing={"categories": CATEGORIES, "tiers": [1, 2, 3], "fallback_category": FALLBACK[0], "fallback_tier": FALLBACK[1]},
         classifier={"provider": "classifier", "model": "tiny-classifier", "timeout_seconds": classifier_timeout},
         session_cache={"enabled": True},
-        pinch={"enabled": True, "budget_tokens": BUDGET, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": relevance},
+        pinch={"enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": relevance},
         upstream={**timeouts, **upstream},
     )
 
@@ -248,9 +248,9 @@ def assert_neighbours_healthy(served: Served) -> None:
 
 
 def assert_compressed_uniformly(served: Served) -> None:
-    """Without an order, pinch compresses every old tool result (fail closed)."""
+    """Without an order, pinch still compresses (fail closed): the oldest old results first, down to the budget."""
     assert served.row["pinch_mode"] == "uniform"
-    assert served.row["pinch_compressed"] == len(OLD_RESULTS)
+    assert served.row["pinch_compressed"] == len(OLD_RESULTS) - len(WITHOUT_ORDER_VERBATIM)  # the oldest first, down to the budget
     assert int(served.headers["x-router-pinch-saved"]) > 0
 
 
@@ -368,7 +368,7 @@ async def test_embeddings_fault_prunes_uniformly_and_is_logged(
     assert_compressed_uniformly(served)
     sent = {m["tool_call_id"]: m["content"] for m in mock.received[-1].body["messages"] if m["role"] == "tool"}
     original = {m["tool_call_id"]: m["content"] for m in session() if m["role"] == "tool"}
-    assert all(sent[call_id] != original[call_id] for call_id, _ in OLD_RESULTS)
+    assert {call_id for call_id, _ in OLD_RESULTS if sent[call_id] == original[call_id]} == WITHOUT_ORDER_VERBATIM
     [warning] = [r for r in caplog.records if r.getMessage() == "relevance_unavailable"]
     assert warning.levelno == logging.WARNING
     assert cell.reason in warning.reason  # type: ignore[attr-defined]

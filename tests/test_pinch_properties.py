@@ -10,12 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.context import PinchMode, PinchStats
+from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import (
     MIN_SUMMARIZE_CHARS,
     compress_tool_result,
     prune_context,
     tool_name_for,
 )
+from router.core.pinch_ledger import EMPTY_LEDGER, WindowLimit, pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.core.turns import protected_from, trim_candidates
 from tests.factories import assistant, image_part, system, tool, user
@@ -227,3 +229,68 @@ def test_relevance_mode_compresses_a_prefix_of_the_order_and_stops_once_the_defi
         assert saved_before_last < deficit
     if stats.saved_tokens < deficit:
         assert set(compressed) == set(expected)
+
+
+# --- the session ledger: every invariant on every turn of a generated session --------------------
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[CacheVerdict, int, int | None]], int, int, float]:
+    """A transcript replayed turn by turn (each request is the transcript up to a turn), and per turn
+    a cache verdict, a budget (percent of that request) and maybe a hard window (percent)."""
+    messages = draw(transcripts())
+    ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"] + [len(messages)]
+    requests = [messages[:end] for end in ends if end > 0]
+    percent = st.sampled_from([0, 30, 60, 90, 100, 120]) | st.integers(0, 120)
+    turns = [(draw(st.sampled_from(list(CacheVerdict))), draw(percent), draw(st.none() | percent)) for _ in requests]
+    return requests, turns, draw(st.integers(1, 3)), draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), draw(st.sampled_from([0.3, 0.6, 1.0]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(sessions())
+def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(session) -> None:
+    requests, turns, keep, max_chars, watermark = session
+    ledger = EMPTY_LEDGER
+    sent_before: dict[str, bytes] = {}  # tool_call_id -> the compressed bytes sent for it
+    for messages, (verdict, budget_percent, window_percent) in zip(requests, turns, strict=True):
+        before = orjson.dumps(messages)
+        total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
+        windows = [] if window_percent is None else [WindowLimit("m", "p", 10**6, total * window_percent // 100)]
+        result = pinch_session(
+            messages,
+            ledger,
+            budget_tokens=total * budget_percent // 100,
+            low_watermark=watermark,
+            keep_last_turns=keep,
+            max_summarize_chars=max_chars,
+            cache=CacheState(verdict, str(verdict), requests=3),
+            windows=windows,
+        )
+        sent, stats = result.messages, result.stats
+        assert orjson.dumps(messages) == before, "the input was mutated"
+        assert len(sent) == len(messages), "a message was added or removed"
+        candidates = set(trim_candidates(messages, keep))
+        open_calls: set[str] = set()
+        for index, (old, new) in enumerate(zip(messages, sent, strict=True)):
+            assert list(new) == list(old) and all(new[k] == old[k] for k in old if k != "content")
+            for call in new.get("tool_calls") or []:
+                open_calls.add(call["id"])
+            if old["role"] != "tool":
+                assert new is old, "a non-tool message changed"
+                continue
+            assert new["tool_call_id"] in open_calls, "a result lost its call"
+            if new is not old:
+                assert index in candidates
+            previous = sent_before.get(new["tool_call_id"])
+            if previous is not None and index in candidates:
+                assert orjson.dumps(new) == previous, "a ledger result was not resent byte for byte (or came back)"
+        for index in candidates:
+            if sent[index] is not messages[index]:
+                sent_before[messages[index]["tool_call_id"]] = orjson.dumps(sent[index])
+        assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
+        assert stats.compressed == sum(1 for a, b in zip(messages, sent, strict=True) if a is not b)
+        assert stats.compressed == stats.reapplied + stats.newly_compressed
+        if windows and stats.final_tokens > windows[0].prompt_limit:
+            uniform, _ = prune_context(messages, 0, keep, max_chars)
+            assert sent == uniform, "over the hard window while something could still be compressed"
+        ledger = result.ledger

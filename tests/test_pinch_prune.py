@@ -7,16 +7,18 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from middlewares.pinch_prune import PinchPrune
 from router.chain import StageDeps
 from router.config import ConfigError, load_config
-from router.context import Message, Outcome, PinchMode, Relevance, RelevanceStatus
-from router.core.pinch import MIN_SUMMARIZE_CHARS, prune_context
+from router.context import Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
+from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed, prune_context
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turns import trim_candidates
 from router.stage import run_stage
+from tests.classifier_fakes import FakeClock
 from tests.conftest import make_config, model_entry
 from tests.factories import assistant, make_ctx, system, tool, user
 
@@ -211,3 +213,101 @@ def test_the_shipped_config_enables_pinch_before_the_gate():
     assert config.pinch.enabled
     chain = config.middlewares
     assert chain.index("pinch-prune") < chain.index("capability-gate")
+
+
+# --- the session ledger through the proxy, timed by an injected clock ------------------------------
+
+
+def compressed_ids(messages: list[Message]) -> list[str]:
+    return [m["tool_call_id"] for m in messages if m.get("role") == "tool" and is_compressed(m["content"])]
+
+
+async def test_a_session_resends_its_compressed_results_byte_for_byte_and_batches_again_once_the_cache_is_cold(proxy, mock_upstream):
+    mock, url = mock_upstream
+    clock = FakeClock()
+    client = await proxy(pinch_config(url, budget_tokens=4000), clock=clock)
+    first = await client.post(URL, json={"model": "auto", "messages": session(6)})
+    assert first.status == 200
+    sent_first = mock.received[-1].body["messages"]
+    batch = compressed_ids(sent_first)
+    assert batch == [f"call_{i}" for i in range(len(batch))] and tokens(sent_first) <= 0.6 * 4000  # one batch, oldest first
+
+    clock.advance(10)  # later turns, cache warm: the ledger only, no rewrite
+    await client.post(URL, json={"model": "auto", "messages": session(10)})
+    sent_second = mock.received[-1].body["messages"]
+    assert tokens(sent_second) > 4000  # over budget, but a rewrite would not pay
+    assert orjson.dumps(sent_second[: len(sent_first)]) == orjson.dumps(sent_first)
+
+    clock.advance(400)  # idle beyond the provider's 300 s: the cache is cold anyway
+    await client.post(URL, json={"model": "auto", "messages": session(11)})
+    sent_third = mock.received[-1].body["messages"]
+    assert tokens(sent_third) <= 0.6 * 4000
+    assert compressed_ids(sent_third)[: len(batch)] == batch and len(compressed_ids(sent_third)) > len(batch)
+
+
+@pytest.mark.parametrize(
+    ("advance", "ledger", "detail"),
+    [
+        (10, True, "deferred: {} → {} tokens, {} compressed ({} from the ledger, 0 new); over budget; warm cache, rewrite does not pay"),
+        (400, True, "cache cold (idle 400s > 300s)"),
+        (10, False, "pruned afresh (pinch.ledger is false)"),
+    ],
+)
+async def test_the_trace_says_why_new_results_were_or_were_not_compressed(http, advance, ledger, detail):
+    clock = FakeClock()
+    prune = PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger=ledger), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+    first = make_ctx({"model": "auto", "messages": session(6)})
+    first.session = SessionKey("s1", "header")
+    record = await run_stage(prune, first)
+    assert ("over budget; cache cold (new session)" in record.detail) is ledger
+    clock.advance(advance)
+    second = make_ctx({"model": "auto", "messages": session(10)})
+    second.session = SessionKey("s1", "header")
+    record = await run_stage(prune, second)
+    assert first.pinch is not None and second.pinch is not None
+    batch = first.pinch.newly_compressed
+    assert detail.format(second.pinch.original_tokens, second.pinch.final_tokens, batch, batch) in record.detail
+    assert second.pinch.reason in record.detail
+
+
+# --- the hard window: the preferred model's, then larger ones, then the gate's 400 ----------------
+
+
+def windows_config(url: str, small_window: int, large_window: int):
+    models = [model_entry("small", context_window=small_window, quality=0.9), model_entry("large", context_window=large_window, quality=0.1)]
+    settings = {"enabled": True, "budget_tokens": 1_000_000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS}
+    return make_config(url, middlewares=CHAIN, pinch=settings, models=models)
+
+
+async def test_a_session_over_its_models_window_is_compressed_to_stay_on_that_model(proxy, mock_upstream):
+    mock, url = mock_upstream
+    messages = session(results=20)  # ~20k tokens: the large model would take it as it is
+    client = await proxy(windows_config(url, small_window=16_000, large_window=128_000))
+    response = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert response.status == 200 and response.headers["x-router-model"] == "small"
+    sent = mock.received[-1].body["messages"]
+    assert tokens(sent) + 1024 <= 16_000  # routing.min_output_tokens left for the answer
+
+
+async def test_when_the_preferred_window_cannot_be_fitted_pinch_compresses_toward_the_largest_capable_one(proxy, mock_upstream):
+    mock, url = mock_upstream
+    messages = session(results=20)
+    everything, _ = prune_context(messages, 0, KEEP, MAX_CHARS)
+    client = await proxy(windows_config(url, small_window=tokens(everything) + 1024 - 1, large_window=12_000))
+    response = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert response.status == 200 and response.headers["x-router-model"] == "large"
+    assert tokens(mock.received[-1].body["messages"]) + 1024 <= 12_000
+
+
+async def test_only_when_even_the_fully_pinched_prompt_fits_no_window_does_the_gate_answer_400_naming_the_gap(proxy, mock_upstream):
+    mock, url = mock_upstream
+    messages = session(results=20)
+    everything, _ = prune_context(messages, 0, KEEP, MAX_CHARS)
+    client = await proxy(windows_config(url, small_window=1_500, large_window=tokens(everything) - 1))
+    response = await client.post(URL, json={"model": "auto", "messages": messages})
+    assert response.status == 400
+    error = (await response.json())["error"]
+    assert error["code"] == "no_capable_model"
+    # the gap is the fully compressed prompt, plus routing.min_output_tokens for the answer, against each window
+    assert f"context window {tokens(everything) - 1} is smaller than the {tokens(everything) + 1024} tokens needed" in error["message"]
+    assert mock.received == []

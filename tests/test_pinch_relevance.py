@@ -34,6 +34,7 @@ from tests.relevance_fakes import (
     EMBED_URL,
     ESTIMATOR,
     OLD_RESULTS,
+    WITHOUT_ORDER_VERBATIM,
     FakeEmbedder,
     mocked_embeddings,
     relevance_config,
@@ -95,12 +96,12 @@ async def test_old_relevant_result_survives_while_newer_irrelevant_ones_are_comp
     assert len(fake.calls[0]) == 5
 
 
-async def test_without_relevance_every_old_result_is_compressed(proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]) -> None:
+async def test_without_relevance_the_oldest_old_results_are_compressed_first(proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]) -> None:
     messages = session()
     async with proxied(proxy, mock_upstream, enabled=False) as (client, upstream, mock):
         await send(client, messages)
         assert not mock.requests.get(("POST", URL(EMBED_URL["openai"])))
-    assert verbatim(upstream.received[-1].body["messages"], messages) == set()
+    assert verbatim(upstream.received[-1].body["messages"], messages) == WITHOUT_ORDER_VERBATIM
 
 
 @pytest.mark.parametrize("api", ["openai", "ollama"])
@@ -162,7 +163,7 @@ async def test_any_embeddings_failure_falls_back_to_uniform_prune(
         mock.post(EMBED_URL["openai"], **mocked)
         response = await send(client, messages)
     assert int(response.headers["x-router-pinch-saved"]) > 0
-    assert verbatim(upstream.received[-1].body["messages"], messages) == set()  # uniform: all compressed
+    assert verbatim(upstream.received[-1].body["messages"], messages) == WITHOUT_ORDER_VERBATIM  # no order: oldest first
     [warning] = [r for r in caplog.records if r.getMessage() == "relevance_unavailable"]
     assert warning.levelno == logging.WARNING
     assert reason in warning.reason  # type: ignore[attr-defined]
@@ -213,7 +214,7 @@ async def test_below_min_candidates_makes_no_embeddings_call(proxy: ProxyFactory
     async with proxied(proxy, mock_upstream, min_candidates=4) as (client, upstream, mock):  # the session has three
         await send(client, messages)
         assert mock.requests == {}
-    assert verbatim(upstream.received[-1].body["messages"], messages) == set()
+    assert verbatim(upstream.received[-1].body["messages"], messages) == WITHOUT_ORDER_VERBATIM
 
 
 # No user message and no assistant text or tool calls: nothing to ask about.

@@ -229,6 +229,27 @@ def test_detail_shows_escalation_and_outcome():
     assert "outcome     failure (tests failed)" in detail
 
 
+def test_detail_shows_the_ledger_and_the_prompt_cache():
+    row = decision_row(
+        pinch_reapplied=5, pinch_newly_compressed=3, pinch_reason="over budget and the cache is cold", cached_tokens=15_000, cache_write_tokens=400
+    )
+    lines = decision_detail(row, UTC).splitlines()
+    assert "ledger      5 reapplied, 3 newly compressed — over budget and the cache is cold" in lines
+    assert "usage       20,000 prompt + 30 completion tokens; 15,000 from the prompt cache (75%), 400 written to it" in lines
+
+
+def test_detail_without_cache_accounting_or_ledger_says_nothing_of_them():
+    detail = decision_detail(decision_row(pinch_mode=None, tokens_before=None, tokens_after=None), UTC)
+    assert "ledger" not in detail and "prompt cache" not in detail
+    assert "usage       20,000 prompt + 30 completion tokens" in detail.splitlines()
+
+
+def test_summary_line_shows_the_prompt_cache_share_of_the_rows_that_report_it():
+    rows = [decision_row(cached_tokens=15_000), decision_row(prompt_tokens=10_000, cached_tokens=0), decision_row()]
+    assert "prompt cache 50% of 30k tokens" in summary_line(rows)
+    assert "prompt cache" not in summary_line([decision_row()])
+
+
 def test_summary_line_counts_errors_savings_and_models():
     rows = [decision_row(), decision_row(status=502, model="backup"), decision_row(tokens_before=None, tokens_after=None)]
     line = summary_line(rows)

@@ -100,6 +100,34 @@ async def test_provider_key_comes_from_its_env_var_and_client_headers_stay_behin
     assert "X-Client-Secret" not in sent and "Cookie" not in sent
 
 
+@pytest.mark.parametrize(
+    ("switch", "client_key", "expected"),
+    [
+        (True, None, "session"),  # the session key fills in
+        (True, "agent-key", "agent-key"),  # the client's own is kept
+        (False, "agent-key", "agent-key"),
+        (False, None, None),  # switch off: nothing added
+    ],
+)
+async def test_prompt_cache_key_is_the_clients_or_with_the_switch_the_session_key(proxy, mock_upstream, switch, client_key, expected):
+    mock, url = mock_upstream
+    client = await proxy(make_config(providers={"mock": {"base_url": url, "set_prompt_cache_key": switch}}))
+    body = chat_body() if client_key is None else chat_body(prompt_cache_key=client_key)
+    resp = await client.post(URL, json=body, headers={"x-router-session": "agent-session-7"})
+    assert resp.status == 200
+    sent = mock.received[0].body
+    if expected is None:
+        assert "prompt_cache_key" not in sent
+    elif expected == "session":
+        # the session key (a digest of the client's session header), the same on every turn
+        await client.post(URL, json=chat_body("turn two"), headers={"x-router-session": "agent-session-7"})
+        key = sent["prompt_cache_key"]
+        assert isinstance(key, str) and key and "agent-session-7" not in key
+        assert mock.received[1].body["prompt_cache_key"] == key
+    else:
+        assert sent["prompt_cache_key"] == expected
+
+
 async def test_upstream_4xx_reaches_the_client_in_openai_format_without_fallback(proxy, mock_upstream, second_upstream):
     mock, url = mock_upstream
     backup, backup_url = second_upstream

@@ -22,6 +22,7 @@ from router.config import ModelSettings
 from router.context import Candidate, Capabilities, Rejection, Route
 from router.core.chat_request import offers_tools, requested_max_tokens
 from router.core.messages import Message, has_image_part
+from router.core.pinch_ledger import WindowLimit
 from router.core.tokens import TokenEstimator
 
 JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
@@ -199,3 +200,33 @@ def select_route(
         pinned=pinned is not None,
         rejected=tuple(rejected),
     )
+
+
+def pinch_windows(
+    models: Sequence[ModelSettings],
+    needs: Capabilities,
+    tier: int,
+    min_tool_proficiency: float,
+    min_output_tokens: int,
+    classified_context_tokens: int | None = None,
+    pinned: str | None = None,
+) -> tuple[WindowLimit, ...]:
+    """The context windows pinch must fit, in the order to try, before the gate has run.
+
+    First the window of the model the gate will prefer for this request on
+    everything but its prompt's size (which pinch is about to change) — so a
+    session that outgrows its model's window is compressed to stay on that
+    model, and its prompt cache with it — then every larger capable window,
+    smallest first, for when even compressing everything cannot fit the
+    preferred one. A model fits a prompt of ``window − min_output_tokens``
+    tokens, the gate's rule. Empty when no model is capable (the gate answers that).
+    """
+    sizeless = replace(needs, prompt_tokens=0, required_context_tokens=classified_context_tokens or 0)
+    route = select_route(models, sizeless, tier, min_tool_proficiency, pinned)
+    if isinstance(route, NoRoute):
+        return ()
+    by_name = {m.name: m for m in models}
+    capable = [by_name[c.model] for c in route.candidates]
+    preferred = capable[0]
+    larger = sorted((m for m in capable if m.context_window > preferred.context_window), key=lambda m: m.context_window)
+    return tuple(WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens) for m in [preferred, *larger])

@@ -6,7 +6,8 @@ older than ``staleness_seconds`` is a miss; it stays until the next ``put``
 for that key overwrites it (or LRU eviction drops it) and a read never renews
 it, so a session is reclassified at least once per staleness window even
 while it is busy. The store holds at most ``max_entries`` sessions, evicting
-the least recently used (read or written) first.
+the least recently used (read or written) first. Entries live in the
+``classification`` space of a :class:`~router.core.session_state.SessionState`.
 
 Side requests: agents send title, summary and commit-message requests with the
 session's id but without tools (opencode's title request comes first). So an
@@ -19,8 +20,12 @@ written by a tool-less one (it was a title request) and replaces it.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
+
+import orjson
+
+from router.core.session_state import MemorySessionState, SessionState, Space
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +39,13 @@ class CachedClassification:
         """Whether this entry is the classification of a request that does (or does not) offer tools."""
         return self.tools_offered == offers_tools
 
+    def encode(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def decode(cls, data: bytes) -> CachedClassification:
+        return cls(**orjson.loads(data))
+
 
 def is_side_request(entry: CachedClassification | None, offers_tools: bool) -> bool:
     """A request without tools in a session whose classified turns offered tools: a title, a summary, a commit message."""
@@ -41,28 +53,29 @@ def is_side_request(entry: CachedClassification | None, offers_tools: bool) -> b
 
 
 class SessionCache:
-    def __init__(self, max_entries: int) -> None:
+    """The classifications, kept in a :class:`SessionState` (its own in-memory one unless given)."""
+
+    def __init__(self, max_entries: int, state: SessionState | None = None, ttl_seconds: float = math.inf) -> None:
         if max_entries <= 0:
             raise ValueError("max_entries must be positive")
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, CachedClassification] = OrderedDict()
+        self._state = state if state is not None else MemorySessionState()
+        # ttl only frees memory (and a shared store's keys): staleness is decided by each get
+        self._space = Space("classification", 2, ttl_seconds, max_entries, CachedClassification.encode, CachedClassification.decode)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """Sessions held (the in-memory store counts them; a shared store does not say)."""
+        if not isinstance(self._state, MemorySessionState):
+            raise TypeError("only an in-memory session state counts its entries")
+        return self._state.size(self._space)
 
     def get(self, key: str, now: float, staleness_seconds: float) -> CachedClassification | None:
         """The fresh entry for ``key``, or None when absent or older than ``staleness_seconds``."""
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        self._entries.move_to_end(key)
-        if now - entry.stored_at > staleness_seconds:
+        entry = self._state.get(self._space, key, now)
+        if entry is None or now - entry.stored_at > staleness_seconds:
             return None
         return entry
 
     def put(self, key: str, category: str, tier: int, now: float, *, tools_offered: bool = False) -> None:
         """Store (or overwrite) ``key``'s classification as of ``now``; evict beyond ``max_entries``."""
-        self._entries[key] = CachedClassification(category, tier, now, tools_offered)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self._state.put(self._space, key, CachedClassification(category, tier, now, tools_offered), now)

@@ -6,13 +6,16 @@ deltas are never re-chunked or merged (WHAT-USERS-HIT #2), and when a stream
 breaks, the client gets a clean error event instead of half a JSON line.
 The usage chunk (``stream_options.include_usage``) is read, never altered — and
 dropped whole only when the proxy asked for it on the client's behalf
-(``drop_usage_only``, see :mod:`router.core.upstream_body`).
+(``drop_usage_only``, see :mod:`router.core.upstream_body`); a stream that
+reports usage in several events (Anthropic's message_start and message_delta)
+keeps the latest figure of each kind.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -44,20 +47,48 @@ def _last_boundary(buffer: bytes | bytearray, start: int = 0) -> int:
 
 
 def read_usage(data: bytes) -> Usage | None:
-    """Usage from one JSON body (a chat completion or one stream chunk), if it has one."""
+    """Usage from one JSON body (a chat completion or one stream chunk), if it has one.
+
+    Reads both shapes of cache accounting: OpenAI's ``prompt_tokens`` with
+    ``prompt_tokens_details.cached_tokens``, and Anthropic's ``input_tokens``
+    (which leaves out the cached part) with ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` — also inside an OpenAI-shaped usage, as
+    some compatible servers send them — plus DeepSeek's
+    ``prompt_cache_hit_tokens``. Anthropic's stream carries its usage in
+    ``message_start``'s ``message``; that is read too.
+    """
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    usage = obj.get("usage") if isinstance(obj, dict) else None
-    if not isinstance(usage, dict):
+    if not isinstance(obj, dict):
         return None
+    usage = obj.get("usage")
+    if not isinstance(usage, dict):
+        message = obj.get("message")
+        usage = message.get("usage") if isinstance(message, dict) else None
+        if not isinstance(usage, dict):
+            return None
+    return _usage(usage)
 
-    def number(key: str) -> int | None:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    return Usage(number("prompt_tokens"), number("completion_tokens"), number("total_tokens"))
+def _usage(usage: dict[str, Any]) -> Usage:
+    def number(key: str, within: dict[str, Any] = usage) -> int | None:
+        value = within.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    details = usage.get("prompt_tokens_details")
+    cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
+    cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
+    cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)
+    prompt, completion = number("prompt_tokens"), number("completion_tokens")
+    total, uncached_input = number("total_tokens"), number("input_tokens")
+    if prompt is None and uncached_input is not None:
+        # Anthropic's shape: input_tokens counts only what was neither read from nor written to the cache
+        prompt = uncached_input + (cache_read or 0) + (cache_write or 0)
+    if completion is None:
+        completion = number("output_tokens")
+    return Usage(prompt, completion, total, cached, cache_write)
 
 
 def _without_usage_only_events(ready: bytes) -> bytes:
@@ -109,4 +140,6 @@ class SseRelay:
             if data == b"[DONE]":
                 self.done = True
             elif b'"usage"' in data:
-                self.usage = read_usage(data) or self.usage
+                usage = read_usage(data)
+                if usage is not None:  # Anthropic reports the prompt at the start, the output at the end
+                    self.usage = usage if self.usage is None else self.usage.updated(usage)

@@ -1,6 +1,6 @@
 """What of the client's body the upstream gets changed, besides ``model`` and ``messages``. Pure.
 
-Two fields, each only when there is a reason:
+Three fields, each only when there is a reason:
 
 * the output limit (``max_completion_tokens`` / ``max_tokens``, whichever the
   client sent) is lowered to what the candidate can give (see
@@ -8,7 +8,10 @@ Two fields, each only when there is a reason:
 * a stream whose client did not ask for ``stream_options.include_usage`` asks
   for it anyway, so the decision log knows the token counts; the relay then
   drops the usage-only chunk (:func:`is_usage_only_event`) so the client sees
-  exactly the stream it asked for.
+  exactly the stream it asked for;
+* ``prompt_cache_key``, set to the session key for a provider with
+  ``set_prompt_cache_key`` when the client sent none (OpenAI routes its prompt
+  cache by it), never replacing the client's.
 
 Everything else passes through untouched (WHAT-USERS-HIT #8, #10).
 """
@@ -30,10 +33,16 @@ def usage_must_be_injected(body: dict[str, Any]) -> bool:
     return not (isinstance(options, dict) and options.get("include_usage") is True)
 
 
-def upstream_body(body: dict[str, Any], output_tokens: int | None, inject_usage: bool) -> dict[str, Any]:
-    """``body`` with the output limit lowered to ``output_tokens`` and the usage chunk asked for;
-    ``body`` itself (not a copy) when nothing changes."""
+def upstream_body(
+    body: dict[str, Any], output_tokens: int | None, inject_usage: bool, prompt_cache_key: str | None = None
+) -> dict[str, Any]:
+    """``body`` with the output limit lowered to ``output_tokens``, the usage chunk asked for, and
+    ``prompt_cache_key`` set (the session key, for a provider with ``set_prompt_cache_key``) when
+    the client sent none — the client's own is never replaced; ``body`` itself (not a copy) when
+    nothing changes."""
     changes: dict[str, Any] = {}
+    if prompt_cache_key is not None and "prompt_cache_key" not in body:
+        changes["prompt_cache_key"] = prompt_cache_key
     if output_tokens is not None:
         for key in OUTPUT_LIMIT_KEYS:
             value = body.get(key)

@@ -1,0 +1,346 @@
+"""Pinch with a per-session ledger: sticky compression in cache-timed batches (ARCHITECTURE §5, issue #11). Pure.
+
+Providers cache the longest unchanged prefix of a session's requests, so what
+a request costs is mostly what follows the first byte that changed since the
+previous one. :func:`prune_context` rewrites old tool results afresh on every
+request; :func:`pinch_session` keeps the session's prompt stable instead:
+
+* **Ledger.** A compressed result is remembered by its id (``tool_call_id``)
+  and a digest of its content (:func:`content_digest`). On every later request
+  of the session each trim candidate that is in the ledger with the same
+  content is compressed again — with the same function, settings and tool
+  name, so to exactly the same bytes — before anything else is decided. A
+  result never comes back uncompressed. A result whose content changed, or
+  that the client dropped (its own compaction, an edited history), simply no
+  longer matches: the ledger applies only to results still present with
+  identical content. An empty ledger (a new session, or one the store lost or
+  evicted) means the request is pinched as a fresh session: one batch, never
+  an error. Results that are not trim candidates (the protected last turns)
+  are never touched, whatever the ledger says.
+* **Two limits.** The model's context window is hard: the prompt must fit
+  ``windows[0]`` (the window of the model the gate will prefer, less the room
+  left for the answer), or, when even compressing every candidate cannot fit
+  it, the first larger window that it can (the gate will then route there); it
+  fits none ⇒ everything is compressed and the gate answers 400. The budget
+  (``budget_tokens``) is soft: beyond it, new results are compressed only when
+  it pays (:mod:`router.core.cache_timing`): the provider caches nothing, the
+  cache is cold anyway, or — with a warm cache — the saving over the expected
+  rest of the session covers the rewrite.
+* **Batches with hysteresis.** Within the budget after the ledger is
+  reapplied, nothing new is compressed. A batch compresses new candidates until
+  the prompt is down to ``low_watermark`` × the budget (or × the window when
+  that is smaller), so one rewrite buys many turns of stable prefix. With a
+  relevance order, the least relevant new candidates go first; without one
+  the oldest go first (:class:`BatchOrder`: measured in ``bench/bench_pinch``
+  against largest-first, which busts the cache nearer the front).
+* The invariants of :func:`prune_context` hold: no message added, removed or
+  reordered; every message but a compressed candidate is the same object; the
+  input is never mutated; stats are exact.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import xxhash
+
+from router.context import PinchMode, PinchStats
+from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
+from router.core.messages import Message
+from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, ToolNames, _checked_order, _rewrite
+from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
+from router.core.turns import trim_candidates
+
+# A session's ledger keeps at most this many results; the oldest are forgotten first.
+MAX_LEDGER_RESULTS = 4096
+
+
+def content_digest(content: Any) -> str:
+    """A digest of a tool result's whole content: the 64-bit XXH3 of its UTF-8 (of its JSON for parts).
+
+    It only has to tell a changed result from the one the ledger compressed
+    (the id already says which result it is), not resist an adversary: a
+    collision would compress a changed result one batch early, never corrupt
+    one. XXH3 hashes at memory speed (~10× CRC-32, ~15× SHA-256), so digesting
+    every ledger result of a request costs less than compressing them.
+    """
+    if type(content) is str:
+        data = content.encode("utf-8", "surrogatepass")
+    else:
+        data = orjson.dumps(content, default=str)
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def result_id(message: Message, index: int) -> str:
+    """How the ledger names a tool result: its ``tool_call_id``, else its position."""
+    call_id = message.get("tool_call_id")
+    return call_id if type(call_id) is str and call_id else f"#{index}"
+
+
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The results a session has compressed: result id → digest of each content compressed under it → the
+    placeholder text that was sent for it (None when it was elided, which is recomputed: head and tail of
+    the very same text give the very same bytes). Placeholders are kept because they are short and name
+    a tool found elsewhere in the history; resending the stored text is also the cheapest reapply."""
+
+    compressed: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return sum(len(digests) for digests in self.compressed.values())
+
+    def holds(self, message: Message, index: int) -> bool:
+        digests = self.compressed.get(result_id(message, index))
+        return digests is not None and content_digest(message.get("content")) in digests
+
+    def with_results(self, added: Iterable[tuple[str, str, str | None]]) -> Ledger:
+        """This ledger plus ``(result id, digest, placeholder)`` entries, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
+        compressed = dict(self.compressed)
+        for rid, digest, sent in added:
+            compressed[rid] = {**compressed.pop(rid, {}), digest: sent}
+        while len(compressed) > MAX_LEDGER_RESULTS:
+            del compressed[next(iter(compressed))]
+        return Ledger(compressed)
+
+
+EMPTY_LEDGER = Ledger()
+_ABSENT = object()
+
+
+def _placeholder_text(message: Message, kind: Any) -> str | None:
+    """A compressed result's text when it is a placeholder string (what the ledger keeps), else None."""
+    content = message.get("content")
+    return content if kind is _PLACEHOLDER and type(content) is str else None
+
+
+@dataclass(frozen=True, slots=True)
+class PinchSession:
+    """What pinch remembers about one session between its requests (a session-state value).
+
+    ``last_seen``: the clock when its previous request was pinched; ``provider``:
+    where that request was meant to go; ``requests``: how many it has had.
+    """
+
+    ledger: Ledger = EMPTY_LEDGER
+    last_seen: float | None = None
+    provider: str | None = None
+    requests: int = 0
+
+    def encode(self) -> bytes:
+        return orjson.dumps(
+            {
+                "ledger": self.ledger.compressed,
+                "last_seen": self.last_seen,
+                "provider": self.provider,
+                "requests": self.requests,
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> PinchSession:
+        raw = orjson.loads(data)
+        ledger = Ledger(raw["ledger"])
+        return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"])
+
+
+class BatchOrder(enum.StrEnum):
+    """Which new candidates a batch compresses first when no relevance order is given."""
+
+    OLDEST = "oldest"  # the cache is busted from the oldest uncompressed result on
+    LARGEST = "largest"  # fewest results rewritten for the tokens, wherever they are
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLimit:
+    """A context window pinch must fit: the model's, and the prompt tokens it leaves room for."""
+
+    model: str
+    provider: str
+    context_window: int
+    prompt_limit: int  # context_window − the room kept for the answer
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPinch:
+    messages: list[Message]
+    stats: PinchStats
+    ledger: Ledger
+
+
+def pinch_session(
+    messages: list[Message],
+    ledger: Ledger,
+    *,
+    budget_tokens: int,
+    low_watermark: float,
+    keep_last_turns: int,
+    max_summarize_chars: int,
+    cache: CacheState,
+    windows: Sequence[WindowLimit] = (),
+    relevance_order: Sequence[int] | None = None,
+    batch_order: BatchOrder = BatchOrder.OLDEST,
+    estimator: TokenEstimator = DEFAULT_ESTIMATOR,
+    tools: Any = None,
+    measured: PromptSize | None = None,
+) -> SessionPinch:
+    """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
+
+    ``windows``: the hard limits in the order to try (the preferred model's
+    first); none ⇒ only the budget applies. ``relevance_order`` lists every
+    candidate index exactly once (else :class:`RelevanceOrderError`, checked
+    only when a batch is made). Returns what to send, exact stats (with the
+    reason a batch was or was not made) and the session's new ledger.
+    """
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS or not 0 < low_watermark <= 1:
+        raise ValueError(
+            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}, "
+            f"0 < low_watermark <= 1; got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}, {low_watermark}"
+        )
+    sizes, original = measured if measured is not None else estimator.measure(messages, tools)
+    if not ledger.compressed and original <= budget_tokens and (not windows or original <= windows[0].prompt_limit):
+        # nothing to reapply, nothing to decide: the very same list, as prune_context returns it
+        return SessionPinch(messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
+    work = _Rewrites(messages, sizes, max_summarize_chars)
+    candidates = trim_candidates(messages, keep_last_turns)
+
+    # 1. the ledger, before anything is decided (the loop runs on every request: kept flat)
+    fresh: list[int] = []  # candidate positions not in the ledger
+    held, names, saved_at = ledger.compressed, work.names, work.saved
+    pruned: list[Message] | None = None
+    for position, index in enumerate(candidates):
+        message = messages[index]
+        call_id = message.get("tool_call_id")
+        digests = held.get(call_id if type(call_id) is str and call_id else f"#{index}") if held else None
+        content = message.get("content")
+        sent = digests.get(content_digest(content), _ABSENT) if digests is not None else _ABSENT
+        if sent is _ABSENT:
+            fresh.append(position)
+            continue
+        if type(sent) is str and type(content) is str:
+            # the placeholder sent before; only the content changed, so the saving follows from the lengths
+            size = sizes[index]
+            pruned_message, kind = {**message, "content": sent}, _PLACEHOLDER
+            saved = (size + len(sent) - len(content)) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
+        else:
+            rewrite = _rewrite(message, names, index, max_summarize_chars, sizes[index])
+            if rewrite is None:
+                continue  # it no longer saves anything (the settings changed): it stays as it is
+            pruned_message, kind, saved = rewrite
+        if pruned is None:
+            pruned = list(messages)
+        pruned[index], saved_at[index] = pruned_message, saved
+        work.elided += kind is _ELIDED
+    work.pruned, work.total_saved = pruned, sum(saved_at.values())
+    reapplied = len(saved_at)
+    current = original - work.total_saved
+
+    # 2. is a batch needed, and down to what?
+    hard = windows[0] if windows else None
+    pays_check = False
+    if hard is not None and current > hard.prompt_limit:
+        reason = f"over the {hard.context_window}-token window of {hard.model}"
+    elif current <= budget_tokens:
+        return work.result(original, budget_tokens, ledger, reapplied, "within budget", batched=None)
+    elif cache.verdict is CacheVerdict.WARM:
+        reason, pays_check = "over budget; warm cache", True
+    else:
+        reason = f"over budget; {cache.reason}"
+
+    # 3. the batch: new candidates in order, down to the low watermark
+    if relevance_order is not None:
+        fresh_positions = set(fresh)
+        order = [p for p in _checked_order(relevance_order, len(candidates)) if p in fresh_positions]
+    elif batch_order is BatchOrder.LARGEST:
+        order = sorted(fresh, key=lambda p: -sizes[candidates[p]])
+    else:
+        order = fresh
+    plan = [(index, rewrite) for index in (candidates[p] for p in order) if (rewrite := work.rewrite(index)) is not None]
+    limit = budget_tokens
+    if hard is not None:
+        reachable = current - sum(saved for _, (_, _, saved) in plan)
+        window = next((w for w in windows if reachable <= w.prompt_limit), windows[-1])
+        if reachable > window.prompt_limit:
+            reason += "; fits no window even with every old result compressed"
+        elif window is not hard:
+            reason += f"; toward the {window.context_window}-token window of {window.model}"
+        limit = min(limit, window.prompt_limit)
+    target = math.floor(low_watermark * limit)
+    batch: list[tuple[int, tuple[Message, Any, int]]] = []
+    for step in plan:
+        if current <= target:
+            break
+        batch.append(step)
+        current -= step[1][2]
+    if pays_check:
+        saved = sum(rewrite[2] for _, rewrite in batch)
+        first = min((index for index, _ in batch), default=len(messages))
+        if not batch or not rewrite_pays(saved, work.tokens_from(first, estimator) - saved, cache.requests):
+            return work.result(original, budget_tokens, ledger, reapplied, reason + ", rewrite does not pay", batched=None)
+        reason += ", rewrite pays"
+    for index, rewrite in batch:
+        work.apply(index, rewrite)
+    mode = PinchMode.UNIFORM if relevance_order is None else PinchMode.RELEVANCE
+    return work.result(original, budget_tokens, ledger, reapplied, reason, batched=mode)
+
+
+class _Rewrites:
+    """The compressions one request makes, in application order, and what they save."""
+
+    def __init__(self, messages: list[Message], sizes: list[int], max_chars: int) -> None:
+        self.messages, self.sizes, self.max_chars = messages, sizes, max_chars
+        self.names = ToolNames(messages)
+        self.pruned: list[Message] | None = None
+        self.saved: dict[int, int] = {}  # index → tokens saved
+        self.total_saved = self.elided = 0
+        self.new: list[tuple[int, Any]] = []  # (index, CompressionKind) of the batch's members
+
+    def rewrite(self, index: int) -> tuple[Message, Any, int] | None:
+        return _rewrite(self.messages[index], self.names, index, self.max_chars, self.sizes[index])
+
+    def apply(self, index: int, rewrite: tuple[Message, Any, int]) -> None:
+        """Send ``rewrite`` for ``messages[index]``, a new batch member."""
+        if self.pruned is None:
+            self.pruned = list(self.messages)
+        self.pruned[index], kind, saved = rewrite
+        self.new.append((index, kind))
+        self.saved[index] = saved
+        self.total_saved += saved
+        self.elided += kind is _ELIDED
+
+    def tokens_from(self, index: int, estimator: TokenEstimator) -> int:
+        """Tokens of the messages from ``index`` on, as they are now (rewrites applied so far)."""
+        return estimator.sizes_tokens(self.sizes[index:]) - sum(saved for i, saved in self.saved.items() if i >= index)
+
+    def result(
+        self, original: int, budget: int, ledger: Ledger, reapplied: int, reason: str, batched: PinchMode | None
+    ) -> SessionPinch:
+        final = original - self.total_saved
+        if batched is not None:
+            mode = batched
+        else:
+            mode = PinchMode.WITHIN_BUDGET if final <= budget else PinchMode.DEFERRED
+        compressed = len(self.saved)
+        stats = PinchStats(
+            mode,
+            original,
+            final,
+            compressed,
+            self.elided,
+            compressed - self.elided,
+            reapplied=reapplied,
+            newly_compressed=len(self.new),
+            reason=reason,
+        )
+        messages = self.messages
+        if self.new:
+            sent = self.pruned if self.pruned is not None else messages
+            ledger = ledger.with_results(
+                (result_id(messages[i], i), content_digest(messages[i].get("content")), _placeholder_text(sent[i], kind))
+                for i, kind in self.new
+            )
+        return SessionPinch(messages if self.pruned is None else self.pruned, stats, ledger)

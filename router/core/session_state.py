@@ -1,0 +1,94 @@
+"""Session state: small per-session values with a time to live, bounded (ARCHITECTURE §7). Pure.
+
+One interface backs everything the proxy remembers about a session between
+its requests — the classification cache and the pinch ledger today — so a
+shared store (Redis, issue #18) can replace the in-memory one without the
+stages noticing. The contract a store keeps:
+
+* A value lives in a :class:`Space` (a name, a schema version, a time to live,
+  a bound and a codec) under a key, the session key. Spaces never see each
+  other's keys.
+* ``get(space, key, now)`` is the value, or None when it is absent, expired
+  (``now >= stored + ttl``) or was stored under another ``space.version``.
+  A read never extends the time to live: only a ``put`` does.
+* ``put(space, key, value, now)`` stores or overwrites it for ``space.ttl_seconds``.
+* Each space holds at most ``space.max_entries`` keys; beyond that the least
+  recently used (read or written) goes first. An evicted or expired value is a
+  miss, never an error: every user of this store must work from a miss.
+* Time is the caller's clock (monotonic seconds), passed in; nothing here reads one.
+* Values are immutable, and ``space.encode`` / ``space.decode`` turn them into
+  bytes and back, so a store outside the process can keep them. The in-memory
+  store keeps the objects themselves and never pays for the codec.
+* A stage reads a key once and writes it at most once per request: one round
+  trip each way to a remote store.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True, slots=True)
+class Space(Generic[V]):
+    """One kind of session value: its namespace, schema version, lifetime, bound and codec."""
+
+    name: str
+    version: int
+    ttl_seconds: float
+    max_entries: int
+    encode: Callable[[V], bytes]
+    decode: Callable[[bytes], V]
+
+    def __post_init__(self) -> None:
+        if not self.name or self.ttl_seconds <= 0 or self.max_entries <= 0:
+            raise ValueError(f"a space needs a name, ttl_seconds > 0 and max_entries > 0; got {self}")
+
+
+class SessionState(Protocol):
+    """Per-session values by :class:`Space` and key (see the module doc for the contract)."""
+
+    def get(self, space: Space[V], key: str, now: float) -> V | None: ...
+
+    def put(self, space: Space[V], key: str, value: V, now: float) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    expires_at: float
+    version: int
+    value: Any
+
+
+class MemorySessionState:
+    """The in-process store: one LRU per space. Not thread-safe; it lives in one event loop."""
+
+    def __init__(self) -> None:
+        self._spaces: dict[str, OrderedDict[str, _Stored]] = {}
+
+    def size(self, space: Space[Any]) -> int:
+        """Keys held in ``space``, expired ones not yet dropped included."""
+        return len(self._spaces.get(space.name, ()))
+
+    def get(self, space: Space[V], key: str, now: float) -> V | None:
+        entries = self._spaces.get(space.name)
+        stored = entries.get(key) if entries is not None else None
+        if stored is None:
+            return None
+        if now >= stored.expires_at or stored.version != space.version:
+            del entries[key]  # type: ignore[union-attr]
+            return None
+        entries.move_to_end(key)  # type: ignore[union-attr]
+        value: V = stored.value
+        return value
+
+    def put(self, space: Space[V], key: str, value: V, now: float) -> None:
+        entries = self._spaces.setdefault(space.name, OrderedDict())
+        entries[key] = _Stored(now + space.ttl_seconds, space.version, value)
+        entries.move_to_end(key)
+        while len(entries) > space.max_entries:
+            entries.popitem(last=False)
