@@ -131,11 +131,11 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         overhead_ms=_round(ctx.overhead_ms),
         stream_error=upstream.stream_error if upstream else "",
         requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,
-        sent_max_tokens=answered.output_tokens if (answered := _answered(route, upstream)) else None,
+        sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
     )
 
 
-def _answered(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:
+def _answering_candidate(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:
     return route.candidate(upstream.model) if route is not None and upstream is not None and upstream.model else None
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from router.config import Config
+from router.config import ANY_MODEL_ALIAS, Config
 from router.core.fingerprint import header_session_key
 from router.errors import ApiError, invalid_request
 from router.live import LIVE_KEY
@@ -46,7 +46,9 @@ async def list_models(request: web.Request) -> web.Response:
         }
         for m in config.models
     ]
-    data += [{"id": alias, "object": "model", "created": 0, "owned_by": "pinch-router", "alias": True} for alias in config.routing.aliases]
+    # "*" is a rule (route every unknown name), not a name a client should pick
+    aliases = [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
+    data += [{"id": alias, "object": "model", "created": 0, "owned_by": "pinch-router", "alias": True} for alias in aliases]
     return _json({"object": "list", "data": data})
 
 

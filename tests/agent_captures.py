@@ -22,7 +22,7 @@ class CapturedRequest:
 
 
 def captured(agent: str) -> list[CapturedRequest]:
-    """The chat requests one agent sent in one run, in order (``opencode``, ``pi``, ``aider``)."""
+    """The chat requests one agent sent in one run, in order (``opencode``, ``pi``, ``aider``, ``continue``)."""
     lines = (CAPTURES / f"{agent}.jsonl").read_bytes().splitlines()
     return [CapturedRequest(row["headers"], row["body"]) for row in map(orjson.loads, lines)]
 

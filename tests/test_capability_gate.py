@@ -199,3 +199,5 @@ async def test_the_star_alias_routes_every_unknown_name_but_known_models_still_p
     assert routed.status == 200 and routed.headers["x-router-model"] == "main"
     assert pinned.status == 200 and pinned.headers["x-router-model"] == "other"
     assert [r.body["model"] for r in mock.received] == ["up-main", "up-other"]
+    listed = [m["id"] for m in (await (await client.get("/v1/models")).json())["data"]]
+    assert listed == ["main", "other", "auto"]  # "*" is a rule, not a model to pick
