@@ -37,7 +37,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.config import Config, PinchSettings
 from router.context import Outcome, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
@@ -47,7 +46,7 @@ from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class PinchPrune:

@@ -16,7 +16,6 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp import web
 
-from router.chain import stage_registry, validate_order
 from router.config import Config, config_secrets
 from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
@@ -109,8 +108,7 @@ async def create_app(
     http: aiohttp.ClientSession | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
-    """Build the proxy. Raises ChainError for an unusable middleware order."""
-    validate_order(config.middlewares, stage_registry())
+    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened)."""
     owns_http = http is None
     if http is None:
         http = aiohttp.ClientSession(
@@ -141,7 +139,12 @@ async def create_app(
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
     # the edge and the stages, swapped on reload
-    live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget)
+    try:
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget)
+    except Exception:
+        if owns_http:
+            await http.close()
+        raise
     llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 

@@ -29,7 +29,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import Gauge
 
-from router.chain import ChainError, StageDeps, build_chain, stage_registry, validate_order
+from router.chain import ChainError, StageDeps, build_chain, validate_order
+from router.registry import stage_registry
 from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.tokens import TokenEstimator
@@ -124,7 +125,7 @@ class LiveChain:
             escalation=self.recorder.escalation,
             metrics=metrics,
         )
-        stages, chain = build_chain(config, deps)
+        stages, chain = build_chain(config, deps, stage_registry())
         if previous is not None:
             old = {stage.name: stage for stage in previous.stages}
             for stage in stages:

@@ -49,7 +49,7 @@ from typing import Any
 import orjson
 import xxhash
 
-from router.context import PinchMode, PinchStats
+from router.core.results import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
 from router.core.chat_view import ChatConversation, messages_with
