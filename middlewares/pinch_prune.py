@@ -99,8 +99,10 @@ class PinchPrune:
         now, key = self.clock(), ctx.session.key
         session = self.state.get(self.space, key, now) or PinchSession()
         provider = windows[0].provider if windows else None
-        settings_of = self.config.providers.get(provider) if provider is not None else None
-        lifetime = cache_lifetime(settings_of.api, settings_of.cache_lifetime_seconds) if settings_of is not None else 0.0
+        target = self.config.providers.get(provider) if provider is not None else None
+        # no capable model (the gate will refuse the request): the cache is judged by time alone
+        api, configured = (target.api, target.cache_lifetime_seconds) if target is not None else ("", None)
+        lifetime = cache_lifetime(api, configured)
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
