@@ -37,7 +37,7 @@ from typing import ClassVar
 
 from router.chain import StageDeps
 from router.config import Config, PinchSettings
-from router.context import Message, Outcome, PinchStats, RequestContext
+from router.context import Message, Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.pinch import RelevanceOrderError, prune_context
 from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_session
@@ -94,7 +94,8 @@ class PinchPrune:
             sent, stats = prune_context(
                 ctx.messages, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
             )
-            why = "pruned afresh (" + ("pinch.ledger is false" if not settings.ledger else "no session key") + ")"
+            why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
+            why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
             return sent, replace(stats, newly_compressed=stats.compressed, reason=why)
         now, key = self.clock(), ctx.session.key
         session = self.state.get(self.space, key, now) or PinchSession()
