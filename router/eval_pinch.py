@@ -15,12 +15,19 @@ caches; modes (:data:`MODES`) say what pinch does: none, uniform or
 relevance, each with the per-session ledger off (old results rewritten afresh
 every request) and on. Per scenario, budget and mode it prints, summed over
 the transcripts: tokens sent, the share of them that repeated the previous
-request's start, fresh (uncached) tokens per request, the session's cost —
-all relative to no pinch in the same scenario — and in the no-cache scenario
-the referenced-results quality figure beside a recency policy at equal
-tokens (see :mod:`router.core.pinch_eval` for every definition). Then each
-target of issue #11 as met or missed, judged on every transcript that
-exceeds the budget at least once.
+request's start, the share the upstream reported as cached, fresh (uncached)
+tokens per request, the session's cost — all relative to no pinch in the same
+scenario — the ledger's batches, and in the no-cache scenario the
+referenced-results quality figure beside a recency policy at equal tokens
+(see :mod:`router.core.pinch_eval` for every definition); under each table
+the reasons the ledger gave. Then each target of issue #11 as met or missed,
+judged on every transcript that exceeds the budget at least once.
+
+The upstream's cached tokens and the pinch figures (batches, reasons) are read
+back from the proxy's own decision rows (an in-memory decision log): the mock
+upstream simulates a prefix cache with the scenario's lifetime
+(:class:`~router.mock_upstream.SimulatedPromptCache`), so the proxy's cache
+accounting is checked against the price model on every run.
 
 Relevance runs against the mock upstream's embeddings endpoint — a
 deterministic hashed bag of words, not a real model — unless
