@@ -414,7 +414,9 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
-def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]:
+def format_table(results: Results, scenario: Scenario, budget: int, transcripts: Sequence[str] | None = None) -> list[str]:
+    """One scenario and budget: a row per mode, summed over ``transcripts`` (default: all)."""
+    transcripts = results.transcripts if transcripts is None else transcripts
     rows = [
         (
             "mode",
@@ -431,9 +433,12 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
         )
     ]
     for mode in results.modes:
-        r = results.ratios(results.transcripts, scenario, budget, mode)
+        r = results.ratios(transcripts, scenario, budget, mode)
         fitted = f"{r.requests}" + (f" ({r.refused} refused)" if r.refused else "")
-        quality = (f"{r.quality.share:.1%} of {r.quality.referenced}", f"{r.quality.recency_share:.1%}") if scenario.quality else ()
+        quality: tuple[str, ...] = ()
+        if scenario.quality:  # only turns on which pinch compressed count; none ⇒ nothing to compare
+            referenced = r.quality.referenced
+            quality = (f"{r.quality.share:.1%} of {referenced}", f"{r.quality.recency_share:.1%}") if referenced else ("-", "-")
         rows.append(
             (
                 mode.name,
@@ -451,12 +456,12 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
-    base = results.ratios(results.transcripts, scenario, budget, NO_PINCH)
+    base = results.ratios(transcripts, scenario, budget, NO_PINCH)
     if base.refused:
         lines.append(f"  (no pinch: {base.refused} requests over the window were refused, so its figures cover only the rest)")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
-        for transcript in results.transcripts:
+        for transcript in transcripts:
             reasons.update(results.run(transcript, scenario, budget, mode).reasons)
         if mode.ledger and reasons:
             lines.append(f"  why ({mode.name}): " + "; ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
@@ -543,7 +548,7 @@ def format_targets(results: Results) -> list[str]:
     return lines
 
 
-def format_report(results: Results, config: Config, *, own_embeddings: bool) -> str:
+def format_report(results: Results, config: Config, *, own_embeddings: bool, per_transcript: bool = False) -> str:
     pinch = config.pinch
     embeddings = (
         f"the configured endpoint ({pinch.relevance.api} {pinch.relevance.base_url}, model {pinch.relevance.model})"
@@ -551,7 +556,7 @@ def format_report(results: Results, config: Config, *, own_embeddings: bool) -> 
         else "the mock upstream's deterministic hashed bag-of-words embeddings (not a real model)"
     )
     lines = [
-        f"eval-pinch: {len(results.transcripts)} transcripts; keep_last_turns {pinch.keep_last_turns}, "
+        f"eval-pinch: {len(results.transcripts)} transcript{'s' if len(results.transcripts) != 1 else ''}; keep_last_turns {pinch.keep_last_turns}, "
         f"max_summarize_chars {pinch.max_summarize_chars:,}; relevance ranks with {embeddings}",
         "prices: Anthropic (cache read 0.1×, write 1.25×, 5-minute lifetime); every figure relative to no pinch in its scenario",
     ]
@@ -559,6 +564,8 @@ def format_report(results: Results, config: Config, *, own_embeddings: bool) -> 
         for budget in results.budgets:
             lines += ["", f"{scenario.description} — budget {budget:,}"]
             lines += format_table(results, scenario, budget)
+            for transcript in results.transcripts if per_transcript else ():
+                lines += [f"  {transcript}:", *("  " + line for line in format_table(results, scenario, budget, [transcript]))]
     lines += ["", *format_targets(results)]
     return "\n".join(lines)
 
@@ -573,6 +580,7 @@ async def run_eval(
     scenarios: Sequence[Scenario] = SCENARIOS,
     modes: Sequence[Mode] | None = None,
     own_embeddings: bool = False,
+    per_transcript: bool = False,
 ) -> Results:
     modes = tuple(modes) if modes is not None else MODES
     if NO_PINCH not in modes:
@@ -607,7 +615,7 @@ async def run_eval(
     finally:
         await upstream_runner.cleanup()
     progress.close()
-    out.write(format_report(results, config, own_embeddings=own_embeddings) + "\n")
+    out.write(format_report(results, config, own_embeddings=own_embeddings, per_transcript=per_transcript) + "\n")
     return results
 
 
@@ -624,6 +632,7 @@ def eval_pinch(
     scenarios: Sequence[str] | None = None,
     keep_last_turns: int | None = None,
     own_embeddings: bool = False,
+    per_transcript: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -647,7 +656,11 @@ def eval_pinch(
     level = stage_logs.level
     stage_logs.setLevel(logging.ERROR)
     try:
-        asyncio.run(run_eval(config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings))
+        asyncio.run(
+            run_eval(
+                config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings, per_transcript=per_transcript
+            )
+        )
     finally:
         stage_logs.setLevel(level)
     return 0
