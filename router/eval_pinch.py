@@ -155,6 +155,7 @@ class SessionRun:
 
     requests: list[SentRequest] = field(default_factory=list)
     refused: int = 0  # answered with an error instead of going upstream (e.g. over the window)
+    refusals: Counter[str] = field(default_factory=Counter)  # "status code" of each refusal
     over_budget: int = 0  # requests whose original prompt exceeded the budget
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
@@ -273,7 +274,7 @@ async def replay_session(
             mock.received.clear()
             body = transcript.body(truth.messages)
             async with client.post(f"{proxy_url}/v1/chat/completions", data=orjson.dumps(body), headers=headers) as response:
-                await response.read()
+                answer = await response.read()
                 status = response.status
             run.over_budget += truth.tokens > budget
             chats = [r for r in mock.received if r.path == "/v1/chat/completions"]
@@ -281,6 +282,7 @@ async def replay_session(
             progress.advance(f"{scenario.name} {budget // 1000}k {mode.name} {transcript.name}")
             if status != 200 or not chats:
                 run.refused += 1
+                run.refusals[f"{status} {_error_code(answer)}"] += 1
                 continue
             sent: list[Message] = chats[-1].body["messages"]
             tokens = estimator.prompt_tokens(sent, transcript.tools)
@@ -293,6 +295,14 @@ async def replay_session(
     finally:
         await runner.cleanup()
     return run
+
+
+def _error_code(answer: bytes) -> str:
+    try:
+        error = orjson.loads(answer).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        error = None
+    return str(error.get("code")) if isinstance(error, dict) else "(no error code)"
 
 
 async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: SessionRun) -> None:
@@ -456,9 +466,14 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
-    base = results.ratios(transcripts, scenario, budget, NO_PINCH)
-    if base.refused:
-        lines.append(f"  (no pinch: {base.refused} requests over the window were refused, so its figures cover only the rest)")
+    refusals = []
+    for mode in results.modes:
+        counts: Counter[str] = Counter()
+        for transcript in transcripts:
+            counts.update(results.run(transcript, scenario, budget, mode).refusals)
+        refusals += [f"{mode.name} {refusal} ×{n}" for refusal, n in counts.most_common()]
+    if refusals:
+        lines.append(f"  refused: {'; '.join(refusals)} (no pinch's figures cover only the requests it could send)")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
         for transcript in transcripts:

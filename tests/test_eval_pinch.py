@@ -173,6 +173,7 @@ def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
     assert run.refused == len(too_big) > 0
     assert len(run.requests) == len(transcript.turn_requests()) - len(too_big)
     assert f"({len(too_big)} refused)" in out.getvalue()
+    assert f"refused: no pinch 400 no_capable_model ×{len(too_big)}" in out.getvalue()
 
 
 def session_run(tokens: list[int], over_budget: int = 1) -> SessionRun:
