@@ -124,11 +124,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from router.mock_upstream import Behaviour, MockUpstream
+    from router.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
 
     default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
+    cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
-    web.run_app(MockUpstream(default, record=False).app(), host=args.host, port=args.port, print=None, access_log=None)
+    web.run_app(MockUpstream(default, record=False, prompt_cache=cache).app(), host=args.host, port=args.port, print=None, access_log=None)
     return 0
 
 
@@ -142,6 +143,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         scenarios=args.scenario,
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
+        per_transcript=args.per_transcript,
     )
 
 
@@ -202,6 +204,11 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--port", type=int, default=8788)
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
     mock.add_argument("--text", help="the answer text (streamed word by word)")
+    mock.add_argument(
+        "--prompt-cache-seconds",
+        type=positive_float,
+        help="report cached_tokens as a prefix cache with this lifetime would (for one session at a time)",
+    )
     mock.set_defaults(func=cmd_mock_upstream)
 
     evaluate = sub.add_parser(
@@ -221,6 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
     )
+    evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
     evaluate.add_argument(
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )

@@ -5,7 +5,8 @@ completions (plain and streamed, with tool calls when tools are offered and the
 last message is not a tool result), Ollama's native ``/api/chat`` (for the
 classifier) and embeddings in both APIs (a hashed bag of words: texts sharing
 words are similar), and records every request it receives. On Ollama's port it
-stands in for all of Ollama.
+stands in for all of Ollama. With a :class:`SimulatedPromptCache` its usage
+reports ``prompt_tokens_details.cached_tokens`` as a prefix cache would.
 Tests script faults per request with :class:`Behaviour`: a status, a delay
 before the head, a stall or a cut after N events, a malformed event.
 """
@@ -13,13 +14,18 @@ before the head, a stall or a cut after N events, a malformed event.
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 from aiohttp import web
+
+from router.core.pinch_eval import unchanged_prefix_tokens
+from router.core.tokens import TokenEstimator
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +49,37 @@ class Behaviour:
     usage: dict[str, Any] | None = None
 
 
+@dataclass(slots=True)
+class SimulatedPromptCache:
+    """A provider's prefix cache for the mock to report ``cached_tokens`` from (OpenAI's usage shape).
+
+    Each answer reports the whole prompt and, as cached, the part that repeats
+    the previous request from its start when that came at most
+    ``lifetime_seconds`` earlier on ``clock`` — the rule eval-pinch prices by
+    (:mod:`router.core.pinch_eval`), so the proxy's cache accounting can be
+    checked against it. ``lifetime_seconds`` 0: caches nothing.
+    """
+
+    lifetime_seconds: float
+    clock: Callable[[], float] = time.monotonic
+    estimator: TokenEstimator = field(default_factory=TokenEstimator)
+    last: tuple[list[Any], float] | None = None
+
+    def usage(self, body: dict[str, Any], completion_tokens: int) -> dict[str, Any]:
+        messages, tools, now = body.get("messages") or [], body.get("tools"), self.clock()
+        prompt = self.estimator.prompt_tokens(messages, tools)
+        cached = 0
+        if self.last is not None and self.lifetime_seconds > 0 and now - self.last[1] <= self.lifetime_seconds:
+            cached = unchanged_prefix_tokens(self.last[0], messages, self.estimator, tools)
+        self.last = (messages, now)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Received:
     path: str
@@ -57,9 +94,10 @@ class MockUpstream:
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
     slowing it down for whichever target a benchmark measured last."""
 
-    def __init__(self, default: Behaviour | None = None, *, record: bool = True) -> None:
+    def __init__(self, default: Behaviour | None = None, *, record: bool = True, prompt_cache: SimulatedPromptCache | None = None) -> None:
         self.default = default or Behaviour()
         self.record = record
+        self.prompt_cache = prompt_cache  # None: usage without cache accounting
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -118,6 +156,8 @@ class MockUpstream:
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
         text = behaviour.json_text if _wants_json(body) else behaviour.text
+        if behaviour.usage is None and self.prompt_cache is not None:
+            behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
         if body.get("stream"):
             return await self._stream(request, body, behaviour, text)
         answer = completion(body, text)
