@@ -252,6 +252,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         scenarios=args.scenario,
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
+        per_transcript=args.per_transcript,
     )
 
 
@@ -353,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
     )
+    evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
     evaluate.add_argument(
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )
