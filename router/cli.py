@@ -351,7 +351,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C before serving began (or in a one-shot command): no traceback
+        print("pinch-router: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

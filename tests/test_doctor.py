@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -119,3 +120,18 @@ def test_pull_commands_cover_chat_models_and_the_classifier_of_the_shipped_confi
     from router.config import load_config
 
     assert pull_commands(load_config(SHIPPED, environ={})) == [f"ollama pull {m}" for m in SHIPPED_MODELS]
+
+
+async def test_doctor_makes_one_real_embeddings_call_when_relevance_is_on(ollama, tmp_path: Path):
+    import yaml
+
+    pulled, url = ollama
+    pulled += [*SHIPPED_MODELS, "nomic-embed-text:latest"]  # the config names it without a tag
+    config = yaml.safe_load(SHIPPED.read_text())
+    config["pinch"]["relevance"]["enabled"] = True
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, _ = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
+    assert code == 0, out
+    assert re.search(r"ok    model nomic-embed-text +available", out)
+    assert re.search(r"ok    embeddings +nomic-embed-text: 64 dimensions", out)

@@ -141,3 +141,17 @@ async def test_sigterm_with_a_stderr_nobody_reads_still_stops_with_exit_code_0(t
             code = await asyncio.get_running_loop().run_in_executor(None, proxy.wait, 15)
     assert code == 0
     assert len(logged_rows(tmp_path / "decisions.sqlite3")) == 400  # flushed before leaving
+
+
+def test_a_request_the_proxy_cancels_while_stopping_is_recorded_as_cut_by_the_server_not_as_a_client_that_left():
+    from router.decision_record import CLIENT_CLOSED, Decision
+    from router.metrics import Metrics
+    from router.recorder import Recorder
+
+    recorder = Recorder(Metrics(["m"], ["c"]), None, None, clock=lambda: 0.0, wall_clock=lambda: 0.0)
+    recorder.record(Decision(request_id="left", ts=0.0, status=CLIENT_CLOSED, duration_ms=1.0))
+    recorder.cutting_at_shutdown = True
+    recorder.record(Decision(request_id="cut", ts=0.0, status=CLIENT_CLOSED, duration_ms=1.0))
+    recorder.record(Decision(request_id="done", ts=0.0, status=200, duration_ms=1.0))
+    text = recorder.metrics.render().decode()
+    assert 'status="499"} 1.0' in text and 'status="503"} 1.0' in text and 'status="200"} 1.0' in text
