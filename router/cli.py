@@ -89,7 +89,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     directory = _state(args)
     config = place_state(_load(path), directory)
     try:
-        prepare_state(config, directory)
+        prepare_state(config, directory, probe_only=True)
     except LocationError as error:
         raise _fail(f"{path}: {error}") from None
     for finding in key_findings(config):

@@ -85,7 +85,7 @@ def state_findings(config: Config, directory: Path) -> list[Finding]:
     if not config.decision_log.enabled:
         return [Finding("state", True, "decision log disabled (decision_log.enabled)")]
     try:
-        prepare_state(config, directory)
+        prepare_state(config, directory, probe_only=True)
     except LocationError as error:
         return [Finding("state", False, str(error), "make the directory writable or choose another (--state-dir)")]
     return [Finding("state", True, f"decision log {config.decision_log.path} is writable")]

@@ -79,6 +79,7 @@ def test_check_config_warns_for_each_unset_key_variable_and_still_passes(tmp_pat
     result = run(["check-config", "--config", str(config)], env=env)
     assert result.returncode == 0 and f"{config}: ok" in result.stdout
     assert "warning: providers.mock.api_key_env: PINCH_TEST_UNSET_KEY is not set" in result.stderr
+    assert not (tmp_path / "decisions.sqlite3").exists()  # checking the location leaves no file behind
     result = run(["check-config", "--config", str(config)], env={"PINCH_TEST_UNSET_KEY": "sk-test"})
     assert "warning" not in result.stderr
 
