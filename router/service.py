@@ -27,6 +27,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
@@ -120,7 +121,8 @@ class Service:
             await site.start()
         except OSError as error:
             await _quietly(runner.cleanup())
-            reason = os.strerror(error.errno) if error.errno else str(error)
+            # asyncio's bind error repeats the address in its text; the errno's own words are the cause
+            reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
             raise StartupError(
                 f"cannot listen on {self.options.host}:{self.options.port}: {reason.lower()} "
                 "(set server.port, --port or $PINCH_ROUTER_PORT)"
