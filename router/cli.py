@@ -89,7 +89,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     directory = _state(args)
     config = place_state(_load(path), directory)
     try:
-        prepare_state(config, directory)
+        prepare_state(config, directory, probe_only=True)
     except LocationError as error:
         raise _fail(f"{path}: {error}") from None
     for finding in key_findings(config):
@@ -384,7 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C before serving began (or in a one-shot command): no traceback
+        print("pinch-router: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
