@@ -21,7 +21,7 @@ from router.config import Config
 from router.core.escalation import EscalationTracker
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
-from router.edge import chain_end
+from router.edge import chain_end, chat_edge
 from router.endpoints import (
     CONFIG_KEY,
     RECORDER_KEY,
@@ -111,8 +111,8 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    live = LiveChain(config, http=http, recorder=recorder, clock=clock)  # the edge and the stages, swapped on reload
-    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+    live = LiveChain(config, http=http, recorder=recorder, clock=clock)  # the stages (and edges), swapped on reload
+    llm = web.Application(middlewares=[live.middleware(chat_edge)], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(middlewares=[error_boundary, client_auth(config.server.api_keys)], client_max_size=max_bytes)
