@@ -67,6 +67,10 @@ class PinchPrune:
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
 
+    def carry_over(self, previous: PinchPrune) -> None:
+        """On reload: sessions keep their ledgers, so a config change busts no session's prompt cache."""
+        self.state = previous.state
+
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")

@@ -12,6 +12,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 import aiohttp
 from aiohttp import web
@@ -22,7 +23,7 @@ from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
-from router.edge import chain_end
+from router.edge import chain_end, chat_edge
 from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
@@ -139,10 +140,9 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
-    # the edge and the stages, swapped on reload
-    live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget)
-    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    live = LiveChain(config, http=http, recorder=recorder, clock=clock)  # the stages (and edges), swapped on reload
+    llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget))], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(

@@ -213,3 +213,15 @@ async def test_init_then_serve_from_an_empty_directory(tmp_path: Path):
     assert stat.S_IMODE(database.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
     assert sorted(p.name for p in work.iterdir()) == ["config.yaml"]  # nothing else lands where it started
+
+
+def test_a_relative_decision_log_path_lands_in_the_state_directory_with_its_folders(tmp_path: Path):
+    from router.locations import place_state, prepare_state
+    from tests.conftest import make_config
+
+    state = tmp_path / "state"
+    config = place_state(make_config(decision_log={"path": "logs/decisions.sqlite3"}), state)
+    prepare_state(config, state)
+    database = state / "logs" / "decisions.sqlite3"
+    assert config.decision_log.path == str(database) and database.is_file()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700
