@@ -190,3 +190,18 @@ async def test_the_command_records_what_an_agent_sends_into_a_directory_it_creat
     assert record["headers"]["Authorization"] == "Bearer [redacted]"  # the anthropic SDK 2.x sends its key so
     assert record["body"]["messages"] == [{"role": "user", "content": "hi"}]
     assert "sk-ant-secret" not in path.read_text()
+
+
+async def test_codex_oss_finds_an_ollama_version_a_model_list_and_pulls_any_model() -> None:
+    async with TestClient(TestServer(MockUpstream().app(), host="127.0.0.1")) as client:
+        version = (await (await client.get("/api/version")).json())["version"]
+        assert tuple(int(n) for n in version.split(".")) >= (0, 13, 4)  # serves /v1/responses
+        tags = await (await client.get("/api/tags")).json()
+        assert [m["name"] for m in tags["models"]] == ["mock:latest"]
+        pull = await client.post("/api/pull", json={"model": "gpt-oss:20b", "stream": True})
+        assert pull.content_type == "application/x-ndjson"
+        lines = [json.loads(line) for line in (await pull.read()).splitlines()]
+        assert lines[0] == {"status": "pulling manifest"} and lines[-1] == {"status": "success"}
+        assert await (await client.post("/api/pull", json={"model": "m", "stream": False})).json() == {"status": "success"}
+        bad = await client.post("/api/pull", data=b"{")
+        assert bad.status == 400 and isinstance((await bad.json())["error"], str)  # Ollama's error shape
