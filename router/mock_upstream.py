@@ -58,13 +58,15 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     raw: bytes
+    query: dict[str, str] = field(default_factory=dict)  # e.g. Claude Code's ?beta=true
 
 
 class MockUpstream:
     """``record=False`` keeps no copy of the requests (``received`` stays empty): the
     served ``pinch-router mock-upstream`` has nobody to read them, and keeping every
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
-    slowing it down for whichever target a benchmark measured last."""
+    slowing it down for whichever target a benchmark measured last. ``record_dir`` writes
+    each request to a file there instead (``--record DIR``, see ``mock_capture``)."""
 
     def __init__(self, default: Behaviour | None = None, *, record: bool = True, record_dir: Path | None = None) -> None:
         self.default = default or Behaviour()
@@ -83,7 +85,7 @@ class MockUpstream:
 
     def _remember(self, request: web.Request, body: dict[str, Any], raw: bytes = b"") -> None:
         if self.record:
-            self.received.append(Received(request.path, dict(request.headers), body, raw))
+            self.received.append(Received(request.path, dict(request.headers), body, raw, dict(request.query)))
 
     def app(self) -> web.Application:
         middlewares = [self._record_to_dir] if self.record_dir is not None else []
@@ -92,7 +94,7 @@ class MockUpstream:
         app.router.add_post("/v1/messages", self.anthropic_messages)
         app.router.add_post("/v1/messages/count_tokens", self.anthropic_count_tokens)
         app.router.add_post("/v1/responses", self.responses)
-        app.router.add_get("/", self.root)  # with HEAD: Claude Code probes the base URL first
+        app.router.add_get("/", self.root)  # and HEAD: a base-URL probe (reported of Claude Code; 2.1.332 sent none here)
         # What `codex --oss` asks Ollama before its first /v1/responses request
         app.router.add_get("/api/version", self.ollama_version)
         app.router.add_get("/api/tags", self.ollama_tags)
@@ -263,7 +265,7 @@ def _error(wire: MockWire, status: int, message: str, headers: dict[str, str] | 
 
 
 EMBEDDING_DIMENSIONS = 64
-OLLAMA_VERSION = "0.13.5"  # recent enough for clients that need Ollama's /v1/responses (0.13.4+)
+OLLAMA_VERSION = "0.13.5"  # a recent Ollama's: clients such as codex --oss ask for it before their first turn
 
 
 def hashed_bag_of_words(text: str) -> list[float]:

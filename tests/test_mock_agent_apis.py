@@ -65,11 +65,18 @@ async def test_anthropic_streamed_tool_round_trip_with_thinking(claude: anthropi
     assert [r.path for r in mock.received] == ["/v1/messages", "/v1/messages"]
 
 
-async def test_anthropic_beta_messages_with_the_query_claude_code_sends(claude: anthropic.AsyncAnthropic) -> None:
+async def test_anthropic_beta_messages_with_the_query_claude_code_sends(claude: anthropic.AsyncAnthropic, served: tuple[MockUpstream, str]) -> None:
     message = await claude.beta.messages.create(
-        model="claude-mock", max_tokens=100, messages=[{"role": "user", "content": "hi"}], betas=["interleaved-thinking-2025-05-14"]
+        model="claude-mock",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "hi"}],
+        betas=["interleaved-thinking-2025-05-14"],
+        extra_query={"beta": "true"},  # Claude Code's own SDK adds it; the Python SDK 2.x does not
     )
     assert message.content[0].text == TEXT  # type: ignore[union-attr]
+    [received] = served[0].received
+    assert received.query == {"beta": "true"}
+    assert received.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
 
 
 async def test_anthropic_count_tokens(claude: anthropic.AsyncAnthropic) -> None:
