@@ -96,6 +96,39 @@ async def test_every_log_line_is_redacted_whatever_logged_it(proxy, caplog):
     assert PROVIDER_KEY not in record.exception and "[redacted]" in record.exception
 
 
+class KeptRows:
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+
+    def submit(self, row: Any) -> bool:
+        self.rows.append(row)
+        return True
+
+
+@pytest.mark.parametrize("field", ["attempt error", "stage detail", "relevance reason", "stream error", "requested model", "rejection"])
+def test_the_redaction_pass_covers_every_foreign_text_of_a_decision(field, caplog):
+    from router.context import Attempt, Outcome, Rejection, StageRecord
+    from router.core.redaction import Redactor
+    from router.decision_record import Decision
+    from router.metrics import Metrics
+    from router.recorder import Recorder
+
+    leak = f"echo {PROVIDER_KEY} echo"
+    values = {
+        "attempt error": {"attempts": (Attempt("main", "mock", 502, leak),)},
+        "stage detail": {"stages": (StageRecord("classifier", Outcome.ERROR, 1.0, leak),)},
+        "relevance reason": {"relevance_reason": leak},
+        "stream error": {"stream_error": leak},
+        "requested model": {"requested_model": leak},
+        "rejection": {"rejected": (Rejection("main", (leak,)),)},
+    }[field]
+    kept = KeptRows()
+    recorder = Recorder(Metrics(["main"], ["c"]), kept, None, clock=lambda: 0.0, wall_clock=lambda: 0.0, redactor=Redactor([PROVIDER_KEY]))  # type: ignore[arg-type]
+    recorder.record(Decision(request_id="req_1", ts=0.0, status=502, duration_ms=1.0, **values))
+    stored = repr(kept.rows[0])
+    assert PROVIDER_KEY not in stored and "echo [redacted] echo" in stored
+
+
 # ---- 2. bounded upstream bodies, gzip inflation capped ----------------------------------------------------------
 
 
@@ -460,6 +493,19 @@ async def test_a_huge_model_name_is_clipped_in_the_404_and_the_decision(proxy, m
     assert len(await resp.read()) < 2000
     row = (await decisions(client))[0]
     assert len(row["requested_model"]) < 200 and "3,000,000 characters" in row["requested_model"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [(URL, {"model": "auto", "messages": [{"role": "r" * 1_000_000, "content": "hi"}]}), ("/v1/outcome", {"request_id": "i" * 1_000_000, "success": True})],
+    ids=["role", "outcome request_id"],
+)
+async def test_other_echoed_client_values_are_clipped(proxy, mock_upstream, path, body):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post(path, json=body)
+    assert resp.status in (400, 404)
+    assert len(await resp.read()) < 2000
 
 
 # ---- 16. framing errors answer the error object; a 401 is logged and counted -------------------------------------
