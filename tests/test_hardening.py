@@ -282,7 +282,7 @@ def nested(depth: int) -> Any:
 
 
 PLACES = {
-    "message key": lambda v: chat_body(**{}) | {"messages": [{"role": "user", "content": "hi", "extra": v}]},
+    "message key": lambda v: chat_body() | {"messages": [{"role": "user", "content": "hi", "extra": v}]},
     "unknown top-level field": lambda v: chat_body(vendor=v),
     "tools[].parameters": lambda v: chat_body(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "x": v}}}]),
     "content part": lambda v: chat_body() | {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "x": v}]}]},
