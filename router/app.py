@@ -164,6 +164,20 @@ async def create_app(
     app.add_subapp("/v1/chat", llm)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
 
+    if redactor:
+        log_filter = redactor.log_filter()
+
+        async def redact_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(log_filter)
+
+        async def stop_redacting_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(log_filter)
+
+        app.on_startup.append(redact_logs)
+        app.on_cleanup.append(stop_redacting_logs)
+
     if decision_log is not None:
 
         async def open_log(_: web.Application) -> None:
