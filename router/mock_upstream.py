@@ -120,6 +120,7 @@ class MockUpstream:
         self.record_dir = record_dir
         self._record_numbers = itertools.count(1)
         self.prompt_cache = prompt_cache  # None: usage without cache accounting
+        self.ollama_models: list[str] = ["mock:latest"]  # what /api/tags lists as pulled (tests set their own)
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -169,10 +170,13 @@ class MockUpstream:
         return web.json_response({"version": OLLAMA_VERSION})
 
     async def ollama_tags(self, request: web.Request) -> web.Response:
-        """The local models: only ``mock`` (any other is "pulled" on request, see ``ollama_pull``)."""
+        """The local models: ``ollama_models`` (by default only ``mock``; any other is "pulled" on request, see ``ollama_pull``)."""
         details = {"format": "gguf", "family": "mock", "parameter_size": "0B", "quantization_level": "none"}
-        model = {"name": "mock:latest", "model": "mock:latest", "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64, "details": details}
-        return web.json_response({"models": [model]})
+        models = [
+            {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64, "details": details}
+            for name in self.ollama_models
+        ]
+        return web.json_response({"models": models})
 
     async def ollama_pull(self, request: web.Request) -> web.StreamResponse:
         """Any model pulls at once: Ollama's progress stream (NDJSON) ending in ``success``; ``stream: false`` gets only that."""
