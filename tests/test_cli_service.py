@@ -61,6 +61,13 @@ def test_other_start_up_failures_are_one_line_and_exit_2(tmp_path: Path, args, e
     assert_one_line_exit_2(result, *expected)
 
 
+def test_a_port_flag_that_makes_a_provider_point_back_at_the_proxy_is_one_line_and_exit_2(tmp_path: Path):
+    upstream = free_port()  # the file's provider is here; listening here too would loop every request
+    config = write_config(tmp_path, upstream, free_port())
+    result = run(["serve", "--config", str(config), "--port", str(upstream)])
+    assert_one_line_exit_2(result, "providers.", "is this proxy itself", f"port {upstream}", "requests would loop")
+
+
 def test_decision_log_in_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path):
     missing = tmp_path / "no-such-dir" / "decisions.sqlite3"
     config = write_config(tmp_path, free_port(), free_port(), decision_log={"path": str(missing)})
