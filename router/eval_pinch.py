@@ -159,6 +159,7 @@ class SessionRun:
     over_budget: int = 0  # requests whose original prompt exceeded the budget
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
+    relevance_unavailable: Counter[str] = field(default_factory=Counter)  # why ranking failed (uniform instead)
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
 
@@ -312,6 +313,8 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
     for row in rows:
         run.batches += bool(row.get("pinch_newly_compressed"))
         run.reported_cached += row.get("cached_tokens") or 0
+        if row.get("relevance_status") == "unavailable":
+            run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
         if row.get("pinch_reason"):
             run.reasons[_NUMBER.sub("N", row["pinch_reason"])] += 1
 
@@ -474,6 +477,13 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
         refusals += [f"{mode.name} {refusal} ×{n}" for refusal, n in counts.most_common()]
     if refusals:
         lines.append(f"  refused: {'; '.join(refusals)} (no pinch's figures cover only the requests it could send)")
+    for mode in results.modes:
+        unavailable: Counter[str] = Counter()
+        for transcript in transcripts:
+            unavailable.update(results.run(transcript, scenario, budget, mode).relevance_unavailable)
+        if unavailable:
+            reason, _ = unavailable.most_common(1)[0]
+            lines.append(f"  relevance UNAVAILABLE ({mode.name}) on {unavailable.total()} requests, pruned uniformly instead: {reason}")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
         for transcript in transcripts:

@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from router.cli import main
 from router.config import load_config
@@ -208,6 +209,17 @@ def test_per_transcript_tables_follow_each_total(capsys: pytest.CaptureFixture[s
     # each transcript's no-pinch row counts its own requests
     rows = [line for line in block.splitlines() if line.strip().startswith("no pinch")]
     assert [row.split()[2] for row in rows] == [str(len(small.turn_requests()) + len(big.turn_requests())), str(len(small.turn_requests())), str(len(big.turn_requests()))]
+
+
+def test_an_unreachable_embeddings_endpoint_is_reported_not_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    raw["pinch"]["relevance"].update(base_url="http://127.0.0.1:9/v1", api="openai")  # nobody listens there
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["eval-pinch", "--config", str(config), "--embeddings-from-config", "--budget", str(BUDGET_SMALL), "--scenario", "nocache", str(SMALL)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"relevance UNAVAILABLE ({RELEVANCE.name}) on " in out and "pruned uniformly instead" in out
 
 
 def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:
