@@ -489,7 +489,7 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
         for transcript in transcripts:
             reasons.update(results.run(transcript, scenario, budget, mode).reasons)
         if mode.ledger and reasons:
-            lines.append(f"  why ({mode.name}): " + "; ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
+            lines.append(f"  why ({mode.name}): " + " | ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
     return lines
 
 
