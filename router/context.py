@@ -49,7 +49,7 @@ class StageRecord:
 
 @dataclass(frozen=True, slots=True)
 class SessionKey:
-    """Who this request belongs to. ``source`` is ``header`` or ``fingerprint``."""
+    """Who this request belongs to. ``source`` is ``header``, ``metadata`` (a session id in the body) or ``fingerprint``."""
 
     key: str
     source: str

@@ -12,6 +12,7 @@ import asyncio
 import secrets
 import time
 from time import perf_counter
+from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
@@ -102,6 +103,18 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             # Built, logged, counted and queued on the next turn of the loop, once the
             # response is on its way: recording never delays the answer.
             asyncio.get_running_loop().call_soon(record_served, ctx, status, code)
+
+    return edge
+
+
+def wire_edges(config: Config, recorder: Recorder, budget: BodyBudget, wires: Iterable[WireAdapter]) -> Middleware:
+    """One edge per wire format, chosen by the request's path (each adapter's ``paths``)."""
+    by_path = {path: chat_edge(config, recorder, budget, wire) for wire in wires for path in wire.paths}
+    default = by_path.get("/v1/chat/completions") or next(iter(by_path.values()))
+
+    @web.middleware
+    async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
+        return await by_path.get(request.path, default)(request, handler)
 
     return edge
 

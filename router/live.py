@@ -34,10 +34,11 @@ from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.tokens import TokenEstimator
 from router.core.redaction import Redactor
-from router.edge import chat_edge
+from router.edge import wire_edges
 from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.stage import Handler, Middleware, Stage
+from router.wire import adapters
 
 log = logging.getLogger("pinch_router.reload")
 
@@ -131,7 +132,7 @@ class LiveChain:
                 carry_over = getattr(stage, "carry_over", None)
                 if carry_over is not None and stage.name in old:
                     carry_over(old[stage.name])
-        return Generation(config, tuple(stages), (chat_edge(config, self.recorder, self.budget), *chain))
+        return Generation(config, tuple(stages), (wire_edges(config, self.recorder, self.budget, adapters().values()), *chain))
 
 
     def reload(self, path: str | Path, prepare: Callable[[Config], Config] = lambda c: c) -> ReloadResult:

@@ -2,27 +2,21 @@
 
 from __future__ import annotations
 
-import copy
-
 import orjson
 import pytest
 
 from router.core.anthropic_messages import (
     AnthropicInvalid,
     chat_view,
-    count_input_tokens,
     error_payload,
     metadata_session,
-    tool_result_rewrites,
     validate_messages_body,
     wants_json_output,
     wants_thinking,
-    with_tool_results_rewritten,
 )
+from router.core.anthropic_view import count_input_tokens
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.core.turn_text import extract_turn_text
 from tests.anthropic_factories import (
-    BILLING,
     assistant,
     body,
     captured,
@@ -160,44 +154,6 @@ def test_the_view_pairs_each_tool_result_with_its_call_in_order() -> None:
 def test_the_mid_conversation_system_message_stays_a_system_message() -> None:
     view = chat_view([text("sys")], [user("hi"), {"role": "system", "content": "# Environment"}])
     assert [m["role"] for m in view] == ["system", "user", "system"]
-
-
-def test_the_clean_view_leaves_out_reminders_and_the_billing_line() -> None:
-    messages = [user(reminder(), text("list the files")), assistant(tool_use("t1")), user(tool_result("t1", "a.py"), reminder("todo"))]
-    clean = chat_view([BILLING, text("You are Claude.")], messages, clean=True)
-    assert clean[0]["content"] == "You are Claude."
-    assert extract_turn_text(clean, 200).task == "list the files"
-    full = chat_view([BILLING, text("You are Claude.")], messages)
-    assert "billing" in full[0]["content"] and "<system-reminder>" in extract_turn_text(full, 200).task
-
-
-# ---- writing pinch's rewrites back
-
-
-def test_rewrites_change_only_the_named_results_content() -> None:
-    cached = {"type": "ephemeral", "ttl": "1h"}
-    messages = [
-        user("go"),
-        assistant(thinking(), tool_use("t1"), tool_use("t2")),
-        user(tool_result("t1", "long " * 100, is_error=False, cache_control=cached),
-             tool_result("t2", [text("a" * 300), image(), text("b" * 300)]), reminder()),
-    ]
-    before = copy.deepcopy(messages)
-    out = with_tool_results_rewritten(messages, {"t1": "[short]", "t2": "[also short]"})
-    assert messages == before
-    assert out[0] is messages[0] and out[1] is messages[1]
-    first, second, rest = out[2]["content"]
-    assert first == {**messages[2]["content"][0], "content": "[short]"}
-    assert second["content"] == [text("[also short]"), image()]
-    assert rest is messages[2]["content"][2]
-
-
-def test_rewrites_of_a_pinched_view_round_trip_by_tool_use_id() -> None:
-    view = chat_view(None, [user("go"), assistant(tool_use("t1")), user(tool_result("t1", "x" * 50))])
-    pinched = list(view)
-    pinched[2] = {**view[2], "content": "[compressed]"}
-    assert tool_result_rewrites(view, pinched) == {"t1": "[compressed]"}
-    assert tool_result_rewrites(view, view) == {}
 
 
 # ---- session and needs

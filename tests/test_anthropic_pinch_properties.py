@@ -1,7 +1,7 @@
 """Property-based: pinch on Anthropic transcripts keeps every invariant (ARCHITECTURE §5).
 
-Pinch runs on the chat view; its rewrites go back into the client's own messages by
-``tool_use_id``. Whatever the transcript, only the ``content`` of old ``tool_result``
+Pinch runs on the neutral view (:class:`MessagesConversation`); its rewrites go back
+into the client's own messages by result position. Whatever the transcript, only the ``content`` of old ``tool_result``
 blocks may change — never a thinking block, a signature, a ``tool_use``, a
 ``cache_control``, an image, a reminder or a message — and every ``tool_use`` keeps
 exactly one result.
@@ -15,8 +15,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.core.anthropic_messages import chat_view, count_input_tokens, tool_result_rewrites, with_tool_results_rewritten
-from router.core.pinch import prune_context
+from router.core.anthropic_view import MessagesConversation, count_input_tokens
+from router.core.pinch import prune_results
 from tests.anthropic_factories import assistant, image, reminder, text, thinking, tool_result, tool_use, user
 
 CACHED = {"type": "ephemeral", "ttl": "1h", "scope": "session"}
@@ -42,9 +42,10 @@ def transcripts(draw: Any) -> list[dict[str, Any]]:
 
 
 def pinch(messages: list[dict[str, Any]], budget: int, keep: int) -> list[dict[str, Any]]:
-    view = chat_view(None, messages)
-    pinched, _ = prune_context(view, budget, keep, 400)
-    return with_tool_results_rewritten(messages, tool_result_rewrites(view, pinched))
+    """Pinch as the chain runs it on an Anthropic request: on the view, written back by the adapter."""
+    conversation = MessagesConversation(None, messages)
+    rewrites, _ = prune_results(conversation, budget, keep, 400)
+    return conversation.messages_with(rewrites)
 
 
 @settings(max_examples=150, deadline=None)

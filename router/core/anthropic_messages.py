@@ -7,19 +7,13 @@ What the proxy needs from a ``POST /v1/messages`` body (Claude Code, the
   :class:`AnthropicInvalid`; everything else (``thinking``, ``context_management``,
   ``safeguards``, ``cache_control``, betas' fields, unknown block types) passes
   through for the provider to judge (WHAT-USERS-HIT #8, #16).
-* :func:`chat_view` is the conversation as OpenAI-chat-shaped messages, the form
-  every stage reads: system blocks become a system message, each ``tool_result``
-  block a ``tool`` message (its ``tool_call_id`` is the ``tool_use_id``, the stable
-  id pinch's rewrites come back by), each ``tool_use`` an assistant tool call,
-  images image parts, thinking ``reasoning_content``. Token counts of the view are
-  the counts of the request (:func:`count_input_tokens`).
-* :func:`with_tool_results_rewritten` puts pinch's rewrites back into the
-  client's own messages — only the ``content`` of those ``tool_result`` blocks;
-  every other byte (thinking signatures, ``cache_control``, images) as sent.
+* :func:`chat_view` is the conversation as OpenAI-chat-shaped messages, the base
+  of the translation to a chat provider; the stages read the neutral view of
+  :mod:`router.core.anthropic_view` instead.
 * What identifies the session and the user's real words: the session part of
-  ``metadata.user_id`` (a JSON string), and the opening and turn text without
-  Claude Code's ``<system-reminder>`` blocks and billing line, which carry no task
-  and change between runs.
+  ``metadata.user_id`` (a JSON string); Claude Code's ``<system-reminder>`` blocks
+  and billing line, which carry no task and change between runs, are recognised
+  here (:func:`is_reminder`, :func:`is_billing_line`).
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from typing import Any
 import orjson
 
 from router.core.messages import Message
-from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 
 ROLES = ("user", "assistant", "system")  # "system" inside messages: the mid-conversation system beta
 REMINDER_OPEN = "<system-reminder>"
@@ -225,17 +218,12 @@ def result_parts(content: Any) -> tuple[str, list[dict[str, Any]]]:
     return "\n".join(texts), images
 
 
-def chat_view(system: Any, messages: list[Message], *, clean: bool = False) -> list[Message]:
-    """The conversation as chat messages (see the module docstring).
-
-    ``clean`` drops Claude Code's billing line and ``<system-reminder>`` blocks: the
-    view the fingerprint and the classifier read. The full view (default) is what
-    tokens are counted and pinch runs on.
-    """
+def chat_view(system: Any, messages: list[Message]) -> list[Message]:
+    """The conversation as chat messages, the base of the translation to a chat provider
+    (:mod:`router.core.anthropic_chat`): each ``tool_result`` a ``tool`` message right where it
+    was, its images after it as the user's; unknown blocks kept for the translation to judge."""
     out: list[Message] = []
     system_texts = [b["text"] for b in system_blocks(system) if isinstance(b.get("text"), str)]
-    if clean:
-        system_texts = [t for t in system_texts if not is_billing_line(t)]
     if system_texts:
         out.append({"role": "system", "content": "\n\n".join(system_texts)})
     for message in messages:
@@ -252,96 +240,34 @@ def chat_view(system: Any, messages: list[Message], *, clean: bool = False) -> l
                 out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
                 parts += images  # a tool message holds text only; its images follow as the user's
             elif kind == "text":
-                if not (clean and is_reminder(block["text"])):
-                    parts.append({"type": "text", "text": block["text"]})
+                parts.append({"type": "text", "text": block["text"]})
             elif kind == "image":
                 if (part := image_part(block)) is not None:
                     parts.append(part)
-            elif not clean:
-                parts.append(block)  # documents and the like: counted as they are
+            else:
+                parts.append(block)  # documents and the like
         if parts or role == "system":
             out.append({"role": "system" if role == "system" else "user", "content": parts})
     return out
 
 
 def _assistant_view(blocks: list[dict[str, Any]]) -> Message:
-    texts, reasoning, calls, others = [], [], [], []
+    texts, reasoning, calls = [], [], []
     for block in blocks:
         kind = block.get("type")
         if kind == "text":
             texts.append(block.get("text", ""))
         elif kind == "thinking":
             reasoning.append(str(block.get("thinking", "")))
-            others.append({"signature": block.get("signature")})
-        elif kind == "redacted_thinking":
-            others.append({"data": block.get("data")})
         elif kind == "tool_use":
             arguments = orjson.dumps(block.get("input", {})).decode()
             calls.append({"id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": arguments}})
-        else:
-            others.append(block)
     message: Message = {"role": "assistant", "content": "".join(texts) or None}
     if calls:
         message["tool_calls"] = calls
     if reasoning:
         message["reasoning_content"] = "".join(reasoning)
-    if others:
-        message["anthropic_blocks"] = others  # signatures and unknown blocks: counted, never sent by the view
     return message
-
-
-def count_input_tokens(body: dict[str, Any], estimator: TokenEstimator = DEFAULT_ESTIMATOR) -> int:
-    """The request's input tokens with the project's one estimator: system, every block of every
-    message (text, images, thinking and its signature, tool_use, tool_result with what it holds),
-    and the tool schemas. Never 0 for a valid request."""
-    return estimator.prompt_tokens(chat_view(body.get("system"), body.get("messages") or []), body.get("tools"))
-
-
-def with_tool_results_rewritten(messages: list[Message], rewrites: dict[str, str]) -> list[Message]:
-    """The client's messages with the text of the named ``tool_result`` blocks replaced.
-
-    A string content becomes the new string; a block list keeps its images and every
-    other block, the new text taking the place of the first text block (the other
-    text blocks dropped, as they are part of that text). Every other key of the block
-    (``is_error``, ``cache_control``) and every other message is the very same object.
-    Inputs are not mutated.
-    """
-    if not rewrites:
-        return messages
-    out = []
-    for message in messages:
-        content = message.get("content")
-        if message.get("role") != "user" or not isinstance(content, list):
-            out.append(message)
-            continue
-        changed = False
-        new_content = []
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result" and block.get("tool_use_id") in rewrites:
-                new_block = {**block, "content": _rewritten_content(block.get("content"), rewrites[block["tool_use_id"]])}
-                changed = changed or new_block != block
-                new_content.append(new_block)
-            else:
-                new_content.append(block)
-        out.append({**message, "content": new_content} if changed else message)
-    return out
-
-
-def _rewritten_content(content: Any, text: str) -> Any:
-    if not isinstance(content, list):
-        return text
-    out: list[Any] = []
-    placed = False
-    for block in content:
-        if isinstance(block, dict) and block.get("type") == "text":
-            if not placed:
-                out.append({**block, "text": text})
-                placed = True
-            continue
-        out.append(block)
-    if not placed:
-        out.insert(0, {"type": "text", "text": text})
-    return out
 
 
 def metadata_session(body: dict[str, Any]) -> str | None:
@@ -369,11 +295,3 @@ def wants_thinking(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
-
-def tool_result_rewrites(view: list[Message], pinched: list[Message]) -> dict[str, str]:
-    """What pinch changed in a :func:`chat_view`: the new text of each rewritten ``tool`` message, by ``tool_use_id``."""
-    return {
-        after["tool_call_id"]: after["content"]
-        for before, after in zip(view, pinched)
-        if after is not before and after.get("role") == "tool" and isinstance(after.get("content"), str) and after["content"] != before.get("content")
-    }
