@@ -122,6 +122,10 @@ class ProviderSettings(_Strict):
     # Send the session key as `prompt_cache_key` when the client sends none (OpenAI routes its
     # prompt cache by it); a client's own `prompt_cache_key` is always kept.
     set_prompt_cache_key: bool = False
+    # For an OpenAI-chat provider serving Anthropic clients: send thinking back as `reasoning_content`
+    # and relay its `reasoning_content` as thinking blocks (DeepSeek and others require it on tool-call
+    # turns); off ⇒ thinking is dropped in the translation.
+    reasoning_content: bool = False
 
     @property
     def url(self) -> str:

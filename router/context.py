@@ -229,6 +229,7 @@ class UpstreamResult:
     usage: Usage | None = None
     stream_error: str = ""  # set when a stream broke after its first byte
     client_gone: bool = False  # the client closed the connection before the answer was complete
+    wire_out: str | None = None  # the wire format sent to the provider (the client's own: passed through)
 
 
 @dataclass(slots=True)

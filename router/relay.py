@@ -12,7 +12,8 @@ from aiohttp import web
 
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext
-from router.core.sse import EventTooLarge, SseRelay, error_event
+from router.core.sse import EventTooLarge, SseRelay
+from router.core.sse_translation import StreamTranslator
 from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
 from router.stage import StageTimeout, within_timeout
@@ -22,16 +23,31 @@ log = logging.getLogger("pinch_router.relay")
 
 
 class StreamRelay:
-    """Copies one upstream SSE stream to the client, whole events as they arrive."""
+    """Copies one upstream SSE stream to the client, whole events as they arrive.
+
+    With a ``translator`` (the provider speaks another format than the client) each
+    batch of whole events is translated as it arrives, and the end and the error event
+    are the translator's; ``ends_at_message_stop``: the provider's stream is Anthropic's.
+    """
 
     def __init__(
-        self, ctx: RequestContext, upstream: aiohttp.ClientResponse, settings: UpstreamSettings, *, drop_usage_only: bool = False
+        self,
+        ctx: RequestContext,
+        upstream: aiohttp.ClientResponse,
+        settings: UpstreamSettings,
+        *,
+        drop_usage_only: bool = False,
+        translator: StreamTranslator | None = None,
+        ends_at_message_stop: bool = False,
     ) -> None:
         self.ctx = ctx
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
+        self.events = SseRelay(
+            max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_at_message_stop=ends_at_message_stop
+        )
+        self.translator = translator
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 
@@ -48,7 +64,7 @@ class StreamRelay:
                     chunk = await self.upstream.content.readany()
                     if not chunk:
                         raise AttemptFailure("read", "stream ended before its first event")
-                    ready = self.events.feed(chunk)
+                    ready = self._translated(self.events.feed(chunk))
                     if ready:
                         return ready
         except TimeoutError:
@@ -87,18 +103,26 @@ class StreamRelay:
             return
         if failure:
             log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
-            event = (
-                error_event(failure, "server_shutting_down")
-                if self.cut_reason
-                else error_event(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
-            )
+            if self.translator is not None:
+                event = self.translator.fail(failure if self.cut_reason else f"upstream stream interrupted: {failure}")
+            elif self.cut_reason:
+                event = ctx.wire.stream_error(failure, "server_shutting_down")
+            else:
+                event = ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
             if not await self._write(response, event):
+                return
+        elif self.translator is not None and not self.translator.done:
+            closing = self.translator.end()
+            if closing and not await self._write(response, closing):
                 return
         await response.write_eof()
 
+    def _translated(self, ready: bytes) -> bytes:
+        return self.translator.feed(ready) if self.translator is not None and ready else ready
+
     async def _pump(self, response: web.StreamResponse) -> str:
         """Relay the rest; return why the stream broke, or '' when it ended cleanly."""
-        while not self.events.done:
+        while not self.events.done and not (self.translator is not None and self.translator.done):
             try:
                 async with asyncio.timeout(self.idle):
                     chunk = await self.upstream.content.readany()
@@ -109,9 +133,13 @@ class StreamRelay:
             if self.cut_reason:
                 return self.cut_reason
             if not chunk:
-                return "" if self.events.done else "the provider closed the stream before [DONE]"
+                if self.events.done or (self.translator is not None and self.translator.done):
+                    return ""
+                if self.translator is not None:
+                    return ""  # the translator decides whether what came is a complete answer (end())
+                return "the provider closed the stream before its end" if self.events.ends_at_message_stop else "the provider closed the stream before [DONE]"
             try:
-                ready = self.events.feed(chunk)
+                ready = self._translated(self.events.feed(chunk))
             except EventTooLarge as exc:
                 return str(exc)
             if ready and not await self._write(response, ready):
@@ -142,27 +170,38 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate, secret: str | None) -> web.Response:
-    """An upstream 4xx the client must see, in OpenAI error format, with the provider key removed."""
+ErrorRenderer = Callable[[ApiError, "dict[str, str] | None"], web.Response]
+
+
+def _openai_error(error: ApiError, headers: dict[str, str] | None) -> web.Response:
+    return error.response(headers)
+
+
+def relay_client_error(
+    status: int, body: bytes, candidate: Candidate, secret: str | None, render: ErrorRenderer | None = None
+) -> web.Response:
+    """An upstream 4xx the client must see, with the provider key removed: relayed as it is when it
+    is an error object of the client's own format, else rewritten by ``render`` (the client's
+    format; OpenAI's by default) — always rewritten when ``render`` is given (a translated exchange)."""
     if secret and secret.encode() in body:
         body = body.replace(secret.encode(), REDACTED.encode())
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+    if render is None and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return web.Response(status=status, body=body, content_type="application/json")
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
-    return ApiError(status, message, "invalid_request_error", f"upstream_{status}").response()
+    return (render or _openai_error)(ApiError(status, message, "invalid_request_error", f"upstream_{status}"), None)
 
 
-def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt."""
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], render: ErrorRenderer = _openai_error) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt, in the client's format."""
     summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
     last = failures[-1] if failures else None
     if last is not None and last.status == 429:
         headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
-        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
+        return render(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
     if last is not None and last.kind == "timeout":
-        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
-    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()
+        return render(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"), None)
+    return render(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"), None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ from router.context import Candidate, Message
 from router.core.redaction import REDACTED
 from router.core.retry_after import parse_retry_after
 from router.dependency_http import error_summary, failure_reason, is_redirect, post
+from router.providers.anthropic import anthropic_headers, messages_url
 
 # Statuses that say "this provider cannot serve it now", so another candidate may:
 # auth or missing model at that provider, timeouts, rate limits and overload.
@@ -53,14 +55,19 @@ class AttemptFailure(Exception):
 
 
 def chat_url(provider: ProviderSettings) -> str:
+    if provider.api == "anthropic":
+        return messages_url(provider.url)
     base = provider.url
     if provider.api == "ollama" and not base.endswith("/v1"):
         base += "/v1"  # Ollama's OpenAI-compatible chat lives under /v1
     return f"{base}/chat/completions"
 
 
-def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
-    """Headers come only from config; nothing the client sent is forwarded."""
+def upstream_headers(provider: ProviderSettings, client_headers: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Headers come only from config; nothing the client sent is forwarded — except, to an
+    ``api: anthropic`` provider, the client's ``anthropic-version`` and ``anthropic-beta``."""
+    if provider.api == "anthropic":
+        return anthropic_headers(provider.api_key(), client_headers, provider.headers)
     headers = {"Content-Type": "application/json", **provider.headers}
     key = provider.api_key()
     if key:
@@ -77,7 +84,9 @@ class UpstreamClient:
         self.settings = settings
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=settings.connect_timeout_seconds)
 
-    async def open(self, candidate: Candidate, payload: bytes, first_byte_timeout: float) -> aiohttp.ClientResponse:
+    async def open(
+        self, candidate: Candidate, payload: bytes, first_byte_timeout: float, client_headers: Mapping[str, str] | None = None
+    ) -> aiohttp.ClientResponse:
         """POST the payload; return the response once its status line arrived.
 
         A status that calls for failover is read (bounded), released and raised
@@ -87,7 +96,7 @@ class UpstreamClient:
         url = chat_url(provider)
         try:
             async with asyncio.timeout(first_byte_timeout):
-                response = await post(self.http, url, payload, upstream_headers(provider), self._timeout)
+                response = await post(self.http, url, payload, upstream_headers(provider, client_headers), self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
                 "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"
