@@ -29,16 +29,15 @@ from aiohttp import web
 from router.chain import StageDeps
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
-from router.core.sse import read_usage
 from router.dependency_http import BodyTooLarge, read_bounded
+from router.core.anthropic_view import ANTHROPIC_MESSAGES
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
+from router.providers import Untranslatable, provider_adapter, translator
 from router.relay import StreamRelay, all_failed_response, relay_client_error
 from router.stage import FailMode, StageReport
-from router.providers.anthropic import ANTHROPIC_WIRE
 from router.upstream import AttemptFailure, UpstreamClient
-from router.wire.translation import NoTranslation, plan_exchange
 
 T = TypeVar("T")
 
@@ -55,13 +54,6 @@ class UpstreamForward:
         self.client = UpstreamClient(deps.http, deps.config.providers, deps.config.upstream)
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
         self.open_gauge = deps.metrics.upstream_open if deps.metrics is not None else None
-        self.estimator = deps.estimator
-        # sent to an Anthropic provider when the client set no output limit (required there)
-        self.max_output = {m.name: m.max_output_tokens for m in deps.config.models}
-
-    def _prompt_tokens(self, ctx: RequestContext) -> int:
-        """The prompt as sent: after pinch when it ran (a translated stream's message_start reports it)."""
-        return ctx.pinch.final_tokens if ctx.pinch is not None else ctx.measured_prompt(self.estimator).tokens
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
@@ -111,15 +103,17 @@ class UpstreamForward:
         provider = self.client.providers[candidate.provider]
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
         changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
+        payload = ctx.wire.upstream_body(ctx.body, view, changes)
         try:
-            exchange = plan_exchange(
-                ctx, candidate, provider, changes, input_tokens=self._prompt_tokens(ctx), default_max_tokens=self.max_output[candidate.model]
-            )
-        except NoTranslation as exc:
-            raise AttemptFailure("status", str(exc), status=400) from None
-        result.wire_out = exchange.provider_wire
+            wire_out = provider_adapter(provider).chat_wire(provider)
+            translation = translator(ctx.wire.name, wire_out)
+        except Untranslatable as exc:
+            raise AttemptFailure("status", str(exc)) from None
+        if translation is not None:
+            payload = translation.request(payload, candidate)
+        result.wire_out = wire_out
         sent = perf_counter()
-        opened = self.client.open(candidate, exchange.payload, self.settings.first_byte_timeout_seconds, ctx.headers)
+        opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)
         if self.open_gauge is not None:
             self.open_gauge.inc()
@@ -127,17 +121,19 @@ class UpstreamForward:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
                 secret = self.client.providers[candidate.provider].api_key()
-                ctx.response = relay_client_error(response.status, body, candidate, secret, ctx.error_response if exchange.translated else None)
+                render = ctx.error_response if translation is not None else None  # the provider's error shape is not the client's
+                ctx.response = relay_client_error(response.status, body, candidate, secret, render)
                 self._answered(result, candidate, response.status, sent)
                 return
-            if response.content_type == "text/event-stream":
+            streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"
+            if streamed:
                 relay = StreamRelay(
                     ctx,
                     response,
                     self.settings,
-                    drop_usage_only=inject_usage and not exchange.translated,
-                    translator=exchange.stream() if exchange.stream is not None else None,
-                    ends_at_message_stop=exchange.provider_wire == ANTHROPIC_WIRE,
+                    drop_usage_only=inject_usage,
+                    translate=translation.stream() if translation is not None else None,
+                    ends_at_message_stop=ctx.wire.name == ANTHROPIC_MESSAGES,
                 )
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
@@ -146,10 +142,10 @@ class UpstreamForward:
             else:
                 body = await self._wait_upstream(ctx, self._read_body(response))
                 self._answered(result, candidate, response.status, sent)
-                result.usage = read_usage(body)
                 content_type = response.headers.get("Content-Type", JSON)
-                if exchange.answer is not None:
-                    body, content_type = exchange.answer(body), JSON
+                if translation is not None:
+                    body, content_type = translation.response(body), JSON
+                result.usage = ctx.wire.read_usage(body)
                 ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:

@@ -13,9 +13,9 @@ from aiohttp import web
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext
 from router.core.sse import EventTooLarge, SseRelay
-from router.core.sse_translation import StreamTranslator
 from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
+from router.providers import StreamBroken, StreamTranslator
 from router.stage import StageTimeout, within_timeout
 from router.upstream import REDACTED, AttemptFailure, error_text
 
@@ -23,12 +23,7 @@ log = logging.getLogger("pinch_router.relay")
 
 
 class StreamRelay:
-    """Copies one upstream SSE stream to the client, whole events as they arrive.
-
-    With a ``translator`` (the provider speaks another format than the client) each
-    batch of whole events is translated as it arrives, and the end and the error event
-    are the translator's; ``ends_at_message_stop``: the provider's stream is Anthropic's.
-    """
+    """Copies one upstream SSE stream to the client, whole events as they arrive."""
 
     def __init__(
         self,
@@ -37,17 +32,19 @@ class StreamRelay:
         settings: UpstreamSettings,
         *,
         drop_usage_only: bool = False,
-        translator: StreamTranslator | None = None,
+        translate: StreamTranslator | None = None,
         ends_at_message_stop: bool = False,
     ) -> None:
+        """``translate``: the provider streams another wire format; its events are translated first.
+        ``ends_at_message_stop``: the client's stream is Anthropic's (no ``[DONE]``)."""
         self.ctx = ctx
+        self.translate = translate
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
         self.events = SseRelay(
             max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_at_message_stop=ends_at_message_stop
         )
-        self.translator = translator
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 
@@ -62,17 +59,24 @@ class StreamRelay:
             async with asyncio.timeout(timeout):
                 while True:
                     chunk = await self.upstream.content.readany()
+                    if not chunk and self.translate is not None and (rest := self.translate.finish()):
+                        return self.events.feed(rest)
                     if not chunk:
                         raise AttemptFailure("read", "stream ended before its first event")
-                    ready = self._translated(self.events.feed(chunk))
+                    ready = self.events.feed(self._translated(chunk))
                     if ready:
                         return ready
         except TimeoutError:
             raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
         except EventTooLarge as exc:
             raise AttemptFailure("read", str(exc)) from None
+        except StreamBroken as exc:
+            raise AttemptFailure("read", str(exc)) from None
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
+
+    def _translated(self, chunk: bytes) -> bytes:
+        return chunk if self.translate is None else self.translate.feed(chunk)
 
     async def run(self, first: bytes, head: Callable[[RequestContext], dict[str, str]]) -> None:
         """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
@@ -96,33 +100,25 @@ class StreamRelay:
                 streams.discard(self)
         result = ctx.upstream
         if result is not None:
-            result.usage = self.events.usage
+            result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
             result.stream_error = failure
             result.client_gone = self.client_gone
         if self.client_gone:
             return
         if failure:
             log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
-            if self.translator is not None:
-                event = self.translator.fail(failure if self.cut_reason else f"upstream stream interrupted: {failure}")
-            elif self.cut_reason:
-                event = ctx.wire.stream_error(failure, "server_shutting_down")
-            else:
-                event = ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+            event = (
+                ctx.wire.stream_error(failure, "server_shutting_down")
+                if self.cut_reason
+                else ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+            )
             if not await self._write(response, event):
-                return
-        elif self.translator is not None and not self.translator.done:
-            closing = self.translator.end()
-            if closing and not await self._write(response, closing):
                 return
         await response.write_eof()
 
-    def _translated(self, ready: bytes) -> bytes:
-        return self.translator.feed(ready) if self.translator is not None and ready else ready
-
     async def _pump(self, response: web.StreamResponse) -> str:
         """Relay the rest; return why the stream broke, or '' when it ended cleanly."""
-        while not self.events.done and not (self.translator is not None and self.translator.done):
+        while not self.events.done:
             try:
                 async with asyncio.timeout(self.idle):
                     chunk = await self.upstream.content.readany()
@@ -132,15 +128,15 @@ class StreamRelay:
                 return self.cut_reason or f"connection to the provider broke ({type(exc).__name__})"
             if self.cut_reason:
                 return self.cut_reason
-            if not chunk:
-                if self.events.done or (self.translator is not None and self.translator.done):
-                    return ""
-                if self.translator is not None:
-                    return ""  # the translator decides whether what came is a complete answer (end())
-                return "the provider closed the stream before its end" if self.events.ends_at_message_stop else "the provider closed the stream before [DONE]"
             try:
-                ready = self._translated(self.events.feed(chunk))
-            except EventTooLarge as exc:
+                if not chunk and self.translate is not None:
+                    chunk = self.translate.finish()
+                    if not chunk:
+                        return "" if self.events.done else "the provider closed the stream before its end"
+                elif not chunk:
+                    return "" if self.events.done else "the provider closed the stream before [DONE]"
+                ready = self.events.feed(self._translated(chunk))
+            except (EventTooLarge, StreamBroken) as exc:
                 return str(exc)
             if ready and not await self._write(response, ready):
                 return "client disconnected"

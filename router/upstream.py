@@ -18,11 +18,11 @@ import aiohttp
 import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
-from router.context import Candidate, Message
+from router.context import Candidate
 from router.core.redaction import REDACTED
 from router.core.retry_after import parse_retry_after
 from router.dependency_http import error_summary, failure_reason, is_redirect, post
-from router.providers.anthropic import anthropic_headers, messages_url
+from router.providers import provider_adapter
 
 # Statuses that say "this provider cannot serve it now", so another candidate may:
 # auth or missing model at that provider, timeouts, rate limits and overload.
@@ -54,27 +54,6 @@ class AttemptFailure(Exception):
         return self.message
 
 
-def chat_url(provider: ProviderSettings) -> str:
-    if provider.api == "anthropic":
-        return messages_url(provider.url)
-    base = provider.url
-    if provider.api == "ollama" and not base.endswith("/v1"):
-        base += "/v1"  # Ollama's OpenAI-compatible chat lives under /v1
-    return f"{base}/chat/completions"
-
-
-def upstream_headers(provider: ProviderSettings, client_headers: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Headers come only from config; nothing the client sent is forwarded — except, to an
-    ``api: anthropic`` provider, the client's ``anthropic-version`` and ``anthropic-beta``."""
-    if provider.api == "anthropic":
-        return anthropic_headers(provider.api_key(), client_headers, provider.headers)
-    headers = {"Content-Type": "application/json", **provider.headers}
-    key = provider.api_key()
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
 class UpstreamClient:
     """Opens chat requests over the one shared ClientSession."""
 
@@ -91,12 +70,20 @@ class UpstreamClient:
 
         A status that calls for failover is read (bounded), released and raised
         as an AttemptFailure; other statuses are returned for the caller to relay.
+        ``client_headers`` reach the provider only where its adapter names them
+        (``forwarded_client_headers``: an Anthropic provider's version and betas).
         """
         provider = self.providers[candidate.provider]
-        url = chat_url(provider)
+        adapter = provider_adapter(provider)
+        url = adapter.chat_url(provider)
+        headers = adapter.headers(provider)
+        for name in getattr(adapter, "forwarded_client_headers", ()):
+            value = client_headers.get(name) if client_headers is not None else None
+            if value is not None:
+                headers[name] = value
         try:
             async with asyncio.timeout(first_byte_timeout):
-                response = await post(self.http, url, payload, upstream_headers(provider, client_headers), self._timeout)
+                response = await post(self.http, url, payload, headers, self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
                 "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"
