@@ -10,10 +10,15 @@ answer are translated). For each, Claude Code runs once with a throw-away HOME::
     ANTHROPIC_BASE_URL=http://127.0.0.1:<proxy port> ANTHROPIC_API_KEY=test \\
     claude -p "list the files in this directory" --model <model> --allowedTools Bash
 
-The mock answers the first request with a ``Bash {"command": "ls"}`` tool call and
-the request carrying its result with text quoting it, so a run passes when Claude
-Code exits 0 and prints ``… (tool said: main.py\\nnotes.txt)``: its tool call ran in
-the workspace and its final answer came back through the proxy. The proxy's
+Through the Anthropic provider the mock answers the first request with a
+``Bash {"command": "ls"}`` tool call and the request carrying its result with text
+quoting it, so that run passes when Claude Code exits 0 and prints
+``… (tool said: main.py\\nnotes.txt)``: its tool call ran in the workspace and its final
+answer came back through the proxy. Through the OpenAI-compatible provider the chat
+mock streams two interleaved tool calls (``{"n": 0}``, ``{"n": 1}``, which Claude Code
+runs and answers with its input-validation error) and then text, so that run passes
+when Claude Code exits 0, prints the mock's answer, and its second request carries one
+``tool`` result per call (see :func:`model_passed`). The proxy's
 decision log then shows each request's wire format in and out. Nothing leaves the
 machine. Claude Code is the npm package pinned in tests/data/agents/README.md::
 
@@ -40,7 +45,7 @@ PROMPT = "list the files in this directory"
 MODELS = {"mock-claude": "anthropic (passed through)", "mock-chat": "openai (translated)"}
 
 
-def proxy_config(mock_port: int, log_path: Path) -> str:
+def proxy_config(mock_port: int) -> str:
     return f"""server: {{host: 127.0.0.1}}
 providers:
   mock-anthropic: {{base_url: "http://127.0.0.1:{mock_port}", api: anthropic, api_key_env: MOCK_KEY}}
@@ -51,8 +56,26 @@ models:
   - {{name: mock-chat, provider: mock-chat, upstream_model: chat-mock, context_window: 200000, max_output_tokens: 32000,
      supports: {{tools: true, vision: true, json_mode: true}}, tiers: [1, 2, 3]}}
 middlewares: [session-fingerprint, capability-gate, upstream-forward]
-decision_log: {{enabled: true, path: "{log_path}"}}
 """
+
+
+def model_passed(model: str, stdout: str, recorded: Path) -> bool:
+    """``mock-claude``: the answer quotes ``ls``'s output (the Anthropic mock's Bash call ran).
+    ``mock-chat``: the chat mock calls the first two tools with ``{"n": i}`` (which Claude Code
+    runs and answers with its validation error) and answers the results with plain text, so the
+    check is the final answer plus the upstream's last request carrying one ``tool`` message per call."""
+    if model == "mock-claude":
+        said = "".join(stdout.split()).partition("toolsaid:")[2]
+        return all(name in said for name in WORKSPACE_FILES)
+    chats = [orjson.loads(p.read_bytes()).get("body") or {} for p in sorted(recorded.iterdir()) if p.name.endswith("chat-completions.json")]
+    if len(chats) < 2 or stdout.strip() != "Hello from the mock upstream.":
+        return False
+    calls = [c["id"] for m in chats[-2]["messages"] for c in m.get("tool_calls") or []] or ["call_mock_0", "call_mock_1"]
+    results = [m["tool_call_id"] for m in chats[-1]["messages"] if m.get("role") == "tool"]
+    for m in chats[-1]["messages"]:
+        if m.get("role") == "tool":
+            print(f"  tool result sent back for {m['tool_call_id']}: {str(m.get('content'))[:120]!r}")
+    return sorted(results) == sorted(calls)
 
 
 def run(agents: Path) -> int:
@@ -64,12 +87,12 @@ def run(agents: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="pinch-cc-") as tmp:
         scratch = Path(tmp)
         mock_port, proxy_port = free_port(), free_port()
-        log_path = scratch / "decisions.jsonl"
         config = scratch / "config.yaml"
-        config.write_text(proxy_config(mock_port, log_path))
+        config.write_text(proxy_config(mock_port))
         env = {**os.environ, "MOCK_KEY": "mock-provider-key"}
-        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port)]
-        serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port)]
+        recorded = scratch / "upstream-requests"
+        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded)]
+        serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port), "--state-dir", str(scratch / "state")]
         with spawn(mock, mock_port), spawn(serve, proxy_port, env=env):
             for model, how in MODELS.items():
                 home, workspace = scratch / model / "home", scratch / model / "work"
@@ -90,17 +113,17 @@ def run(agents: Path) -> int:
                     [str(binary), "-p", PROMPT, "--model", model, "--allowedTools", "Bash"],
                     cwd=workspace, env=agent_env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180,
                 )
-                said = "".join(done.stdout.split()).partition("toolsaid:")[2]
-                ok = done.returncode == 0 and all(name in said for name in WORKSPACE_FILES)
+                ok = done.returncode == 0 and model_passed(model, done.stdout, recorded)
                 failed += not ok
                 print(f"{version} → {model} via {how}: exit {done.returncode}, {'tool ran, answer printed' if ok else 'FAILED'}")
                 print(f"  stdout: {done.stdout.strip()[:200]!r}")
                 if not ok:
                     print(f"  stderr: {done.stderr.strip()[-2000:]}")
-        if log_path.exists():
-            for line in log_path.read_text().splitlines():
-                row = orjson.loads(line)
-                print(f"  decision: {row.get('path', '')} wire {row.get('wire_in')} → {row.get('wire_out')}, model {row.get('model')}, status {row.get('status')}")
+            for path in sorted(recorded.iterdir()) if recorded.exists() else []:
+                sent = orjson.loads(path.read_bytes())
+                body = sent.get("body") or {}
+                roles = [m.get("role") for m in body.get("messages", [])]
+                print(f"  upstream got {sent['method']} {sent['path']}: model {body.get('model')}, {len(body.get('tools') or [])} tools, roles {roles}")
     return 1 if failed else 0
 
 
