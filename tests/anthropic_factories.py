@@ -63,3 +63,28 @@ def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
     }
     out.update(extra)
     return out
+
+
+SUPPORTS = {"tools": True, "vision": True, "json_mode": True}
+
+
+def two_wire_config(url: str, **sections: Any) -> Any:
+    """The proxy on one mock (``url`` ends in /v1) speaking both APIs: ``claude-main`` behind an
+    ``api: anthropic`` provider, ``chat-main`` behind an OpenAI-compatible one, ``plain`` (no tools)
+    too; both keyed by MOCK_PROVIDER_KEY; clients need ``local-key``."""
+    from tests.conftest import make_config, model_entry
+
+    return make_config(
+        url,
+        providers={
+            "anth": {"base_url": url.removesuffix("/v1"), "api": "anthropic", "api_key_env": "MOCK_PROVIDER_KEY"},
+            "chat": {"base_url": url, "api_key_env": "MOCK_PROVIDER_KEY"},
+        },
+        models=[
+            model_entry("claude-main", provider="anth", upstream_model="claude-up", supports=SUPPORTS, max_output_tokens=64000, context_window=200000),
+            model_entry("chat-main", provider="chat", upstream_model="chat-up", supports=SUPPORTS, context_window=200000),
+            model_entry("plain", provider="chat", supports={}),
+        ],
+        server={"api_keys": ["local-key"]},
+        **sections,
+    )

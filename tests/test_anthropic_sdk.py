@@ -22,11 +22,10 @@ from router.mock_anthropic import answer as mock_answer
 from router.mock_answers import seal
 from router.mock_upstream import Behaviour
 from tests.anthropic_factories import BASH, PNG, captured, image, text, tool_result, tool_use
-from tests.conftest import make_config, model_entry
+from tests.anthropic_factories import two_wire_config
 
 BETAS = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,effort-2025-11-24"
 CACHED = {"type": "ephemeral", "ttl": "1h", "scope": "global"}
-SUPPORTS = {"tools": True, "vision": True, "json_mode": True}
 
 
 @pytest.fixture
@@ -37,21 +36,7 @@ def mock(mock_upstream, monkeypatch):
 
 @pytest.fixture
 async def proxy_url(proxy, mock) -> str:
-    _, url = mock
-    config = make_config(
-        url,
-        providers={
-            "anth": {"base_url": url.removesuffix("/v1"), "api": "anthropic", "api_key_env": "MOCK_PROVIDER_KEY"},
-            "chat": {"base_url": url, "api_key_env": "MOCK_PROVIDER_KEY"},
-        },
-        models=[
-            model_entry("claude-main", provider="anth", upstream_model="claude-up", supports=SUPPORTS, max_output_tokens=64000, context_window=200000),
-            model_entry("chat-main", provider="chat", upstream_model="chat-up", supports=SUPPORTS, context_window=200000),
-            model_entry("plain", provider="chat", supports={}),
-        ],
-        server={"api_keys": ["local-key"]},
-    )
-    client = await proxy(config)
+    client = await proxy(two_wire_config(mock[1]))
     return str(client.make_url("")).rstrip("/")
 
 

@@ -92,3 +92,24 @@ def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = N
 
 
 ANTHROPIC_MESSAGES_ADAPTER = AnthropicMessages()
+
+
+ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def is_messages_request(body: Any, headers: Any = None) -> bool:
+    """Whether a body read from a file (``pinch-router explain``) is an Anthropic Messages request:
+    an ``anthropic-version`` header, a top-level ``system``, or blocks only Anthropic has."""
+    if headers is not None and "anthropic-version" in headers:
+        return True
+    if not isinstance(body, dict):
+        return False
+    if "system" in body:
+        return True
+    messages = body.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
