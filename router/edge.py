@@ -3,7 +3,9 @@
 It is the first middleware of the LLM sub-application, ahead of the stages,
 because aiohttp runs middlewares before the route handler. Everything the
 client can get wrong is answered here with an OpenAI error object: wrong
-content type (415), body too large (413), malformed JSON or wrong shape (400).
+content type (415), body too large (413), too slow (408), too deep, malformed
+JSON or wrong shape (400) — see :mod:`router.request_body` — and too many
+large bodies in flight at once (503 with Retry-After).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ import asyncio
 import secrets
 import time
 from time import perf_counter
-from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
@@ -103,18 +104,6 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             # Built, logged, counted and queued on the next turn of the loop, once the
             # response is on its way: recording never delays the answer.
             asyncio.get_running_loop().call_soon(record_served, ctx, status, code)
-
-    return edge
-
-
-def wire_edges(config: Config, recorder: Recorder, budget: BodyBudget, wires: Iterable[WireAdapter]) -> Middleware:
-    """One edge per wire format, chosen by the request's path (each adapter's ``paths``)."""
-    by_path = {path: chat_edge(config, recorder, budget, wire) for wire in wires for path in wire.paths}
-    default = by_path.get("/v1/chat/completions") or next(iter(by_path.values()))
-
-    @web.middleware
-    async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
-        return await by_path.get(request.path, default)(request, handler)
 
     return edge
 

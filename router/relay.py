@@ -17,7 +17,7 @@ from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
 from router.providers import StreamBroken, StreamTranslator
 from router.stage import StageTimeout, within_timeout
-from router.upstream import REDACTED, AttemptFailure, error_text
+from router.upstream import AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
 
@@ -173,14 +173,10 @@ def _openai_error(error: ApiError, headers: dict[str, str] | None) -> web.Respon
     return error.response(headers)
 
 
-def relay_client_error(
-    status: int, body: bytes, candidate: Candidate, secret: str | None, render: ErrorRenderer | None = None
-) -> web.Response:
-    """An upstream 4xx the client must see, with the provider key removed: relayed as it is when it
-    is an error object of the client's own format, else rewritten by ``render`` (the client's
-    format; OpenAI's by default) — always rewritten when ``render`` is given (a translated exchange)."""
-    if secret and secret.encode() in body:
-        body = body.replace(secret.encode(), REDACTED.encode())
+def relay_client_error(status: int, body: bytes, candidate: Candidate, render: ErrorRenderer | None = None) -> web.Response:
+    """An upstream 4xx the client must see (keys are removed by the app's redaction pass): relayed as
+    it is when it is an error object of the client's own format, else rewritten by ``render`` (the
+    client's format; OpenAI's by default) — always rewritten when ``render`` is given (a translated exchange)."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -16,7 +16,7 @@ import re
 
 import orjson
 
-from router.context import Usage
+from router.core.results import Usage
 from router.core.anthropic_chat import ChatToMessagesStream, MessagesToChatStream
 from router.core.sse import SseRelay
 
