@@ -38,6 +38,8 @@ class SessionFingerprint:
         value = session_header(ctx.headers, self.settings.headers)
         if value is not None:
             ctx.session = SessionKey(header_session_key(value), "header")
+        elif ctx.view.body_session is not None:  # Claude Code's metadata.user_id: the same id as its header
+            ctx.session = SessionKey(header_session_key(ctx.view.body_session), "metadata")
         else:
             ctx.session = SessionKey(self.fingerprints.fingerprint_opening(ctx.view.opening), "fingerprint")
         return StageReport(detail=ctx.session.source)

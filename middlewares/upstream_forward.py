@@ -29,6 +29,7 @@ from aiohttp import web
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.dependency_http import BodyTooLarge, read_bounded
+from router.core.anthropic_view import ANTHROPIC_MESSAGES
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
@@ -80,7 +81,7 @@ class UpstreamForward:
                         queue.append(candidate)  # nobody else left: wait it out and try again
                 continue
             return StageReport(detail=f"{candidate.model} answered {result.status}" + (f" after {tried} attempts" if tried > 1 else ""))
-        ctx.response = all_failed_response(failures, result.attempts)
+        ctx.response = all_failed_response(failures, result.attempts, ctx.error_response)
         return StageReport(detail=f"all {tried} attempts failed")
 
     @staticmethod
@@ -103,25 +104,34 @@ class UpstreamForward:
         changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
         try:
-            translation = translator(ctx.wire.name, provider_adapter(provider).chat_wire(provider))
+            wire_out = provider_adapter(provider).chat_wire(provider)
+            translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
         if translation is not None:
             payload = translation.request(payload, candidate)
+        result.wire_out = wire_out
         sent = perf_counter()
-        response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
+        opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
+        response = await self._wait_upstream(ctx, opened)
         if self.open_gauge is not None:
             self.open_gauge.inc()
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate)
+                render = ctx.error_response if translation is not None else None  # the provider's error shape is not the client's
+                ctx.response = relay_client_error(response.status, body, candidate, render)
                 self._answered(result, candidate, response.status, sent)
                 return
             streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"
             if streamed:
                 relay = StreamRelay(
-                    ctx, response, self.settings, drop_usage_only=inject_usage, translate=translation.stream() if translation is not None else None
+                    ctx,
+                    response,
+                    self.settings,
+                    drop_usage_only=inject_usage,
+                    translate=translation.stream() if translation is not None else None,
+                    ends_at_message_stop=ctx.wire.name == ANTHROPIC_MESSAGES,
                 )
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
@@ -165,4 +175,4 @@ class UpstreamForward:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         if ctx.response is None or not ctx.response.prepared:
-            ctx.response = ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed").response()
+            ctx.response = ctx.error_response(ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed"))

@@ -27,6 +27,7 @@ from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
     RECORDER_KEY,
+    count_message_tokens,
     healthz,
     list_decisions,
     list_models,
@@ -41,11 +42,13 @@ from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.stage import Handler, Middleware
 from router.unknown_paths import root, unknown_paths
+from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, anthropic_error_response
 
 log = logging.getLogger("pinch_router.app")
 
 HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
 
 
 @web.middleware
@@ -87,6 +90,8 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if keys and request.path not in UNAUTHENTICATED_PATHS:
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
+                scheme, token = "bearer", request.headers["x-api-key"]
             # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
             offered = token.strip().encode("utf-8", "surrogateescape")
             # compare against every key so the time taken does not say which matched
@@ -95,9 +100,12 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                 log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
                 if metrics is not None:
                     metrics.refused.labels("unauthorized").inc()
-                return ApiError(
-                    401, "missing or invalid API key: send Authorization: Bearer <key>", "authentication_error", "invalid_api_key"
-                ).response({"WWW-Authenticate": "Bearer"})
+                error = ApiError(
+                    401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
+                )
+                if request.path.startswith(ANTHROPIC_PATH_PREFIX):
+                    return anthropic_error_response(error, {"WWW-Authenticate": "Bearer"})
+                return error.response({"WWW-Authenticate": "Bearer"})
         return await handler(request)
 
     return auth
@@ -165,6 +173,13 @@ async def create_app(
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
+    # Anthropic Messages: the same chain, its own edge (router.wire.anthropic_messages); count_tokens
+    # is answered outside the chain, so it is routed first.
+    app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
+    anthropic_edge = partial(chat_edge, budget=budget, wire=ANTHROPIC_MESSAGES_ADAPTER)
+    messages = web.Application(middlewares=[live.middleware(anthropic_edge)], client_max_size=max_bytes)
+    messages.router.add_post("", chain_end)
+    app.add_subapp("/v1/messages", messages)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
 
     if redactor:

@@ -108,7 +108,9 @@ class ProviderSettings(_Strict):
     # `openai`: OpenAI-compatible chat completions at {base_url}/chat/completions.
     # `ollama`: base_url is Ollama's root or its /v1; chat still uses the
     # OpenAI-compatible endpoint, the classifier uses native /api/chat.
-    api: Literal["openai", "ollama"] = "openai"
+    # `anthropic`: the Anthropic Messages API at {base_url}/v1/messages, key as x-api-key
+    # (router/providers/anthropic.py).
+    api: Literal["openai", "ollama", "anthropic"] = "openai"
     # Name of the environment variable holding the provider's key (never the key).
     api_key_env: str | None = None
     # Extra headers sent to this provider (e.g. an organisation id).

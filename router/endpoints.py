@@ -8,6 +8,9 @@ import orjson
 from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
+from router.core.anthropic_messages import AnthropicInvalid, validate_messages_body
+from router.core.anthropic_view import count_input_tokens
+from router.core.tokens import TokenEstimator
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
 from router.errors import ApiError, invalid_request
@@ -15,6 +18,7 @@ from router.live import LIVE_KEY
 from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
 from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
+from router.wire.anthropic_messages import anthropic_error_response
 
 CONFIG_KEY = web.AppKey("config", Config)
 RECORDER_KEY = web.AppKey("recorder", Recorder)
@@ -106,3 +110,17 @@ async def list_decisions(request: web.Request) -> web.Response:
 async def prometheus_metrics(request: web.Request) -> web.Response:
     body = request.app[RECORDER_KEY].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+async def count_message_tokens(request: web.Request) -> web.Response:
+    """``POST /v1/messages/count_tokens``: the prompt's input tokens by the project's one estimator
+    (Claude Code's ``/context`` builds its table from 26 of these), errors in Anthropic's shape."""
+    body = await _json_object(request)
+    if isinstance(body, ApiError):
+        return anthropic_error_response(body, BUSY_HEADERS if body.code == "server_busy" else None)
+    try:
+        validate_messages_body(body, count_tokens=True)
+    except AnthropicInvalid as exc:
+        return anthropic_error_response(invalid_request(exc.message))
+    tokens = request.app[LIVE_KEY].config.tokens
+    return _json({"input_tokens": count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))})

@@ -47,8 +47,11 @@ from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
 from router.edge import context_from_body
 from router.errors import ApiError
+from router.providers import provider_adapter
 from router.stage import run_stage
 from router.transcripts import RequestFileError, read_request_file
+from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
+from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"
@@ -136,12 +139,15 @@ async def explain_request(
     Stops after a stage that answers (``ctx.response``). Raises ExplainError for a
     body the proxy's edge would refuse.
     """
+    headers = headers if headers is not None else CIMultiDictProxy(CIMultiDict())
+    wire = ANTHROPIC_MESSAGES_ADAPTER if is_messages_request(body, headers) else OPENAI_CHAT_ADAPTER
     ctx = context_from_body(
         body,
-        headers if headers is not None else CIMultiDictProxy(CIMultiDict()),
+        headers,
         request_id=EXPLAIN_REQUEST_ID,
         started=perf_counter(),
         turn_chars=config.classifier.max_input_chars,
+        wire=wire,
     )
     if isinstance(ctx, ApiError):
         where = f" ({ctx.param})" if ctx.param else ""
@@ -228,7 +234,13 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     if ctx.response is not None:
         field("refused", refusal(ctx.response))
     else:
-        field("forward", f"would go to {route.chosen.model}" if route and route.candidates else "(no route)")
+        if route and route.candidates:
+            provider = config.providers[route.chosen.provider]
+            wire_out = provider_adapter(provider).chat_wire(provider)
+            how = "passed through" if wire_out == ctx.view.wire else "translated"
+            field("forward", f"would go to {route.chosen.model} ({ctx.view.wire} → {wire_out}, {how})")
+        else:
+            field("forward", "(no route)")
 
     lines += ["", "trace"]
     rows = [("stage", "outcome", "ms", "detail")]

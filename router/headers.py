@@ -37,6 +37,8 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-tier"] = str(ctx.route.tier)
     if ctx.pinch is not None:
         headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
+    if upstream is not None and upstream.wire_out is not None:  # e.g. anthropic-messages->openai-chat: translated
+        headers["x-router-wire"] = f"{ctx.view.wire}->{upstream.wire_out}"
     ctx.overhead_ms = overhead_ms(ctx)
     headers["x-router-overhead-ms"] = f"{ctx.overhead_ms:.2f}"
     return headers

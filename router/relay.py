@@ -33,14 +33,18 @@ class StreamRelay:
         *,
         drop_usage_only: bool = False,
         translate: StreamTranslator | None = None,
+        ends_at_message_stop: bool = False,
     ) -> None:
-        """``translate``: the provider streams another wire format; its events are translated first."""
+        """``translate``: the provider streams another wire format; its events are translated first.
+        ``ends_at_message_stop``: the client's stream is Anthropic's (no ``[DONE]``)."""
         self.ctx = ctx
         self.translate = translate
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
+        self.events = SseRelay(
+            max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_at_message_stop=ends_at_message_stop
+        )
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 
@@ -162,25 +166,34 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate) -> web.Response:
-    """An upstream 4xx the client must see, in OpenAI error format (keys are removed by the app's redaction pass)."""
+ErrorRenderer = Callable[[ApiError, "dict[str, str] | None"], web.Response]
+
+
+def _openai_error(error: ApiError, headers: dict[str, str] | None) -> web.Response:
+    return error.response(headers)
+
+
+def relay_client_error(status: int, body: bytes, candidate: Candidate, render: ErrorRenderer | None = None) -> web.Response:
+    """An upstream 4xx the client must see (keys are removed by the app's redaction pass): relayed as
+    it is when it is an error object of the client's own format, else rewritten by ``render`` (the
+    client's format; OpenAI's by default) — always rewritten when ``render`` is given (a translated exchange)."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+    if render is None and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return web.Response(status=status, body=body, content_type="application/json")
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
-    return ApiError(status, message, "invalid_request_error", f"upstream_{status}").response()
+    return (render or _openai_error)(ApiError(status, message, "invalid_request_error", f"upstream_{status}"), None)
 
 
-def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt."""
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], render: ErrorRenderer = _openai_error) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt, in the client's format."""
     summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
     last = failures[-1] if failures else None
     if last is not None and last.status == 429:
         headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
-        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
+        return render(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
     if last is not None and last.kind == "timeout":
-        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
-    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()
+        return render(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"), None)
+    return render(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"), None)

@@ -213,6 +213,10 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
         field("model", f"{row['model']} via {row.get('provider') or '-'}")
     elif row.get("attempts"):
         field("model", "(none answered)")
+    if row.get("wire_in"):
+        wire_out = row.get("wire_out")
+        how = "" if wire_out is None else (", passed through" if wire_out == row["wire_in"] else ", translated")
+        field("wire", f"{row['wire_in']} → {wire_out or '-'}{how}")
     if row.get("requested_max_tokens") is not None:
         sent = row.get("sent_max_tokens")
         field("max tokens", f"requested {row['requested_max_tokens']}, sent {sent if sent is not None else '-'}")

@@ -21,6 +21,8 @@ log = logging.getLogger("pinch_router.app")
 
 SUPPORTED_ENDPOINTS = (
     "POST /v1/chat/completions",
+    "POST /v1/messages",
+    "POST /v1/messages/count_tokens",
     "GET /v1/models",
     "POST /v1/outcome",
     "GET /v1/decisions",
@@ -29,8 +31,6 @@ SUPPORTED_ENDPOINTS = (
 )
 # Known APIs served elsewhere, by path: (metric label, name). Matched with and without /v1.
 KNOWN_APIS = {
-    "/v1/messages": ("anthropic_messages", "the Anthropic Messages API"),
-    "/v1/messages/count_tokens": ("anthropic_messages", "the Anthropic Messages API"),
     "/v1/responses": ("openai_responses", "the OpenAI Responses API"),
     "/v1/completions": ("openai_completions", "the legacy OpenAI completions API"),
     "/v1/embeddings": ("openai_embeddings", "the OpenAI embeddings API"),

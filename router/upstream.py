@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,18 +62,27 @@ class UpstreamClient:
         self.settings = settings
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=settings.connect_timeout_seconds)
 
-    async def open(self, candidate: Candidate, payload: bytes, first_byte_timeout: float) -> aiohttp.ClientResponse:
+    async def open(
+        self, candidate: Candidate, payload: bytes, first_byte_timeout: float, client_headers: Mapping[str, str] | None = None
+    ) -> aiohttp.ClientResponse:
         """POST the payload; return the response once its status line arrived.
 
         A status that calls for failover is read (bounded), released and raised
         as an AttemptFailure; other statuses are returned for the caller to relay.
+        ``client_headers`` reach the provider only where its adapter names them
+        (``forwarded_client_headers``: an Anthropic provider's version and betas).
         """
         provider = self.providers[candidate.provider]
         adapter = provider_adapter(provider)
         url = adapter.chat_url(provider)
+        headers = adapter.headers(provider)
+        for name in getattr(adapter, "forwarded_client_headers", ()):
+            value = client_headers.get(name) if client_headers is not None else None
+            if value is not None:
+                headers[name] = value
         try:
             async with asyncio.timeout(first_byte_timeout):
-                response = await post(self.http, url, payload, adapter.headers(provider), self._timeout)
+                response = await post(self.http, url, payload, headers, self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
                 "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"

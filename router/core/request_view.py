@@ -103,6 +103,10 @@ class RequestView:
     opening: tuple[str, ...]
     # The client asked for the stream's usage report (True for a format whose streams always report it).
     usage_requested: bool = True
+    # A session id the body itself carries (Anthropic ``metadata.user_id``'s session part), used after headers.
+    body_session: str | None = None
+    # The client asked for extended thinking (Anthropic ``thinking``), for the gate and the record.
+    thinking: bool = False
 
     @property
     def units(self) -> Sequence[Unit]:

@@ -33,7 +33,7 @@ class StageRecord:
 
 @dataclass(frozen=True, slots=True)
 class SessionKey:
-    """Who this request belongs to. ``source`` is ``header`` or ``fingerprint``."""
+    """Who this request belongs to. ``source`` is ``header``, ``metadata`` (a session id in the body) or ``fingerprint``."""
 
     key: str
     source: str
@@ -133,6 +133,9 @@ class Candidate:
     output_tokens: int | None = None
     # The model's configured window (Ollama's native chat loads the model with it as num_ctx).
     context_window: int | None = None
+    # The model's configured output limit (sent to an Anthropic provider, which requires one,
+    # when the client set none).
+    max_output_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +213,4 @@ class UpstreamResult:
     usage: Usage | None = None
     stream_error: str = ""  # set when a stream broke after its first byte
     client_gone: bool = False  # the client closed the connection before the answer was complete
+    wire_out: str | None = None  # the wire format sent to the provider (the client's own: passed through)

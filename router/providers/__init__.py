@@ -94,10 +94,11 @@ class StreamBroken(Exception):
 
 
 def _adapters() -> dict[str, ProviderAdapter]:
+    from router.providers.anthropic import ANTHROPIC
     from router.providers.ollama import OLLAMA
     from router.providers.openai import OPENAI
 
-    return {adapter.api: adapter for adapter in (OPENAI, OLLAMA)}
+    return {adapter.api: adapter for adapter in (OPENAI, OLLAMA, ANTHROPIC)}
 
 
 PROVIDER_ADAPTERS: dict[str, ProviderAdapter] = _adapters()
@@ -108,10 +109,16 @@ def provider_adapter(provider: ProviderSettings) -> ProviderAdapter:
 
 
 def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
+    from router.core.anthropic_view import ANTHROPIC_MESSAGES
+    from router.providers.anthropic import ChatToMessagesTranslator, MessagesToChatTranslator
     from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
     from router.wire.openai_chat import OPENAI_CHAT
 
-    return {(OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator}
+    return {
+        (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,
+        (ANTHROPIC_MESSAGES, OPENAI_CHAT): MessagesToChatTranslator,
+        (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
+    }
 
 
 TRANSLATORS = _translators()

@@ -60,6 +60,7 @@ class WireAdapter(Protocol):
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
+    from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER
     from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER,)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER)}

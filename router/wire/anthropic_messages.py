@@ -1,0 +1,115 @@
+"""The Anthropic Messages wire adapter (``POST /v1/messages``): Claude Code and the ``anthropic`` SDK.
+
+* Validation: :func:`router.core.anthropic_messages.validate_messages_body` (the
+  minimal shape; every unknown field and block passes through); the view:
+  :func:`router.core.anthropic_view.messages_view` (a unit holds at most one
+  ``tool_result``; reminders and the billing line are not the user's words).
+* Errors: ``{"type": "error", "error": {"type", "message"}}`` with the status's
+  Anthropic type (``invalid_request_error`` 400, ``authentication_error`` 401,
+  ``not_found_error`` 404, ``request_too_large`` 413, ``rate_limit_error`` 429,
+  ``api_error`` 5xx, ``overloaded_error`` 529).
+* Upstream body (an ``api: anthropic`` provider): the client's body with ``model``,
+  the rewritten ``tool_result`` contents and a clamped ``max_tokens`` replaced;
+  everything else — thinking blocks and their signatures, ``cache_control``,
+  ``context_management``, ``safeguards``, ``metadata`` — goes out as sent.
+* Answers: Anthropic SSE (``event:`` + ``data:`` pairs ending in ``message_stop``),
+  relayed event by event; usage from ``message_start`` and ``message_delta``.
+* Streaming is decided by the body's ``stream``, never by ``Accept`` (Claude Code
+  sends ``Accept: application/json`` with ``stream: true``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from router.context import Usage
+from router.core.anthropic_chat import anthropic_error_event
+from router.core.anthropic_messages import AnthropicInvalid, error_payload, validate_messages_body
+from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.core.request_view import BodyChanges, RequestView
+from router.core.sse import read_usage
+from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
+
+MESSAGE_STOP = b'"message_stop"'
+
+
+class AnthropicMessages:
+    name = ANTHROPIC_MESSAGES
+    paths = ("/v1/messages",)
+
+    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
+        try:
+            parsed = validate_messages_body(body)
+        except AnthropicInvalid as exc:
+            return invalid_request(exc.message)
+        return messages_view(body, parsed, turn_chars)
+
+    def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+        return anthropic_error_response(error, headers)
+
+    def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
+        return orjson.dumps(self.upstream_dict(body, view, changes))
+
+    def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        """The body to send, before serialisation (the translation to another format starts from it)."""
+        payload = dict(body)
+        payload["model"] = changes.upstream_model
+        conversation = view.conversation
+        assert isinstance(conversation, MessagesConversation)
+        payload["messages"] = conversation.messages_with(changes.rewrites)
+        limit = body.get("max_tokens")
+        if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
+            payload["max_tokens"] = changes.output_tokens
+        return payload
+
+    def read_usage(self, body: bytes) -> Usage | None:
+        return read_usage(body)
+
+    def stream_error(self, message: str, code: str) -> bytes:
+        return anthropic_error_event(message, "overloaded_error" if code == "server_shutting_down" else "api_error")
+
+    def is_usage_only_event(self, event: bytes) -> bool:
+        return False  # an Anthropic stream reports usage in message_start and message_delta, always
+
+    def is_done_event(self, data: bytes) -> bool:
+        """``message_stop`` ends an Anthropic stream (there is no ``[DONE]``)."""
+        return MESSAGE_STOP in data and data.lstrip().startswith(b"{") and orjson.loads(data).get("type") == "message_stop"
+
+
+def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    """Any error of the proxy's, in Anthropic's shape with the status's type; the code kept for the log."""
+    payload = error_payload(error.status, error.message)
+    response = web.Response(status=error.status, body=orjson.dumps(payload), content_type=JSON, headers=headers)
+    response[ERROR_CODE_KEY] = error.code
+    if error.close_connection:
+        response.force_close()
+    return response
+
+
+
+
+ANTHROPIC_MESSAGES_ADAPTER = AnthropicMessages()
+
+
+ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def is_messages_request(body: Any, headers: Any = None) -> bool:
+    """Whether a body read from a file (``pinch-router explain``) is an Anthropic Messages request:
+    an ``anthropic-version`` header, a top-level ``system``, or blocks only Anthropic has."""
+    if headers is not None and "anthropic-version" in headers:
+        return True
+    if not isinstance(body, dict):
+        return False
+    if "system" in body:
+        return True
+    messages = body.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
