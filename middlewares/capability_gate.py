@@ -22,7 +22,7 @@ from router.stage import FailMode, StageReport
 
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
-    requires: ClassVar[frozenset[str]] = frozenset({"send_messages", "body", "requested_model"})
+    requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session"})
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
@@ -41,7 +41,7 @@ class CapabilityGate:
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         if pinned is not None and config.model_by_name(pinned) is None:
             if not self._route_any_name:
-                ctx.response = invalid_request(
+                ctx.response = ctx.error_response(invalid_request(
                     f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
                     f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)}). "
                     f"To route it, add {clip(pinned)!r} to routing.aliases (or \"*\" to route every unknown name), "
@@ -49,7 +49,7 @@ class CapabilityGate:
                     code="model_not_found",
                     param="model",
                     status=404,
-                ).response()
+                ))
                 return StageReport(detail="unknown model")
             pinned = None  # routing.aliases has "*": any unknown name means "route for me"
         classification = ctx.classification
@@ -60,12 +60,11 @@ class CapabilityGate:
             if escalation is not None:
                 tier = escalation.to_tier
         needs = detect_capabilities(
-            ctx.body,
-            ctx.send_messages,
+            ctx.view,
             self.estimator,
             classification.required_context_tokens if classification is not None else None,
-            # pinch's final count is exactly prompt_tokens(send_messages, tools) with this estimator
-            ctx.pinch.final_tokens if ctx.pinch is not None else None,
+            # pinch's final count is exactly the prompt it sends, with this estimator
+            ctx.pinch.final_tokens if ctx.pinch is not None else ctx.measured_prompt(self.estimator).tokens,
             min_output_tokens=config.routing.min_output_tokens,
             clamp_output=config.routing.output_limit == "clamp",
         )
@@ -73,7 +72,7 @@ class CapabilityGate:
         route = select_route(config.models, needs, tier, config.routing.min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
             ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected)
-            ctx.response = invalid_request(route.message(), code="no_capable_model").response()
+            ctx.response = ctx.error_response(invalid_request(route.message(), code="no_capable_model"))
             return StageReport(detail="no capable model")
         if escalation is not None:
             route = replace(route, escalation=escalation.reason())
@@ -83,4 +82,4 @@ class CapabilityGate:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.route = None
-        ctx.response = ApiError(503, f"routing failed: {reason}", "server_error", "routing_failed").response()
+        ctx.response = ctx.error_response(ApiError(503, f"routing failed: {reason}", "server_error", "routing_failed"))

@@ -34,7 +34,6 @@ from typing import ClassVar
 from router.chain import StageDeps
 from router.config import SessionCacheSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
-from router.core.chat_request import offers_tools
 from router.core.session_cache import SessionCache, is_side_request
 from router.stage import FailMode, StageReport
 
@@ -68,7 +67,7 @@ class ClassificationCache:
         entry = self.store.get(ctx.session.key, self.clock(), self._staleness_seconds)
         if entry is None:
             return StageReport(detail="miss")
-        offers = offers_tools(ctx.body)
+        offers = ctx.view.offers_tools
         if is_side_request(entry, offers):
             return StageReport(detail="side request (no tools): classified on its own")
         if not entry.serves(offers):
@@ -87,7 +86,7 @@ class ClassificationCache:
             and classification is not None
             and classification.source is ClassificationSource.CLASSIFIER
         ):
-            now, offers = self.clock(), offers_tools(ctx.body)
+            now, offers = self.clock(), ctx.view.offers_tools
             if is_side_request(self.store.get(ctx.session.key, now, self._staleness_seconds), offers):
                 return  # a title or summary request never decides the session's category
             self.store.put(ctx.session.key, classification.task_category, classification.task_tier, now, tools_offered=offers)

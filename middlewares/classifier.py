@@ -42,7 +42,7 @@ from router.stage import FailMode, StageReport
 
 class Classifier:
     name: ClassVar[str] = "classifier"
-    requires: ClassVar[frozenset[str]] = frozenset({"headers", "turn_text"})
+    requires: ClassVar[frozenset[str]] = frozenset({"headers", "view"})
     reads: ClassVar[frozenset[str]] = frozenset({"classification"})
     provides: ClassVar[frozenset[str]] = frozenset({"classification"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN

@@ -1,7 +1,9 @@
 """pinch-prune: compress old tool results so the prompt fits its limits (ARCHITECTURE §5).
 
-Reads ``ctx.messages`` (never changed) and, when pinch-relevance ran before it,
-``ctx.relevance``; writes ``ctx.send_messages`` (what goes upstream) and
+Reads ``ctx.view`` (the conversation in any wire format, never changed) and,
+when pinch-relevance ran before it, ``ctx.relevance``; writes ``ctx.rewrites``
+(the compressed tool results by position, which the wire adapter writes into
+the body that goes upstream) and
 ``ctx.pinch`` (the stats behind ``x-router-pinch-saved``, with the reason a
 request did or did not compress new results, shown in the trace). The limits
 cover the whole prompt the gate measures: messages plus the request's tool schemas.
@@ -11,22 +13,22 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   request's capabilities), less ``routing.min_output_tokens``; then larger
   capable windows when compression cannot fit that one.
 * ``pinch.ledger`` (default) with a session key ⇒
-  :func:`router.core.pinch_ledger.pinch_session`: the session's ledger is
+  :func:`router.core.pinch_ledger.pinch_conversation`: the session's ledger is
   reapplied and new results are compressed in batches timed by the provider's
   cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
   time (``deps.clock``) and its provider live in the session state
   (``deps.state``): one read and one write per request. A missing ledger (new
   session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
-  (:func:`router.core.pinch.prune_context`) to the budget, or to the window when that is smaller.
-* ``pinch.enabled: false`` ⇒ recorded as skipped; the original messages go
+  (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
+* ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
   upstream and ``ctx.pinch`` stays None (no pinch header).
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
   skipped, unavailable or absent) ⇒ uniform / oldest first. An order that does
   not fit the candidate list is a bug upstream of us: pinch goes on without it
   and records a fallback.
 * Any error ⇒ fail open: the adapter calls :meth:`PinchPrune.fallback`, which
-  forwards the original messages untouched and leaves ``ctx.pinch`` None; the
+  forwards the original body untouched and leaves ``ctx.pinch`` None; the
   trace records the error.
 """
 
@@ -37,10 +39,11 @@ from typing import ClassVar
 
 from router.chain import StageDeps
 from router.config import Config, PinchSettings
-from router.context import Message, Outcome, PinchStats, RequestContext
+from router.context import Outcome, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
-from router.core.pinch import RelevanceOrderError, prune_context
-from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_session
+from router.core.pinch import RelevanceOrderError, prune_results
+from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversation
+from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
@@ -49,9 +52,9 @@ from router.stage import FailMode, StageReport
 
 class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
-    requires: ClassVar[frozenset[str]] = frozenset({"messages", "body"})
+    requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session"})
-    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "send_messages"})
+    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -78,7 +81,7 @@ class PinchPrune:
         except RelevanceOrderError as exc:
             sent, stats = self._prune(ctx, None, windows)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
-        ctx.send_messages = sent
+        ctx.rewrites = sent
         ctx.pinch = stats
         detail = (
             f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
@@ -86,13 +89,13 @@ class PinchPrune:
         )
         return StageReport(outcome, detail + note)
 
-    def _prune(self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...]) -> tuple[list[Message], PinchStats]:
+    def _prune(self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...]) -> tuple[Rewrites, PinchStats]:
         settings = self.settings
-        tools, measured = ctx.body.get("tools") or None, ctx.measured_prompt(self.estimator)
+        tools, measured = ctx.view.tools, ctx.measured_prompt(self.estimator)
         if not settings.ledger or ctx.session is None:
             budget = min(settings.budget_tokens, windows[0].prompt_limit) if windows else settings.budget_tokens
-            sent, stats = prune_context(
-                ctx.messages, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
+            sent, stats = prune_results(
+                ctx.view.conversation, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
             )
             why = "pruned afresh (" + ("pinch.ledger is false" if not settings.ledger else "no session key") + ")"
             return sent, replace(stats, newly_compressed=stats.compressed, reason=why)
@@ -104,8 +107,8 @@ class PinchPrune:
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
-        result = pinch_session(
-            ctx.messages,
+        result = pinch_conversation(
+            ctx.view.conversation,
             session.ledger,
             budget_tokens=settings.budget_tokens,
             low_watermark=settings.low_watermark,
@@ -119,7 +122,7 @@ class PinchPrune:
             measured=measured,
         )
         self.state.put(self.space, key, PinchSession(result.ledger, now, provider, session.requests + 1), now)
-        return result.messages, result.stats
+        return result.rewrites, result.stats
 
     def _windows(self, ctx: RequestContext) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
@@ -129,11 +132,11 @@ class PinchPrune:
             escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
             tier = escalation.to_tier if escalation is not None else tier
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
-        needs = detect_capabilities(ctx.body, ctx.messages, self.estimator, counted_prompt_tokens=0)
+        needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None
         routing = config.routing
         return pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        ctx.send_messages = ctx.messages
+        ctx.rewrites = None
         ctx.pinch = None

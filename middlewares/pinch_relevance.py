@@ -1,7 +1,7 @@
 """pinch-relevance: which old tool results matter to the current turn? (ARCHITECTURE §6)
 
-Ranks pinch's trim candidates (:func:`router.core.turns.trim_candidates`, the
-very list ``prune_context`` compresses) by cosine similarity to the turn's two
+Ranks pinch's trim candidates (:func:`router.core.turns.candidate_results`, the
+very list pinch compresses) by cosine similarity to the turn's two
 queries — the task and the current step from ``ctx.turn_text`` — and writes
 the order, least relevant first, to ``ctx.relevance`` for pinch-prune.
 
@@ -37,7 +37,7 @@ from router.core.embedding_cache import EmbeddingCache, Vector
 from router.core.messages import content_text
 from router.core.relevance import order_by_relevance
 from router.core.tokens import TokenEstimator
-from router.core.turns import trim_candidates
+from router.core.turns import candidate_results
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
 from router.stage import FailMode, StageReport
 
@@ -46,7 +46,7 @@ log = logging.getLogger("pinch_router.pinch_relevance")
 
 class PinchRelevance:
     name: ClassVar[str] = "pinch-relevance"
-    requires: ClassVar[frozenset[str]] = frozenset({"messages", "turn_text"})
+    requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset({"relevance"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
@@ -70,7 +70,8 @@ class PinchRelevance:
             ctx.relevance = Relevance(RelevanceStatus.SKIPPED, reason=skip)
             return StageReport(Outcome.SKIPPED, skip)
         queries = [part for part in (ctx.turn_text.task, ctx.turn_text.step) if part.strip()]
-        texts = [content_text(ctx.messages[i].get("content"))[: self.settings.max_candidate_chars] for i in candidates]
+        results = ctx.view.conversation.tool_results()
+        texts = [content_text(results[p].content)[: self.settings.max_candidate_chars] for p in candidates]
         model = self.settings.model
         lookup = self.cache.lookup(model, [t for t in queries + texts if t.strip()])
         embedded, cached = len(lookup.missing), len(lookup.found)
@@ -100,7 +101,7 @@ class PinchRelevance:
         tokens = ctx.measured_prompt(self.estimator).tokens
         if tokens <= self.pinch.budget_tokens:
             return [], f"within budget ({tokens} <= {self.pinch.budget_tokens} tokens)"
-        candidates = trim_candidates(ctx.messages, self.pinch.keep_last_turns)
+        candidates = candidate_results(ctx.view.conversation, self.pinch.keep_last_turns)
         if len(candidates) < self.settings.min_candidates:
             return [], f"{len(candidates)} candidates, fewer than min_candidates {self.settings.min_candidates}"
         if not (ctx.turn_text.task.strip() or ctx.turn_text.step.strip()):

@@ -1,7 +1,7 @@
 """session-fingerprint: who does this request belong to? (ARCHITECTURE §7)
 
 An explicit client session header wins (``session.headers``, first match);
-otherwise the key is a fingerprint of the opening messages.
+otherwise the key is a fingerprint of the opening (``ctx.view.opening``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from router.stage import FailMode, StageReport
 
 class SessionFingerprint:
     name: ClassVar[str] = "session-fingerprint"
-    requires: ClassVar[frozenset[str]] = frozenset({"messages", "headers"})
+    requires: ClassVar[frozenset[str]] = frozenset({"view", "headers"})
     reads: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset({"session"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
@@ -40,7 +40,7 @@ class SessionFingerprint:
         if value is not None:
             ctx.session = SessionKey(header_session_key(value), "header")
         else:
-            ctx.session = SessionKey(self.fingerprints.fingerprint(ctx.messages), "fingerprint")
+            ctx.session = SessionKey(self.fingerprints.fingerprint_opening(ctx.view.opening), "fingerprint")
         return StageReport(detail=ctx.session.source)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:

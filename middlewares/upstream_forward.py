@@ -31,19 +31,19 @@ from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.core.sse import read_usage
 from router.dependency_http import BodyTooLarge, read_bounded
-from router.core.upstream_body import upstream_body, usage_must_be_injected
+from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.relay import StreamRelay, all_failed_response, relay_client_error
 from router.stage import FailMode, StageReport
-from router.upstream import AttemptFailure, UpstreamClient, upstream_payload
+from router.upstream import AttemptFailure, UpstreamClient
 
 T = TypeVar("T")
 
 
 class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
-    requires: ClassVar[frozenset[str]] = frozenset({"route", "send_messages", "body"})
+    requires: ClassVar[frozenset[str]] = frozenset({"route", "view"})
     reads: ClassVar[frozenset[str]] = frozenset({"session"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
@@ -97,11 +97,12 @@ class UpstreamForward:
         """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
         result = ctx.upstream
         assert result is not None
-        inject_usage = usage_must_be_injected(ctx.body)
+        view = ctx.view
+        inject_usage = view.stream and not view.usage_requested
         provider = self.client.providers[candidate.provider]
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
-        body = upstream_body(ctx.body, candidate.output_tokens, inject_usage, cache_key)
-        payload = upstream_payload(body, candidate.upstream_model, ctx.send_messages)
+        changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
+        payload = ctx.wire.upstream_body(ctx.body, view, changes)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
         if self.open_gauge is not None:

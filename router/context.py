@@ -16,10 +16,15 @@ from aiohttp import web
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
+    from router.core.request_view import RequestView, Rewrites
     from router.core.tokens import PromptSize, TokenEstimator
     from router.core.turn_text import TurnText
+    from router.errors import ApiError
+    from router.wire import WireAdapter
 
-Message = dict[str, Any]
+
+
+Message = dict[str, Any]  # an OpenAI chat message (kept for the chat-only tools)
 
 
 class Outcome(enum.StrEnum):
@@ -228,11 +233,15 @@ class UpstreamResult:
 
 @dataclass(slots=True)
 class RequestContext:
-    """Everything one chat request carries through the chain.
+    """Everything one LLM request carries through the chain.
 
-    Edge-set fields are never mutated after the edge hands over. ``client`` is
-    the aiohttp request, used only by the terminal stage to stream the answer
-    (None when the chain runs without a client, as in `pinch-router explain`).
+    Edge-set fields are never mutated after the edge hands over. ``view`` is
+    the request as every stage reads it, whatever its wire format
+    (:mod:`router.core.request_view`); ``wire`` is the adapter of that format,
+    which alone reads ``body`` (the client's parsed body) and renders errors.
+    ``client`` is the aiohttp request, used only by the terminal stage to
+    stream the answer (None when the chain runs without a client, as in
+    `pinch-router explain`).
     """
 
     request_id: str
@@ -240,21 +249,20 @@ class RequestContext:
     started: float  # perf_counter at arrival, for durations
     headers: CIMultiDictProxy[str]
     body: dict[str, Any]
-    messages: list[Message]
-    turn_text: TurnText
-    requested_model: str | None  # None: the client named no model (route for me)
-    stream: bool
+    view: RequestView
+    wire: WireAdapter
     client: web.Request | None
-    send_messages: list[Message]
     session: SessionKey | None = None
     classification: Classification | None = None
     relevance: Relevance | None = None
     pinch: PinchStats | None = None
+    # pinch's compressed tool results by position in view.conversation.tool_results(); None: none
+    rewrites: Rewrites | None = None
     capabilities: Capabilities | None = None
     route: Route | None = None
     upstream: UpstreamResult | None = None
     response: web.StreamResponse | None = None
-    # ``messages`` + the body's tools measured once; see measured_prompt
+    # ``view.units`` + the tool schemas measured once; see measured_prompt
     prompt_size: PromptSize | None = None
     trace: list[StageRecord] = field(default_factory=list)
     # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
@@ -262,30 +270,35 @@ class RequestContext:
     # The proxy's own time when the response head went out (set with the x-router headers).
     overhead_ms: float | None = None
 
-    def measured_prompt(self, estimator: TokenEstimator) -> PromptSize:
-        """The prompt as the client sent it (``messages`` + the body's ``tools``), measured once per request.
+    @property
+    def requested_model(self) -> str | None:
+        """The model the client named; None: route for me."""
+        return self.view.model
 
-        pinch-relevance (to know whether pruning is needed) and pinch-prune
-        (to prune) share this one count instead of measuring twice.
+    @property
+    def stream(self) -> bool:
+        return self.view.stream
+
+    @property
+    def turn_text(self) -> TurnText:
+        return self.view.turn_text
+
+    def measured_prompt(self, estimator: TokenEstimator) -> PromptSize:
+        """The prompt as the client sent it (the view's units + tool schemas), measured once per request.
+
+        pinch-relevance (to know whether pruning is needed), pinch-prune (to
+        prune) and the gate (when pinch did not run) share this one count.
         """
         if self.prompt_size is None:
-            self.prompt_size = estimator.measure(self.messages, self.body.get("tools") or None)
+            self.prompt_size = estimator.measure(self.view.units, self.view.tools)
         return self.prompt_size
+
+    def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+        """``error`` as this client's wire format renders it (how every stage refuses)."""
+        return self.wire.error_response(error, headers)
 
 
 # The fields the edge provides before any stage runs (used by order validation).
-EDGE_FIELDS = frozenset(
-    {
-        "request_id",
-        "received_at",
-        "headers",
-        "body",
-        "messages",
-        "turn_text",
-        "requested_model",
-        "stream",
-        "send_messages",
-    }
-)
+EDGE_FIELDS = frozenset({"request_id", "received_at", "headers", "body", "view", "wire"})
 
 CTX_KEY = web.RequestKey("pinch_router_ctx", RequestContext)

@@ -19,26 +19,28 @@ from multidict import CIMultiDictProxy
 
 from router.config import Config
 from router.context import CTX_KEY, RequestContext
-from router.core.chat_request import InvalidRequest, validate_chat_body
-from router.core.turn_text import extract_turn_text
 from router.decision_record import (
     CLIENT_CLOSED,
     decision_from_context,
     rejected_request,
 )
-from router.errors import ERROR_CODE_KEY, ApiError, invalid_request
+from router.errors import ERROR_CODE_KEY, ApiError
 from router.headers import decision_headers
 from router.recorder import Recorder
 from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.stage import Handler, Middleware
+from router.wire import WireAdapter
+from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
 
 
 def new_request_id() -> str:
     return f"req_{secrets.token_hex(12)}"
 
 
-def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None) -> Middleware:
-    """The edge middleware; every request it sees, served or refused, is recorded once.
+def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, wire: WireAdapter = OPENAI_CHAT_ADAPTER) -> Middleware:
+    """The edge middleware of one wire format; every request it sees, served or refused, is recorded once.
+
+    ``wire`` parses and validates the body and renders every error in its format.
 
     A request holds its share of ``budget`` (request bodies in flight) until its answer is done.
     """
@@ -60,7 +62,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         reserved = budget.reserve(request)
         if isinstance(reserved, ApiError):
             recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
-            return reserved.response({"x-router-request-id": request_id, **BUSY_HEADERS})
+            return wire.error_response(reserved, {"x-router-request-id": request_id, **BUSY_HEADERS})
         try:
             return await serve(request, handler, request_id, started)
         finally:
@@ -70,11 +72,11 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         body = await read_json_body(request, limits)
         if isinstance(body, ApiError):
             recorder.record(rejected_request(request_id, started, body.status, body.code))
-            return body.response({"x-router-request-id": request_id})
-        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request)
+            return wire.error_response(body, {"x-router-request-id": request_id})
+        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire)
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
-            return ctx.response({"x-router-request-id": request_id})
+            return wire.error_response(ctx, {"x-router-request-id": request_id})
         request[CTX_KEY] = ctx
         status, code = CLIENT_CLOSED, None
         recorder.metrics.in_flight.inc()
@@ -112,24 +114,21 @@ def context_from_body(
     started: float,
     turn_chars: int,
     client: web.Request | None = None,
+    wire: WireAdapter = OPENAI_CHAT_ADAPTER,
 ) -> RequestContext | ApiError:
-    """Validate a parsed body and build the context (also used by `pinch-router explain`)."""
-    try:
-        parsed = validate_chat_body(body)
-    except InvalidRequest as exc:
-        return invalid_request(exc.message, param=exc.param)
+    """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`)."""
+    view = wire.parse(body, turn_chars)
+    if isinstance(view, ApiError):
+        return view
     return RequestContext(
         request_id=request_id,
         received_at=time.time() - (perf_counter() - started),
         started=started,
         headers=headers,
         body=body,
-        messages=parsed.messages,
-        turn_text=extract_turn_text(parsed.messages, turn_chars),
-        requested_model=parsed.model,
-        stream=parsed.stream,
+        view=view,
+        wire=wire,
         client=client,
-        send_messages=parsed.messages,
     )
 
 

@@ -40,6 +40,7 @@ from router.chain import TERMINAL_STAGE, StageDeps, build_chain
 from router.config import Config
 from router.context import Message, PinchMode, RequestContext
 from router.core.messages import TEXT_PART_TYPES, content_text
+from router.core.chat_view import messages_with
 from router.core.pinch import CompressionKind, tool_name_for
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
@@ -181,9 +182,9 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     def field(name: str, value: str) -> None:
         lines.append(f"{name:<12}{value}")
 
-    tools = ctx.body.get("tools") or []
+    tools = ctx.view.tools or []
     model = ctx.requested_model or "(none: routed like auto)"
-    field("request", f"{len(ctx.messages)} messages, {len(tools)} tools, model {model}{', stream' if ctx.stream else ''}")
+    field("request", f"{len(ctx.view.units)} messages, {len(tools)} tools, model {model}{', stream' if ctx.stream else ''}")
     field("session", f"{ctx.session.key} ({ctx.session.source})" if ctx.session else "-")
     c = ctx.classification
     field("class", f"{c.task_category}, tier {c.task_tier}, source {c.source}" if c else "-")
@@ -237,9 +238,10 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     lines += [f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
 
     if pinch is not None:
+        messages = list(ctx.view.units)
         compressed = compressed_messages(
-            ctx.messages,
-            ctx.send_messages,
+            messages,
+            messages_with(messages, ctx.view.conversation.tool_results(), ctx.rewrites or {}),
             config.pinch.max_summarize_chars,
             TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
         )

@@ -68,15 +68,6 @@ def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
     return headers
 
 
-def upstream_payload(body: dict[str, Any], upstream_model: str, send_messages: list[Message]) -> bytes:
-    """The body (the client's, as :func:`router.core.upstream_body.upstream_body` adjusted it)
-    with only ``model`` and ``messages`` replaced; every other field kept."""
-    payload = dict(body)
-    payload["model"] = upstream_model
-    payload["messages"] = send_messages
-    return orjson.dumps(payload)
-
-
 class UpstreamClient:
     """Opens chat requests over the one shared ClientSession."""
 

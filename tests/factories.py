@@ -9,7 +9,10 @@ from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.context import RequestContext
-from router.core.turn_text import extract_turn_text
+from router.core.chat_view import ChatConversation, messages_with
+from router.core.request_view import RequestView
+from router.errors import ApiError
+from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -44,18 +47,29 @@ def make_ctx(
     """A RequestContext as the edge builds it, for driving stages directly."""
     if body is None:
         body = {"model": "auto", "messages": messages if messages is not None else [user("hello")]}
-    messages = body["messages"]
     request = make_mocked_request("POST", "/v1/chat/completions", headers=headers or {})
+    view = chat_request_view(body)
     return RequestContext(
         request_id="req_test",
         received_at=time.time(),
         started=time.perf_counter(),
         headers=CIMultiDictProxy(CIMultiDict(headers or {})),
         body=body,
-        messages=messages,
-        turn_text=extract_turn_text(messages, 2000),
-        requested_model=body.get("model"),
-        stream=bool(body.get("stream")),
+        view=view,
+        wire=OPENAI_CHAT_ADAPTER,
         client=request,
-        send_messages=messages,
     )
+
+
+def chat_request_view(body: dict[str, Any]) -> RequestView:
+    """The neutral view the OpenAI chat adapter builds of ``body`` (which must be valid)."""
+    view = OPENAI_CHAT_ADAPTER.parse(body, 2000)
+    assert not isinstance(view, ApiError), view
+    return view
+
+
+def sent_messages(ctx: RequestContext) -> list[dict[str, Any]]:
+    """The chat messages upstream-forward would send for ``ctx``: its messages with pinch's rewrites."""
+    conversation = ctx.view.conversation
+    assert isinstance(conversation, ChatConversation)
+    return messages_with(conversation.messages, conversation.tool_results(), ctx.rewrites or {})

@@ -22,9 +22,9 @@ def fake_stage(stage_name: str, requires=(), reads=(), provides=()):
 
 
 REGISTRY = {
-    "session-fingerprint": fake_stage("session-fingerprint", requires={"messages"}, provides={"session"}),
+    "session-fingerprint": fake_stage("session-fingerprint", requires={"view"}, provides={"session"}),
     "classification-cache": fake_stage("classification-cache", requires={"session"}, provides={"classification"}),
-    "pinch-prune": fake_stage("pinch-prune", provides={"pinch", "send_messages"}),
+    "pinch-prune": fake_stage("pinch-prune", provides={"pinch", "rewrites"}),
     "capability-gate": fake_stage("capability-gate", reads={"classification", "pinch"}, provides={"route"}),
     "upstream-forward": fake_stage("upstream-forward", requires={"route"}, provides={"response"}),
 }

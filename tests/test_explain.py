@@ -27,7 +27,7 @@ from router.explain import (
     render_explanation,
 )
 from tests.conftest import chat_body, make_config, model_entry
-from tests.factories import assistant, make_ctx, tool, user
+from tests.factories import assistant, make_ctx, sent_messages, tool, user
 
 TRANSCRIPT = TRANSCRIPTS / "sweagent-gpt4__pydicom__pydicom-1458.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ async def test_a_transcript_is_explained_with_fallbacks_and_compressions_and_no_
     assert ctx.pinch is not None and ctx.pinch.compressed > 0
     compressed = text.split("compressed messages (")[1]
     assert compressed.startswith(f"{ctx.pinch.compressed})")
-    changed = [i for i, (a, b) in enumerate(zip(ctx.messages, ctx.send_messages, strict=True)) if a != b]
+    changed = [i for i, (a, b) in enumerate(zip(ctx.body["messages"], sent_messages(ctx), strict=True)) if a != b]
     rows = [line.split() for line in compressed.splitlines()[2:-1]]
     assert [int(r[0]) for r in rows] == changed
     assert {r[-1] for r in rows} <= {"elided", "placeholder"}

@@ -20,7 +20,7 @@ from router.core.turns import trim_candidates
 from router.stage import run_stage
 from tests.classifier_fakes import FakeClock
 from tests.conftest import make_config, model_entry
-from tests.factories import assistant, make_ctx, system, tool, user
+from tests.factories import assistant, make_ctx, sent_messages, system, tool, user
 
 URL = "/v1/chat/completions"
 CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
@@ -129,15 +129,15 @@ async def test_disabled_is_recorded_as_skipped(http):
     ctx = make_ctx({"model": "auto", "messages": session()})
     record = await run_stage(stage(http, enabled=False), ctx)
     assert record.outcome is Outcome.SKIPPED
-    assert ctx.send_messages is ctx.messages and ctx.pinch is None
+    assert sent_messages(ctx) is ctx.body["messages"] and ctx.rewrites is None and ctx.pinch is None
 
 
 async def test_any_error_forwards_the_original_messages_and_is_recorded(http):
     ctx = make_ctx({"model": "auto", "messages": session()})
-    ctx.send_messages = []  # whatever was there, the fallback restores the original
+    ctx.rewrites = {0: "whatever"}  # whatever was there, the fallback restores the original
     record = await run_stage(stage(http, BrokenEstimator()), ctx)
     assert record.outcome is Outcome.ERROR and "estimator broke" in record.detail
-    assert ctx.send_messages is ctx.messages and ctx.pinch is None
+    assert sent_messages(ctx) is ctx.body["messages"] and ctx.rewrites is None and ctx.pinch is None
     assert ctx.response is None  # fail open: the request goes on
 
 
@@ -148,7 +148,7 @@ async def test_the_prompt_is_measured_once_per_request(http):
     assert ctx.measured_prompt(BrokenEstimator()) is measured
     record = await run_stage(stage(http, BrokenEstimator()), ctx)
     assert record.outcome is Outcome.OK
-    assert ctx.pinch is not None and ctx.pinch.original_tokens == measured.tokens == tokens(ctx.messages, TOOLS)
+    assert ctx.pinch is not None and ctx.pinch.original_tokens == measured.tokens == tokens(ctx.body["messages"], TOOLS)
 
 
 async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(http):
@@ -158,8 +158,8 @@ async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(htt
     assert record.outcome is Outcome.OK and "uniform" in record.detail
     assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM
     assert ctx.pinch.original_tokens == tokens(messages, TOOLS)
-    assert ctx.pinch.final_tokens == tokens(ctx.send_messages, TOOLS)
-    assert ctx.messages is messages and ctx.messages == session()
+    assert ctx.pinch.final_tokens == tokens(sent_messages(ctx), TOOLS)
+    assert ctx.body["messages"] is messages and messages == session()
 
 
 async def test_a_relevance_order_prunes_least_relevant_first(http):
@@ -170,7 +170,7 @@ async def test_a_relevance_order_prunes_least_relevant_first(http):
     await run_stage(stage(http, budget_tokens=budget), ctx)
     assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.RELEVANCE and ctx.pinch.compressed == 1
     candidates = trim_candidates(messages, KEEP)
-    assert [i for i in candidates if ctx.send_messages[i] is not messages[i]] == [candidates[2]]
+    assert [i for i in candidates if sent_messages(ctx)[i] is not messages[i]] == [candidates[2]]
 
 
 @pytest.mark.parametrize("status", [RelevanceStatus.SKIPPED, RelevanceStatus.UNAVAILABLE])

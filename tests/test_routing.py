@@ -9,7 +9,7 @@ from router.context import Capabilities
 from router.core.routing import NoRoute, detect_capabilities, output_tokens_to_send, select_route
 from router.core.tokens import TokenEstimator
 from tests.conftest import model_entry
-from tests.factories import assistant, image_part, tool, user
+from tests.factories import assistant, chat_request_view, image_part, tool, user
 
 ESTIMATOR = TokenEstimator()
 
@@ -38,7 +38,7 @@ def test_detects_tools_images_json_and_tokens():
         "response_format": {"type": "json_schema", "json_schema": {}},
         "max_tokens": 500,
     }
-    caps = detect_capabilities(body, body["messages"], ESTIMATOR)
+    caps = detect_capabilities(chat_request_view(body), ESTIMATOR)
     assert caps.tools_present and caps.has_images and caps.require_json_mode
     assert caps.requested_output_tokens == 500
     assert caps.required_context_tokens == caps.prompt_tokens + 500
@@ -47,20 +47,20 @@ def test_detects_tools_images_json_and_tokens():
 
 def test_tool_history_without_tools_still_needs_tools():
     messages = [user("x"), assistant(None, [("c1", "bash", "{}")]), tool("c1", "ok")]
-    assert detect_capabilities({"messages": messages}, messages, ESTIMATOR).tools_present
+    assert detect_capabilities(chat_request_view({"messages": messages}), ESTIMATOR).tools_present
 
 
 def test_plain_text_needs_nothing_special():
     messages = [user("x")]
-    caps = detect_capabilities({"messages": messages, "response_format": {"type": "text"}}, messages, ESTIMATOR)
+    caps = detect_capabilities(chat_request_view({"messages": messages, "response_format": {"type": "text"}}), ESTIMATOR)
     assert not (caps.tools_present or caps.has_images or caps.require_json_mode)
 
 
 def test_classifier_estimate_raises_the_context_need_but_never_lowers_it():
     messages = [user("x" * 4000)]
-    measured = detect_capabilities({"messages": messages}, messages, ESTIMATOR).required_context_tokens
-    assert detect_capabilities({"messages": messages}, messages, ESTIMATOR, 50_000).required_context_tokens == 50_000
-    assert detect_capabilities({"messages": messages}, messages, ESTIMATOR, 1).required_context_tokens == measured
+    measured = detect_capabilities(chat_request_view({"messages": messages}), ESTIMATOR).required_context_tokens
+    assert detect_capabilities(chat_request_view({"messages": messages}), ESTIMATOR, 50_000).required_context_tokens == 50_000
+    assert detect_capabilities(chat_request_view({"messages": messages}), ESTIMATOR, 1).required_context_tokens == measured
 
 
 @pytest.mark.parametrize(
@@ -139,7 +139,7 @@ def test_a_pinned_model_is_the_only_candidate_and_still_gated():
 def test_the_context_need_is_the_prompt_plus_room_for_the_answer(requested, clamp, room, required_output):
     messages = [user("x" * 4000)]
     body = {"messages": messages, **({"max_tokens": requested} if requested else {})}
-    caps = detect_capabilities(body, messages, ESTIMATOR, min_output_tokens=1_024, clamp_output=clamp)
+    caps = detect_capabilities(chat_request_view(body), ESTIMATOR, min_output_tokens=1_024, clamp_output=clamp)
     assert caps.output_room == room
     assert caps.required_context_tokens == caps.prompt_tokens + room
     assert caps.required_output_tokens == required_output

@@ -75,7 +75,10 @@ class FingerprintCache:
         return len(self._entries)
 
     def fingerprint(self, messages: list[Message]) -> str:
-        parts = opening_parts(messages)
+        return self.fingerprint_opening(opening_parts(messages))
+
+    def fingerprint_opening(self, parts: tuple[str, ...]) -> str:
+        """The fingerprint of an opening as :func:`opening_parts` (or a wire adapter's view) gives it."""
         probe = tuple((len(part), part[:_PROBE_CHARS], part[-_PROBE_CHARS:]) for part in parts)
         entry = self._entries.get(probe)
         if entry is not None and entry[0] == parts:

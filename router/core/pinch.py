@@ -43,18 +43,19 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from router.context import PinchMode, PinchStats
+from router.core.chat_view import ChatConversation, ToolNames, messages_with
 from router.core.messages import TEXT_PART_TYPES, Message
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites
 from router.core.tokens import (
     CHARS_PER_TOKEN,
     DEFAULT_ESTIMATOR,
     PromptSize,
     TokenEstimator,
 )
-from router.core.turns import trim_candidates
+from router.core.turns import candidate_results
 
 # Head and tail each keep this share of max_summarize_chars; the marker fits in the rest.
 HEAD_TAIL_EIGHTHS = 3
-TOOL_NAME_MAX_CHARS = 64
 
 _MARKER_OPEN = "[... pinch-router removed "
 _MARKER_RE = re.compile(r"\[\.\.\. pinch-router removed \d+ characters \.\.\.\]")
@@ -106,6 +107,64 @@ class RelevanceOrderError(ValueError):
     """A relevance order that is not a permutation of the candidate indexes."""
 
 
+def prune_results(
+    conversation: Conversation,
+    budget_tokens: int,
+    keep_last_turns: int,
+    max_summarize_chars: int,
+    relevance_order: Sequence[int] | None = None,
+    estimator: TokenEstimator = DEFAULT_ESTIMATOR,
+    *,
+    tools: Any = None,
+    measured: PromptSize | None = None,
+) -> tuple[Rewrites, PinchStats]:
+    """Compress old tool results until the prompt fits ``budget_tokens`` (see the module doc).
+
+    Works on any wire format's :class:`~router.core.request_view.Conversation`
+    and returns the rewrites by result position, for the wire adapter to write
+    back. ``relevance_order`` must list every candidate index exactly once, else
+    :class:`RelevanceOrderError` (checked only when pruning is needed).
+    ``measured`` is ``estimator.measure(conversation.units, tools)`` when the caller
+    already has it (pinch-relevance measured the same prompt); else it is made here.
+    """
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
+        raise ValueError(
+            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
+            f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
+        )
+    # the sizes let a rewrite be re-counted from its length change alone
+    sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
+    if original <= budget_tokens:
+        return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
+
+    candidates = candidate_results(conversation, keep_last_turns)
+    if relevance_order is None:
+        # uniform compresses every candidate: no deficit stops it
+        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), math.inf
+    else:
+        mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
+
+    rewrites: dict[int, Any] = {}
+    saved = elided = placeholders = 0
+    results = conversation.tool_results()
+    for position in order:
+        if saved >= deficit:
+            break
+        result_position = candidates[position]
+        result = results[result_position]
+        rewrite = _rewrite(result.content, conversation, result_position, max_summarize_chars, sizes[result.unit])
+        if rewrite is None:
+            continue
+        rewrites[result_position], kind, tokens_saved = rewrite
+        saved += tokens_saved
+        if kind is _ELIDED:
+            elided += 1
+        else:
+            placeholders += 1
+    stats = PinchStats(mode, original, original - saved, elided + placeholders, elided, placeholders)
+    return rewrites, stats
+
+
 def prune_context(
     messages: list[Message],
     budget_tokens: int,
@@ -117,51 +176,12 @@ def prune_context(
     tools: Any = None,
     measured: PromptSize | None = None,
 ) -> tuple[list[Message], PinchStats]:
-    """Compress old tool results until the prompt fits ``budget_tokens`` (see the module doc).
-
-    ``relevance_order`` must list every candidate index exactly once, else
-    :class:`RelevanceOrderError` (checked only when pruning is needed).
-    ``measured`` is ``estimator.measure(messages, tools)`` when the caller
-    already has it (pinch-relevance measured the same prompt); else it is made here.
-    Returns the messages to send and exact stats.
-    """
-    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
-        raise ValueError(
-            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
-            f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
-        )
-    # the sizes let a rewrite be re-counted from its length change alone
-    sizes, original = measured if measured is not None else estimator.measure(messages, tools)
-    if original <= budget_tokens:
-        return messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
-
-    candidates = trim_candidates(messages, keep_last_turns)
-    if relevance_order is None:
-        # uniform compresses every candidate: no deficit stops it
-        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), math.inf
-    else:
-        mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
-
-    pruned: list[Message] | None = None
-    saved = elided = placeholders = 0
-    names = ToolNames(messages)
-    for position in order:
-        if saved >= deficit:
-            break
-        index = candidates[position]
-        rewrite = _rewrite(messages[index], names, index, max_summarize_chars, sizes[index])
-        if rewrite is None:
-            continue
-        if pruned is None:
-            pruned = list(messages)
-        pruned[index], kind, tokens_saved = rewrite
-        saved += tokens_saved
-        if kind is _ELIDED:
-            elided += 1
-        else:
-            placeholders += 1
-    stats = PinchStats(mode, original, original - saved, elided + placeholders, elided, placeholders)
-    return (messages if pruned is None else pruned), stats
+    """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
+    conversation = ChatConversation(messages)
+    rewrites, stats = prune_results(
+        conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
+    )
+    return messages_with(messages, conversation.tool_results(), rewrites), stats
 
 
 def compress_tool_result(
@@ -177,37 +197,35 @@ def compress_tool_result(
     ``tool_name`` may be a function, called only if a placeholder is made.
     """
     size = estimator.message_sizes([message])[0]
-    rewrite = _rewrite(message, _FixedName(tool_name), 0, max_summarize_chars, size)
+    rewrite = _rewrite(message.get("content"), _FixedName(tool_name), 0, max_summarize_chars, size)
     if rewrite is None:
         return None
-    new_message, kind, tokens_saved = rewrite
+    new_content, kind, tokens_saved = rewrite
     tokens_before = estimator.chars_tokens(size)
-    return Compression(new_message, kind, tokens_before, tokens_before - tokens_saved)
+    return Compression({**message, "content": new_content}, kind, tokens_before, tokens_before - tokens_saved)
 
 
 class _Names(Protocol):
-    def name(self, index: int) -> str: ...
+    def tool_name(self, position: int) -> str: ...
 
 
-def _rewrite(
-    message: Message, names: _Names, index: int, max_chars: int, size: int
-) -> tuple[Message, CompressionKind, int] | None:
-    """The compressed message, how, and the tokens it saves; None when it would save none.
+def _rewrite(content: Any, names: _Names, position: int, max_chars: int, size: int) -> tuple[Any, CompressionKind, int] | None:
+    """A tool result's compressed content, how, and the tokens it saves; None when it would save none.
 
-    Only the content changes, so the saving follows from the length change of
-    the message's ``size`` (its weighted characters) alone: the per-message
-    overhead and any images cancel out.
+    Only the result's content changes, so the saving follows from the length
+    change of its unit's ``size`` (weighted characters) alone: the per-unit
+    overhead and any images cancel out. ``names.tool_name(position)`` is asked
+    only when a placeholder is made.
     """
-    content = message.get("content")
     if type(content) is str:
-        new_content: Any = _compress_text(content, names, index, max_chars)
+        new_content: Any = _compress_text(content, names, position, max_chars)
         if new_content is None:
             return None
         delta = len(new_content) - len(content)
         # a text is elided exactly when it is longer than max_chars, else it became a placeholder
         kind = _ELIDED if len(content) > max_chars else _PLACEHOLDER
     elif isinstance(content, list):
-        new_content, parts_kind, delta = _compress_parts(content, names, index, max_chars)
+        new_content, parts_kind, delta = _compress_parts(content, names, position, max_chars)
         if parts_kind is None:
             return None
         kind = parts_kind
@@ -217,88 +235,22 @@ def _rewrite(
     tokens_saved = (size + delta) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
     if tokens_saved <= 0:
         return None
-    return {**message, "content": new_content}, kind, tokens_saved
+    return new_content, kind, tokens_saved
 
 
 class _FixedName:
     """One given tool name (or a function giving it), for a message compressed on its own."""
 
     def __init__(self, tool_name: str | Callable[[], str]) -> None:
-        self.tool_name = tool_name
+        self.name = tool_name
 
-    def name(self, index: int) -> str:
-        return self.tool_name if isinstance(self.tool_name, str) else self.tool_name()
-
-
-class ToolNames:
-    """Tool names by result index for one transcript: :func:`tool_name_for`, amortised.
-
-    Each lookup walks back to the nearest assistant message, remembering the
-    answer for every message it passes, so naming all of a transcript's
-    results costs one pass over it in total, in any order (relevance mode
-    asks in relevance order) — never a walk per result.
-    """
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
-        # message index -> index of the nearest assistant message at or before it (-1: none)
-        self._answers: dict[int, int] = {}
-
-    def name(self, index: int) -> str:
-        messages = self.messages
-        message = messages[index]
-        # most results directly follow the call they answer
-        assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
-        name = _call_name(messages[assistant].get("tool_calls"), message.get("tool_call_id")) if assistant >= 0 else None
-        return _clean_tool_name(name, message)
-
-    def _nearest_assistant(self, start: int) -> int:
-        messages, answers = self.messages, self._answers
-        passed = []
-        found = -1
-        for index in range(start, -1, -1):
-            known = answers.get(index)
-            if known is not None:
-                found = known
-                break
-            if messages[index].get("role") == "assistant":
-                found = index
-                break
-            passed.append(index)
-        for index in passed:
-            answers[index] = found
-        return found
+    def tool_name(self, position: int) -> str:
+        return self.name if isinstance(self.name, str) else self.name()
 
 
 def tool_name_for(messages: list[Message], index: int) -> str:
-    """The tool that produced ``messages[index]``, for its placeholder.
-
-    Found in the assistant message this result answers (the nearest one
-    before it) by the call whose ``id`` is the ``tool_call_id``; else the
-    message's ``name``; else ``tool``. One line, at most 64 characters.
-    """
+    """The tool that produced chat message ``messages[index]``, for its placeholder (see :class:`ToolNames`)."""
     return ToolNames(messages).name(index)
-
-
-def _clean_tool_name(name: Any, message: Message) -> str:
-    if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
-        return name  # the usual case: already one clean word
-    if not isinstance(name, str) or not name.strip():
-        name = message.get("name")
-    if not isinstance(name, str):
-        name = ""
-    # one line, bounded: the placeholder must stay short and recognisable
-    return " ".join(name.split())[:TOOL_NAME_MAX_CHARS] or "tool"
-
-
-def _call_name(calls: Any, call_id: Any) -> Any:
-    if type(calls) is not list or type(call_id) is not str:
-        return None
-    for call in calls:
-        if type(call) is dict and call.get("id") == call_id:
-            function = call.get("function")
-            return function.get("name") if type(function) is dict else None
-    return None
 
 
 def is_compressed(text: str) -> bool:
@@ -311,7 +263,7 @@ def is_compressed(text: str) -> bool:
 def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str | None:
     """The shorter text: elided when longer than ``max_chars``, else a placeholder; None when it stays.
 
-    ``names.name(index)`` names the tool; it is asked only when a placeholder is made.
+    ``names.tool_name(index)`` names the tool; it is asked only when a placeholder is made.
     """
     length = len(text)
     if length > max_chars:
@@ -325,7 +277,7 @@ def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str 
     # shorter one can only be our placeholder: skip the marker scan for it.
     if (length >= max_chars * HEAD_TAIL_EIGHTHS // 8 or text.startswith(_PLACEHOLDER_OPEN)) and is_compressed(text):
         return None
-    short = placeholder(names.name(index), length)
+    short = placeholder(names.tool_name(index), length)
     return short if len(short) < length else None
 
 

@@ -52,9 +52,11 @@ import xxhash
 from router.context import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
-from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, ToolNames, _checked_order, _rewrite
+from router.core.chat_view import ChatConversation, messages_with
+from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, _checked_order, _rewrite
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, ToolResult
 from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
-from router.core.turns import trim_candidates
+from router.core.turns import candidate_results
 
 # A session's ledger keeps at most this many results; the oldest are forgotten first.
 MAX_LEDGER_RESULTS = 4096
@@ -112,9 +114,8 @@ EMPTY_LEDGER = Ledger()
 _ABSENT = object()
 
 
-def _placeholder_text(message: Message, kind: Any) -> str | None:
+def _placeholder_text(content: Any, kind: Any) -> str | None:
     """A compressed result's text when it is a placeholder string (what the ledger keeps), else None."""
-    content = message.get("content")
     return content if kind is _PLACEHOLDER and type(content) is str else None
 
 
@@ -172,8 +173,25 @@ class SessionPinch:
     ledger: Ledger
 
 
-def pinch_session(
-    messages: list[Message],
+@dataclass(frozen=True, slots=True)
+class SessionRewrites:
+    """:func:`pinch_conversation`'s answer: the rewrites by result position, exact stats, the new ledger."""
+
+    rewrites: Rewrites
+    stats: PinchStats
+    ledger: Ledger
+
+
+def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> SessionPinch:
+    """:func:`pinch_conversation` on OpenAI chat messages: the messages to send (the very same list
+    when none changes), exact stats and the session's new ledger."""
+    conversation = ChatConversation(messages)
+    done = pinch_conversation(conversation, ledger, **settings)
+    return SessionPinch(messages_with(messages, conversation.tool_results(), done.rewrites), done.stats, done.ledger)
+
+
+def pinch_conversation(
+    conversation: Conversation,
     ledger: Ledger,
     *,
     budget_tokens: int,
@@ -187,55 +205,52 @@ def pinch_session(
     estimator: TokenEstimator = DEFAULT_ESTIMATOR,
     tools: Any = None,
     measured: PromptSize | None = None,
-) -> SessionPinch:
+) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
+    Works on any wire format's :class:`~router.core.request_view.Conversation`.
     ``windows``: the hard limits in the order to try (the preferred model's
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
-    only when a batch is made). Returns what to send, exact stats (with the
-    reason a batch was or was not made) and the session's new ledger.
+    only when a batch is made). Returns the rewrites by result position, exact
+    stats (with the reason a batch was or was not made) and the session's new ledger.
     """
     if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS or not 0 < low_watermark <= 1:
         raise ValueError(
             f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}, "
             f"0 < low_watermark <= 1; got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}, {low_watermark}"
         )
-    sizes, original = measured if measured is not None else estimator.measure(messages, tools)
+    sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
     if not ledger.compressed and original <= budget_tokens and (not windows or original <= windows[0].prompt_limit):
-        # nothing to reapply, nothing to decide: the very same list, as prune_context returns it
-        return SessionPinch(messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
-    work = _Rewrites(messages, sizes, max_summarize_chars)
-    candidates = trim_candidates(messages, keep_last_turns)
+        # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it
+        return SessionRewrites(NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
+    results = conversation.tool_results()
+    work = _Rewrites(conversation, results, sizes, max_summarize_chars)
+    candidates = candidate_results(conversation, keep_last_turns)
 
     # 1. the ledger, before anything is decided (the loop runs on every request: kept flat)
     fresh: list[int] = []  # candidate positions not in the ledger
-    held, names, saved_at = ledger.compressed, work.names, work.saved
-    pruned: list[Message] | None = None
-    for position, index in enumerate(candidates):
-        message = messages[index]
-        call_id = message.get("tool_call_id")
-        digests = held.get(call_id if type(call_id) is str and call_id else f"#{index}") if held else None
-        content = message.get("content")
+    held, saved_at, rewrites = ledger.compressed, work.saved, work.rewrites
+    for position, result_position in enumerate(candidates):
+        unit, rid, content = results[result_position]
+        digests = held.get(rid) if held else None
         sent = digests.get(content_digest(content), _ABSENT) if digests is not None else _ABSENT
         if sent is _ABSENT:
             fresh.append(position)
             continue
         if type(sent) is str and type(content) is str:
             # the placeholder sent before; only the content changed, so the saving follows from the lengths
-            size = sizes[index]
-            pruned_message, kind = {**message, "content": sent}, _PLACEHOLDER
+            size = sizes[unit]
+            new_content, kind = sent, _PLACEHOLDER
             saved = (size + len(sent) - len(content)) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
         else:
-            rewrite = _rewrite(message, names, index, max_summarize_chars, sizes[index])
+            rewrite = _rewrite(content, conversation, result_position, max_summarize_chars, sizes[unit])
             if rewrite is None:
                 continue  # it no longer saves anything (the settings changed): it stays as it is
-            pruned_message, kind, saved = rewrite
-        if pruned is None:
-            pruned = list(messages)
-        pruned[index], saved_at[index] = pruned_message, saved
+            new_content, kind, saved = rewrite
+        rewrites[result_position], saved_at[unit] = new_content, saved
         work.elided += kind is _ELIDED
-    work.pruned, work.total_saved = pruned, sum(saved_at.values())
+    work.total_saved = sum(saved_at.values())
     reapplied = len(saved_at)
     current = original - work.total_saved
 
@@ -256,10 +271,10 @@ def pinch_session(
         fresh_positions = set(fresh)
         order = [p for p in _checked_order(relevance_order, len(candidates)) if p in fresh_positions]
     elif batch_order is BatchOrder.LARGEST:
-        order = sorted(fresh, key=lambda p: -sizes[candidates[p]])
+        order = sorted(fresh, key=lambda p: -sizes[results[candidates[p]].unit])
     else:
         order = fresh
-    plan = [(index, rewrite) for index in (candidates[p] for p in order) if (rewrite := work.rewrite(index)) is not None]
+    plan = [(rp, rewrite) for rp in (candidates[p] for p in order) if (rewrite := work.rewrite(rp)) is not None]
     limit = budget_tokens
     if hard is not None:
         reachable = current - sum(saved for _, (_, _, saved) in plan)
@@ -270,7 +285,7 @@ def pinch_session(
             reason += f"; toward the {window.context_window}-token window of {window.model}"
         limit = min(limit, window.prompt_limit)
     target = math.floor(low_watermark * limit)
-    batch: list[tuple[int, tuple[Message, Any, int]]] = []
+    batch: list[tuple[int, tuple[Any, Any, int]]] = []
     for step in plan:
         if current <= target:
             break
@@ -278,12 +293,12 @@ def pinch_session(
         current -= step[1][2]
     if pays_check:
         saved = sum(rewrite[2] for _, rewrite in batch)
-        first = min((index for index, _ in batch), default=len(messages))
+        first = min((results[rp].unit for rp, _ in batch), default=len(sizes))
         if not batch or not rewrite_pays(saved, work.tokens_from(first, estimator) - saved, cache.requests):
             return work.result(original, budget_tokens, ledger, reapplied, reason + ", rewrite does not pay", batched=None)
         reason += ", rewrite pays"
-    for index, rewrite in batch:
-        work.apply(index, rewrite)
+    for rp, rewrite in batch:
+        work.apply(rp, rewrite)
     mode = PinchMode.UNIFORM if relevance_order is None else PinchMode.RELEVANCE
     return work.result(original, budget_tokens, ledger, reapplied, reason, batched=mode)
 
@@ -291,34 +306,32 @@ def pinch_session(
 class _Rewrites:
     """The compressions one request makes, in application order, and what they save."""
 
-    def __init__(self, messages: list[Message], sizes: list[int], max_chars: int) -> None:
-        self.messages, self.sizes, self.max_chars = messages, sizes, max_chars
-        self.names = ToolNames(messages)
-        self.pruned: list[Message] | None = None
-        self.saved: dict[int, int] = {}  # index → tokens saved
+    def __init__(self, conversation: Conversation, results: Sequence[ToolResult], sizes: list[int], max_chars: int) -> None:
+        self.conversation, self.results, self.sizes, self.max_chars = conversation, results, sizes, max_chars
+        self.rewrites: dict[int, Any] = {}  # result position → new content
+        self.saved: dict[int, int] = {}  # unit index → tokens saved
         self.total_saved = self.elided = 0
-        self.new: list[tuple[int, Any]] = []  # (index, CompressionKind) of the batch's members
+        self.new: list[tuple[int, Any]] = []  # (result position, CompressionKind) of the batch's members
 
-    def rewrite(self, index: int) -> tuple[Message, Any, int] | None:
-        return _rewrite(self.messages[index], self.names, index, self.max_chars, self.sizes[index])
+    def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
+        result = self.results[position]
+        return _rewrite(result.content, self.conversation, position, self.max_chars, self.sizes[result.unit])
 
-    def apply(self, index: int, rewrite: tuple[Message, Any, int]) -> None:
-        """Send ``rewrite`` for ``messages[index]``, a new batch member."""
-        if self.pruned is None:
-            self.pruned = list(self.messages)
-        self.pruned[index], kind, saved = rewrite
-        self.new.append((index, kind))
-        self.saved[index] = saved
+    def apply(self, position: int, rewrite: tuple[Any, Any, int]) -> None:
+        """Send ``rewrite`` for result ``position``, a new batch member."""
+        self.rewrites[position], kind, saved = rewrite
+        self.new.append((position, kind))
+        self.saved[self.results[position].unit] = saved
         self.total_saved += saved
         self.elided += kind is _ELIDED
 
-    def tokens_from(self, index: int, estimator: TokenEstimator) -> int:
-        """Tokens of the messages from ``index`` on, as they are now (rewrites applied so far)."""
-        return estimator.sizes_tokens(self.sizes[index:]) - sum(saved for i, saved in self.saved.items() if i >= index)
+    def tokens_from(self, unit: int, estimator: TokenEstimator) -> int:
+        """Tokens of the units from ``unit`` on, as they are now (rewrites applied so far)."""
+        return estimator.sizes_tokens(self.sizes[unit:]) - sum(saved for i, saved in self.saved.items() if i >= unit)
 
     def result(
         self, original: int, budget: int, ledger: Ledger, reapplied: int, reason: str, batched: PinchMode | None
-    ) -> SessionPinch:
+    ) -> SessionRewrites:
         final = original - self.total_saved
         if batched is not None:
             mode = batched
@@ -336,11 +349,9 @@ class _Rewrites:
             newly_compressed=len(self.new),
             reason=reason,
         )
-        messages = self.messages
         if self.new:
-            sent = self.pruned if self.pruned is not None else messages
+            results, rewrites = self.results, self.rewrites
             ledger = ledger.with_results(
-                (result_id(messages[i], i), content_digest(messages[i].get("content")), _placeholder_text(sent[i], kind))
-                for i, kind in self.new
+                (results[p].id, content_digest(results[p].content), _placeholder_text(rewrites[p], kind)) for p, kind in self.new
             )
-        return SessionPinch(messages if self.pruned is None else self.pruned, stats, ledger)
+        return SessionRewrites(self.rewrites, stats, ledger)

@@ -20,17 +20,12 @@ from typing import Any
 
 from router.config import ModelSettings
 from router.context import Candidate, Capabilities, Rejection, Route
-from router.core.chat_request import offers_tools, requested_max_tokens
-from router.core.messages import Message, has_image_part
 from router.core.pinch_ledger import WindowLimit
+from router.core.request_view import RequestView
 from router.core.tokens import TokenEstimator
 
-JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
-
-
 def detect_capabilities(
-    body: dict[str, Any],
-    send_messages: list[Message],
+    view: RequestView,
     estimator: TokenEstimator,
     classified_context_tokens: int | None = None,
     counted_prompt_tokens: int | None = None,
@@ -41,30 +36,26 @@ def detect_capabilities(
     """What this request needs, measured on what will actually be sent.
 
     ``counted_prompt_tokens``: the prompt's size when it was already counted
-    on ``send_messages`` and the tools with the same estimator (pinch does),
-    so a long transcript is not counted twice per request.
+    with the same estimator on what will be sent (pinch's final count, or the
+    request as measured when nothing was compressed), so a long transcript is
+    not counted twice per request. Compression changes only text, so the
+    view's tools, images and JSON mode hold for what is sent.
 
-    Tools count as present when the request offers tools (or legacy
-    ``functions``) or its history holds tool calls or tool results: providers
-    reject tool messages for models without tool support.
+    Tools count as present when the request offers tools or its history holds
+    tool calls or tool results (``view.tools_present``): providers reject tool
+    messages for models without tool support.
     """
-    tools = body.get("tools") or None
-    tools_present = offers_tools(body) or any(
-        m.get("role") in ("tool", "function") or m.get("tool_calls") for m in send_messages
-    )
-    response_format = body.get("response_format")
-    json_mode = isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS
-    prompt_tokens = counted_prompt_tokens if counted_prompt_tokens is not None else estimator.prompt_tokens(send_messages, tools)
-    requested = requested_max_tokens(body)
+    prompt_tokens = counted_prompt_tokens if counted_prompt_tokens is not None else estimator.prompt_tokens(view.units, view.tools)
+    requested = view.output_limit
     if clamp_output:
         room = min(requested, min_output_tokens) if requested is not None else min_output_tokens
     else:
         room = requested if requested is not None else min_output_tokens
     measured = prompt_tokens + room
     return Capabilities(
-        tools_present=tools_present,
-        has_images=any(has_image_part(m.get("content")) for m in send_messages),
-        require_json_mode=json_mode,
+        tools_present=view.tools_present,
+        has_images=view.has_images,
+        require_json_mode=view.json_output,
         prompt_tokens=prompt_tokens,
         requested_output_tokens=requested,
         required_context_tokens=max(measured, classified_context_tokens or 0),

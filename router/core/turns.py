@@ -10,7 +10,10 @@ appearance. ``prune_context`` and ``pinch-relevance`` both use this one list.
 
 from __future__ import annotations
 
+from typing import Any
+
 from router.core.messages import TEXT_PART_TYPES, Message
+from router.core.request_view import Conversation
 
 
 def protected_from(messages: list[Message], keep_last_turns: int) -> int:
@@ -25,7 +28,11 @@ def protected_from(messages: list[Message], keep_last_turns: int) -> int:
 
 
 def has_text_content(message: Message) -> bool:
-    content = message.get("content")
+    return has_text(message.get("content"))
+
+
+def has_text(content: Any) -> bool:
+    """Content with text: a string, or a list holding a text part."""
     if isinstance(content, str):
         return True
     return isinstance(content, list) and any(
@@ -43,3 +50,18 @@ def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
         if (message := messages[i]).get("role") == "tool"
         and (type(message.get("content")) is str or has_text_content(message))  # strings first: the usual case
     ]
+
+
+def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[int]:
+    """The trim candidates of any wire format's conversation: positions in its
+    ``tool_results()`` of the results with text before the protected turns, oldest first."""
+    turns = conversation.turn_starts()
+    end = turns[-keep_last_turns] if len(turns) >= keep_last_turns else 0
+    out = []
+    for position, result in enumerate(conversation.tool_results()):
+        if result.unit >= end:
+            break
+        content = result.content
+        if type(content) is str or has_text(content):  # strings first: the usual case
+            out.append(position)
+    return out

@@ -1,0 +1,155 @@
+"""OpenAI chat messages as the neutral view (:mod:`router.core.request_view`). Pure.
+
+A unit is a message; a tool result is a ``tool`` message (its id the
+``tool_call_id``, else ``#<index>``); an assistant turn starts at each
+assistant message. A result's tool is named by the call whose ``id`` is its
+``tool_call_id`` in the assistant message it answers (the nearest one before
+it), else by the message's ``name``, else ``tool``. Tool results and turn starts come from one pass over the
+messages, made the first time pinch asks (a request within budget never does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.core.chat_request import ChatRequest, offers_tools, requested_max_tokens
+from router.core.fingerprint import opening_parts
+from router.core.messages import Message, has_image_part
+from router.core.request_view import RequestView, Rewrites, ToolResult, clean_tool_name
+from router.core.turn_text import extract_turn_text
+from router.core.upstream_body import usage_must_be_injected
+
+OPENAI_CHAT = "openai-chat"
+JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
+
+
+class ChatConversation:
+    """:class:`router.core.request_view.Conversation` over a list of chat messages."""
+
+    __slots__ = ("messages", "_results", "_turns", "_names")
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        self._results: list[ToolResult] | None = None
+        self._turns: list[int] = []
+        self._names: ToolNames | None = None
+
+    @property
+    def units(self) -> list[Message]:
+        return self.messages
+
+    def _scan(self) -> list[ToolResult]:
+        results: list[ToolResult] = []
+        turns = self._turns
+        for index, message in enumerate(self.messages):
+            role = message.get("role")
+            if role == "tool":
+                call_id = message.get("tool_call_id")
+                rid = call_id if type(call_id) is str and call_id else f"#{index}"
+                results.append(ToolResult(index, rid, message.get("content")))
+            elif role == "assistant":
+                turns.append(index)
+        self._results = results
+        return results
+
+    def tool_results(self) -> list[ToolResult]:
+        results = self._results
+        return results if results is not None else self._scan()
+
+    def turn_starts(self) -> list[int]:
+        if self._results is None:
+            self._scan()
+        return self._turns
+
+    def tool_name(self, position: int) -> str:
+        if self._names is None:
+            self._names = ToolNames(self.messages)
+        return self._names.name(self.tool_results()[position].unit)
+
+
+class ToolNames:
+    """Tool names by result index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
+
+    Each lookup walks back to the nearest assistant message, remembering the
+    answer for every message it passes, so naming all of a transcript's
+    results costs one pass over it in total, in any order (relevance mode
+    asks in relevance order) — never a walk per result.
+    """
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        # message index -> index of the nearest assistant message at or before it (-1: none)
+        self._answers: dict[int, int] = {}
+
+    def name(self, index: int) -> str:
+        messages = self.messages
+        message = messages[index]
+        # most results directly follow the call they answer
+        assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
+        name = _call_name(messages[assistant].get("tool_calls"), message.get("tool_call_id")) if assistant >= 0 else None
+        return clean_tool_name(name, message.get("name"))
+
+    def _nearest_assistant(self, start: int) -> int:
+        messages, answers = self.messages, self._answers
+        passed = []
+        found = -1
+        for index in range(start, -1, -1):
+            known = answers.get(index)
+            if known is not None:
+                found = known
+                break
+            if messages[index].get("role") == "assistant":
+                found = index
+                break
+            passed.append(index)
+        for index in passed:
+            answers[index] = found
+        return found
+
+
+def _call_name(calls: Any, call_id: Any) -> Any:
+    if type(calls) is not list or type(call_id) is not str:
+        return None
+    for call in calls:
+        if type(call) is dict and call.get("id") == call_id:
+            function = call.get("function")
+            return function.get("name") if type(function) is dict else None
+    return None
+
+
+def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> RequestView:
+    """The view of a validated chat body (``parsed`` is :func:`router.core.chat_request.validate_chat_body`'s)."""
+    messages = parsed.messages
+    offers = offers_tools(body)
+    tools_present = offers or any(m.get("role") in ("tool", "function") or m.get("tool_calls") for m in messages)
+    response_format = body.get("response_format")
+    return RequestView(
+        wire=OPENAI_CHAT,
+        model=parsed.model,
+        stream=parsed.stream,
+        conversation=ChatConversation(messages),
+        tools=body.get("tools") or None,
+        offers_tools=offers,
+        tools_present=tools_present,
+        has_images=any(has_image_part(m.get("content")) for m in messages),
+        json_output=isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS,
+        output_limit=requested_max_tokens(body),
+        turn_text=extract_turn_text(messages, turn_chars),
+        opening=opening_parts(messages),
+        usage_requested=not usage_must_be_injected(body),
+    )
+
+
+def messages_with(messages: list[Message], results: Sequence[ToolResult], rewrites: Rewrites) -> list[Message]:
+    """``messages`` with each rewritten result's content replaced; the very same list when none is.
+
+    Every other message is the same object; no message is mutated.
+    """
+    if not rewrites:
+        return messages
+    out = list(messages)
+    for position, content in rewrites.items():
+        index = results[position].unit
+        out[index] = {**messages[index], "content": content}
+    return out

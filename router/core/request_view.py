@@ -1,0 +1,141 @@
+"""The protocol-neutral view of one request: what every stage reads instead of a wire format. Pure.
+
+A **wire adapter** (``router/wire/``, one module per client API) parses and
+validates the client's body, builds a :class:`RequestView` of it at the edge,
+and, once the chain has decided, writes the chain's changes
+(:class:`BodyChanges`) back into the client's own body, so every byte the
+proxy did not change goes out as the client sent it. Stages never read the
+body or a format's messages for anything the view covers.
+
+The view is cheap by construction: pinch and the token estimate run on every
+request, so it keeps references to the client's own objects, and the parts
+only pinch needs (tool results, turn starts, tool names) are computed on first
+use by the format's :class:`Conversation`.
+
+**Units.** The estimator counts a request as a list of *units* (dicts), each
+with one per-unit overhead (:class:`router.core.tokens.TokenEstimator`). For
+OpenAI chat a unit is a message. An adapter whose messages can hold several
+tool results (an Anthropic user message with several ``tool_result`` blocks,
+Responses' ``function_call_output`` items) makes each result its own unit, so
+pinch can re-count a rewrite from its length change alone: **a unit holds at
+most one tool result**, and a unit that holds one changes only by it.
+
+**Tool results** are ``(unit index, stable id, content)``: the id names the
+result across requests (the tool call id, else ``#<unit>``) for the pinch
+ledger, and ``content`` is the result's content as sent — a string, or a list
+of parts where text parts are ``{"type": "text" | "input_text", "text": str}``
+and every other part is kept as it is. Pinch returns its rewrites by result
+(position in :meth:`Conversation.tool_results` → new content of the same kind),
+and the adapter puts each back where the result came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Protocol
+
+from router.core.turn_text import TurnText
+
+Unit = dict[str, Any]
+Rewrites = Mapping[int, Any]  # tool-result position → its new content
+NO_REWRITES: Rewrites = MappingProxyType({})
+TOOL_NAME_MAX_CHARS = 64
+
+
+class ToolResult(NamedTuple):
+    """One tool result of the conversation (see the module doc)."""
+
+    unit: int
+    id: str
+    content: Any
+
+
+class Conversation(Protocol):
+    """The conversation as pinch and relevance read it; one implementation per wire format."""
+
+    @property
+    def units(self) -> Sequence[Unit]:
+        """What the estimator counts, in order (see the module doc)."""
+        ...
+
+    def turn_starts(self) -> Sequence[int]:
+        """The unit index where each assistant turn starts, ascending."""
+        ...
+
+    def tool_results(self) -> Sequence[ToolResult]:
+        """Every tool result, in order of appearance."""
+        ...
+
+    def tool_name(self, position: int) -> str:
+        """The tool that produced ``tool_results()[position]``: one clean line, for its placeholder."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """One request as the stages see it, whatever wire format it came in.
+
+    ``tools`` are the tool schemas as sent: counted toward the prompt, never
+    compressed. ``tools_present``: the request offers tools or its history
+    holds tool calls or results (providers reject tool history for models
+    without tool support). ``json_output``: the client asked for JSON output
+    (OpenAI ``response_format`` json_object / json_schema). ``output_limit``:
+    the output tokens the client asked for, None when it set no limit.
+    ``usage_requested``: the client asked a stream for its usage report;
+    when it did not, the proxy asks on its behalf and the relay drops the
+    report again. ``opening``: what the session fingerprint hashes — role and text of the
+    opening system part(s) and of the first user message, in that order.
+    """
+
+    wire: str
+    model: str | None  # None: the client named no model (route for me)
+    stream: bool
+    conversation: Conversation
+    tools: Any
+    offers_tools: bool
+    tools_present: bool
+    has_images: bool
+    json_output: bool
+    output_limit: int | None
+    turn_text: TurnText
+    opening: tuple[str, ...]
+    # The client asked for the stream's usage report (True for a format whose streams always report it).
+    usage_requested: bool = True
+
+    @property
+    def units(self) -> Sequence[Unit]:
+        return self.conversation.units
+
+
+@dataclass(frozen=True, slots=True)
+class BodyChanges:
+    """Everything the chain changes in a request, for the adapter to write into the client's body.
+
+    ``upstream_model``: the chosen candidate's model id. ``rewrites``: pinch's
+    compressed tool results (:data:`Rewrites`). ``output_tokens``: the output
+    limit to send (lowered only: a limit the client set above it is clamped,
+    none is never added). ``request_usage``: ask a stream for its usage report
+    though the client did not (the relay then drops it again). ``prompt_cache_key``:
+    set when the client sent none (for a provider with ``set_prompt_cache_key``).
+    """
+
+    upstream_model: str
+    rewrites: Rewrites = field(default_factory=dict)
+    output_tokens: int | None = None
+    request_usage: bool = False
+    prompt_cache_key: str | None = None
+
+
+def clean_tool_name(name: Any, fallback: Any = None) -> str:
+    """A tool name fit for a placeholder: one line, at most 64 characters; ``fallback`` (e.g. the
+    result's own ``name``) when ``name`` is blank or not a string, ``tool`` when neither is usable."""
+    if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+        return name  # the usual case: already one clean word
+    if not isinstance(name, str) or not name.strip():
+        name = fallback
+    if not isinstance(name, str):
+        name = ""
+    # one line, bounded: the placeholder must stay short and recognisable
+    return " ".join(name.split())[:TOOL_NAME_MAX_CHARS] or "tool"

@@ -1,0 +1,63 @@
+"""Wire adapters: one module per client API, the only code that knows a request's wire format.
+
+The contract (:class:`WireAdapter`) — what a new format's module provides and
+what the rest of the proxy relies on:
+
+* ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
+  ``paths``, the POST routes it serves; register it in :data:`ADAPTERS` and the
+  app mounts the edge for each path.
+* ``parse(body, turn_chars)``: validate the parsed JSON body and build the
+  protocol-neutral :class:`~router.core.request_view.RequestView` (its module
+  doc says what a unit, a tool result and a rewrite are), or return the
+  :class:`~router.errors.ApiError` to answer with.
+* ``error_response(error, headers)``: any error the proxy answers this client
+  with, in the format's own shape and with the error's status (OpenAI
+  ``{"error": {...}}``; Anthropic ``{"type": "error", "error": {...}}``).
+  Stages refuse through :meth:`router.context.RequestContext.error_response`,
+  which asks the request's adapter, so no stage knows the shape.
+* ``upstream_body(body, view, changes)``: the bytes to send a provider that
+  speaks this same format: the client's body with only the chain's changes
+  (:class:`~router.core.request_view.BodyChanges`: pinch's rewrites, the
+  chosen model, the output limit clamp, the usage request, prompt_cache_key)
+  written in; every other field goes out as the client sent it.
+* the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
+  code)`` for the event that ends a broken stream, and ``is_usage_only_event``
+  / ``DONE`` for the relay (a stream in this format relayed event by event).
+  Answers from a provider speaking another format are translated by the
+  translation registry (:mod:`router.providers`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from router.context import Usage
+    from router.core.request_view import BodyChanges, RequestView
+    from router.errors import ApiError
+
+
+class WireAdapter(Protocol):
+    name: str
+    paths: tuple[str, ...]
+
+    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError: ...
+
+    def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response: ...
+
+    def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes: ...
+
+    def read_usage(self, body: bytes) -> Usage | None: ...
+
+    def stream_error(self, message: str, code: str) -> bytes: ...
+
+    def is_usage_only_event(self, event: bytes) -> bool: ...
+
+
+def adapters() -> dict[str, WireAdapter]:
+    """Every wire adapter by name (the registry; add a new format's adapter here)."""
+    from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER,)}
