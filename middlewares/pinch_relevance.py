@@ -56,7 +56,7 @@ class PinchRelevance:
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
-        self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes)
+        self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes, deps.config.embeddings_provider())
         self.cache = EmbeddingCache(self.settings.cache_entries)
 
     def carry_over(self, previous: PinchRelevance) -> None:

@@ -29,11 +29,11 @@ from aiohttp import web
 from router.chain import StageDeps
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
-from router.core.sse import read_usage
 from router.dependency_http import BodyTooLarge, read_bounded
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
+from router.providers import Untranslatable, provider_adapter, translator
 from router.relay import StreamRelay, all_failed_response, relay_client_error
 from router.stage import FailMode, StageReport
 from router.upstream import AttemptFailure, UpstreamClient
@@ -103,6 +103,12 @@ class UpstreamForward:
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
         changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
+        try:
+            translation = translator(ctx.wire.name, provider_adapter(provider).chat_wire(provider))
+        except Untranslatable as exc:
+            raise AttemptFailure("status", str(exc)) from None
+        if translation is not None:
+            payload = translation.request(payload, candidate)
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
         if self.open_gauge is not None:
@@ -114,8 +120,11 @@ class UpstreamForward:
                 ctx.response = relay_client_error(response.status, body, candidate, secret)
                 self._answered(result, candidate, response.status, sent)
                 return
-            if response.content_type == "text/event-stream":
-                relay = StreamRelay(ctx, response, self.settings, drop_usage_only=inject_usage)
+            streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"
+            if streamed:
+                relay = StreamRelay(
+                    ctx, response, self.settings, drop_usage_only=inject_usage, translate=translation.stream() if translation is not None else None
+                )
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
                 self._answered(result, candidate, response.status, sent)
@@ -123,8 +132,10 @@ class UpstreamForward:
             else:
                 body = await self._wait_upstream(ctx, self._read_body(response))
                 self._answered(result, candidate, response.status, sent)
-                result.usage = read_usage(body)
                 content_type = response.headers.get("Content-Type", JSON)
+                if translation is not None:
+                    body, content_type = translation.response(body), JSON
+                result.usage = ctx.wire.read_usage(body)
                 ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:

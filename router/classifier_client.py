@@ -1,6 +1,6 @@
 """The classifier I/O edge: one chat call to the configured small LLM.
 
-Two kinds, by ``providers[classifier.provider].api``:
+By ``providers[classifier.provider].api``, through its provider adapter (:mod:`router.providers`):
 
 * ``openai``: ``POST {base_url}/chat/completions`` with
   ``response_format: {"type": "json_object"}``;
@@ -28,7 +28,7 @@ import orjson
 from router.config import ClassifierSettings, ProviderSettings
 from router.core.messages import Message
 from router.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
-from router.upstream import upstream_headers
+from router.providers import provider_adapter
 
 
 class ClassifierError(Exception):
@@ -41,49 +41,19 @@ class ClassifierRequest:
     payload: dict[str, Any]
 
 
-def ollama_root(provider: ProviderSettings) -> str:
-    return provider.url.removesuffix("/v1")
-
-
 def classifier_request(provider: ProviderSettings, settings: ClassifierSettings, messages: list[Message]) -> ClassifierRequest:
-    """The URL and JSON payload for one classification, by provider kind."""
-    if provider.api == "ollama":
-        return ClassifierRequest(
-            f"{ollama_root(provider)}/api/chat",
-            {
-                "model": settings.model,
-                "messages": messages,
-                "format": "json",
-                "stream": False,
-                "options": {"num_ctx": settings.num_ctx, "temperature": 0},
-            },
-        )
-    return ClassifierRequest(
-        f"{provider.url}/chat/completions",
-        {
-            "model": settings.model,
-            "messages": messages,
-            "response_format": {"type": "json_object"},
-            "temperature": 0,
-            "stream": False,
-        },
-    )
+    """The URL and JSON payload for one classification, as the provider's adapter builds them."""
+    url, payload = provider_adapter(provider).classifier_request(provider, settings.model, messages, settings.num_ctx)
+    return ClassifierRequest(url, payload)
 
 
-def answer_text(api: str, body: bytes) -> str:
+def answer_text(provider: ProviderSettings, body: bytes) -> str:
     """The assistant message's text from a provider's answer envelope."""
     try:
         envelope = orjson.loads(body)
     except orjson.JSONDecodeError:
         raise ClassifierError(f"the answer is not JSON ({error_summary(body)})") from None
-    message: Any = None
-    if isinstance(envelope, dict):
-        if api == "ollama":
-            message = envelope.get("message")
-        else:
-            choices = envelope.get("choices")
-            if isinstance(choices, list) and choices and isinstance(choices[0], dict):
-                message = choices[0].get("message")
+    message = provider_adapter(provider).classifier_message(envelope)
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str):
         raise ClassifierError(f"the answer holds no message text ({error_summary(body)})")
@@ -109,7 +79,7 @@ class ClassifierClient:
         """The classifier model's reply text; raises ClassifierError when there is none."""
         request = classifier_request(self.provider, self.settings, messages)
         try:
-            async with await post(self.http, request.url, orjson.dumps(request.payload), upstream_headers(self.provider)) as response:
+            async with await post(self.http, request.url, orjson.dumps(request.payload), provider_adapter(self.provider).headers(self.provider)) as response:
                 status = response.status
                 body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
         except BodyTooLarge as exc:
@@ -120,4 +90,4 @@ class ClassifierClient:
             raise ClassifierError(f"{request.url} answered {status}: a redirect, not followed")
         if status != 200:
             raise ClassifierError(f"{request.url} answered {status}: {error_summary(body)}")
-        return answer_text(self.provider.api, body)
+        return answer_text(self.provider, body)

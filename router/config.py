@@ -120,6 +120,15 @@ class ProviderSettings(_Strict):
     # Send the session key as `prompt_cache_key` when the client sends none (OpenAI routes its
     # prompt cache by it); a client's own `prompt_cache_key` is always kept.
     set_prompt_cache_key: bool = False
+    # `api: ollama` only: chat through Ollama's native /api/chat with options.num_ctx = the model's
+    # context_window (its OpenAI-compatible endpoint ignores num_ctx and truncates to the loaded window).
+    native_chat: bool = False
+
+    @model_validator(mode="after")
+    def _native_chat_is_ollamas(self) -> ProviderSettings:
+        if self.native_chat and self.api != "ollama":
+            raise ValueError("native_chat: only an `api: ollama` provider has a native chat endpoint")
+        return self
 
     @property
     def url(self) -> str:
@@ -228,6 +237,9 @@ class RelevanceSettings(_Strict):
     enabled: bool = False
     # The embedding model's name at the endpoint.
     model: Annotated[str, Field(min_length=1)] = "nomic-embed-text"
+    # A key of `providers` (its `api`, `base_url`, key and headers), like classifier.provider. Unset ⇒
+    # the older base_url / api / api_key_env below, kept working (README: migration note).
+    provider: str | None = None
     base_url: AnyHttpUrl = AnyHttpUrl("http://localhost:11434/v1")
     # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed.
     api: Literal["openai", "ollama"] = "openai"
@@ -367,10 +379,23 @@ class Config(_Strict):
                 f"classifier.provider: unknown provider {self.classifier.provider!r} "
                 f"(known: {', '.join(self.providers)})"
             )
+        relevance_provider = self.pinch.relevance.provider
+        if relevance_provider is not None and relevance_provider not in self.providers:
+            problems.append(
+                f"pinch.relevance.provider: unknown provider {relevance_provider!r} (known: {', '.join(self.providers)})"
+            )
         problems += _loops_back(self.server, self.providers)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def embeddings_provider(self) -> ProviderSettings:
+        """Where relevance embeddings are asked: ``pinch.relevance.provider``, else its older
+        ``base_url`` / ``api`` / ``api_key_env`` keys as a provider of their own."""
+        relevance = self.pinch.relevance
+        if relevance.provider is not None:
+            return self.providers[relevance.provider]
+        return ProviderSettings(base_url=relevance.base_url, api=relevance.api, api_key_env=relevance.api_key_env)
 
     def model_by_name(self, name: str) -> ModelSettings | None:
         return next((m for m in self.models if m.name == name), None)

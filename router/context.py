@@ -147,6 +147,8 @@ class Candidate:
     # The output limit sent to this candidate: the request's, clamped to what the model can give;
     # None when the client set none (then none is sent).
     output_tokens: int | None = None
+    # The model's configured window (Ollama's native chat loads the model with it as num_ctx).
+    context_window: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,13 +25,15 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from router.classifier_client import ClassifierClient, ClassifierError, ollama_root
+from router.classifier_client import ClassifierClient, ClassifierError
+from router.providers import provider_adapter
+from router.providers.ollama import ollama_root
 from router.config import Config, ProviderSettings, env_secret
 from router.core.classification import InvalidAnswer, classifier_messages, parse_classifier_answer
 from router.core.turn_text import TurnText
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
 from router.locations import LocationError, prepare_state
-from router.upstream import error_text, upstream_headers
+from router.upstream import error_text
 
 log = logging.getLogger("pinch_router.doctor")
 
@@ -103,7 +105,7 @@ async def _available_models(http: aiohttp.ClientSession, provider: ProviderSetti
         url = f"{provider.url}/models"
     try:
         timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_SECONDS)
-        async with http.get(url, headers=upstream_headers(provider), timeout=timeout, allow_redirects=False) as response:
+        async with http.get(url, headers=provider_adapter(provider).headers(provider), timeout=timeout, allow_redirects=False) as response:
             body = await response.read()
             status = response.status
     except (aiohttp.ClientError, TimeoutError) as exc:
@@ -172,7 +174,7 @@ async def call_findings(config: Config, http: aiohttp.ClientSession, timeout: fl
     if config.pinch.enabled and relevance.enabled:
         try:
             async with asyncio.timeout(timeout):
-                vectors = await EmbeddingsClient(http, relevance).embed(["def parse_args(argv): ..."])
+                vectors = await EmbeddingsClient(http, relevance, provider=config.embeddings_provider()).embed(["def parse_args(argv): ..."])
         except (EmbeddingsError, TimeoutError) as error:
             findings.append(Finding("embeddings", False, f"{relevance.model}: {error or 'no answer in time'}", "see the embeddings provider above"))
         else:

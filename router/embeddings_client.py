@@ -1,6 +1,7 @@
 """The embeddings I/O edge: ONE batched request for many texts.
 
-Two wire formats, chosen by ``pinch.relevance.api``:
+Two wire formats, by the api of the provider ``pinch.relevance.provider`` names (else by
+``pinch.relevance.api``), through its provider adapter (:mod:`router.providers`):
 
 * ``openai``: ``POST {base_url}/embeddings`` with ``{"model", "input": [...]}``;
   the answer's ``data[i].embedding``, put back in input order by ``data[i].index``
@@ -9,8 +10,8 @@ Two wire formats, chosen by ``pinch.relevance.api``:
   the answer's ``embeddings``. The root is ``base_url`` without a trailing ``/v1``,
   so the same ``base_url`` works for both kinds.
 
-``api_key_env`` names an environment variable whose value is sent as a
-Bearer token. The call has no timeout of its own: the pinch-relevance stage's
+The provider's ``api_key_env`` names an environment variable whose value is
+sent as a Bearer token. The call has no timeout of its own: the pinch-relevance stage's
 ``relevance.timeout_seconds`` bounds it. Every failure — connection,
 non-200 status, malformed JSON, a wrong count, ragged dimensions, NaN or
 infinity — raises :class:`EmbeddingsError` with a reason fit for a log line.
@@ -25,9 +26,10 @@ from typing import Any
 import aiohttp
 import orjson
 
-from router.config import RelevanceSettings, env_secret
+from router.config import ProviderSettings, RelevanceSettings
 from router.core.relevance import InvalidEmbeddings, Vectors, embeddings_matrix
 from router.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
+from router.providers import provider_adapter
 
 
 class EmbeddingsError(Exception):
@@ -38,37 +40,19 @@ class EmbeddingsError(Exception):
         self.reason = reason
 
 
-def embeddings_url(settings: RelevanceSettings) -> str:
-    base = str(settings.base_url).rstrip("/")
-    if settings.api == "ollama":
-        return f"{base.removesuffix('/v1')}/api/embed"
-    return f"{base}/embeddings"
+def embeddings_url(provider: ProviderSettings) -> str:
+    return provider_adapter(provider).embeddings_url(provider)
 
 
-def embeddings_headers(settings: RelevanceSettings) -> dict[str, str]:
-    headers = {"Content-Type": "application/json"}
-    key = env_secret(settings.api_key_env)
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-def answer_vectors(api: str, body: bytes) -> Any:
+def answer_vectors(provider: ProviderSettings, body: bytes) -> Any:
     """The raw vectors of an answer body, in input order (not yet validated)."""
     envelope = _parse_json(body)
     if not isinstance(envelope, dict):
         raise EmbeddingsError(f"the answer is not a JSON object ({error_summary(body)})")
-    if api == "ollama":
-        if "embeddings" not in envelope:
-            raise EmbeddingsError(f"the answer has no 'embeddings' ({error_summary(body)})")
-        return envelope["embeddings"]
-    data = envelope.get("data")
-    if not isinstance(data, list) or not all(isinstance(item, dict) and "embedding" in item for item in data):
-        raise EmbeddingsError(f"the answer has no 'data' list of embeddings ({error_summary(body)})")
-    indexes = [item.get("index", position) for position, item in enumerate(data)]
-    if not all(type(i) is int for i in indexes) or sorted(indexes) != list(range(len(data))):
-        raise EmbeddingsError(f"the answer's data indexes are not 0..{len(data) - 1}")
-    return [item["embedding"] for _, item in sorted(zip(indexes, data, strict=True), key=lambda pair: pair[0])]
+    try:
+        return provider_adapter(provider).embeddings_vectors(envelope)
+    except ValueError as exc:
+        raise EmbeddingsError(f"{exc} ({error_summary(body)})") from None
 
 
 def _parse_json(body: bytes) -> Any:
@@ -87,11 +71,21 @@ def _parse_json(body: bytes) -> Any:
 class EmbeddingsClient:
     """Embeds texts with the configured model over the one shared ClientSession."""
 
-    def __init__(self, http: aiohttp.ClientSession, settings: RelevanceSettings, max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        settings: RelevanceSettings,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        provider: ProviderSettings | None = None,
+    ) -> None:
+        """``provider``: where to ask (``Config.embeddings_provider()``); None ⇒ the settings' own older keys."""
         self.http = http
         self.settings = settings
         self.max_response_bytes = max_response_bytes
-        self.url = embeddings_url(settings)
+        self.provider = provider if provider is not None else ProviderSettings(
+            base_url=settings.base_url, api=settings.api, api_key_env=settings.api_key_env
+        )
+        self.url = embeddings_url(self.provider)
         self.requests_sent = 0  # for eval-pinch and benchmarks: calls made, failed ones included
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
@@ -99,7 +93,7 @@ class EmbeddingsClient:
         payload = orjson.dumps({"model": self.settings.model, "input": list(texts)})
         self.requests_sent += 1
         try:
-            async with await post(self.http, self.url, payload, embeddings_headers(self.settings)) as response:
+            async with await post(self.http, self.url, payload, provider_adapter(self.provider).headers(self.provider)) as response:
                 status = response.status
                 body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
         except TimeoutError:
@@ -113,6 +107,6 @@ class EmbeddingsClient:
         if status != 200:
             raise EmbeddingsError(f"{self.url} answered {status}: {error_summary(body)}")
         try:
-            return embeddings_matrix(answer_vectors(self.settings.api, body), len(texts))
+            return embeddings_matrix(answer_vectors(self.provider, body), len(texts))
         except InvalidEmbeddings as exc:
             raise EmbeddingsError(f"invalid embeddings from {self.url}: {exc}") from None

@@ -12,9 +12,10 @@ from aiohttp import web
 
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext
-from router.core.sse import EventTooLarge, SseRelay, error_event
+from router.core.sse import EventTooLarge, SseRelay
 from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
+from router.providers import StreamBroken, StreamTranslator
 from router.stage import StageTimeout, within_timeout
 from router.upstream import REDACTED, AttemptFailure, error_text
 
@@ -25,9 +26,17 @@ class StreamRelay:
     """Copies one upstream SSE stream to the client, whole events as they arrive."""
 
     def __init__(
-        self, ctx: RequestContext, upstream: aiohttp.ClientResponse, settings: UpstreamSettings, *, drop_usage_only: bool = False
+        self,
+        ctx: RequestContext,
+        upstream: aiohttp.ClientResponse,
+        settings: UpstreamSettings,
+        *,
+        drop_usage_only: bool = False,
+        translate: StreamTranslator | None = None,
     ) -> None:
+        """``translate``: the provider streams another wire format; its events are translated first."""
         self.ctx = ctx
+        self.translate = translate
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
@@ -46,17 +55,24 @@ class StreamRelay:
             async with asyncio.timeout(timeout):
                 while True:
                     chunk = await self.upstream.content.readany()
+                    if not chunk and self.translate is not None and (rest := self.translate.finish()):
+                        return self.events.feed(rest)
                     if not chunk:
                         raise AttemptFailure("read", "stream ended before its first event")
-                    ready = self.events.feed(chunk)
+                    ready = self.events.feed(self._translated(chunk))
                     if ready:
                         return ready
         except TimeoutError:
             raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
         except EventTooLarge as exc:
             raise AttemptFailure("read", str(exc)) from None
+        except StreamBroken as exc:
+            raise AttemptFailure("read", str(exc)) from None
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
+
+    def _translated(self, chunk: bytes) -> bytes:
+        return chunk if self.translate is None else self.translate.feed(chunk)
 
     async def run(self, first: bytes, head: Callable[[RequestContext], dict[str, str]]) -> None:
         """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
@@ -80,7 +96,7 @@ class StreamRelay:
                 streams.discard(self)
         result = ctx.upstream
         if result is not None:
-            result.usage = self.events.usage
+            result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
             result.stream_error = failure
             result.client_gone = self.client_gone
         if self.client_gone:
@@ -88,9 +104,9 @@ class StreamRelay:
         if failure:
             log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
             event = (
-                error_event(failure, "server_shutting_down")
+                ctx.wire.stream_error(failure, "server_shutting_down")
                 if self.cut_reason
-                else error_event(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+                else ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
             )
             if not await self._write(response, event):
                 return
@@ -108,11 +124,15 @@ class StreamRelay:
                 return self.cut_reason or f"connection to the provider broke ({type(exc).__name__})"
             if self.cut_reason:
                 return self.cut_reason
-            if not chunk:
-                return "" if self.events.done else "the provider closed the stream before [DONE]"
             try:
-                ready = self.events.feed(chunk)
-            except EventTooLarge as exc:
+                if not chunk and self.translate is not None:
+                    chunk = self.translate.finish()
+                    if not chunk:
+                        return "" if self.events.done else "the provider closed the stream before its end"
+                elif not chunk:
+                    return "" if self.events.done else "the provider closed the stream before [DONE]"
+                ready = self.events.feed(self._translated(chunk))
+            except (EventTooLarge, StreamBroken) as exc:
                 return str(exc)
             if ready and not await self._write(response, ready):
                 return "client disconnected"

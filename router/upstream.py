@@ -17,10 +17,11 @@ import aiohttp
 import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
-from router.context import Candidate, Message
+from router.context import Candidate
 from router.core.redaction import REDACTED
 from router.core.retry_after import parse_retry_after
 from router.dependency_http import error_summary, failure_reason, is_redirect, post
+from router.providers import provider_adapter
 
 # Statuses that say "this provider cannot serve it now", so another candidate may:
 # auth or missing model at that provider, timeouts, rate limits and overload.
@@ -52,22 +53,6 @@ class AttemptFailure(Exception):
         return self.message
 
 
-def chat_url(provider: ProviderSettings) -> str:
-    base = provider.url
-    if provider.api == "ollama" and not base.endswith("/v1"):
-        base += "/v1"  # Ollama's OpenAI-compatible chat lives under /v1
-    return f"{base}/chat/completions"
-
-
-def upstream_headers(provider: ProviderSettings) -> dict[str, str]:
-    """Headers come only from config; nothing the client sent is forwarded."""
-    headers = {"Content-Type": "application/json", **provider.headers}
-    key = provider.api_key()
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
 class UpstreamClient:
     """Opens chat requests over the one shared ClientSession."""
 
@@ -84,10 +69,11 @@ class UpstreamClient:
         as an AttemptFailure; other statuses are returned for the caller to relay.
         """
         provider = self.providers[candidate.provider]
-        url = chat_url(provider)
+        adapter = provider_adapter(provider)
+        url = adapter.chat_url(provider)
         try:
             async with asyncio.timeout(first_byte_timeout):
-                response = await post(self.http, url, payload, upstream_headers(provider), self._timeout)
+                response = await post(self.http, url, payload, adapter.headers(provider), self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
                 "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"

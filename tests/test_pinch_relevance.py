@@ -325,7 +325,7 @@ async def test_embeddings_api_key_is_sent_as_bearer(http: aiohttp.ClientSession,
 )
 def test_embeddings_url_by_api(api: str, base_url: str, expected: str) -> None:
     config = relevance_config(api=api, base_url=base_url)
-    assert embeddings_url(config.pinch.relevance) == expected
+    assert embeddings_url(config.embeddings_provider()) == expected
 
 
 async def test_openai_answer_is_put_back_in_input_order_by_index(http: aiohttp.ClientSession) -> None:

@@ -186,7 +186,7 @@ def select_route(
         )
     )
     return Route(
-        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs)) for _, m in capable),
+        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,
         rejected=tuple(rejected),

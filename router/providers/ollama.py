@@ -1,0 +1,305 @@
+"""``api: ollama``: an Ollama server; ``base_url`` is its root or its ``/v1``.
+
+* Chat: by default Ollama's OpenAI-compatible ``{root}/v1/chat/completions``
+  (wire ``openai-chat``, passed through). That endpoint ignores a per-request
+  ``num_ctx`` and silently truncates the prompt to the window the model was
+  loaded with. With ``native_chat: true`` chat goes to the native
+  ``{root}/api/chat`` instead (wire ``ollama-chat``), with ``options.num_ctx``
+  set to the model's configured ``context_window``: one stable value per
+  model, because Ollama reloads a model whenever ``num_ctx`` changes, so sizing
+  it per request would cost a reload. :class:`OllamaChatTranslator` turns the
+  OpenAI chat request into the native one and the native answer (one JSON
+  object, or an NDJSON stream) back into a chat completion or chat SSE: text,
+  tool calls, finish reason, usage from ``prompt_eval_count`` / ``eval_count``;
+  an ``{"error": …}`` line mid-stream ends the client's stream with an error event.
+* Classifier: native ``{root}/api/chat`` with ``format: "json"``, not streamed,
+  ``options.num_ctx = classifier.num_ctx`` (WHAT-USERS-HIT #5).
+* Embeddings: native ``{root}/api/embed`` (the answer's ``embeddings``).
+
+What the translation carries, request side: messages (text parts joined, data-URL
+images as ``images``, tool calls with their arguments as objects, tool results as
+``tool`` messages), ``tools``, ``stream``, ``response_format`` (json_object ⇒
+``format: "json"``, json_schema ⇒ its schema), and ``max_tokens`` /
+``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``,
+``frequency_penalty``, ``presence_penalty`` into ``options``. Other chat fields have
+no native equivalent and are dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from router.config import ProviderSettings
+from router.context import Candidate, Usage
+from router.core.messages import Message, content_text
+from router.core.sse import DONE_EVENT
+from router.providers import StreamBroken
+from router.providers.openai import bearer_headers
+from router.wire.openai_chat import OPENAI_CHAT
+
+OLLAMA_CHAT = "ollama-chat"
+NDJSON = "application/x-ndjson"
+_OPTION_KEYS = ("temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty")
+_FINISH = {"stop": "stop", "length": "length", "load": "stop", "unload": "stop"}
+
+
+def ollama_root(provider: ProviderSettings) -> str:
+    return provider.url.removesuffix("/v1")
+
+
+class OllamaProvider:
+    api = "ollama"
+
+    def chat_wire(self, provider: ProviderSettings) -> str:
+        return OLLAMA_CHAT if provider.native_chat else OPENAI_CHAT
+
+    def chat_url(self, provider: ProviderSettings) -> str:
+        root = ollama_root(provider)
+        return f"{root}/api/chat" if provider.native_chat else f"{root}/v1/chat/completions"
+
+    def headers(self, provider: ProviderSettings) -> dict[str, str]:
+        return bearer_headers(provider)
+
+    def classifier_request(self, provider: ProviderSettings, model: str, messages: list[Message], num_ctx: int) -> tuple[str, dict[str, Any]]:
+        payload = {"model": model, "messages": messages, "format": "json", "stream": False, "options": {"num_ctx": num_ctx, "temperature": 0}}
+        return f"{ollama_root(provider)}/api/chat", payload
+
+    def classifier_message(self, envelope: Any) -> Any:
+        return envelope.get("message") if isinstance(envelope, dict) else None
+
+    def embeddings_url(self, provider: ProviderSettings) -> str:
+        return f"{ollama_root(provider)}/api/embed"
+
+    def embeddings_vectors(self, envelope: dict[str, Any]) -> Any:
+        if "embeddings" not in envelope:
+            raise ValueError("the answer has no 'embeddings'")
+        return envelope["embeddings"]
+
+
+OLLAMA = OllamaProvider()
+
+
+def native_message(message: Message) -> dict[str, Any]:
+    """One chat message as Ollama's native chat takes it."""
+    out: dict[str, Any] = {"role": message.get("role"), "content": content_text(message.get("content"))}
+    content = message.get("content")
+    if isinstance(content, list):
+        images = [
+            url.split(",", 1)[1]
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "image_url"
+            for url in [_image_url(part)]
+            if url.startswith("data:") and "," in url
+        ]
+        if images:
+            out["images"] = images
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        out["tool_calls"] = [_native_call(call) for call in calls if isinstance(call, dict)]
+    if isinstance(message.get("name"), str) and message.get("role") == "tool":
+        out["tool_name"] = message["name"]
+    return out
+
+
+def _image_url(part: dict[str, Any]) -> str:
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    return url if isinstance(url, str) else ""
+
+
+def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    arguments: Any = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = orjson.loads(arguments) if arguments.strip() else {}
+        except orjson.JSONDecodeError:
+            arguments = {}  # a call whose arguments are not JSON cannot be given as an object
+    return {"function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, dict) else {}}}
+
+
+def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
+    """An OpenAI chat body (as the proxy would send it) as Ollama's native ``/api/chat`` body."""
+    options: dict[str, Any] = {key: body[key] for key in _OPTION_KEYS if body.get(key) is not None}
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        options["num_predict"] = limit
+    if num_ctx is not None:
+        options["num_ctx"] = num_ctx
+    native: dict[str, Any] = {
+        "model": body.get("model"),
+        "messages": [native_message(m) for m in body.get("messages") or [] if isinstance(m, dict)],
+        "stream": body.get("stream") is True,
+        "options": options,
+    }
+    if body.get("tools"):
+        native["tools"] = body["tools"]
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict):
+        if response_format.get("type") == "json_object":
+            native["format"] = "json"
+        elif response_format.get("type") == "json_schema":
+            schema = response_format.get("json_schema")
+            native["format"] = schema.get("schema", "json") if isinstance(schema, dict) else "json"
+    return native
+
+
+def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
+    prompt, completion = answer.get("prompt_eval_count"), answer.get("eval_count")
+    if not isinstance(prompt, int) and not isinstance(completion, int):
+        return None
+    prompt, completion = prompt if isinstance(prompt, int) else 0, completion if isinstance(completion, int) else 0
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _chat_calls(calls: Any, first_index: int) -> list[dict[str, Any]]:
+    out = []
+    for offset, call in enumerate(calls if isinstance(calls, list) else []):
+        function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
+        arguments = function.get("arguments", {})
+        out.append(
+            {
+                "index": first_index + offset,
+                "id": f"call_{first_index + offset}",
+                "type": "function",
+                "function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()},
+            }
+        )
+    return out
+
+
+class OllamaChatTranslator:
+    """OpenAI chat ⇄ Ollama native chat, for one request (see the module doc)."""
+
+    def __init__(self) -> None:
+        self.model = ""
+        self.created = int(time.time())
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes:
+        chat = orjson.loads(body)
+        self.model = str(chat.get("model") or "")
+        return orjson.dumps(native_request(chat, candidate.context_window))
+
+    def response(self, body: bytes) -> bytes:
+        answer = orjson.loads(body)
+        message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
+        calls = _chat_calls(message.get("tool_calls"), 0)
+        out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
+        if calls:
+            out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
+        finish = "tool_calls" if calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
+        completion: dict[str, Any] = {
+            "id": f"chatcmpl-ollama-{self.created}",
+            "object": "chat.completion",
+            "created": self.created,
+            "model": answer.get("model", self.model),
+            "choices": [{"index": 0, "message": out_message, "finish_reason": finish}],
+        }
+        usage = _usage(answer)
+        if usage is not None:
+            completion["usage"] = usage
+        return orjson.dumps(completion)
+
+    def streams(self, content_type: str) -> bool:
+        return content_type == NDJSON
+
+    def stream(self) -> OllamaStream:
+        return OllamaStream(self.model, self.created)
+
+
+class OllamaStream:
+    """Ollama's NDJSON stream as OpenAI chat SSE chunks (see :class:`router.providers.StreamTranslator`)."""
+
+    def __init__(self, model: str, created: int) -> None:
+        self.model, self.created = model, created
+        self.pending = bytearray()
+        self.usage: Usage | None = None
+        self.calls = 0
+        self.started = self.done = False
+        self.broken: StreamBroken | None = None  # an error line, raised after the events before it
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        chunk = {
+            "id": f"chatcmpl-ollama-{self.created}",
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._raise_pending()
+        self.pending += chunk
+        end = self.pending.rfind(b"\n")
+        if end < 0:
+            return b""
+        lines = bytes(self.pending[: end + 1]).splitlines()
+        del self.pending[: end + 1]
+        return self._lines(lines)
+
+    def finish(self) -> bytes:
+        self._raise_pending()
+        rest = bytes(self.pending).strip()
+        self.pending.clear()
+        return self._lines([rest]) if rest else b""
+
+    def _lines(self, lines: list[bytes]) -> bytes:
+        """The events of whole lines; an error line is raised once the events before it are out."""
+        out = []
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                out.append(self._line(line))
+            except StreamBroken as exc:
+                self.broken = exc
+                break
+        if not out:
+            self._raise_pending()
+        return b"".join(out)
+
+    def _raise_pending(self) -> None:
+        if self.broken is not None:
+            raise self.broken
+
+    def _line(self, line: bytes) -> bytes:
+        if self.done:
+            return b""
+        try:
+            answer = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(f"Ollama sent a line that is not JSON ({len(line)} bytes)") from None
+        if not isinstance(answer, dict):
+            raise StreamBroken("Ollama sent a line that is not a JSON object")
+        if "error" in answer:
+            raise StreamBroken(f"Ollama: {str(answer['error'])[:300]}")
+        self.model = str(answer.get("model") or self.model)
+        out = b""
+        message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
+        delta: dict[str, Any] = {}
+        if not self.started:
+            delta["role"] = "assistant"
+            self.started = True
+        if message.get("content"):
+            delta["content"] = message["content"]
+        calls = _chat_calls(message.get("tool_calls"), self.calls)
+        if calls:
+            delta["tool_calls"] = calls
+            self.calls += len(calls)
+        if len(delta) > ("role" in delta) or (delta and not answer.get("done")):
+            out += self._chunk(delta)
+        if answer.get("done"):
+            self.done = True
+            finish = "tool_calls" if self.calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
+            out += self._chunk({}, finish)
+            usage = _usage(answer)
+            if usage is not None:
+                self.usage = Usage(usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"])
+                usage_chunk = {"id": f"chatcmpl-ollama-{self.created}", "object": "chat.completion.chunk", "created": self.created, "model": self.model, "choices": [], "usage": usage}
+                out += b"data: " + orjson.dumps(usage_chunk) + b"\n\n"
+            out += DONE_EVENT
+        return out
