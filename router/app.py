@@ -41,6 +41,7 @@ from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.stage import Handler, Middleware
 from router.unknown_paths import root, unknown_paths
+from router.wire import adapters
 
 log = logging.getLogger("pinch_router.app")
 
@@ -162,6 +163,11 @@ async def create_app(
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
+    for path in (p for adapter in adapters().values() for p in adapter.paths if not p.startswith("/v1/chat/")):
+        # the other wire formats' endpoints, each its own sub-application through the same chain
+        endpoint = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+        endpoint.router.add_post("", chain_end)
+        app.add_subapp(path, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
 
     if decision_log is not None:

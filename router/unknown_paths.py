@@ -21,6 +21,7 @@ log = logging.getLogger("pinch_router.app")
 
 SUPPORTED_ENDPOINTS = (
     "POST /v1/chat/completions",
+    "POST /v1/responses",
     "GET /v1/models",
     "POST /v1/outcome",
     "GET /v1/decisions",
@@ -31,7 +32,7 @@ SUPPORTED_ENDPOINTS = (
 KNOWN_APIS = {
     "/v1/messages": ("anthropic_messages", "the Anthropic Messages API"),
     "/v1/messages/count_tokens": ("anthropic_messages", "the Anthropic Messages API"),
-    "/v1/responses": ("openai_responses", "the OpenAI Responses API"),
+    "/v1/responses": ("openai_responses", "the OpenAI Responses API"),  # served; known for /responses without /v1
     "/v1/completions": ("openai_completions", "the legacy OpenAI completions API"),
     "/v1/embeddings": ("openai_embeddings", "the OpenAI embeddings API"),
 }

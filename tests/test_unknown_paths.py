@@ -22,7 +22,7 @@ async def unknown_path_count(client, api: str) -> float:
         ("POST", "/v1/messages", "anthropic_messages", "the Anthropic Messages API (/v1/messages) is not served by pinch-router yet"),
         ("POST", "/v1/messages/count_tokens", "anthropic_messages", "the Anthropic Messages API"),
         ("POST", "/messages", "anthropic_messages", "the Anthropic Messages API"),  # a base URL without /v1
-        ("POST", "/v1/responses", "openai_responses", "the OpenAI Responses API (/v1/responses) is not served by pinch-router yet"),
+        ("POST", "/responses", "openai_responses", "the OpenAI Responses API"),  # served at /v1/responses only
         ("POST", "/chat/completions", "other", "POST /chat/completions is not an endpoint of pinch-router"),
         ("GET", "/v1/nothing-here", "other", "GET /v1/nothing-here is not an endpoint of pinch-router"),
     ],

@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
-from router.core.request_view import RequestView, Rewrites, ToolResult, clean_tool_name
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name
 from router.core.responses_request import Item, ResponsesRequest, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
@@ -145,4 +145,25 @@ def items_with(items: list[Item], results: Sequence[ToolResult], rewrites: Rewri
     for position, output in rewrites.items():
         index = results[position].unit
         out[index] = {**items[index], "output": output}
+    return out
+
+
+def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+    """The client's Responses body with only the chain's changes written in: ``model``, pinched
+    outputs, ``max_output_tokens`` lowered to the candidate's limit (never added), and
+    ``prompt_cache_key`` when the client sent none. Every other field is the client's, in its order.
+
+    A usage request has no Responses counterpart: its streams always end with usage.
+    """
+    out = dict(body)
+    out["model"] = changes.upstream_model
+    conversation = view.conversation
+    assert isinstance(conversation, ResponsesConversation)
+    if changes.rewrites:
+        out["input"] = items_with(conversation.items, conversation.tool_results(), changes.rewrites)
+    limit = body.get("max_output_tokens")
+    if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
+        out["max_output_tokens"] = changes.output_tokens
+    if changes.prompt_cache_key is not None and "prompt_cache_key" not in body:
+        out["prompt_cache_key"] = changes.prompt_cache_key
     return out

@@ -55,9 +55,14 @@ class WireAdapter(Protocol):
 
     def is_usage_only_event(self, event: bytes) -> bool: ...
 
+    # SSE event types (the ``event:`` line) that end a stream of this format besides ``[DONE]``
+    # (the Responses API's ``response.completed``, …); empty for a format that ends with ``[DONE]``.
+    end_types: frozenset[bytes]
+
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
     from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+    from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER,)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, OPENAI_RESPONSES_ADAPTER)}
