@@ -110,7 +110,24 @@ def test_only_the_first_output_of_a_call_id_is_sent() -> None:
     )
     tools = [m for m in chat["messages"] if m["role"] == "tool"]
     assert tools == [{"role": "tool", "tool_call_id": "c1", "content": "first"}]
-    assert dropped == ("item function_call_output:c1 (a second output for one call)",)
+    assert dropped == ("item function_call_output:c1 (no unanswered call with that id)",)
+
+
+def test_a_call_id_reused_in_a_later_turn_keeps_its_own_output() -> None:
+    chat, dropped = translate(
+        responses_body(
+            input_message("user", "go"), function_call("call_0"), function_call_output("call_0", "first"),
+            input_message("user", "again"), function_call("call_0"), function_call_output("call_0", "second"),
+        )
+    )
+    assert [m.get("content") for m in chat["messages"] if m["role"] == "tool"] == ["first", "second"]
+    assert dropped == ()
+
+
+def test_an_output_without_its_call_is_not_sent() -> None:
+    chat, dropped = translate(responses_body(input_message("user", "go"), function_call_output("ghost", "x")))
+    assert [m["role"] for m in chat["messages"]] == ["user"]
+    assert dropped == ("item function_call_output:ghost (no unanswered call with that id)",)
 
 
 def test_an_output_given_as_parts_is_sent_as_its_text() -> None:

@@ -13,8 +13,9 @@ Conversation, in order:
   joined into a string, the form every chat server accepts);
 * ``function_call`` items → ``tool_calls`` of one assistant message (joined to the
   assistant text just before them), ``function_call_output`` → a ``tool``
-  message; only the first output of a call id is kept, since chat servers
-  reject a second answer to one call;
+  message; an output is kept only when it answers a call not answered yet
+  (chat servers reject a second answer to one call, or one to no call) — ids
+  are matched per call, as some servers reuse them from turn to turn;
 * ``reasoning`` items are never sent: a chat server cannot take them back, and
   their ``encrypted_content`` only means something to the provider that made it.
   Other item types a chat request cannot express are dropped and reported.
@@ -84,7 +85,7 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
     messages: list[dict[str, Any]] = []
     if isinstance(instructions, str) and instructions:
         messages.append({"role": "system", "content": instructions})
-    answered: set[str] = set()
+    unanswered: set[str] = set()  # ids of the calls made so far that no output answered yet
     calls_open = False  # the last message is an assistant message that function calls may still join
     for item in items:
         kind = item_type(item)
@@ -98,12 +99,15 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
                 messages.append({"role": "assistant", "content": None})
                 calls_open = True
             messages[-1].setdefault("tool_calls", []).append(call)
+            unanswered.add(item["call_id"])
         elif kind == "function_call_output":
             calls_open = False
-            if item["call_id"] in answered:
-                dropped.append(f"item function_call_output:{item['call_id']} (a second output for one call)")
+            # a call answered already (or never made): a chat server would reject the second answer.
+            # Ids are matched per call, not per conversation: some servers reuse ids across turns.
+            if item["call_id"] not in unanswered:
+                dropped.append(f"item function_call_output:{item['call_id']} (no unanswered call with that id)")
                 continue
-            answered.add(item["call_id"])
+            unanswered.discard(item["call_id"])
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item["output"])})
         elif kind != "reasoning":
             dropped.append(f"item {kind}")
