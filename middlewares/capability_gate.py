@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.config import ANY_MODEL_ALIAS, Config
 from router.context import RequestContext, Route
 from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError, invalid_request
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class CapabilityGate:

@@ -31,11 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.config import SessionCacheSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
 from router.core.session_cache import SessionCache, is_side_request
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class ClassificationCache:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.classifier_client import ClassifierClient
 from router.config import ClassifierSettings, RoutingSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
@@ -37,7 +36,7 @@ from router.core.classification import (
     parse_override,
 )
 from router.errors import invalid_request
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class Classifier:

@@ -37,9 +37,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.config import Config, PinchSettings
-from router.context import Outcome, PinchStats, RequestContext
+from router.context import Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.pinch import RelevanceOrderError, prune_results
 from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversation
@@ -47,7 +46,7 @@ from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class PinchPrune:
@@ -69,6 +68,10 @@ class PinchPrune:
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
+
+    def carry_over(self, previous: PinchPrune) -> None:
+        """On reload: sessions keep their ledgers, so a config change busts no session's prompt cache."""
+        self.state = previous.state
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
@@ -97,13 +100,16 @@ class PinchPrune:
             sent, stats = prune_results(
                 ctx.view.conversation, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
             )
-            why = "pruned afresh (" + ("pinch.ledger is false" if not settings.ledger else "no session key") + ")"
+            why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
+            why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
             return sent, replace(stats, newly_compressed=stats.compressed, reason=why)
         now, key = self.clock(), ctx.session.key
         session = self.state.get(self.space, key, now) or PinchSession()
         provider = windows[0].provider if windows else None
-        settings_of = self.config.providers.get(provider) if provider is not None else None
-        lifetime = cache_lifetime(settings_of.api, settings_of.cache_lifetime_seconds) if settings_of is not None else 0.0
+        target = self.config.providers.get(provider) if provider is not None else None
+        # no capable model (the gate will refuse the request): the cache is judged by time alone
+        api, configured = (target.api, target.cache_lifetime_seconds) if target is not None else ("", None)
+        lifetime = cache_lifetime(api, configured)
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )

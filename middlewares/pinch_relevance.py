@@ -30,7 +30,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from router.chain import StageDeps
 from router.config import PinchSettings
 from router.context import Outcome, Relevance, RelevanceStatus, RequestContext
 from router.core.embedding_cache import EmbeddingCache, Vector
@@ -39,7 +38,7 @@ from router.core.relevance import order_by_relevance
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router.chain import StageDeps
 from router.config import SessionSettings
 from router.context import RequestContext, SessionKey
 from router.core.fingerprint import (
@@ -16,7 +15,7 @@ from router.core.fingerprint import (
     header_session_key,
     session_header,
 )
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 
 
 class SessionFingerprint:

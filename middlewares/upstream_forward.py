@@ -26,7 +26,6 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from router.chain import StageDeps
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.dependency_http import BodyTooLarge, read_bounded
@@ -35,7 +34,7 @@ from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.providers import Untranslatable, provider_adapter, translator
 from router.relay import StreamRelay, all_failed_response, relay_client_error
-from router.stage import FailMode, StageReport
+from router.stage import FailMode, StageDeps, StageReport
 from router.upstream import AttemptFailure, UpstreamClient
 
 T = TypeVar("T")
@@ -118,8 +117,7 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                secret = self.client.providers[candidate.provider].api_key()
-                ctx.response = relay_client_error(response.status, body, candidate, secret)
+                ctx.response = relay_client_error(response.status, body, candidate)
                 self._answered(result, candidate, response.status, sent)
                 return
             streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"

@@ -12,17 +12,17 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 import aiohttp
 from aiohttp import web
 
-from router.chain import stage_registry, validate_order
 from router.config import Config, config_secrets
 from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
-from router.edge import chain_end
+from router.edge import chain_end, chat_edge
 from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
@@ -110,8 +110,7 @@ async def create_app(
     http: aiohttp.ClientSession | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> web.Application:
-    """Build the proxy. Raises ChainError for an unusable middleware order."""
-    validate_order(config.middlewares, stage_registry())
+    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened)."""
     owns_http = http is None
     if http is None:
         http = aiohttp.ClientSession(
@@ -140,10 +139,14 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
-    # the edge and the stages, swapped on reload
-    live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget)
-    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock)
+    except Exception:
+        if owns_http:
+            await http.close()
+        raise
+    llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget))], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
@@ -169,6 +172,20 @@ async def create_app(
         endpoint.router.add_post("", chain_end)
         app.add_subapp(path, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+
+    if redactor:
+        log_filter = redactor.log_filter()
+
+        async def redact_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(log_filter)
+
+        async def stop_redacting_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(log_filter)
+
+        app.on_startup.append(redact_logs)
+        app.on_cleanup.append(stop_redacting_logs)
 
     if decision_log is not None:
 

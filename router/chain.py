@@ -1,4 +1,4 @@
-"""The chain: stage registry, order validation, and assembly into middlewares.
+"""The chain: order validation and assembly into middlewares (the registry is the composition root's: :mod:`router.registry`).
 
 The configured order is data (``middlewares:`` in config). It is validated and
 built once at start-up, then frozen into a tuple of middlewares.
@@ -6,63 +6,19 @@ built once at start-up, then frozen into a tuple of middlewares.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
-
-import aiohttp
+from collections.abc import Sequence
 
 from router.config import Config
 from router.context import EDGE_FIELDS
-from router.core.escalation import EscalationTracker
-from router.core.session_state import MemorySessionState, SessionState
-from router.core.tokens import TokenEstimator
-from router.metrics import Metrics
-from router.stage import Middleware, Stage, stage_middleware
+from router.stage import Middleware, Stage, StageClass, StageDeps, stage_middleware
+
+__all__ = ["TERMINAL_STAGE", "ChainError", "StageClass", "StageDeps", "build_chain", "validate_order"]
 
 TERMINAL_STAGE = "upstream-forward"
 
 
-@dataclass(frozen=True, slots=True)
-class StageDeps:
-    """What a stage may be built with: settings and the shared I/O seams."""
-
-    config: Config
-    http: aiohttp.ClientSession
-    estimator: TokenEstimator
-    clock: Callable[[], float] = time.monotonic
-    escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
-    metrics: Metrics | None = None  # for gauges of what is open right now
-    # What the proxy remembers per session between requests (classifications, pinch ledgers).
-    state: SessionState = field(default_factory=MemorySessionState)
-
-
-class StageClass(Protocol):
-    name: str
-    requires: frozenset[str]
-    reads: frozenset[str]
-    provides: frozenset[str]
-
-    def __call__(self, deps: StageDeps) -> Stage: ...
-
-
 class ChainError(ValueError):
     """The configured middleware order cannot work; the message names the stage."""
-
-
-def stage_registry() -> dict[str, StageClass]:
-    """Every stage the proxy knows, by its configured name."""
-    from middlewares.capability_gate import CapabilityGate
-    from middlewares.classification_cache import ClassificationCache
-    from middlewares.classifier import Classifier
-    from middlewares.pinch_prune import PinchPrune
-    from middlewares.pinch_relevance import PinchRelevance
-    from middlewares.session_fingerprint import SessionFingerprint
-    from middlewares.upstream_forward import UpstreamForward
-
-    stages: list[StageClass] = [SessionFingerprint, ClassificationCache, Classifier, PinchRelevance, PinchPrune, CapabilityGate, UpstreamForward]
-    return {stage.name: stage for stage in stages}
 
 
 def validate_order(names: Sequence[str], registry: dict[str, StageClass]) -> list[StageClass]:
@@ -109,8 +65,8 @@ def validate_order(names: Sequence[str], registry: dict[str, StageClass]) -> lis
     return classes
 
 
-def build_chain(config: Config, deps: StageDeps, registry: dict[str, StageClass] | None = None) -> tuple[list[Stage], tuple[Middleware, ...]]:
-    """Validate the configured order, build every stage once, and wrap each as a middleware."""
-    classes = validate_order(config.middlewares, registry or stage_registry())
+def build_chain(config: Config, deps: StageDeps, registry: dict[str, StageClass]) -> tuple[list[Stage], tuple[Middleware, ...]]:
+    """Validate the configured order (the one place it is), build every stage once, wrap each as a middleware."""
+    classes = validate_order(config.middlewares, registry)
     stages = [cls(deps) for cls in classes]
     return stages, tuple(stage_middleware(stage) for stage in stages)

@@ -7,11 +7,29 @@ quietly edit an earlier one's decision.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+from router.core.results import (  # re-exported: the slots' types, defined with the cores
+    Attempt,
+    Candidate,
+    Capabilities,
+    Classification,
+    ClassificationSource,
+    Outcome,
+    PinchMode,
+    PinchStats,
+    Rejection,
+    Relevance,
+    RelevanceStatus,
+    Route,
+    SessionKey,
+    StageRecord,
+    Usage,
+    UpstreamResult,
+)
 
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
@@ -26,214 +44,28 @@ if TYPE_CHECKING:
 
 Message = dict[str, Any]  # an OpenAI chat message (kept for the chat-only tools)
 
-
-class Outcome(enum.StrEnum):
-    """How one stage ended for one request (the trace's vocabulary)."""
-
-    OK = "ok"
-    SKIPPED = "skipped"
-    FALLBACK = "fallback"
-    TIMEOUT = "timeout"
-    ERROR = "error"
-
-
-@dataclass(frozen=True, slots=True)
-class StageRecord:
-    """One line of the trace: a stage, how it ended, how long its own work took."""
-
-    stage: str
-    outcome: Outcome
-    ms: float
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionKey:
-    """Who this request belongs to. ``source`` is ``header`` or ``fingerprint``."""
-
-    key: str
-    source: str
-
-
-class ClassificationSource(enum.StrEnum):
-    CLASSIFIER = "classifier"
-    OVERRIDE = "override"
-    FALLBACK = "fallback"
-    CACHED = "cached"
-
-
-@dataclass(frozen=True, slots=True)
-class Classification:
-    task_category: str
-    task_tier: int
-    source: ClassificationSource
-    # The classifier's estimate; None when it gave none (cached, override, fallback).
-    required_context_tokens: int | None = None
-
-
-class RelevanceStatus(enum.StrEnum):
-    OK = "ok"
-    SKIPPED = "skipped"
-    UNAVAILABLE = "unavailable"
-
-
-@dataclass(frozen=True, slots=True)
-class Relevance:
-    """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
-
-    status: RelevanceStatus
-    order: tuple[int, ...] | None = None
-    reason: str = ""
-    embedded: int = 0
-    cached: int = 0
-
-
-class PinchMode(enum.StrEnum):
-    WITHIN_BUDGET = "within_budget"
-    UNIFORM = "uniform"
-    RELEVANCE = "relevance"
-    DISABLED = "disabled"
-    # Over the soft budget, but compressing new results would not pay with the cache warm (ledger only).
-    DEFERRED = "deferred"
-
-
-@dataclass(frozen=True, slots=True)
-class PinchStats:
-    mode: PinchMode
-    original_tokens: int
-    final_tokens: int
-    compressed: int = 0  # candidates rewritten (elided + placeholder)
-    elided: int = 0  # long results cut to head + marker + tail
-    placeholders: int = 0  # short results replaced by a placeholder
-    # The session's pinch ledger (issue #11): results sent as the same compressed bytes as on an
-    # earlier request of the session, results compressed for the first time by this request, and
-    # why this request did or did not compress new results (shown in the trace, top and explain).
-    reapplied: int = 0
-    newly_compressed: int = 0
-    reason: str = ""
-
-    @property
-    def saved_tokens(self) -> int:
-        return self.original_tokens - self.final_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class Capabilities:
-    """What the request needs from a model; computed fresh on every request."""
-
-    tools_present: bool
-    has_images: bool
-    require_json_mode: bool
-    prompt_tokens: int
-    requested_output_tokens: int | None  # what the client asked for (max_completion_tokens / max_tokens)
-    required_context_tokens: int  # prompt + output_room, or the classifier's estimate when larger
-    output_room: int = 0  # tokens of the window kept for the answer
-    # The smallest max_output_tokens a model must have: None when the request is clamped to any
-    # model's limit (routing.output_limit: clamp), the requested output when it is not (reject).
-    required_output_tokens: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    model: str
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    model: str
-    provider: str
-    upstream_model: str
-    # The output limit sent to this candidate: the request's, clamped to what the model can give;
-    # None when the client set none (then none is sent).
-    output_tokens: int | None = None
-    # The model's configured window (Ollama's native chat loads the model with it as num_ctx).
-    context_window: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """The gate's decision: candidates in order (first = chosen), and who was rejected.
-
-    No candidates: no model could serve the request (the gate answered ``no_capable_model``);
-    ``rejected`` then says why for every model considered.
-    """
-
-    candidates: tuple[Candidate, ...]
-    tier: int  # the tier routed on (after any escalation)
-    pinned: bool
-    rejected: tuple[Rejection, ...] = ()
-    escalation: str = ""  # why the tier was raised, empty when it was not
-
-    @property
-    def chosen(self) -> Candidate:
-        return self.candidates[0]
-
-    def candidate(self, model: str | None) -> Candidate | None:
-        """The candidate named ``model``, if it is one."""
-        return next((c for c in self.candidates if c.model == model), None)
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token accounting an upstream reported for one answer (None: not reported).
-
-    ``prompt_tokens`` is the whole prompt, cached part included (OpenAI's sense;
-    an Anthropic-shaped report's ``input_tokens`` plus its cache reads and writes).
-    ``cached_tokens``: prompt tokens served from the provider's prompt cache;
-    ``cache_write_tokens``: prompt tokens written to it (Anthropic reports them).
-    """
-
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    total_tokens: int | None
-    cached_tokens: int | None = None
-    cache_write_tokens: int | None = None
-
-    @property
-    def uncached_prompt_tokens(self) -> int | None:
-        """Prompt tokens the model had to prefill afresh; None unless cache accounting was reported."""
-        if self.prompt_tokens is None or self.cached_tokens is None:
-            return None
-        return max(self.prompt_tokens - self.cached_tokens, 0)
-
-    def updated(self, later: Usage) -> Usage:
-        """This report with every figure ``later`` has replacing ours (a stream may report in parts)."""
-        return Usage(
-            *(mine if theirs is None else theirs for mine, theirs in zip(_usage_figures(self), _usage_figures(later), strict=True))
-        )
-
-
-def _usage_figures(usage: Usage) -> tuple[int | None, ...]:
-    return (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cached_tokens, usage.cache_write_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class Attempt:
-    """One try of one candidate by upstream-forward."""
-
-    model: str
-    provider: str
-    status: int | None  # HTTP status, None when no answer came
-    error: str = ""  # why we moved on, empty when this attempt answered
-
-
-@dataclass(slots=True)
-class UpstreamResult:
-    """What upstream-forward saw; filled in as the answer is relayed."""
-
-    attempts: list[Attempt] = field(default_factory=list)
-    model: str | None = None  # the candidate that answered
-    provider: str | None = None
-    status: int | None = None
-    first_byte_ms: float | None = None
-    total_ms: float | None = None
-    usage: Usage | None = None
-    stream_error: str = ""  # set when a stream broke after its first byte
-    client_gone: bool = False  # the client closed the connection before the answer was complete
-    wire: str | None = None  # the wire format the answering provider speaks (the client's: a pass-through)
-    # What a translation to that format could not carry ("tool web_search", …), for the response header
-    untranslated: tuple[str, ...] = ()
+__all__ = [
+    "CTX_KEY",
+    "EDGE_FIELDS",
+    "Attempt",
+    "Candidate",
+    "Capabilities",
+    "Classification",
+    "ClassificationSource",
+    "Message",
+    "Outcome",
+    "PinchMode",
+    "PinchStats",
+    "Rejection",
+    "Relevance",
+    "RelevanceStatus",
+    "RequestContext",
+    "Route",
+    "SessionKey",
+    "StageRecord",
+    "Usage",
+    "UpstreamResult",
+]
 
 
 @dataclass(slots=True)

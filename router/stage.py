@@ -1,4 +1,5 @@
-"""The stage contract and the one adapter that turns a stage into a middleware.
+"""The stage contract — :class:`Stage`, :class:`StageDeps`, :class:`FailMode` — and the one adapter
+that turns a stage into a middleware (its timeout: :mod:`router.stage_timeout`).
 
 A stage is a small object (see :class:`Stage`) that reads the
 :class:`RequestContext` and writes one slot. :func:`run_stage` is the only
@@ -9,22 +10,32 @@ place that catches stage errors: on timeout or exception it calls the stage's
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Generator
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from time import perf_counter
-from typing import Any, ClassVar, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.core.escalation import EscalationTracker
+from router.core.session_state import MemorySessionState, SessionState
+from router.core.tokens import TokenEstimator
 from router.errors import ApiError
+from router.stage_timeout import StageTimeout, within_timeout
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from router.config import Config
+    from router.metrics import Metrics
 
 log = logging.getLogger("pinch_router.stage")
 
-T = TypeVar("T")
+__all__ = ["FailMode", "Stage", "StageClass", "StageDeps", "StageReport", "StageTimeout", "run_stage", "stage_middleware", "within_timeout"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
@@ -41,6 +52,20 @@ class StageReport:
 
     outcome: Outcome = Outcome.OK
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StageDeps:
+    """What a stage may be built with: settings and the shared I/O seams."""
+
+    config: Config
+    http: aiohttp.ClientSession
+    estimator: TokenEstimator
+    clock: Callable[[], float] = time.monotonic
+    escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
+    metrics: Metrics | None = None  # for gauges of what is open right now
+    # What the proxy remembers per session between requests (classifications, pinch ledgers).
+    state: SessionState = field(default_factory=MemorySessionState)
 
 
 class Stage(Protocol):
@@ -66,6 +91,17 @@ class Stage(Protocol):
     async def run(self, ctx: RequestContext) -> StageReport | None: ...
 
     def fallback(self, ctx: RequestContext, reason: str) -> None: ...
+
+
+class StageClass(Protocol):
+    """A stage's class, as the registry holds it: its declarations, and built from :class:`StageDeps`."""
+
+    name: str
+    requires: frozenset[str]
+    reads: frozenset[str]
+    provides: frozenset[str]
+
+    def __call__(self, deps: StageDeps) -> Stage: ...
 
 
 class AfterHook(Protocol):
@@ -104,70 +140,6 @@ async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     record = StageRecord(stage.name, outcome, round((perf_counter() - started) * 1000, 3), detail)
     ctx.trace.append(record)
     return record
-
-
-class StageTimeout(TimeoutError):
-    """The stage's own timeout expired (not a TimeoutError the stage raised itself)."""
-
-
-async def within_timeout(coro: Coroutine[Any, Any, T], seconds: float | None) -> T:
-    """``await coro`` with ``seconds`` for all of it (from now); :class:`StageTimeout` when they run out.
-
-    Same as ``async with asyncio.timeout(seconds): await coro``, except that the
-    timer is armed only if the coroutine actually suspends. Most stages finish
-    without awaiting anything (a cache lookup, pinch, the gate), and a timer
-    could not interrupt that synchronous work anyway; arming and cancelling
-    one per stage per request cost ~8% of the proxy's CPU at concurrency 16
-    (each cancelled timer also lingers in the event loop's heap).
-    """
-    loop = asyncio.get_running_loop()
-    deadline = None if seconds is None else loop.time() + seconds
-    try:
-        suspended_on = coro.send(None)
-    except StopIteration as done:
-        return cast(T, done.value)
-    resumed = _Resumed(coro, suspended_on)
-    if deadline is None:
-        return await resumed
-    timer = asyncio.timeout_at(deadline)
-    try:
-        async with timer:
-            return await resumed
-    except TimeoutError:
-        if timer.expired():
-            raise StageTimeout from None
-        raise
-
-
-class _Resumed:
-    """Awaitable that carries on a coroutine already started by hand, from where it suspended.
-
-    It hands the task what the coroutine is waiting on, then passes every
-    wake-up (and every exception thrown in, cancellation included) on to it.
-    """
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], suspended_on: Any) -> None:
-        self.coro = coro
-        self.suspended_on = suspended_on
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        coro, waiting_on = self.coro, self.suspended_on
-        while True:
-            try:
-                sent = yield waiting_on
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # noqa: BLE001 - thrown in by the task (e.g. CancelledError): the coroutine's to handle
-                try:
-                    waiting_on = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    waiting_on = coro.send(sent)
-                except StopIteration as done:
-                    return done.value
 
 
 def _describe(exc: BaseException) -> str:

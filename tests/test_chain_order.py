@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from router.chain import ChainError, stage_registry, validate_order
+from router.chain import ChainError, validate_order
+from router.registry import stage_registry
 
 
 def fake_stage(stage_name: str, requires=(), reads=(), provides=()):

@@ -9,7 +9,8 @@ import aiohttp
 import pytest
 
 from middlewares.classifier import Classifier
-from router.chain import ChainError, StageDeps, stage_registry, validate_order
+from router.chain import ChainError, StageDeps, validate_order
+from router.registry import stage_registry
 from router.config import ConfigError
 from router.context import Classification, ClassificationSource, Outcome
 from router.core.tokens import TokenEstimator

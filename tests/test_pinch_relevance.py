@@ -20,7 +20,8 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from middlewares.pinch_relevance import PinchRelevance
-from router.chain import ChainError, StageDeps, stage_registry, validate_order
+from router.chain import ChainError, StageDeps, validate_order
+from router.registry import stage_registry
 from router.config import ConfigError
 from router.context import Outcome, RelevanceStatus
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError, embeddings_url

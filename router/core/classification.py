@@ -30,7 +30,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeGuard
 
-from router.context import Classification, ClassificationSource
+from router.core.results import Classification, ClassificationSource
 from router.core.messages import Message
 from router.core.turn_text import TurnText
 

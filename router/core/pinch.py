@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from router.context import PinchMode, PinchStats
+from router.core.results import PinchMode, PinchStats
 from router.core.chat_view import ChatConversation, ToolNames, messages_with
 from router.core.messages import TEXT_PART_TYPES, Message
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites

@@ -16,13 +16,48 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
-from router.config import ModelSettings
-from router.context import Candidate, Capabilities, Rejection, Route
+from router.core.results import Candidate, Capabilities, Rejection, Route
 from router.core.pinch_ledger import WindowLimit
 from router.core.request_view import RequestView
 from router.core.tokens import TokenEstimator
+
+
+class ModelSupports(Protocol):
+    tools: bool
+    vision: bool
+    json_mode: bool
+
+
+class ModelCost(Protocol):
+    input: float
+    output: float
+
+
+class ModelSettings(Protocol):
+    """A catalogue model as routing reads it (``router.config.ModelSettings`` is one; the core never imports config)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def upstream_model(self) -> str: ...
+    @property
+    def context_window(self) -> int: ...
+    @property
+    def max_output_tokens(self) -> int: ...
+    @property
+    def supports(self) -> ModelSupports: ...
+    @property
+    def tool_proficiency(self) -> float: ...
+    @property
+    def tiers(self) -> list[int]: ...
+    @property
+    def quality(self) -> float: ...
+    @property
+    def cost_per_mtok(self) -> ModelCost: ...
 
 def detect_capabilities(
     view: RequestView,

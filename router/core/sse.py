@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from router.context import Usage
+from router.core.results import Usage
 from router.core.upstream_body import is_usage_only_event
 
 DONE_EVENT = b"data: [DONE]\n\n"

@@ -1,0 +1,50 @@
+"""The layering, checked: import-linter's contracts (pyproject.toml) and every core importable without the framework."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE_MODULES = sorted(f"router.core.{p.stem}" for p in (ROOT / "router" / "core").glob("*.py") if p.stem != "__init__")
+# What a pure core may import besides router.core: the standard library's pure parts and three data libraries.
+CORE_MAY_IMPORT = {"orjson", "xxhash", "numpy", "__future__", "collections", "dataclasses", "enum", "typing", "re", "math",
+                   "hashlib", "email", "types", "itertools", "functools", "bisect", "json", "heapq", "statistics", "string",
+                   # the redactor's log filter rewrites records (and their tracebacks); no core emits a log line
+                   "logging", "traceback"}
+
+
+def test_the_import_linter_contracts_are_kept():
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "3 kept, 0 broken" in result.stdout
+
+
+@pytest.mark.parametrize("module", CORE_MODULES)
+def test_a_core_module_loads_without_aiohttp_asyncio_or_the_framework(module):
+    check = (
+        f"import {module}, sys; "
+        "loaded = [m for m in ('aiohttp', 'asyncio', 'pydantic', 'router.config', 'router.context', 'router.stage', 'middlewares') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    result = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_core_modules_import_only_core_the_pure_standard_library_and_data_libraries():
+    graph = grimp.build_graph("router", include_external_packages=True, cache_dir=None)
+    outside = {
+        (module, imported)
+        for module in graph.find_descendants("router.core") | {"router.core"}
+        for imported in graph.find_modules_directly_imported_by(module)
+        if not imported.startswith("router.core") and imported.split(".")[0] not in CORE_MAY_IMPORT
+    }
+    assert not outside
