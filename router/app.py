@@ -166,9 +166,9 @@ async def create_app(
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
-    for path in (p for adapter in adapters().values() for p in adapter.paths if not p.startswith("/v1/chat/")):
-        # the other wire formats' endpoints, each its own sub-application through the same chain
-        endpoint = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+    for adapter, path in ((a, p) for a in adapters().values() for p in a.paths if not p.startswith("/v1/chat/")):
+        # the other wire formats' endpoints: each its own sub-application and edge, through the same chain
+        endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
         endpoint.router.add_post("", chain_end)
         app.add_subapp(path, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())

@@ -31,7 +31,7 @@ from router.headers import decision_headers
 from router.recorder import Recorder
 from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.stage import Handler, Middleware
-from router.wire import WireAdapter, adapters
+from router.wire import WireAdapter
 from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
 
 
@@ -39,11 +39,10 @@ def new_request_id() -> str:
     return f"req_{secrets.token_hex(12)}"
 
 
-def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, default_wire: WireAdapter = OPENAI_CHAT_ADAPTER) -> Middleware:
+def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, wire: WireAdapter = OPENAI_CHAT_ADAPTER) -> Middleware:
     """The edge middleware of one wire format; every request it sees, served or refused, is recorded once.
 
-    ``wire`` parses and validates the body and renders every error in its format; a request
-    on a path another registered adapter serves (:func:`router.wire.adapters`) gets that one.
+    ``wire`` parses and validates the body and renders every error in its format.
 
     A request holds its share of ``budget`` (request bodies in flight) until its answer is done.
     """
@@ -55,26 +54,23 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
     def record_served(ctx: RequestContext, status: int, code: str | None) -> None:
         recorder.record(decision_from_context(ctx, status, code))
 
-    by_path = {path: adapter for adapter in adapters().values() for path in adapter.paths}
-
     @web.middleware
     async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = perf_counter()
         unroutable = request.match_info.http_exception  # 405 and the like skip the chain
         if unroutable is not None:
             raise unroutable
-        wire = by_path.get(request.path, default_wire)
         request_id = new_request_id()
         reserved = budget.reserve(request)
         if isinstance(reserved, ApiError):
             recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
             return wire.error_response(reserved, {"x-router-request-id": request_id, **BUSY_HEADERS})
         try:
-            return await serve(request, handler, request_id, started, wire)
+            return await serve(request, handler, request_id, started)
         finally:
             budget.release(reserved)
 
-    async def serve(request: web.Request, handler: Handler, request_id: str, started: float, wire: WireAdapter) -> web.StreamResponse:
+    async def serve(request: web.Request, handler: Handler, request_id: str, started: float) -> web.StreamResponse:
         body = await read_json_body(request, limits)
         if isinstance(body, ApiError):
             recorder.record(rejected_request(request_id, started, body.status, body.code))
