@@ -29,7 +29,6 @@ from aiohttp import web
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.dependency_http import BodyTooLarge, read_bounded
-from router.core.anthropic_view import ANTHROPIC_MESSAGES
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
@@ -103,14 +102,15 @@ class UpstreamForward:
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
         changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
+        wire_out = provider_adapter(provider).chat_wire(provider)
         try:
-            wire_out = provider_adapter(provider).chat_wire(provider)
             translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
         if translation is not None:
             payload = translation.request(payload, candidate)
-        result.wire_out = wire_out
+        # this attempt's: a failover overwrites them
+        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else ())
         sent = perf_counter()
         opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)
@@ -131,7 +131,6 @@ class UpstreamForward:
                     self.settings,
                     drop_usage_only=inject_usage,
                     translate=translation.stream() if translation is not None else None,
-                    ends_at_message_stop=ctx.wire.name == ANTHROPIC_MESSAGES,
                 )
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))

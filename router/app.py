@@ -42,7 +42,8 @@ from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.stage import Handler, Middleware
 from router.unknown_paths import root, unknown_paths
-from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, anthropic_error_response
+from router.wire import adapters
+from router.wire.anthropic_messages import anthropic_error_response
 
 log = logging.getLogger("pinch_router.app")
 
@@ -173,13 +174,14 @@ async def create_app(
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
-    # Anthropic Messages: the same chain, its own edge (router.wire.anthropic_messages); count_tokens
-    # is answered outside the chain, so it is routed first.
+    # count_tokens is answered outside the chain, so it is routed before the Messages endpoint
     app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
-    anthropic_edge = partial(chat_edge, budget=budget, wire=ANTHROPIC_MESSAGES_ADAPTER)
-    messages = web.Application(middlewares=[live.middleware(anthropic_edge)], client_max_size=max_bytes)
-    messages.router.add_post("", chain_end)
-    app.add_subapp("/v1/messages", messages)
+    for adapter, path in ((a, p) for a in adapters().values() for p in a.paths if not p.startswith("/v1/chat/")):
+        # the other wire formats' endpoints (Anthropic Messages, Responses): each its own sub-application
+        # and edge, through the same chain
+        endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
+        endpoint.router.add_post("", chain_end)
+        app.add_subapp(path, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
 
     if redactor:

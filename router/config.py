@@ -125,11 +125,17 @@ class ProviderSettings(_Strict):
     # `api: ollama` only: chat through Ollama's native /api/chat with options.num_ctx = the model's
     # context_window (its OpenAI-compatible endpoint ignores num_ctx and truncates to the loaded window).
     native_chat: bool = False
+    # `api: openai` only: `openai-responses` ⇒ the provider speaks the OpenAI Responses API
+    # ({base_url}/responses, e.g. OpenAI's own): Responses requests pass through to it unchanged
+    # but for what the proxy changed. Chat-completions requests cannot be sent to it.
+    wire: Literal["openai-chat", "openai-responses"] = "openai-chat"
 
     @model_validator(mode="after")
     def _native_chat_is_ollamas(self) -> ProviderSettings:
         if self.native_chat and self.api != "ollama":
             raise ValueError("native_chat: only an `api: ollama` provider has a native chat endpoint")
+        if self.wire != "openai-chat" and self.api != "openai":
+            raise ValueError(f"wire: {self.wire} is for an `api: openai` provider")
         return self
 
     @property

@@ -37,7 +37,7 @@ COLUMNS = (
     "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
     "requested_max_tokens", "sent_max_tokens",
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
-    "wire_in", "wire_out",
+    "wire_in", "wire_out", "wire_dropped",
 )  # fmt: skip
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
 SCHEMA = f"""

@@ -63,8 +63,9 @@ class Decision:
     stream_error: str = ""
     requested_max_tokens: int | None = None  # the output limit the client asked for
     sent_max_tokens: int | None = None  # the limit sent to the model that answered (clamped to it)
-    wire_in: str | None = None  # the client's API (openai-chat, anthropic-messages, …)
-    wire_out: str | None = None  # the API the provider was spoken to in (the same: passed through; else translated)
+    wire_in: str | None = None  # the client's wire format (openai-chat, anthropic-messages, openai-responses)
+    wire_out: str | None = None  # the one the provider was spoken to in: the same ⇒ passed through, else translated
+    wire_dropped: str = ""  # what the translation could not carry ("tool web_search, …"), as in x-router-dropped
 
     @property
     def pinch_saved(self) -> int:
@@ -136,7 +137,17 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
         wire_in=ctx.view.wire,
         wire_out=upstream.wire_out if upstream else None,
+        wire_dropped=upstream.dropped_text if upstream else "",
     )
+
+
+def wire_route(wire_in: str, wire_out: str | None, dropped: str = "") -> str:
+    """The client's wire format and the provider's, for people (``top``, ``explain``):
+    ``openai-responses → openai-chat (translated; dropped tool web_search)``."""
+    if wire_out is None:
+        return f"{wire_in} (not forwarded)"
+    how = "passed through" if wire_out == wire_in else "translated"
+    return f"{wire_in} → {wire_out} ({how}" + (f"; dropped {dropped})" if dropped else ")")
 
 
 def _answering_candidate(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:

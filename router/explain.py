@@ -1,6 +1,6 @@
 """`pinch-router explain`: what the proxy would decide for a saved request, without sending it.
 
-The request (a chat-completions body, or a transcript ``{"messages", "tools"}``
+The request (a chat-completions, Anthropic Messages or Responses API body, or a transcript ``{"messages", "tools"}``
 without a model, which routes like ``auto``; a bare list of messages works
 too) goes through the configured chain exactly as the proxy would run it —
 the edge's :func:`router.edge.context_from_body`, the stages built by
@@ -45,13 +45,16 @@ from router.core.chat_view import messages_with
 from router.core.pinch import CompressionKind, tool_name_for
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
+from router.decision_record import wire_route
 from router.edge import context_from_body
 from router.errors import ApiError
 from router.providers import provider_adapter
 from router.stage import run_stage
 from router.transcripts import RequestFileError, read_request_file
 from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
+from router.wire import WireAdapter
 from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER, is_responses_request
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"
@@ -140,7 +143,11 @@ async def explain_request(
     body the proxy's edge would refuse.
     """
     headers = headers if headers is not None else CIMultiDictProxy(CIMultiDict())
-    wire = ANTHROPIC_MESSAGES_ADAPTER if is_messages_request(body, headers) else OPENAI_CHAT_ADAPTER
+    wire: WireAdapter = OPENAI_CHAT_ADAPTER
+    if is_messages_request(body, headers):
+        wire = ANTHROPIC_MESSAGES_ADAPTER
+    elif is_responses_request(body):
+        wire = OPENAI_RESPONSES_ADAPTER
     ctx = context_from_body(
         body,
         headers,
@@ -236,9 +243,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     else:
         if route and route.candidates:
             provider = config.providers[route.chosen.provider]
-            wire_out = provider_adapter(provider).chat_wire(provider)
-            how = "passed through" if wire_out == ctx.view.wire else "translated"
-            field("forward", f"would go to {route.chosen.model} ({ctx.view.wire} → {wire_out}, {how})")
+            field("forward", f"would go to {route.chosen.model}: {wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))}")
         else:
             field("forward", "(no route)")
 

@@ -58,7 +58,7 @@ class Metrics:
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
-        self.wires = Counter("pinch_router_wire_requests", "Requests by the client's API and the API the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
+        self.wires = Counter("pinch_router_wire_requests", "Requests by the client's wire format and the one the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)

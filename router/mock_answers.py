@@ -104,7 +104,8 @@ def example_of(schema: Any, name: str = "") -> Any:
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object" or (kind is None and "properties" in schema):
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        required = [key for key in schema.get("required") or [] if isinstance(key, str)]
+        required = schema.get("required")
+        required = [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
         return {key: example_of(properties.get(key), key) for key in required}
     if kind == "array":
         return [example_of(schema.get("items"), name)]

@@ -35,7 +35,7 @@ from aiohttp import web
 from router import mock_anthropic, mock_responses
 from router.core.pinch_eval import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.mock_answers import MockWire
+from router.mock_answers import SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, pick_tool
 from router.mock_capture import record_file_name, request_record
 
 
@@ -351,7 +351,16 @@ def _wants_tool_call(body: dict[str, Any]) -> bool:
 
 
 def _tool_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
-    names = [t["function"]["name"] for t in body["tools"] if isinstance(t, dict) and "function" in t][:2]
+    """A shell tool, when one is offered, called with valid arguments (``ls``), as the Anthropic and
+    Responses mocks do, so an agent really runs it; else the first two tools, with ``{"n": i}``."""
+    functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    offered = [FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}) for f in functions if isinstance(f.get("name"), str)]
+    shell = pick_tool(offered)
+    if shell is not None and shell.name.lower() in SHELL_TOOL_NAMES:
+        # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
+        arguments = json.dumps(example_of(shell.schema), separators=(",", ":"), ensure_ascii=False)
+        return [{"id": "call_mock_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
+    names = [f["name"] for f in functions][:2]
     return [
         {"id": f"call_mock_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
         for i, name in enumerate(names)

@@ -34,6 +34,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from router.decision_record import wire_route
+
 Row = dict[str, Any]
 
 DEFAULT_URL = "http://127.0.0.1:8787"
@@ -214,9 +216,7 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
     elif row.get("attempts"):
         field("model", "(none answered)")
     if row.get("wire_in"):
-        wire_out = row.get("wire_out")
-        how = "" if wire_out is None else (", passed through" if wire_out == row["wire_in"] else ", translated")
-        field("wire", f"{row['wire_in']} → {wire_out or '-'}{how}")
+        field("wire", wire_route(row["wire_in"], row.get("wire_out"), row.get("wire_dropped") or ""))
     if row.get("requested_max_tokens") is not None:
         sent = row.get("sent_max_tokens")
         field("max tokens", f"requested {row['requested_max_tokens']}, sent {sent if sent is not None else '-'}")

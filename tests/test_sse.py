@@ -99,3 +99,32 @@ def test_retry_after_seconds_and_dates():
     assert parse_retry_after("soon", 0) is None
     assert parse_retry_after(None, 0) is None
     assert parse_retry_after("nan", 0) is None
+
+
+ANTHROPIC_END = frozenset({b"message_stop"})
+RESPONSES_END = frozenset({b"response.completed", b"response.incomplete", b"response.failed", b"error"})
+
+
+@pytest.mark.parametrize(
+    ("end_types", "stream", "done"),
+    [
+        (ANTHROPIC_END, b'event: message_stop\ndata: {"type":"message_stop"}\n\n', True),
+        (ANTHROPIC_END, b'data: {"type":"message_stop"}\n\n', True),  # a server that sends no event: lines
+        (ANTHROPIC_END, b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"text":"message_stop"}}\n\n', False),
+        (frozenset(), b'data: {"type":"message_stop"}\n\n', False),  # a chat stream ends at [DONE] only
+        (RESPONSES_END, b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"error"}\n\n', False),
+        (RESPONSES_END, b'event: response.failed\ndata: {"type":"response.failed","response":{}}\n\n', True),
+    ],
+)
+def test_a_stream_without_done_ends_at_its_formats_end_event_by_the_datas_type(end_types, stream, done):
+    relay = SseRelay(end_types=end_types)
+    assert relay.feed(stream) == stream
+    assert relay.done is done
+
+
+def test_the_end_event_of_a_responses_stream_is_read_for_its_usage():
+    relay = SseRelay(end_types=RESPONSES_END)
+    usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 8}, "output_tokens": 3, "total_tokens": 15}
+    relay.feed(b"event: response.completed\ndata: " + orjson.dumps({"type": "response.completed", "response": {"usage": usage}}) + b"\n\n")
+    assert relay.done and relay.usage is not None
+    assert (relay.usage.prompt_tokens, relay.usage.cached_tokens, relay.usage.completion_tokens) == (12, 8, 3)

@@ -19,8 +19,11 @@ async def unknown_path_count(client, api: str) -> float:
 @pytest.mark.parametrize(
     ("method", "path", "api", "named"),
     [
-        ("POST", "/messages", "other", "POST /messages is not an endpoint of pinch-router"),  # Anthropic's base URL is the root, no /v1
-        ("POST", "/v1/responses", "openai_responses", "the OpenAI Responses API (/v1/responses) is not served by pinch-router yet"),
+        # a served API at the wrong depth (a base URL without /v1, or with one too many) is told where it is
+        ("POST", "/messages", "anthropic_messages", "the Anthropic Messages API is served at POST /v1/messages, not /messages"),
+        ("POST", "/v1/v1/messages", "anthropic_messages", "set the client's base URL to http://<host>:<port> (no /v1)"),
+        ("POST", "/responses", "openai_responses", "the OpenAI Responses API is served at POST /v1/responses, not /responses"),
+        ("POST", "/v1/embeddings", "openai_embeddings", "the OpenAI embeddings API (/v1/embeddings) is not served by pinch-router yet"),
         ("POST", "/chat/completions", "other", "POST /chat/completions is not an endpoint of pinch-router"),
         ("GET", "/v1/nothing-here", "other", "GET /v1/nothing-here is not an endpoint of pinch-router"),
     ],

@@ -72,3 +72,13 @@ def sse_events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
         fields = dict(line.split(": ", 1) for line in block.split("\n"))
         events.append((fields["event"], orjson.loads(fields["data"])))
     return events
+
+
+def reasoning_item(summary: str, encrypted: str = "c2VhbGVk") -> dict[str, Any]:
+    """A reasoning item as Codex echoes it back: summary, ``content: null``, the provider's sealed content."""
+    return {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": summary}], "content": None, "encrypted_content": encrypted}
+
+
+def input_image(url: str = "data:image/png;base64,AAAA", detail: str | None = None) -> dict[str, Any]:
+    part = {"type": "input_image", "image_url": url}
+    return {**part, "detail": detail} if detail is not None else part

@@ -49,6 +49,15 @@ NO_RESULT = "(no result)"
 # Anthropic request → chat request
 
 
+def server_tools(body: dict[str, Any]) -> tuple[str, ...]:
+    """The tools a chat provider cannot run (Anthropic's server tools: no ``input_schema``), as
+    reported when they are dropped: ``tool web_search``, like the Responses translation's."""
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    return tuple(
+        f"tool {t.get('name') or t.get('type')}" for t in tools if isinstance(t, dict) and "input_schema" not in t
+    )
+
+
 def messages_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_content: bool = False) -> dict[str, Any]:
     """An Anthropic Messages body as a chat-completions body for ``upstream_model``."""
     system = [b for b in system_blocks(body.get("system")) if not is_billing_line(str(b.get("text", "")))]

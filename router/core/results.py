@@ -214,3 +214,10 @@ class UpstreamResult:
     stream_error: str = ""  # set when a stream broke after its first byte
     client_gone: bool = False  # the client closed the connection before the answer was complete
     wire_out: str | None = None  # the wire format sent to the provider (the client's own: passed through)
+    # What the translation to wire_out could not carry ("tool web_search", …): reported, not failed
+    dropped: tuple[str, ...] = ()
+
+    @property
+    def dropped_text(self) -> str:
+        """``dropped`` as one bounded line (``tool web_search, item web_search_call``): header and log."""
+        return ", ".join(self.dropped)[:1000]

@@ -55,7 +55,9 @@ def read_usage(data: bytes) -> Usage | None:
     ``cache_creation_input_tokens`` — also inside an OpenAI-shaped usage, as
     some compatible servers send them — plus DeepSeek's
     ``prompt_cache_hit_tokens``. Anthropic's stream carries its usage in
-    ``message_start``'s ``message``; that is read too.
+    ``message_start``'s ``message``, the Responses API in ``response`` (its
+    ``input_tokens`` include the cached ``input_tokens_details.cached_tokens``);
+    those are read too.
     """
     try:
         obj = orjson.loads(data)
@@ -65,8 +67,9 @@ def read_usage(data: bytes) -> Usage | None:
         return None
     usage = obj.get("usage")
     if not isinstance(usage, dict):
-        message = obj.get("message")
-        usage = message.get("usage") if isinstance(message, dict) else None
+        # Anthropic's message_start carries it in ``message``, a Responses event in ``response``
+        holder = obj.get("message") if isinstance(obj.get("message"), dict) else obj.get("response")
+        usage = holder.get("usage") if isinstance(holder, dict) else None
         if not isinstance(usage, dict):
             return None
     return _usage(usage)
@@ -78,6 +81,8 @@ def _usage(usage: dict[str, Any]) -> Usage:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = usage.get("input_tokens_details")  # the Responses API's name for it
     cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
     cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
     cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)
@@ -98,15 +103,14 @@ def _without_usage_only_events(ready: bytes) -> bytes:
     return b"".join(kept) + parts[-1]
 
 
-_MESSAGE_STOP = b'"message_stop"'
-
-
-def _is_message_stop(data: bytes) -> bool:
+def _event_type(data: bytes) -> bytes | None:
+    """The ``type`` an event's JSON data names (Anthropic's and the Responses API's events carry one)."""
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return False
-    return isinstance(event, dict) and event.get("type") == "message_stop"
+        return None
+    kind = event.get("type") if isinstance(event, dict) else None
+    return kind.encode() if isinstance(kind, str) else None
 
 
 @dataclass(slots=True)
@@ -119,7 +123,10 @@ class SseRelay:
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
     drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
-    ends_at_message_stop: bool = False  # an Anthropic stream: no [DONE], message_stop is its last event
+    # The event types that end a stream of a format without [DONE] (Anthropic's message_stop, the
+    # Responses API's response.completed, …), from the wire adapter: matched on the data's ``type``,
+    # which every event of those formats carries (also from servers that leave out ``event:`` lines).
+    end_types: frozenset[bytes] = frozenset()
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -149,9 +156,12 @@ class SseRelay:
                 continue
             self.events += 1
             data = line[5:].strip()
-            if data == b"[DONE]" or (self.ends_at_message_stop and _MESSAGE_STOP in data and _is_message_stop(data)):
+            if data == b"[DONE]":
                 self.done = True
-            elif b'"usage"' in data:
+                continue
+            if self.end_types and any(kind in data for kind in self.end_types) and _event_type(data) in self.end_types:
+                self.done = True  # and read on: the Responses API's last event carries the usage
+            if b'"usage"' in data:
                 usage = read_usage(data)
                 if usage is not None:  # Anthropic reports the prompt at the start, the output at the end
                     self.usage = usage if self.usage is None else self.usage.updated(usage)

@@ -62,7 +62,11 @@ class Translator(Protocol):
     it) → the provider's body. ``response``: a whole answer → the client's.
     ``stream()``: a fresh :class:`StreamTranslator` for one streamed answer;
     ``streams(content_type)``: whether an answer of that type is a stream.
+    ``dropped``: what ``request`` could not carry to the provider (``"tool web_search"``,
+    …), reported to the client in ``x-router-dropped`` instead of failing the request.
     """
+
+    dropped: tuple[str, ...]
 
     def request(self, body: bytes, candidate: Candidate) -> bytes: ...
 
@@ -113,11 +117,13 @@ def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
     from router.providers.anthropic import ChatToMessagesTranslator, MessagesToChatTranslator
     from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
     from router.wire.openai_chat import OPENAI_CHAT
+    from router.wire.openai_responses import OPENAI_RESPONSES, ResponsesToChat
 
     return {
         (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,
         (ANTHROPIC_MESSAGES, OPENAI_CHAT): MessagesToChatTranslator,
         (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
+        (OPENAI_RESPONSES, OPENAI_CHAT): ResponsesToChat,
     }
 
 

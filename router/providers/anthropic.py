@@ -28,7 +28,13 @@ import orjson
 
 from router.config import ProviderSettings
 from router.context import Candidate
-from router.core.anthropic_chat import chat_completion_to_message, chat_to_messages_body, message_to_chat_completion, messages_to_chat_body
+from router.core.anthropic_chat import (
+    chat_completion_to_message,
+    chat_to_messages_body,
+    message_to_chat_completion,
+    messages_to_chat_body,
+    server_tools,
+)
 from router.core.anthropic_messages import blocks_of
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, count_input_tokens
 from router.core.messages import Message
@@ -124,10 +130,12 @@ class MessagesToChatTranslator:
     def __init__(self) -> None:
         self.model = ""
         self.input_tokens = 0
+        self.dropped: tuple[str, ...] = ()
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         messages_body = orjson.loads(body)
         self.model = candidate.model
+        self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
         self.input_tokens = count_input_tokens(messages_body)
         return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model))
@@ -147,10 +155,13 @@ class ChatToMessagesTranslator:
 
     def __init__(self) -> None:
         self.model = ""
+        self.dropped: tuple[str, ...] = ()
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         chat = orjson.loads(body)
         self.model = candidate.model
+        tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []  # only function tools go over
+        self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))
         limit = candidate.output_tokens or candidate.max_output_tokens or FALLBACK_MAX_TOKENS
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 

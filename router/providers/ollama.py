@@ -174,6 +174,8 @@ def _chat_calls(calls: Any, first_index: int) -> list[dict[str, Any]]:
 class OllamaChatTranslator:
     """OpenAI chat ⇄ Ollama native chat, for one request (see the module doc)."""
 
+    dropped: tuple[str, ...] = ()
+
     def __init__(self) -> None:
         self.model = ""
         self.created = int(time.time())

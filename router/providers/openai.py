@@ -1,6 +1,7 @@
 """``api: openai``: any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, LM Studio, Ollama's /v1).
 
-Chat ``POST {base_url}/chat/completions`` (wire ``openai-chat``); the
+Chat ``POST {base_url}/chat/completions`` (wire ``openai-chat``), or with
+``wire: openai-responses`` ``POST {base_url}/responses`` (the Responses API); the
 classifier on the same endpoint with ``response_format: json_object``;
 embeddings ``POST {base_url}/embeddings`` (``data[i].embedding``, put back in
 input order by ``data[i].index``). The key, when ``api_key_env`` names one, is
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from router.config import ProviderSettings
-from router.core.chat_view import OPENAI_CHAT
+from router.core.responses_view import OPENAI_RESPONSES
 from router.core.messages import Message
 
 
@@ -39,10 +40,10 @@ class OpenAIProvider:
     api = "openai"
 
     def chat_wire(self, provider: ProviderSettings) -> str:
-        return OPENAI_CHAT
+        return provider.wire  # openai-chat, or openai-responses for a Responses API provider
 
     def chat_url(self, provider: ProviderSettings) -> str:
-        return f"{provider.url}/chat/completions"
+        return f"{provider.url}/responses" if provider.wire == OPENAI_RESPONSES else f"{provider.url}/chat/completions"
 
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         return bearer_headers(provider)

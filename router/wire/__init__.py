@@ -4,9 +4,9 @@ The contract (:class:`WireAdapter`) — what a new format's module provides and
 what the rest of the proxy relies on:
 
 * ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
-  ``paths``, the POST routes it serves. Register it in :func:`adapters` and
-  mount its edge in :func:`router.app.create_app` on a sub-application for its
-  paths: ``live.middleware(partial(chat_edge, wire=ADAPTER, budget=budget))``
+  ``paths``, the POST routes it serves. Register it in :func:`adapters`:
+  :func:`router.app.create_app` mounts each path on its own sub-application
+  with its edge, ``live.middleware(partial(chat_edge, wire=ADAPTER, budget=budget))``
   (every edge shares the one chain and swaps with it on reload).
 * ``parse(body, turn_chars)``: validate the parsed JSON body and build the
   protocol-neutral :class:`~router.core.request_view.RequestView` (its module
@@ -24,7 +24,7 @@ what the rest of the proxy relies on:
   written in; every other field goes out as the client sent it.
 * the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
   code)`` for the event that ends a broken stream, and ``is_usage_only_event``
-  / ``DONE`` for the relay (a stream in this format relayed event by event).
+  / ``end_types`` for the relay (a stream in this format relayed event by event).
   Answers from a provider speaking another format are translated by the
   translation registry (:mod:`router.providers`).
 """
@@ -57,10 +57,16 @@ class WireAdapter(Protocol):
 
     def is_usage_only_event(self, event: bytes) -> bool: ...
 
+    # The event types (each event's data ``type``) that end a stream of this format besides ``[DONE]``
+    # (Anthropic's ``message_stop``, the Responses API's ``response.completed``, …); empty for a
+    # format that ends with ``[DONE]``.
+    end_types: frozenset[bytes]
+
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
     from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER
     from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+    from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER)}

@@ -28,17 +28,15 @@ from aiohttp import web
 from router.context import Usage
 from router.core.anthropic_chat import anthropic_error_event
 from router.core.anthropic_messages import AnthropicInvalid, error_payload, validate_messages_body
-from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.core.anthropic_view import ANTHROPIC_END_TYPES, ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
 from router.core.sse import read_usage
 from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 
-MESSAGE_STOP = b'"message_stop"'
-
-
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
+    end_types = ANTHROPIC_END_TYPES  # message_stop: there is no [DONE]
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -73,10 +71,6 @@ class AnthropicMessages:
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # an Anthropic stream reports usage in message_start and message_delta, always
-
-    def is_done_event(self, data: bytes) -> bool:
-        """``message_stop`` ends an Anthropic stream (there is no ``[DONE]``)."""
-        return MESSAGE_STOP in data and data.lstrip().startswith(b"{") and orjson.loads(data).get("type") == "message_stop"
 
 
 def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:

@@ -32,6 +32,7 @@ from router.errors import ApiError, invalid_request
 class OpenAIChat:
     name = OPENAI_CHAT
     paths = ("/v1/chat/completions",)
+    end_types: frozenset[bytes] = frozenset()  # a chat stream ends with [DONE]
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
