@@ -82,3 +82,4 @@ async def test_explain_reads_a_claude_code_request_and_names_the_translation(moc
     text = render_explanation(ctx, config)
     assert ctx.view.wire == "anthropic-messages" and ctx.pinch is not None and ctx.pinch.compressed == 1
     assert "would go to chat-main (anthropic-messages → openai-chat, translated)" in text
+    assert "needs       tools, thinking, " in text  # Claude Code asks thinking: {type: adaptive}

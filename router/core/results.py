@@ -115,6 +115,9 @@ class Capabilities:
     # The smallest max_output_tokens a model must have: None when the request is clamped to any
     # model's limit (routing.output_limit: clamp), the requested output when it is not (reject).
     required_output_tokens: int | None = None
+    # The client asked for extended thinking (Anthropic ``thinking``): shown with the needs; no model
+    # is rejected for it (a provider without thinking gets the request without it, see anthropic_chat).
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)
