@@ -29,7 +29,6 @@ from aiohttp import web
 from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.dependency_http import BodyTooLarge, read_bounded
-from router.core.anthropic_view import ANTHROPIC_MESSAGES
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
@@ -130,7 +129,6 @@ class UpstreamForward:
                     self.settings,
                     drop_usage_only=inject_usage,
                     translate=translation.stream() if translation is not None else None,
-                    ends_at_message_stop=ctx.wire.name == ANTHROPIC_MESSAGES,
                 )
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))

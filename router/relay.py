@@ -33,18 +33,14 @@ class StreamRelay:
         *,
         drop_usage_only: bool = False,
         translate: StreamTranslator | None = None,
-        ends_at_message_stop: bool = False,
     ) -> None:
-        """``translate``: the provider streams another wire format; its events are translated first.
-        ``ends_at_message_stop``: the client's stream is Anthropic's (no ``[DONE]``)."""
+        """``translate``: the provider streams another wire format; its events are translated first."""
         self.ctx = ctx
         self.translate = translate
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(
-            max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_at_message_stop=ends_at_message_stop
-        )
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 

@@ -295,3 +295,14 @@ def wants_thinking(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
+
+
+def is_message_stop(data: bytes) -> bool:
+    """Whether one SSE data payload is ``message_stop``, the last event of an Anthropic stream (there is no ``[DONE]``)."""
+    if b'"message_stop"' not in data:
+        return False
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(event, dict) and event.get("type") == "message_stop"

@@ -14,6 +14,7 @@ keeps the latest figure of each kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,17 +99,6 @@ def _without_usage_only_events(ready: bytes) -> bytes:
     return b"".join(kept) + parts[-1]
 
 
-_MESSAGE_STOP = b'"message_stop"'
-
-
-def _is_message_stop(data: bytes) -> bool:
-    try:
-        event = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(event, dict) and event.get("type") == "message_stop"
-
-
 @dataclass(slots=True)
 class SseRelay:
     """Cuts an upstream byte stream into whole events, noting usage and [DONE]."""
@@ -119,7 +109,9 @@ class SseRelay:
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
     drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
-    ends_at_message_stop: bool = False  # an Anthropic stream: no [DONE], message_stop is its last event
+    # Whether one data line's payload is the stream's last event, for a wire format that ends
+    # otherwise than chat's `data: [DONE]` (the wire adapter's is_stream_end); None: [DONE].
+    ends_stream: Callable[[bytes], bool] | None = None
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -149,7 +141,7 @@ class SseRelay:
                 continue
             self.events += 1
             data = line[5:].strip()
-            if data == b"[DONE]" or (self.ends_at_message_stop and _MESSAGE_STOP in data and _is_message_stop(data)):
+            if data == b"[DONE]" if self.ends_stream is None else self.ends_stream(data):
                 self.done = True
             elif b'"usage"' in data:
                 usage = read_usage(data)

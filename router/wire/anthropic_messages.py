@@ -27,14 +27,11 @@ from aiohttp import web
 
 from router.context import Usage
 from router.core.anthropic_chat import anthropic_error_event
-from router.core.anthropic_messages import AnthropicInvalid, error_payload, validate_messages_body
+from router.core.anthropic_messages import AnthropicInvalid, error_payload, is_message_stop, validate_messages_body
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
 from router.core.sse import read_usage
 from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
-
-MESSAGE_STOP = b'"message_stop"'
-
 
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
@@ -74,9 +71,8 @@ class AnthropicMessages:
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # an Anthropic stream reports usage in message_start and message_delta, always
 
-    def is_done_event(self, data: bytes) -> bool:
-        """``message_stop`` ends an Anthropic stream (there is no ``[DONE]``)."""
-        return MESSAGE_STOP in data and data.lstrip().startswith(b"{") and orjson.loads(data).get("type") == "message_stop"
+    def is_stream_end(self, data: bytes) -> bool:
+        return is_message_stop(data)
 
 
 def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
