@@ -80,7 +80,7 @@ class UpstreamForward:
                         queue.append(candidate)  # nobody else left: wait it out and try again
                 continue
             return StageReport(detail=f"{candidate.model} answered {result.status}" + (f" after {tried} attempts" if tried > 1 else ""))
-        ctx.response = all_failed_response(failures, result.attempts, ctx.error_response)
+        ctx.response = all_failed_response(failures, result.attempts, ctx)
         return StageReport(detail=f"all {tried} attempts failed")
 
     @staticmethod
@@ -119,8 +119,7 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                render = ctx.error_response if translation is not None else None  # the provider's error shape is not the client's
-                ctx.response = relay_client_error(response.status, body, candidate, render)
+                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=translation is None)
                 self._answered(result, candidate, response.status, sent)
                 return
             streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"

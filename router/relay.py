@@ -40,8 +40,7 @@ class StreamRelay:
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        # the client's format's end events: a stream without [DONE] (Anthropic's, the Responses API's) ends at them
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, end_types=ctx.wire.end_types)
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 
@@ -163,34 +162,30 @@ class StreamRelay:
         return True
 
 
-ErrorRenderer = Callable[[ApiError, "dict[str, str] | None"], web.Response]
+def relay_client_error(status: int, body: bytes, candidate: Candidate, ctx: RequestContext, *, same_wire: bool = True) -> web.Response:
+    """An upstream 4xx the client must see (keys are removed by the app's redaction pass).
 
-
-def _openai_error(error: ApiError, headers: dict[str, str] | None) -> web.Response:
-    return error.response(headers)
-
-
-def relay_client_error(status: int, body: bytes, candidate: Candidate, render: ErrorRenderer | None = None) -> web.Response:
-    """An upstream 4xx the client must see (keys are removed by the app's redaction pass): relayed as
-    it is when it is an error object of the client's own format, else rewritten by ``render`` (the
-    client's format; OpenAI's by default) — always rewritten when ``render`` is given (a translated exchange)."""
+    From a provider speaking the client's own wire format, an error object in
+    that format (``{"error": {...}}``) is relayed as it came; anything else
+    becomes the proxy's own error, rendered by the client's wire adapter.
+    """
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         obj = None
-    if render is None and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+    if same_wire and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return web.Response(status=status, body=body, content_type="application/json")
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
-    return (render or _openai_error)(ApiError(status, message, "invalid_request_error", f"upstream_{status}"), None)
+    return ctx.error_response(ApiError(status, message, "invalid_request_error", f"upstream_{status}"))
 
 
-def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], render: ErrorRenderer = _openai_error) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt, in the client's format."""
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], ctx: RequestContext) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt (in the client's error format)."""
     summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
     last = failures[-1] if failures else None
     if last is not None and last.status == 429:
         headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
-        return render(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
+        return ctx.error_response(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
     if last is not None and last.kind == "timeout":
-        return render(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"), None)
-    return render(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"), None)
+        return ctx.error_response(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"))
+    return ctx.error_response(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"))

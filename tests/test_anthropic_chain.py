@@ -44,7 +44,7 @@ async def test_claude_codes_request_passes_through_with_only_model_limit_and_old
     raw = await response.read()
     assert response.status == 200 and raw.rstrip().endswith(b'data: {"type":"message_stop"}')
     assert int(response.headers["x-router-pinch-saved"]) > 1000
-    assert (response.headers["x-router-wire-in"], response.headers["x-router-wire-out"]) == ("anthropic-messages", "anthropic-messages")
+    assert response.headers["x-router-wire"] == "anthropic-messages->anthropic-messages"
     assert "x-router-dropped" not in response.headers  # passed through: nothing to drop
     (sent,) = [r for r in mock[0].received if r.path == "/v1/messages"]
     assert sent.headers["anthropic-beta"] == headers["anthropic-beta"] and sent.headers["anthropic-version"] == "2023-06-01"
@@ -64,8 +64,7 @@ async def test_the_session_is_claude_codes_and_the_record_shows_the_wires(proxy,
     del headers["X-Claude-Code-Session-Id"]  # then the session part of metadata.user_id, the same id
     response = await client.post("/v1/messages", data=orjson.dumps(body), headers=headers)
     await response.read()
-    assert response.status == 200
-    assert (response.headers["x-router-wire-in"], response.headers["x-router-wire-out"]) == ("anthropic-messages", "openai-chat")
+    assert response.status == 200 and response.headers["x-router-wire"] == "anthropic-messages->openai-chat"
     with_header = await client.post("/v1/messages", data=orjson.dumps(body), headers=claude_code_request("chat-main")[1])
     await with_header.read()
     assert response.headers["x-router-session"] == with_header.headers["x-router-session"]
@@ -84,6 +83,7 @@ async def test_explain_reads_a_claude_code_request_and_names_the_translation(moc
     text = render_explanation(ctx, config)
     assert ctx.view.wire == "anthropic-messages" and ctx.pinch is not None and ctx.pinch.compressed == 1
     assert "would go to chat-main: anthropic-messages → openai-chat (translated)" in text
+    assert "needs       tools, thinking, " in text  # Claude Code asks thinking: {type: adaptive}
 
 
 async def test_a_server_tool_a_chat_provider_cannot_run_is_dropped_and_named(proxy, mock):

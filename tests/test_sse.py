@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 from router.context import Usage
 from router.core.retry_after import parse_retry_after
 from router.core.sse import SseRelay, error_event, read_usage
+from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER
+from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
+
+ENDS_STREAM = {"anthropic": ANTHROPIC_MESSAGES_ADAPTER.is_stream_end, "responses": OPENAI_RESPONSES_ADAPTER.is_stream_end, "chat": None}
 
 EVENTS = [
     b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]}\n\n',
@@ -101,29 +105,27 @@ def test_retry_after_seconds_and_dates():
     assert parse_retry_after("nan", 0) is None
 
 
-ANTHROPIC_END = frozenset({b"message_stop"})
-RESPONSES_END = frozenset({b"response.completed", b"response.incomplete", b"response.failed", b"error"})
-
 
 @pytest.mark.parametrize(
-    ("end_types", "stream", "done"),
+    ("wire", "stream", "done"),
     [
-        (ANTHROPIC_END, b'event: message_stop\ndata: {"type":"message_stop"}\n\n', True),
-        (ANTHROPIC_END, b'data: {"type":"message_stop"}\n\n', True),  # a server that sends no event: lines
-        (ANTHROPIC_END, b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"text":"message_stop"}}\n\n', False),
-        (frozenset(), b'data: {"type":"message_stop"}\n\n', False),  # a chat stream ends at [DONE] only
-        (RESPONSES_END, b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"error"}\n\n', False),
-        (RESPONSES_END, b'event: response.failed\ndata: {"type":"response.failed","response":{}}\n\n', True),
+        ("anthropic", b'event: message_stop\ndata: {"type":"message_stop"}\n\n', True),
+        ("anthropic", b'data: {"type":"message_stop"}\n\n', True),  # a server that sends no event: lines
+        ("anthropic", b'event: content_block_delta\ndata: {"type":"content_block_delta","delta":{"text":"message_stop"}}\n\n', False),
+        ("chat", b'data: {"type":"message_stop"}\n\n', False),  # a chat stream ends at [DONE] only
+        ("responses", b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","delta":"error"}\n\n', False),
+        ("responses", b'event: response.failed\ndata: {"type":"response.failed","response":{}}\n\n', True),
+        ("responses", b'event: error\ndata: {"type":"error","code":"x","message":"y"}\n\n', True),
     ],
 )
-def test_a_stream_without_done_ends_at_its_formats_end_event_by_the_datas_type(end_types, stream, done):
-    relay = SseRelay(end_types=end_types)
+def test_a_stream_ends_at_its_wire_formats_last_event_by_the_datas_type(wire, stream, done):
+    relay = SseRelay(ends_stream=ENDS_STREAM[wire])
     assert relay.feed(stream) == stream
     assert relay.done is done
 
 
-def test_the_end_event_of_a_responses_stream_is_read_for_its_usage():
-    relay = SseRelay(end_types=RESPONSES_END)
+def test_the_last_event_of_a_responses_stream_is_read_for_its_usage():
+    relay = SseRelay(ends_stream=OPENAI_RESPONSES_ADAPTER.is_stream_end)
     usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 8}, "output_tokens": 3, "total_tokens": 15}
     relay.feed(b"event: response.completed\ndata: " + orjson.dumps({"type": "response.completed", "response": {"usage": usage}}) + b"\n\n")
     assert relay.done and relay.usage is not None

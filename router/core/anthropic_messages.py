@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.messages import Message
+from router.core.sse import is_event_of_type
 
 ROLES = ("user", "assistant", "system")  # "system" inside messages: the mid-conversation system beta
 REMINDER_OPEN = "<system-reminder>"
@@ -295,3 +296,11 @@ def wants_thinking(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
 
+
+
+MESSAGE_STOP = frozenset({"message_stop"})
+
+
+def is_message_stop(data: bytes) -> bool:
+    """Whether one SSE data payload is ``message_stop``, the last event of an Anthropic stream (there is no ``[DONE]``)."""
+    return is_event_of_type(data, MESSAGE_STOP)

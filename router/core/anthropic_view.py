@@ -39,7 +39,6 @@ from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText
 
 ANTHROPIC_MESSAGES = "anthropic-messages"
-ANTHROPIC_END_TYPES = frozenset({b"message_stop"})  # an Anthropic stream has no [DONE]
 
 
 class MessagesConversation:

@@ -95,6 +95,9 @@ class PinchStats:
     reapplied: int = 0
     newly_compressed: int = 0
     reason: str = ""
+    # Each compressed result, by its position in the view's tool results, and how
+    # (pinch's CompressionKind: "elided" or "placeholder"), in position order: what explain shows.
+    compressions: tuple[tuple[int, str], ...] = ()
 
     @property
     def saved_tokens(self) -> int:
@@ -115,6 +118,9 @@ class Capabilities:
     # The smallest max_output_tokens a model must have: None when the request is clamped to any
     # model's limit (routing.output_limit: clamp), the requested output when it is not (reject).
     required_output_tokens: int | None = None
+    # The client asked for extended thinking (Anthropic ``thinking``): shown with the needs; no model
+    # is rejected for it (a provider without thinking gets the request without it, see anthropic_chat).
+    thinking: bool = False
 
 
 @dataclass(frozen=True, slots=True)

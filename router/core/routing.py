@@ -96,6 +96,7 @@ def detect_capabilities(
         required_context_tokens=max(measured, classified_context_tokens or 0),
         output_room=room,
         required_output_tokens=None if clamp_output else requested,
+        thinking=view.thinking,
     )
 
 
@@ -140,6 +141,8 @@ def describe_needs(needs: Capabilities) -> str:
         parts.append("images")
     if needs.require_json_mode:
         parts.append("JSON mode")
+    if needs.thinking:
+        parts.append("thinking")
     context = f"{needs.required_context_tokens} tokens of context"
     if needs.prompt_tokens + needs.output_room == needs.required_context_tokens:
         context += f" ({needs.prompt_tokens} of prompt + {needs.output_room} for the answer)"

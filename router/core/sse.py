@@ -14,6 +14,7 @@ keeps the latest figure of each kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,14 +104,16 @@ def _without_usage_only_events(ready: bytes) -> bytes:
     return b"".join(kept) + parts[-1]
 
 
-def _event_type(data: bytes) -> bytes | None:
-    """The ``type`` an event's JSON data names (Anthropic's and the Responses API's events carry one)."""
+def is_event_of_type(data: bytes, types: frozenset[str]) -> bool:
+    """Whether one SSE data payload is a JSON event whose ``type`` is one of ``types`` (a stream
+    end for formats without ``[DONE]``); parsed only when a type's name occurs in it."""
+    if not any(kind.encode() in data for kind in types):
+        return False
     try:
         event = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return None
-    kind = event.get("type") if isinstance(event, dict) else None
-    return kind.encode() if isinstance(kind, str) else None
+        return False
+    return isinstance(event, dict) and event.get("type") in types
 
 
 @dataclass(slots=True)
@@ -123,10 +126,9 @@ class SseRelay:
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
     drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
-    # The event types that end a stream of a format without [DONE] (Anthropic's message_stop, the
-    # Responses API's response.completed, …), from the wire adapter: matched on the data's ``type``,
-    # which every event of those formats carries (also from servers that leave out ``event:`` lines).
-    end_types: frozenset[bytes] = frozenset()
+    # Whether one data line's payload is the stream's last event, for a wire format that ends
+    # otherwise than chat's `data: [DONE]` (the wire adapter's is_stream_end); None: [DONE].
+    ends_stream: Callable[[bytes], bool] | None = None
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -156,10 +158,7 @@ class SseRelay:
                 continue
             self.events += 1
             data = line[5:].strip()
-            if data == b"[DONE]":
-                self.done = True
-                continue
-            if self.end_types and any(kind in data for kind in self.end_types) and _event_type(data) in self.end_types:
+            if data == b"[DONE]" if self.ends_stream is None else self.ends_stream(data):
                 self.done = True  # and read on: the Responses API's last event carries the usage
             if b'"usage"' in data:
                 usage = read_usage(data)

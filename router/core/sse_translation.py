@@ -13,12 +13,13 @@ stream is raised as :class:`UpstreamStreamError`, after the events before it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import orjson
 
 from router.core.results import Usage
 from router.core.anthropic_chat import ChatToMessagesStream, MessagesToChatStream
-from router.core.anthropic_view import ANTHROPIC_END_TYPES
+from router.core.anthropic_messages import is_message_stop
 from router.core.sse import SseRelay
 
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
@@ -39,8 +40,8 @@ def data_lines(events: bytes) -> list[bytes]:
 
 
 class _Translator:
-    def __init__(self, end_types: frozenset[bytes]) -> None:
-        self.frames = SseRelay(end_types=end_types)  # the provider's format's
+    def __init__(self, ends_stream: Callable[[bytes], bool] | None) -> None:
+        self.frames = SseRelay(ends_stream=ends_stream)
         self.done = False
         self.broken: UpstreamStreamError | None = None
 
@@ -85,7 +86,7 @@ class ChatToAnthropicSse(_Translator):
     """A chat-completions stream (``data: {...}`` … ``data: [DONE]``) as Anthropic Messages events."""
 
     def __init__(self, model: str, input_estimate: int, *, reasoning_content: bool = False) -> None:
-        super().__init__(end_types=frozenset())  # a chat stream ends with [DONE]
+        super().__init__(ends_stream=None)
         self.stream = ChatToMessagesStream(model=model, input_estimate=input_estimate, reasoning_content=reasoning_content)
 
     def _data(self, data: bytes) -> list[bytes]:
@@ -115,7 +116,7 @@ class AnthropicToChatSse(_Translator):
     """
 
     def __init__(self, model: str) -> None:
-        super().__init__(end_types=ANTHROPIC_END_TYPES)
+        super().__init__(ends_stream=is_message_stop)
         self.stream = MessagesToChatStream(model=model, include_usage=True)
 
     def _data(self, data: bytes) -> list[bytes]:

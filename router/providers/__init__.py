@@ -114,7 +114,7 @@ def provider_adapter(provider: ProviderSettings) -> ProviderAdapter:
 
 def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
     from router.core.anthropic_view import ANTHROPIC_MESSAGES
-    from router.providers.anthropic import ChatToMessagesTranslator, MessagesToChatTranslator
+    from router.providers.anthropic import ChatToMessagesTranslator, MessagesToChatTranslator, messages_to_ollama_native
     from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
     from router.wire.openai_chat import OPENAI_CHAT
     from router.wire.openai_responses import OPENAI_RESPONSES, ResponsesToChat
@@ -123,6 +123,7 @@ def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
         (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,
         (ANTHROPIC_MESSAGES, OPENAI_CHAT): MessagesToChatTranslator,
         (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
+        (ANTHROPIC_MESSAGES, OLLAMA_CHAT): messages_to_ollama_native,
         (OPENAI_RESPONSES, OPENAI_CHAT): ResponsesToChat,
     }
 

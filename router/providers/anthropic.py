@@ -178,3 +178,54 @@ class ChatToMessagesTranslator:
 def _object(raw: bytes) -> dict[str, Any]:
     value = orjson.loads(raw)
     return value if isinstance(value, dict) else {}
+
+
+class ChainedTranslator:
+    """Two translations one after the other: the client's wire → an intermediate wire → the provider's.
+
+    An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
+    answer back the same way, so no third translation is written for the pair.
+    """
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """What either translation left out."""
+        return (*self.first.dropped, *self.second.dropped)
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes:
+        return self.second.request(self.first.request(body, candidate), candidate)
+
+    def response(self, body: bytes) -> bytes:
+        return self.first.response(self.second.response(body))
+
+    def streams(self, content_type: str) -> bool:
+        return self.second.streams(content_type)
+
+    def stream(self) -> ChainedStream:
+        return ChainedStream(self.first.stream(), self.second.stream())
+
+
+class ChainedStream:
+    def __init__(self, outer: Any, inner: Any) -> None:
+        self.outer, self.inner = outer, inner  # inner: provider bytes → intermediate; outer: → client
+
+    @property
+    def usage(self):  # noqa: ANN201 - the provider's own figures, from the inner translator
+        return self.inner.usage or self.outer.usage
+
+    def feed(self, chunk: bytes) -> bytes:
+        middle = self.inner.feed(chunk)
+        return self.outer.feed(middle) if middle else b""
+
+    def finish(self) -> bytes:
+        middle = self.inner.finish()
+        return (self.outer.feed(middle) if middle else b"") + self.outer.finish()
+
+
+def messages_to_ollama_native() -> ChainedTranslator:
+    from router.providers.ollama import OllamaChatTranslator
+
+    return ChainedTranslator(MessagesToChatTranslator(), OllamaChatTranslator())

@@ -27,8 +27,8 @@ from aiohttp import web
 
 from router.context import Usage
 from router.core.anthropic_chat import anthropic_error_event
-from router.core.anthropic_messages import AnthropicInvalid, error_payload, validate_messages_body
-from router.core.anthropic_view import ANTHROPIC_END_TYPES, ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.core.anthropic_messages import AnthropicInvalid, error_payload, is_message_stop, validate_messages_body
+from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
 from router.core.sse import read_usage
 from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
@@ -36,7 +36,6 @@ from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
-    end_types = ANTHROPIC_END_TYPES  # message_stop: there is no [DONE]
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -71,6 +70,9 @@ class AnthropicMessages:
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # an Anthropic stream reports usage in message_start and message_delta, always
+
+    def is_stream_end(self, data: bytes) -> bool:
+        return is_message_stop(data)
 
 
 def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:

@@ -33,17 +33,16 @@ from router.core.request_view import BodyChanges, RequestView
 from router.core.responses_request import validate_responses_body
 from router.core.responses_to_chat import responses_to_chat
 from router.core.responses_view import OPENAI_RESPONSES, body_with_changes, responses_view
-from router.core.sse import SseRelay, read_usage
+from router.core.sse import SseRelay, is_event_of_type, read_usage
 from router.errors import ApiError, invalid_request
 
 # The events that end a Responses stream (it has no [DONE]).
-END_TYPES = frozenset({b"response.completed", b"response.incomplete", b"response.failed", b"error"})
+END_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 
 
 class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
-    end_types = END_TYPES
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -67,6 +66,9 @@ class OpenAIResponses:
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # a Responses stream reports usage in response.completed, always
+
+    def is_stream_end(self, data: bytes) -> bool:
+        return is_event_of_type(data, END_TYPES)
 
 
 OPENAI_RESPONSES_ADAPTER = OpenAIResponses()
