@@ -102,16 +102,17 @@ class UpstreamForward:
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
         changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
-        wire = provider_adapter(provider).chat_wire(provider)
         try:
-            translation = translator(ctx.wire.name, wire)
+            wire_out = provider_adapter(provider).chat_wire(provider)
+            translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
         if translation is not None:
             payload = translation.request(payload, candidate)
+        result.wire_out = wire_out
+        result.untranslated = translation.dropped if translation is not None else ()
         sent = perf_counter()
         response = await self._wait_upstream(ctx, self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds))
-        result.wire, result.untranslated = wire, (translation.dropped if translation is not None else ())
         if self.open_gauge is not None:
             self.open_gauge.inc()
         try:

@@ -63,8 +63,8 @@ class Decision:
     stream_error: str = ""
     requested_max_tokens: int | None = None  # the output limit the client asked for
     sent_max_tokens: int | None = None  # the limit sent to the model that answered (clamped to it)
-    wire_in: str | None = None  # the client's wire format (openai-chat, openai-responses, …)
-    wire_out: str | None = None  # the answering provider's; differs from wire_in when translated
+    wire_in: str | None = None  # the client's API (openai-chat, anthropic-messages, …)
+    wire_out: str | None = None  # the API the provider was spoken to in (the same: passed through; else translated)
 
     @property
     def pinch_saved(self) -> int:
@@ -135,7 +135,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,
         sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
         wire_in=ctx.view.wire,
-        wire_out=upstream.wire if upstream else None,
+        wire_out=upstream.wire_out if upstream else None,
     )
 
 

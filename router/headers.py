@@ -37,9 +37,8 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-tier"] = str(ctx.route.tier)
     if ctx.pinch is not None:
         headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
-    headers["x-router-wire-in"] = ctx.view.wire
-    if upstream is not None and upstream.wire is not None:
-        headers["x-router-wire-out"] = upstream.wire
+    if upstream is not None and upstream.wire_out is not None:  # e.g. anthropic-messages->openai-chat: translated
+        headers["x-router-wire"] = f"{ctx.view.wire}->{upstream.wire_out}"
     if upstream is not None and upstream.untranslated:  # what the translation left out, rather than failing
         headers["x-router-dropped"] = ", ".join(upstream.untranslated)[:1000]
     ctx.overhead_ms = overhead_ms(ctx)

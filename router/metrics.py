@@ -58,7 +58,7 @@ class Metrics:
         self.escalations = Counter("pinch_router_escalations", "Requests whose tier was raised after failed outcomes", registry=r)
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
-        self.wires = Counter("pinch_router_wire_requests", "Requests by the client's wire format and the answering provider's", ["wire_in", "wire_out"], registry=r)
+        self.wires = Counter("pinch_router_wire_requests", "Requests by the client's API and the API the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
@@ -80,6 +80,8 @@ class Metrics:
     def observe(self, d: Decision) -> None:
         model = self._model(d.model)
         self._child(self.requests, model, self._category(d.category), str(d.status)).inc()
+        if d.wire_in:
+            self._child(self.wires, d.wire_in, d.wire_out or "none").inc()
         if d.source:
             self._child(self.classification, d.source).inc()
         if d.pinch_mode:
@@ -110,8 +112,6 @@ class Metrics:
             self._child(self.prompt_cache, model, "written").inc(d.cache_write_tokens)
         if d.escalation:
             self.escalations.inc()
-        if d.wire_in is not None:
-            self._child(self.wires, d.wire_in, d.wire_out or "none").inc()
 
     def _stage_children(self, stage: str, outcome: Outcome) -> tuple[Any, Any]:
         """The duration and outcome children of one stage, found with one lookup:

@@ -188,14 +188,6 @@ def _cache_text(row: Row) -> str:
     return f"; {cached:,} from the prompt cache{share}" + (f", {written:,} written to it" if isinstance(written, int) else "")
 
 
-
-def wire_route(wire_in: str, wire_out: str | None) -> str:
-    """The client's wire format and the provider's: ``openai-responses → openai-chat (translated)``."""
-    if wire_out is None:
-        return f"{wire_in} (not forwarded)"
-    return f"{wire_in} → {wire_out}" + (" (translated)" if wire_out != wire_in else " (passed through)")
-
-
 def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
     """The full record of one decision as plain text (the detail popup's content).
 
@@ -222,7 +214,9 @@ def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
     elif row.get("attempts"):
         field("model", "(none answered)")
     if row.get("wire_in"):
-        field("wire", wire_route(row["wire_in"], row.get("wire_out")))
+        wire_out = row.get("wire_out")
+        how = "" if wire_out is None else (", passed through" if wire_out == row["wire_in"] else ", translated")
+        field("wire", f"{row['wire_in']} → {wire_out or '-'}{how}")
     if row.get("requested_max_tokens") is not None:
         sent = row.get("sent_max_tokens")
         field("max tokens", f"requested {row['requested_max_tokens']}, sent {sent if sent is not None else '-'}")

@@ -50,7 +50,7 @@ async def test_non_stream(setup):
     assert response.output_text == "Hello from the mock upstream."
     assert response.status == "completed" and response.usage is not None and response.usage.input_tokens > 0
     assert raw.headers["x-router-model"] == "main"
-    assert (raw.headers["x-router-wire-in"], raw.headers["x-router-wire-out"]) == ("openai-responses", wire)
+    assert raw.headers["x-router-wire"] == f"openai-responses->{wire}"
     sent = mock.received[-1]
     if wire == "openai-chat":
         assert sent.path == "/v1/chat/completions"

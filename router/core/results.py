@@ -210,6 +210,6 @@ class UpstreamResult:
     usage: Usage | None = None
     stream_error: str = ""  # set when a stream broke after its first byte
     client_gone: bool = False  # the client closed the connection before the answer was complete
-    wire: str | None = None  # the wire format the answering provider speaks (the client's: a pass-through)
+    wire_out: str | None = None  # the wire format sent to the provider (the client's own: passed through)
     # What a translation to that format could not carry ("tool web_search", …), for the response header
     untranslated: tuple[str, ...] = ()
