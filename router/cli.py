@@ -259,9 +259,17 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
     )
 
 
-def cmd_top(args: argparse.Namespace) -> int:
-    from router.top import run_top
+TUI_MISSING = "pinch-router top needs the terminal UI extra: pip install 'pinch-router[tui]' (it adds textual)"
 
+
+def cmd_top(args: argparse.Namespace) -> int:
+    try:
+        from router.top import run_top
+    except ModuleNotFoundError as error:
+        if error.name is None or error.name.split(".")[0] != "textual":
+            raise
+        print(TUI_MISSING, file=sys.stderr)
+        return 1
     return run_top(args.url, args.api_key, args.interval, args.limit)
 
 

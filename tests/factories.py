@@ -37,6 +37,21 @@ def tool(call_id: str, content: Any, **extra: Any) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content, **extra}
 
 
+def tool_output(topic: str, chars: int = 4000) -> str:
+    """A tool result of exactly ``chars`` characters, in lines naming ``topic``."""
+    line = f"{topic}: output line\n"
+    return (line * (chars // len(line) + 1))[:chars]
+
+
+def agent_session(results: int = 4, chars: int = 4000, task: str = "Make the parser tests pass.") -> list[dict[str, Any]]:
+    """An agent session: a system prompt, the task, then per turn an assistant call (``call_<i>``,
+    ``bash``) and its tool result of ``chars`` characters; the last result is the in-progress turn."""
+    messages = [system("You are a coding agent."), user(task)]
+    for i in range(results):
+        messages += [assistant(f"Step {i}.", [(f"call_{i}", "bash", f'{{"cmd": "step {i}"}}')]), tool(f"call_{i}", tool_output(f"r{i}", chars))]
+    return messages
+
+
 def image_part(url: str = "data:image/png;base64,AAAA") -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.chain import ChainError, validate_order
+from router.config import DEFAULT_CHAIN
 from router.registry import stage_registry
 
 
@@ -61,8 +62,18 @@ def test_a_broken_order_is_rejected_naming_the_stage_and_field(order, message):
     assert message in str(info.value)
 
 
-def test_the_real_registry_accepts_the_minimal_chain():
-    validate_order(["capability-gate", "upstream-forward"], stage_registry())
+def test_the_real_registry_resolves_the_minimal_chain_to_the_gate_and_forward():
+    registry = stage_registry()
+    assert validate_order(["capability-gate", "upstream-forward"], registry) == [registry["capability-gate"], registry["upstream-forward"]]
+    assert [cls.__name__ for cls in validate_order(["capability-gate", "upstream-forward"], registry)] == ["CapabilityGate", "UpstreamForward"]
+
+
+def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
+    resolved = validate_order(list(DEFAULT_CHAIN), stage_registry())
+    assert [cls.name for cls in resolved] == list(DEFAULT_CHAIN)
+    assert [cls.__name__ for cls in resolved] == [
+        "SessionFingerprint", "ClassificationCache", "Classifier", "PinchRelevance", "PinchPrune", "CapabilityGate", "UpstreamForward"
+    ]
 
 
 def test_the_real_gate_cannot_come_after_forward():

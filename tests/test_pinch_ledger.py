@@ -29,25 +29,12 @@ from router.core.pinch_ledger import (
     pinch_session,
 )
 from router.core.tokens import DEFAULT_ESTIMATOR
-from tests.factories import assistant, system, tool, user
+from tests.factories import agent_session, assistant, system, tool, tool_output, user
 
 KEEP, MAX_CHARS = 1, 400
 WARM = CacheState(CacheVerdict.WARM, "warm cache (idle 10s <= 300s)", requests=3)
 COLD = CacheState(CacheVerdict.COLD, "cache cold (idle 412s > 300s)", requests=3)
 NO_CACHE = CacheState(CacheVerdict.NONE, "provider caches nothing")
-
-
-def output(topic: str, chars: int = 4000) -> str:
-    line = f"{topic}: output line\n"
-    return (line * (chars // len(line) + 1))[:chars]
-
-
-def agent_session(results: int, chars: int = 4000) -> list[dict[str, Any]]:
-    """Each turn an assistant call and its tool result; the last result is the in-progress turn."""
-    messages = [system("You are a coding agent."), user("Make the parser tests pass.")]
-    for i in range(results):
-        messages += [assistant(f"Step {i}.", [(f"call_{i}", "bash", f'{{"cmd": "step {i}"}}')]), tool(f"call_{i}", output(f"r{i}", chars))]
-    return messages
 
 
 def tokens(messages: list[dict[str, Any]]) -> int:
@@ -125,7 +112,7 @@ def test_a_relevance_order_picks_which_new_results_join_the_ledger() -> None:
 
 def test_largest_first_order_compresses_the_biggest_new_results_first() -> None:
     messages = agent_session(5)
-    messages[5] = tool("call_1", output("big", 12_000))
+    messages[5] = tool("call_1", tool_output("big", 12_000))
     result = pinch(messages, budget=tokens(messages) - 100, batch_order=BatchOrder.LARGEST, low_watermark=1.0)
     assert compressed_ids(result.messages) == ["call_1"]
 
@@ -142,7 +129,7 @@ def test_a_compressed_result_never_returns_whatever_the_budget_and_cache() -> No
 def test_a_changed_result_is_not_mistaken_for_the_one_the_ledger_compressed() -> None:
     ledger = pinch(agent_session(6), budget=tokens(agent_session(6)) // 2).ledger
     edited = agent_session(7)
-    edited[5] = tool("call_1", output("rerun"))  # same id, new content
+    edited[5] = tool("call_1", tool_output("rerun"))  # same id, new content
     result = pinch(edited, ledger, budget=10**9, cache=WARM)
     assert result.messages[5] is edited[5]
     assert "call_1" not in compressed_ids(result.messages)
@@ -283,7 +270,7 @@ def test_placeholders_are_resent_as_stored_and_elided_results_recomputed_to_the_
 
 def test_results_without_an_id_are_known_by_their_position() -> None:
     messages = agent_session(6)
-    messages[5] = {"role": "tool", "content": output("anonymous")}
+    messages[5] = {"role": "tool", "content": tool_output("anonymous")}
     ledger = pinch(messages, budget=1).ledger
     assert "#5" in ledger.compressed
     assert pinch(messages, ledger, budget=10**9, cache=WARM).messages[5]["content"] != messages[5]["content"]

@@ -20,7 +20,7 @@ from router.core.turns import trim_candidates
 from router.stage import run_stage
 from tests.classifier_fakes import FakeClock
 from tests.conftest import make_config, model_entry
-from tests.factories import assistant, make_ctx, sent_messages, system, tool, user
+from tests.factories import agent_session, assistant, make_ctx, sent_messages, system, tool, user
 
 URL = "/v1/chat/completions"
 CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
@@ -28,17 +28,8 @@ KEEP, MAX_CHARS = 1, 400
 TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
 
 
-def result(topic: str, chars: int = 4000) -> str:
-    line = f"{topic}: output line\n"
-    return (line * (chars // len(line) + 1))[:chars]
-
-
 def session(results: int = 4, chars: int = 4000) -> list[Message]:
-    """An agent session: each turn an assistant call and its (long) tool result; the last is in progress."""
-    messages = [system("You are a coding agent."), user("Make the parser tests pass.")]
-    for i in range(results):
-        messages += [assistant(f"Step {i}.", [(f"call_{i}", "bash", f'{{"cmd": "step {i}"}}')]), tool(f"call_{i}", result(f"r{i}", chars))]
-    return messages
+    return agent_session(results, chars)
 
 
 def tokens(messages: list[Message], tools: Any = None) -> int:

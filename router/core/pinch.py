@@ -151,8 +151,8 @@ def prune_results(
         if saved >= deficit:
             break
         result_position = candidates[position]
-        result = results[result_position]
-        rewrite = _rewrite(result.content, conversation, result_position, max_summarize_chars, sizes[result.unit])
+        unit, _, content = results[result_position]
+        rewrite = _rewrite(content, conversation, result_position, max_summarize_chars, sizes[unit])
         if rewrite is None:
             continue
         rewrites[result_position], kind, tokens_saved = rewrite
@@ -181,7 +181,7 @@ def prune_context(
     rewrites, stats = prune_results(
         conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
     )
-    return messages_with(messages, conversation.tool_results(), rewrites), stats
+    return (messages_with(messages, conversation.tool_results(), rewrites) if rewrites else messages), stats
 
 
 def compress_tool_result(

@@ -190,7 +190,8 @@ def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> S
     when none changes), exact stats and the session's new ledger."""
     conversation = ChatConversation(messages)
     done = pinch_conversation(conversation, ledger, **settings)
-    return SessionPinch(messages_with(messages, conversation.tool_results(), done.rewrites), done.stats, done.ledger)
+    sent = messages_with(messages, conversation.tool_results(), done.rewrites) if done.rewrites else messages
+    return SessionPinch(sent, done.stats, done.ledger)
 
 
 def pinch_conversation(

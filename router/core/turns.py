@@ -58,10 +58,9 @@ def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[
     turns = conversation.turn_starts()
     end = turns[-keep_last_turns] if len(turns) >= keep_last_turns else 0
     out = []
-    for position, result in enumerate(conversation.tool_results()):
-        if result.unit >= end:
+    for position, (unit, _, content) in enumerate(conversation.tool_results()):
+        if unit >= end:
             break
-        content = result.content
         if type(content) is str or has_text(content):  # strings first: the usual case
             out.append(position)
     return out

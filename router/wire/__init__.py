@@ -4,8 +4,10 @@ The contract (:class:`WireAdapter`) — what a new format's module provides and
 what the rest of the proxy relies on:
 
 * ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
-  ``paths``, the POST routes it serves; register it in :data:`ADAPTERS` and the
-  app mounts the edge for each path.
+  ``paths``, the POST routes it serves. Register it in :func:`adapters` and
+  mount its edge in :func:`router.app.create_app` on a sub-application for its
+  paths: ``live.middleware(partial(chat_edge, wire=ADAPTER, budget=budget))``
+  (every edge shares the one chain and swaps with it on reload).
 * ``parse(body, turn_chars)``: validate the parsed JSON body and build the
   protocol-neutral :class:`~router.core.request_view.RequestView` (its module
   doc says what a unit, a tool result and a rewrite are), or return the

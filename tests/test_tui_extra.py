@@ -1,0 +1,22 @@
+"""`textual` is an optional extra: the server runs without it, and `top` says how to get it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from router.cli import TUI_MISSING, main
+
+
+def test_top_without_textual_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "textual", None)  # import textual now fails as if not installed
+    monkeypatch.delitem(sys.modules, "router.top", raising=False)
+    assert main(["top"]) == 1
+    assert capsys.readouterr().err.strip() == TUI_MISSING
+    assert "pip install 'pinch-router[tui]'" in TUI_MISSING
+
+
+def test_the_server_and_its_chain_load_without_textual():
+    check = "import sys; sys.modules['textual'] = None; import router.app, router.service, router.registry; print('ok')"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
