@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from types import SimpleNamespace
@@ -42,13 +42,17 @@ from router.config import Config
 from router.context import Message, PinchMode, RequestContext
 from router.core.messages import TEXT_PART_TYPES, content_text
 from router.core.chat_view import messages_with
+from router.core.responses_view import ResponsesConversation, items_with
 from router.core.pinch import CompressionKind, tool_name_for
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
 from router.edge import context_from_body
 from router.errors import ApiError
+from router.providers import provider_adapter
 from router.stage import run_stage
 from router.transcripts import RequestFileError, read_request_file
+from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER, is_responses_request
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"
@@ -83,25 +87,33 @@ def parse_headers(lines: Sequence[str]) -> CIMultiDictProxy[str]:
 
 
 def compressed_messages(
-    messages: list[Message], send_messages: list[Message], max_summarize_chars: int, estimator: TokenEstimator
+    messages: list[Message],
+    send_messages: list[Message],
+    max_summarize_chars: int,
+    estimator: TokenEstimator,
+    *,
+    content_key: str = "content",
+    tool_name: Callable[[int], str] | None = None,
 ) -> list[CompressedMessage]:
     """The messages pinch changed, found by comparing what came in with what would be sent.
 
     A text longer than ``max_summarize_chars`` is elided, a shorter one becomes a
     placeholder (ARCHITECTURE §5); with text parts, any elided part makes the message elided.
+    ``content_key`` and ``tool_name`` (unit index → its tool) say where another wire
+    format keeps a tool result (a Responses ``function_call_output``'s ``output``).
     """
     out = []
     for index, (before, after) in enumerate(zip(messages, send_messages, strict=True)):
         if before is after or before == after:
             continue
-        long_text = any(len(text) > max_summarize_chars for text in _text_parts(before.get("content")))
+        long_text = any(len(text) > max_summarize_chars for text in _text_parts(before.get(content_key)))
         out.append(
             CompressedMessage(
                 index=index,
-                tool=tool_name_for(messages, index),
+                tool=tool_name(index) if tool_name is not None else tool_name_for(messages, index),
                 kind=CompressionKind.ELIDED if long_text else CompressionKind.PLACEHOLDER,
-                chars_before=len(content_text(before.get("content"))),
-                chars_after=len(content_text(after.get("content"))),
+                chars_before=len(content_text(before.get(content_key))),
+                chars_after=len(content_text(after.get(content_key))),
                 tokens_before=estimator.message_tokens(before),
                 tokens_after=estimator.message_tokens(after),
             )
@@ -142,6 +154,7 @@ async def explain_request(
         request_id=EXPLAIN_REQUEST_ID,
         started=perf_counter(),
         turn_chars=config.classifier.max_input_chars,
+        wire=OPENAI_RESPONSES_ADAPTER if is_responses_request(body) else OPENAI_CHAT_ADAPTER,
     )
     if isinstance(ctx, ApiError):
         where = f" ({ctx.param})" if ctx.param else ""
@@ -228,7 +241,13 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     if ctx.response is not None:
         field("refused", refusal(ctx.response))
     else:
-        field("forward", f"would go to {route.chosen.model}" if route and route.candidates else "(no route)")
+        if route and route.candidates:
+            provider = config.providers[route.chosen.provider]
+            wire_out = provider_adapter(provider).chat_wire(provider)
+            how = "passed through" if wire_out == ctx.view.wire else "translated"
+            field("forward", f"would go to {route.chosen.model} ({ctx.view.wire} → {wire_out}, {how})")
+        else:
+            field("forward", "(no route)")
 
     lines += ["", "trace"]
     rows = [("stage", "outcome", "ms", "detail")]
@@ -240,12 +259,23 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
 
     if pinch is not None:
         messages = list(ctx.view.units)
-        compressed = compressed_messages(
-            messages,
-            messages_with(messages, ctx.view.conversation.tool_results(), ctx.rewrites or {}),
-            config.pinch.max_summarize_chars,
-            TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
-        )
+        conversation = ctx.view.conversation
+        estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
+        if isinstance(conversation, ResponsesConversation):
+            results = conversation.tool_results()
+            position = {r.unit: p for p, r in enumerate(results)}
+            compressed = compressed_messages(
+                messages,
+                items_with(messages, results, ctx.rewrites or {}),
+                config.pinch.max_summarize_chars,
+                estimator,
+                content_key="output",
+                tool_name=lambda index: conversation.tool_name(position[index]),
+            )
+        else:
+            compressed = compressed_messages(
+                messages, messages_with(messages, conversation.tool_results(), ctx.rewrites or {}), config.pinch.max_summarize_chars, estimator
+            )
         lines += ["", f"compressed messages ({len(compressed)})"]
         if compressed:
             table = [("index", "tool", "chars", "", "after", "tokens", "", "after", "how")]

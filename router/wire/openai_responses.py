@@ -72,6 +72,11 @@ class OpenAIResponses:
 OPENAI_RESPONSES_ADAPTER = OpenAIResponses()
 
 
+def is_responses_request(body: Any) -> bool:
+    """A body shaped as a Responses request (``input``, no ``messages``): how `explain` tells a file's API."""
+    return isinstance(body, dict) and "input" in body and "messages" not in body
+
+
 def new_frame(body: dict[str, Any]) -> ResponseFrame:
     return ResponseFrame(f"resp_{secrets.token_hex(12)}", int(time.time()), body)
 
