@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from types import SimpleNamespace
@@ -40,10 +40,8 @@ from router.chain import TERMINAL_STAGE, StageDeps, build_chain
 from router.registry import stage_registry
 from router.config import Config
 from router.context import Message, PinchMode, RequestContext
-from router.core.messages import TEXT_PART_TYPES, content_text
-from router.core.chat_view import messages_with
-from router.core.responses_view import ResponsesConversation, items_with
-from router.core.pinch import CompressionKind, tool_name_for
+from router.core.messages import content_text
+from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
 from router.edge import context_from_body
@@ -86,47 +84,32 @@ def parse_headers(lines: Sequence[str]) -> CIMultiDictProxy[str]:
     return CIMultiDictProxy(headers)
 
 
-def compressed_messages(
-    messages: list[Message],
-    send_messages: list[Message],
-    max_summarize_chars: int,
-    estimator: TokenEstimator,
-    *,
-    content_key: str = "content",
-    tool_name: Callable[[int], str] | None = None,
-) -> list[CompressedMessage]:
-    """The messages pinch changed, found by comparing what came in with what would be sent.
-
-    A text longer than ``max_summarize_chars`` is elided, a shorter one becomes a
-    placeholder (ARCHITECTURE §5); with text parts, any elided part makes the message elided.
-    ``content_key`` and ``tool_name`` (unit index → its tool) say where another wire
-    format keeps a tool result (a Responses ``function_call_output``'s ``output``).
-    """
+def compressed_messages(ctx: RequestContext, estimator: TokenEstimator) -> list[CompressedMessage]:
+    """The tool results pinch compressed, as it reported them (``ctx.pinch.compressions``, by
+    result position) with the rewrites it made (``ctx.rewrites``): nothing is re-derived here."""
+    if ctx.pinch is None or not ctx.pinch.compressions:
+        return []
+    conversation, rewrites = ctx.view.conversation, ctx.rewrites or {}
+    results, units = conversation.tool_results(), conversation.units
     out = []
-    for index, (before, after) in enumerate(zip(messages, send_messages, strict=True)):
-        if before is after or before == after:
-            continue
-        long_text = any(len(text) > max_summarize_chars for text in _text_parts(before.get(content_key)))
+    for position, kind in ctx.pinch.compressions:
+        result = results[position]
+        before = units[result.unit]
+        # where this wire format keeps the result in its unit (chat: content, Responses: output)
+        key = next((k for k, v in before.items() if v is result.content), "content")
+        after = {**before, key: rewrites[position]}
         out.append(
             CompressedMessage(
-                index=index,
-                tool=tool_name(index) if tool_name is not None else tool_name_for(messages, index),
-                kind=CompressionKind.ELIDED if long_text else CompressionKind.PLACEHOLDER,
-                chars_before=len(content_text(before.get(content_key))),
-                chars_after=len(content_text(after.get(content_key))),
+                index=result.unit,
+                tool=conversation.tool_name(position),
+                kind=CompressionKind(kind),
+                chars_before=len(content_text(before.get(key))),
+                chars_after=len(content_text(after.get(key))),
                 tokens_before=estimator.message_tokens(before),
                 tokens_after=estimator.message_tokens(after),
             )
         )
     return out
-
-
-def _text_parts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [p["text"] for p in content if isinstance(p, dict) and p.get("type") in TEXT_PART_TYPES and isinstance(p.get("text"), str)]
-    return []
 
 
 async def _refuse_network(session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestStartParams) -> None:
@@ -258,24 +241,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     lines += [f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
 
     if pinch is not None:
-        messages = list(ctx.view.units)
-        conversation = ctx.view.conversation
-        estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
-        if isinstance(conversation, ResponsesConversation):
-            results = conversation.tool_results()
-            position = {r.unit: p for p, r in enumerate(results)}
-            compressed = compressed_messages(
-                messages,
-                items_with(messages, results, ctx.rewrites or {}),
-                config.pinch.max_summarize_chars,
-                estimator,
-                content_key="output",
-                tool_name=lambda index: conversation.tool_name(position[index]),
-            )
-        else:
-            compressed = compressed_messages(
-                messages, messages_with(messages, conversation.tool_results(), ctx.rewrites or {}), config.pinch.max_summarize_chars, estimator
-            )
+        compressed = compressed_messages(ctx, TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead))
         lines += ["", f"compressed messages ({len(compressed)})"]
         if compressed:
             table = [("index", "tool", "chars", "", "after", "tokens", "", "after", "how")]

@@ -40,7 +40,7 @@ class StreamRelay:
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, end_types=ctx.wire.end_types)
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 

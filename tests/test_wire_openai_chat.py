@@ -13,6 +13,7 @@ from middlewares.capability_gate import CapabilityGate
 from router.core.pinch import prune_results
 from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
 from router.core.request_view import BodyChanges, ToolResult
+from router.core.sse import SseRelay
 from router.errors import ApiError, invalid_request
 from router.stage import StageDeps, run_stage
 from router.wire import adapters
@@ -151,3 +152,15 @@ async def test_a_stage_refuses_in_the_clients_wire_format(http):
     assert ctx.response is not None and ctx.response.status == 404
     error = orjson.loads(ctx.response.body)
     assert error["type"] == "error" and "neither a configured model nor a routing alias" in error["error"]["message"]
+
+
+def test_the_relay_knows_a_streams_end_by_the_wire_adapters_rule():
+    anthropic_end = lambda data: data == b'{"type":"message_stop"}'  # noqa: E731 - as an Anthropic adapter would say
+    relay = SseRelay(ends_stream=anthropic_end)
+    relay.feed(b'event: message_delta\ndata: {"type":"message_delta"}\n\n')
+    assert not relay.done
+    relay.feed(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert relay.done
+    chat = SseRelay(ends_stream=WIRE.is_stream_end)
+    chat.feed(b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
+    assert chat.done

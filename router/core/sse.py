@@ -14,6 +14,7 @@ keeps the latest figure of each kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,7 @@ def read_usage(data: bytes) -> Usage | None:
     ``cache_creation_input_tokens`` — also inside an OpenAI-shaped usage, as
     some compatible servers send them — plus DeepSeek's
     ``prompt_cache_hit_tokens``. Anthropic's stream carries its usage in
-    ``message_start``'s ``message``, the Responses API in ``response`` (its
-    ``input_tokens`` include the cached ``input_tokens_details.cached_tokens``);
-    those are read too.
+    ``message_start``'s ``message``; that is read too.
     """
     try:
         obj = orjson.loads(data)
@@ -67,9 +66,8 @@ def read_usage(data: bytes) -> Usage | None:
         return None
     usage = obj.get("usage")
     if not isinstance(usage, dict):
-        # Anthropic's message_start carries it in ``message``, a Responses event in ``response``
-        holder = obj.get("message") if isinstance(obj.get("message"), dict) else obj.get("response")
-        usage = holder.get("usage") if isinstance(holder, dict) else None
+        message = obj.get("message")
+        usage = message.get("usage") if isinstance(message, dict) else None
         if not isinstance(usage, dict):
             return None
     return _usage(usage)
@@ -81,8 +79,6 @@ def _usage(usage: dict[str, Any]) -> Usage:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     details = usage.get("prompt_tokens_details")
-    if not isinstance(details, dict):
-        details = usage.get("input_tokens_details")  # the Responses API's name for it
     cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
     cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
     cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)
@@ -113,8 +109,9 @@ class SseRelay:
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
     drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
-    # Event types that end a stream which has no [DONE] (the Responses API's response.completed, …).
-    end_types: frozenset[bytes] = frozenset()
+    # Whether one data line's payload is the stream's last event, for a wire format that ends
+    # otherwise than chat's `data: [DONE]` (the wire adapter's is_stream_end); None: [DONE].
+    ends_stream: Callable[[bytes], bool] | None = None
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -140,13 +137,11 @@ class SseRelay:
 
     def _inspect(self, ready: bytes) -> None:
         for line in ready.splitlines():
-            if self.end_types and line.startswith(b"event:") and line[6:].strip() in self.end_types:
-                self.done = True
             if not line.startswith(b"data:"):
                 continue
             self.events += 1
             data = line[5:].strip()
-            if data == b"[DONE]":
+            if data == b"[DONE]" if self.ends_stream is None else self.ends_stream(data):
                 self.done = True
             elif b'"usage"' in data:
                 usage = read_usage(data)

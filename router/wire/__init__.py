@@ -23,8 +23,10 @@ what the rest of the proxy relies on:
   chosen model, the output limit clamp, the usage request, prompt_cache_key)
   written in; every other field goes out as the client sent it.
 * the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
-  code)`` for the event that ends a broken stream, and ``is_usage_only_event``
-  / ``DONE`` for the relay (a stream in this format relayed event by event).
+  code)`` for the event that ends a broken stream, ``is_usage_only_event`` (the
+  usage report the proxy asked for on the client's behalf, dropped) and
+  ``is_stream_end`` (chat's ``[DONE]``, Anthropic's ``message_stop``) for the
+  relay, which forwards a stream in this format event by event.
   Answers from a provider speaking another format are translated by the
   translation registry (:mod:`router.providers`).
 """
@@ -57,14 +59,13 @@ class WireAdapter(Protocol):
 
     def is_usage_only_event(self, event: bytes) -> bool: ...
 
-    # SSE event types (the ``event:`` line) that end a stream of this format besides ``[DONE]``
-    # (the Responses API's ``response.completed``, …); empty for a format that ends with ``[DONE]``.
-    end_types: frozenset[bytes]
+    def is_stream_end(self, data: bytes) -> bool:
+        """Whether one SSE data line's payload (after ``data:``, stripped) is the stream's last event."""
+        ...
 
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
     from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
-    from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, OPENAI_RESPONSES_ADAPTER)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER,)}

@@ -32,7 +32,6 @@ from router.errors import ApiError, invalid_request
 class OpenAIChat:
     name = OPENAI_CHAT
     paths = ("/v1/chat/completions",)
-    end_types: frozenset[bytes] = frozenset()  # a chat stream ends with [DONE]
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -62,6 +61,9 @@ class OpenAIChat:
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return is_usage_only_event(event)
+
+    def is_stream_end(self, data: bytes) -> bool:
+        return data == b"[DONE]"
 
 
 OPENAI_CHAT_ADAPTER = OpenAIChat()

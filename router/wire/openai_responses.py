@@ -37,13 +37,13 @@ from router.core.sse import SseRelay, read_usage
 from router.errors import ApiError, invalid_request
 
 # The events that end a Responses stream (it has no [DONE]).
-END_TYPES = frozenset({b"response.completed", b"response.incomplete", b"response.failed", b"error"})
+END_TYPES = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+END_MARKERS = tuple(f'"{t}"'.encode() for t in END_TYPES)
 
 
 class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
-    end_types = END_TYPES
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -67,6 +67,21 @@ class OpenAIResponses:
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # a Responses stream reports usage in response.completed, always
+
+    def is_stream_end(self, data: bytes) -> bool:
+        """``response.completed`` / ``.incomplete`` / ``.failed`` or ``error`` ends a Responses stream.
+
+        Read from the event's own ``type`` (never from text inside it); only an event whose
+        head names one of them is parsed, so the many delta events cost a substring search.
+        """
+        head = data[:256]
+        if not any(marker in head for marker in END_MARKERS):
+            return False
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(event, dict) and event.get("type") in END_TYPES
 
 
 OPENAI_RESPONSES_ADAPTER = OpenAIResponses()
