@@ -56,7 +56,9 @@ def read_usage(data: bytes) -> Usage | None:
     ``cache_creation_input_tokens`` — also inside an OpenAI-shaped usage, as
     some compatible servers send them — plus DeepSeek's
     ``prompt_cache_hit_tokens``. Anthropic's stream carries its usage in
-    ``message_start``'s ``message``; that is read too.
+    ``message_start``'s ``message``, the Responses API in ``response`` (its
+    ``input_tokens`` include the cached ``input_tokens_details.cached_tokens``);
+    those are read too.
     """
     try:
         obj = orjson.loads(data)
@@ -66,8 +68,9 @@ def read_usage(data: bytes) -> Usage | None:
         return None
     usage = obj.get("usage")
     if not isinstance(usage, dict):
-        message = obj.get("message")
-        usage = message.get("usage") if isinstance(message, dict) else None
+        # Anthropic's message_start carries it in ``message``, a Responses event in ``response``
+        holder = obj.get("message") if isinstance(obj.get("message"), dict) else obj.get("response")
+        usage = holder.get("usage") if isinstance(holder, dict) else None
         if not isinstance(usage, dict):
             return None
     return _usage(usage)
@@ -79,6 +82,8 @@ def _usage(usage: dict[str, Any]) -> Usage:
         return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
     details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = usage.get("input_tokens_details")  # the Responses API's name for it
     cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
     cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
     cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)

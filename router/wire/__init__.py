@@ -67,5 +67,6 @@ class WireAdapter(Protocol):
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
     from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+    from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER,)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, OPENAI_RESPONSES_ADAPTER)}
