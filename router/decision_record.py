@@ -143,11 +143,11 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
 
 def wire_route(wire_in: str, wire_out: str | None, dropped: str = "") -> str:
     """The client's wire format and the provider's, for people (``top``, ``explain``):
-    ``openai-responses → openai-chat (translated; dropped tool web_search)``."""
+    ``openai-responses → openai-chat, translated, dropped tool web_search``."""
     if wire_out is None:
-        return f"{wire_in} (not forwarded)"
+        return f"{wire_in} → -"  # no provider was tried
     how = "passed through" if wire_out == wire_in else "translated"
-    return f"{wire_in} → {wire_out} ({how}" + (f"; dropped {dropped})" if dropped else ")")
+    return f"{wire_in} → {wire_out}, {how}" + (f", dropped {dropped}" if dropped else "")
 
 
 def _answering_candidate(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:

@@ -96,16 +96,18 @@ def compressed_messages(ctx: RequestContext, estimator: TokenEstimator) -> list[
     results, units = conversation.tool_results(), conversation.units
     out = []
     for position, kind in ctx.pinch.compressions:
-        index = results[position].unit
-        before = units[index]
-        after = {**before, "content": rewrites[position]}
+        result = results[position]
+        before = units[result.unit]
+        # where this wire format keeps the result in its unit (chat: content, Responses: output)
+        key = next((k for k, v in before.items() if v is result.content), "content")
+        after = {**before, key: rewrites[position]}
         out.append(
             CompressedMessage(
-                index=index,
+                index=result.unit,
                 tool=conversation.tool_name(position),
                 kind=CompressionKind(kind),
-                chars_before=len(content_text(before.get("content"))),
-                chars_after=len(content_text(after.get("content"))),
+                chars_before=len(content_text(before.get(key))),
+                chars_after=len(content_text(after.get(key))),
                 tokens_before=estimator.message_tokens(before),
                 tokens_after=estimator.message_tokens(after),
             )
@@ -233,7 +235,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     else:
         if route and route.candidates:
             provider = config.providers[route.chosen.provider]
-            field("forward", f"would go to {route.chosen.model}: {wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))}")
+            field("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))})")
         else:
             field("forward", "(no route)")
 

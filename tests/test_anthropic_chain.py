@@ -71,7 +71,7 @@ async def test_the_session_is_claude_codes_and_the_record_shows_the_wires(proxy,
     first, second = (await decisions(client))[::-1]
     assert (first["session_source"], second["session_source"]) == ("metadata", "header")
     assert (first["wire_in"], first["wire_out"]) == ("anthropic-messages", "openai-chat")
-    assert "wire        anthropic-messages → openai-chat (translated)" in decision_detail(first)
+    assert "wire        anthropic-messages → openai-chat, translated" in decision_detail(first)
     metrics = await (await client.get("/metrics", headers={"x-api-key": "local-key"})).text()
     assert 'pinch_router_wire_requests_total{wire_in="anthropic-messages",wire_out="openai-chat"} 2.0' in metrics
 
@@ -82,7 +82,7 @@ async def test_explain_reads_a_claude_code_request_and_names_the_translation(moc
     ctx = await explain_request(config, body, CIMultiDictProxy(CIMultiDict(headers)))
     text = render_explanation(ctx, config)
     assert ctx.view.wire == "anthropic-messages" and ctx.pinch is not None and ctx.pinch.compressed == 1
-    assert "would go to chat-main: anthropic-messages → openai-chat (translated)" in text
+    assert "would go to chat-main (anthropic-messages → openai-chat, translated)" in text
     assert "needs       tools, thinking, " in text  # Claude Code asks thinking: {type: adaptive}
 
 
@@ -97,4 +97,4 @@ async def test_a_server_tool_a_chat_provider_cannot_run_is_dropped_and_named(pro
     assert "web_search" not in {t["function"]["name"] for t in sent.body["tools"]}
     (row,) = await decisions(client)
     assert row["wire_dropped"] == "tool web_search"
-    assert "wire        anthropic-messages → openai-chat (translated; dropped tool web_search)" in decision_detail(row)
+    assert "wire        anthropic-messages → openai-chat, translated, dropped tool web_search" in decision_detail(row)

@@ -205,3 +205,29 @@ def test_what_is_not_a_completion_is_none(body: Any) -> None:
 def test_the_translated_answer_is_json_serialisable() -> None:
     events = run(chunk({"content": "x"}), chunk(finish="stop"))
     assert all(orjson.loads(sse_event(e).split(b"data: ", 1)[1]) == e for e in events)
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_a_chat_servers_thinking_becomes_a_reasoning_item_before_the_answer(key: str) -> None:
+    events = run(chunk({key: "Let me"}), chunk({key: " look."}), chunk({"content": "Hi"}), chunk(finish="stop"))
+    assert shape(events)[:9] == [
+        ("response.created",),
+        ("response.in_progress",),
+        ("response.output_item.added", 0, None),
+        ("response.reasoning_summary_part.added", 0, None),
+        ("response.reasoning_summary_text.delta", 0, "Let me"),
+        ("response.reasoning_summary_text.delta", 0, " look."),
+        ("response.reasoning_summary_text.done", 0, "Let me look."),
+        ("response.reasoning_summary_part.done", 0, None),
+        ("response.output_item.done", 0, None),
+    ]
+    reasoning = {"id": "rs_abc_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Let me look."}]}
+    assert [o["type"] for o in events[-1]["response"]["output"]] == ["reasoning", "message"]
+    assert events[-1]["response"]["output"][0] == reasoning and events[8]["item"] == reasoning
+    assert events[9]["output_index"] == 1  # the message opens after the reasoning closed
+
+
+def test_a_completions_thinking_is_the_first_output_item() -> None:
+    response = completion_to_response(completion({"role": "assistant", "content": "Hi", "reasoning_content": "Hmm."}), FRAME)
+    assert response is not None and [o["type"] for o in response["output"]] == ["reasoning", "message"]
+    assert response["output"][0]["summary"] == [{"type": "summary_text", "text": "Hmm."}]

@@ -9,9 +9,6 @@ session id from its ``session-id`` header.
 from __future__ import annotations
 
 import pytest
-from multidict import CIMultiDict, CIMultiDictProxy
-
-from router.explain import explain_request, render_explanation
 from router.mock_capture import REDACTED
 from tests.conftest import make_config, model_entry
 from tests.test_agent_fixtures import NOT_REPLAYED, load
@@ -62,10 +59,3 @@ async def test_codex_requests_share_one_session_from_its_header(proxy, mock_upst
     assert len(rows) == 4 and {r["session_source"] for r in rows} == {"header"}
     assert {(r["wire_in"], r["wire_out"]) for r in rows} == {("openai-responses", "openai-chat")}
 
-
-async def test_explain_reads_a_codex_request_and_names_the_translation(mock_upstream):
-    config = codex_config(mock_upstream[1])
-    record = load(CODEX[1])
-    ctx = await explain_request(config, record["body"], CIMultiDictProxy(CIMultiDict({"session-id": "codex-session"})))
-    assert ctx.view.wire == "openai-responses" and ctx.response is None
-    assert "would go to main: openai-responses → openai-chat (translated)" in render_explanation(ctx, config)

@@ -5,7 +5,10 @@ The other half of :mod:`router.core.responses_to_chat`. A completion becomes a
 order the API sends it:
 
 ``response.created``, ``response.in_progress``, then per output item
-``response.output_item.added`` … ``response.output_item.done`` — a message with
+``response.output_item.added`` … ``response.output_item.done`` — the thinking a
+chat server sends beside the answer (``reasoning_content`` / ``reasoning``) as a
+``reasoning`` item with ``response.reasoning_summary_part.added``,
+``response.reasoning_summary_text.delta``…, ``.done``, ``response.reasoning_summary_part.done``; a message with
 ``response.content_part.added``, ``response.output_text.delta``…,
 ``response.output_text.done``, ``response.content_part.done``; a function call
 with ``response.function_call_arguments.delta``…, ``.done`` — and last
@@ -109,6 +112,22 @@ def _message_item(item_id: str, text: str, status: str = "completed") -> dict[st
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
+def reasoning_text(message: dict[str, Any]) -> str:
+    """The model's thinking a chat server sent beside the answer: ``reasoning_content``
+    (DeepSeek, vLLM, llama.cpp) or ``reasoning`` (Ollama, OpenRouter); "" when none."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _reasoning_item(item_id: str, text: str) -> dict[str, Any]:
+    """A reasoning item with the thinking as its summary; no ``encrypted_content``: a chat
+    server cannot take it back (translated requests never send reasoning items)."""
+    return {"id": item_id, "type": "reasoning", "summary": [{"type": "summary_text", "text": text}]}
+
+
 def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed") -> dict[str, Any]:
     return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
 
@@ -123,6 +142,9 @@ def completion_to_response(completion: Any, frame: ResponseFrame) -> dict[str, A
     if not isinstance(message, dict):
         return None
     output: list[dict[str, Any]] = []
+    thinking = reasoning_text(message)
+    if thinking:
+        output.append(_reasoning_item(frame.item_id("rs", 0), thinking))
     text = message.get("content")
     if isinstance(text, str) and text:
         output.append(_message_item(frame.item_id("msg", 0), text))
@@ -163,6 +185,8 @@ class ChatStreamTranslator:
     output: list[dict[str, Any]] = field(default_factory=list)  # finished items, by output index
     text: list[str] | None = None  # the open message's text so far
     text_index: int = -1
+    reasoning: list[str] | None = None  # the open reasoning item's summary text so far
+    reasoning_index: int = -1
     calls: dict[int, _OpenCall] = field(default_factory=dict)  # upstream tool-call index → its open item
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
@@ -191,6 +215,9 @@ class ChatStreamTranslator:
         if choice is None:
             return events
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        thinking = reasoning_text(delta)
+        if thinking:
+            events += self._reasoning_delta(thinking)
         content = delta.get("content")
         if isinstance(content, str) and content:
             events += self._text_delta(content)
@@ -206,7 +233,7 @@ class ChatStreamTranslator:
         """Close every open item and complete the response (usage included when reported)."""
         if self.ended:
             return []
-        events = self._close_text() + self._close_calls()
+        events = self._close_reasoning() + self._close_text() + self._close_calls()
         self.ended = True
         status, extra = _status(self.finish_reason)
         kind = "response.completed" if status == "completed" else "response.incomplete"
@@ -227,10 +254,39 @@ class ChatStreamTranslator:
         self.output.append({})  # reserved until the item is done
         return len(self.output) - 1
 
+    def _reasoning_delta(self, thinking: str) -> list[Event]:
+        events: list[Event] = []
+        if self.reasoning is None:
+            events += self._close_text() + self._close_calls()
+            self.reasoning_index = self._next_index()
+            self.reasoning = []
+            item = {"id": self.frame.item_id("rs", self.reasoning_index), "type": "reasoning", "summary": []}
+            events.append(self._event("response.output_item.added", output_index=self.reasoning_index, item=item))
+            events.append(self._event("response.reasoning_summary_part.added", **self._reasoning_at(), part={"type": "summary_text", "text": ""}))
+        self.reasoning.append(thinking)
+        events.append(self._event("response.reasoning_summary_text.delta", **self._reasoning_at(), delta=thinking))
+        return events
+
+    def _reasoning_at(self) -> dict[str, Any]:
+        return {"item_id": self.frame.item_id("rs", self.reasoning_index), "output_index": self.reasoning_index, "summary_index": 0}
+
+    def _close_reasoning(self) -> list[Event]:
+        if self.reasoning is None:
+            return []
+        text, at = "".join(self.reasoning), self._reasoning_at()
+        item = _reasoning_item(at["item_id"], text)
+        self.output[self.reasoning_index] = item
+        self.reasoning = None
+        return [
+            self._event("response.reasoning_summary_text.done", **at, text=text),
+            self._event("response.reasoning_summary_part.done", **at, part=item["summary"][0]),
+            self._event("response.output_item.done", output_index=at["output_index"], item=item),
+        ]
+
     def _text_delta(self, content: str) -> list[Event]:
         events: list[Event] = []
         if self.text is None:
-            events += self._close_calls()
+            events += self._close_reasoning() + self._close_calls()
             self.text_index = self._next_index()
             self.text = []
             item_id = self.frame.item_id("msg", self.text_index)
@@ -262,7 +318,7 @@ class ChatStreamTranslator:
         events: list[Event] = []
         open_call = self.calls.get(index)
         if open_call is None:
-            events += self._close_text()
+            events += self._close_reasoning() + self._close_text()
             n = self._next_index()
             call_id = call.get("id") if isinstance(call.get("id"), str) else self.frame.item_id("call", n)
             open_call = _OpenCall(n, self.frame.item_id("fc", n), call_id, str(function.get("name") or ""))

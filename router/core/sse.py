@@ -106,8 +106,9 @@ def _without_usage_only_events(ready: bytes) -> bytes:
 
 def is_event_of_type(data: bytes, types: frozenset[str]) -> bool:
     """Whether one SSE data payload is a JSON event whose ``type`` is one of ``types`` (a stream
-    end for formats without ``[DONE]``); parsed only when a type's name occurs in it."""
-    if not any(kind.encode() in data for kind in types):
+    end for formats without ``[DONE]``); parsed only when a type's quoted name occurs in it, so
+    the many delta events cost a substring search and text that mentions a name is not taken."""
+    if not any(f'"{kind}"'.encode() in data for kind in types):
         return False
     try:
         event = orjson.loads(data)
