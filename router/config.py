@@ -392,6 +392,8 @@ class Config(_Strict):
             problems.append(
                 f"pinch.relevance.provider: unknown provider {relevance_provider!r} (known: {', '.join(self.providers)})"
             )
+        elif relevance_provider is not None and self.providers[relevance_provider].api == "anthropic":
+            problems.append(f"pinch.relevance.provider: {relevance_provider!r} is `api: anthropic`, which has no embeddings API")
         problems += providers_looping_back(self.server.host, self.server.port, self.providers)
         if problems:
             raise ValueError("; ".join(problems))

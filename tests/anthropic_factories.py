@@ -68,7 +68,7 @@ def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
 SUPPORTS = {"tools": True, "vision": True, "json_mode": True}
 
 
-def two_wire_config(url: str, **sections: Any) -> Any:
+def two_wire_config(url: str, anthropic_url: str | None = None, **sections: Any) -> Any:
     """The proxy on one mock (``url`` ends in /v1) speaking both APIs: ``claude-main`` behind an
     ``api: anthropic`` provider, ``chat-main`` behind an OpenAI-compatible one, ``plain`` (no tools)
     too; both keyed by MOCK_PROVIDER_KEY; clients need ``local-key``."""
@@ -77,7 +77,7 @@ def two_wire_config(url: str, **sections: Any) -> Any:
     return make_config(
         url,
         providers={
-            "anth": {"base_url": url.removesuffix("/v1"), "api": "anthropic", "api_key_env": "MOCK_PROVIDER_KEY"},
+            "anth": {"base_url": anthropic_url or url.removesuffix("/v1"), "api": "anthropic", "api_key_env": "MOCK_PROVIDER_KEY"},
             "chat": {"base_url": url, "api_key_env": "MOCK_PROVIDER_KEY"},
         },
         models=[

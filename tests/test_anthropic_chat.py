@@ -202,14 +202,6 @@ def test_a_chat_stream_becomes_anthropic_events_one_by_one() -> None:
     assert final["usage"]["input_tokens"] == 4000 and final["usage"]["output_tokens"] == 30
 
 
-def test_a_broken_chat_stream_ends_in_an_error_event() -> None:
-    stream = ChatToMessagesStream(model="m", input_estimate=10)
-    stream.chunk(chat_stream_chunks()[1])
-    (name, data), = sse_events(stream.fail("the provider closed the stream"))
-    assert name == "error" and data == {"type": "error", "error": {"type": "api_error", "message": "the provider closed the stream"}}
-    assert stream.finish() == []
-
-
 def test_reasoning_streams_as_a_thinking_block_when_carried() -> None:
     stream = ChatToMessagesStream(model="m", input_estimate=10, reasoning_content=True)
     chunks = [{"choices": [{"delta": {"reasoning_content": "hmm"}}]}, {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from multidict import CIMultiDict
 
-from router.config import ProviderSettings
+from router.config import ConfigError, ProviderSettings
 from router.providers import provider_adapter, translator
 from router.providers.anthropic import DEFAULT_VERSION, ChatToMessagesTranslator, MessagesToChatTranslator, anthropic_headers, messages_url
 
@@ -53,3 +53,11 @@ def test_both_directions_between_anthropic_and_chat_are_registered() -> None:
     assert isinstance(translator("anthropic-messages", "openai-chat"), MessagesToChatTranslator)
     assert isinstance(translator("openai-chat", "anthropic-messages"), ChatToMessagesTranslator)
     assert translator("anthropic-messages", "anthropic-messages") is None
+
+
+def test_relevance_cannot_name_an_anthropic_provider() -> None:
+    from tests.conftest import make_config
+
+    with pytest.raises(ConfigError, match="pinch.relevance.provider: 'claude' is `api: anthropic`, which has no embeddings API"):
+        make_config(providers={"mock": {"base_url": "http://127.0.0.1:9/v1"}, "claude": {"base_url": "https://api.anthropic.com", "api": "anthropic"}},
+                    pinch={"enabled": True, "relevance": {"enabled": True, "provider": "claude"}})

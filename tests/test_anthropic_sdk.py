@@ -262,3 +262,31 @@ async def test_openai_sdk_stream_and_tool_round_trip_to_an_anthropic_model(opena
     assert "a.py b.py" in second.choices[0].message.content
     sent = upstream_requests(mock, "/v1/messages")[-1]
     assert sent.body["messages"][2] == {"role": "user", "content": [tool_result(call["id"], "a.py b.py")]}
+
+
+# ---- upstream errors, in the client's format
+
+
+async def test_an_anthropic_providers_own_400_reaches_the_client_as_it_came(sdk, mock):
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": "messages.1.content.0: Invalid `signature` in `thinking` block"}}
+    mock[0].then(Behaviour(status=400, body=orjson.dumps(error)))
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        await sdk.messages.create(model="claude-main", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    assert bad.value.body == error
+
+
+async def test_a_chat_providers_400_reaches_an_anthropic_client_in_anthropics_shape(sdk, mock):
+    mock[0].then(Behaviour(status=400, body=orjson.dumps({"error": {"message": "context too long", "type": "invalid_request_error", "code": None}})))
+    with pytest.raises(anthropic.BadRequestError) as bad:
+        await sdk.messages.create(model="chat-main", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    assert bad.value.body["type"] == "error" and bad.value.body["error"]["type"] == "invalid_request_error"
+    assert "context too long" in bad.value.body["error"]["message"]
+
+
+async def test_overloaded_providers_end_in_an_anthropic_api_error(sdk, mock):
+    mock[0].then(Behaviour(status=529), Behaviour(status=529))
+    with pytest.raises(anthropic.APIStatusError) as failed:
+        await sdk.messages.create(model="claude-main", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    assert failed.value.status_code == 502
+    assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] == "api_error"
+    assert "claude-main via anth" in failed.value.body["error"]["message"]

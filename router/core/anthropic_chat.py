@@ -37,7 +37,6 @@ import orjson
 from router.core.anthropic_messages import (
     blocks_of,
     chat_view,
-    image_part,
     is_billing_line,
     system_blocks,
 )
@@ -233,7 +232,8 @@ class ChatToMessagesStream:
     """Turns the chunks of a chat-completions stream into Anthropic stream events.
 
     Feed each chunk's parsed JSON to :meth:`chunk`; call :meth:`finish` at ``[DONE]``
-    (or EOF) and :meth:`fail` when the upstream breaks. ``message_start`` carries the
+    (or at EOF after a finish reason); a broken stream is ended by the relay with the
+    client's ``error`` event (:func:`anthropic_error_event`). ``message_start`` carries the
     request's estimated input tokens (a chat stream reports usage only at its end, and
     Claude Code's context meter reads the start); ``message_delta`` carries the real
     figures when the provider sent them. Text opens a text block; each tool call (by
@@ -350,11 +350,6 @@ class ChatToMessagesStream:
         out.append(anthropic_event("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": usage}))
         out.append(anthropic_event("message_stop", {}))
         return out
-
-    def fail(self, message: str) -> list[bytes]:
-        """The upstream broke mid-stream: an ``error`` event, after which nothing more is sent."""
-        self.finished = True
-        return [anthropic_error_event(message)]
 
 
 def _delta(index: int, delta: dict[str, Any]) -> bytes:
