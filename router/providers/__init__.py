@@ -114,7 +114,13 @@ def provider_adapter(provider: ProviderSettings) -> ProviderAdapter:
 
 def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
     from router.core.anthropic_view import ANTHROPIC_MESSAGES
-    from router.providers.anthropic import ChatToMessagesTranslator, MessagesToChatTranslator, messages_to_ollama_native
+    from router.providers.anthropic import (
+        ChatToMessagesTranslator,
+        MessagesToChatTranslator,
+        messages_to_ollama_native,
+        responses_to_messages,
+        responses_to_ollama_native,
+    )
     from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
     from router.wire.openai_chat import OPENAI_CHAT
     from router.wire.openai_responses import OPENAI_RESPONSES, ResponsesToChat
@@ -125,6 +131,8 @@ def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
         (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
         (ANTHROPIC_MESSAGES, OLLAMA_CHAT): messages_to_ollama_native,
         (OPENAI_RESPONSES, OPENAI_CHAT): ResponsesToChat,
+        (OPENAI_RESPONSES, ANTHROPIC_MESSAGES): responses_to_messages,  # both through chat
+        (OPENAI_RESPONSES, OLLAMA_CHAT): responses_to_ollama_native,
     }
 
 

@@ -184,7 +184,8 @@ class ChainedTranslator:
     """Two translations one after the other: the client's wire → an intermediate wire → the provider's.
 
     An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
-    answer back the same way, so no third translation is written for the pair.
+    answer back the same way, so no third translation is written for the pair; a Responses
+    client to an Anthropic or Ollama-native provider goes through chat the same way.
     """
 
     def __init__(self, first: Any, second: Any) -> None:
@@ -229,3 +230,16 @@ def messages_to_ollama_native() -> ChainedTranslator:
     from router.providers.ollama import OllamaChatTranslator
 
     return ChainedTranslator(MessagesToChatTranslator(), OllamaChatTranslator())
+
+
+def responses_to_messages() -> ChainedTranslator:
+    from router.wire.openai_responses import ResponsesToChat
+
+    return ChainedTranslator(ResponsesToChat(), ChatToMessagesTranslator())
+
+
+def responses_to_ollama_native() -> ChainedTranslator:
+    from router.providers.ollama import OllamaChatTranslator
+    from router.wire.openai_responses import ResponsesToChat
+
+    return ChainedTranslator(ResponsesToChat(), OllamaChatTranslator())
