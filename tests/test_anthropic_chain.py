@@ -83,3 +83,15 @@ async def test_explain_reads_a_claude_code_request_and_names_the_translation(moc
     assert ctx.view.wire == "anthropic-messages" and ctx.pinch is not None and ctx.pinch.compressed == 1
     assert "would go to chat-main (anthropic-messages → openai-chat, translated)" in text
     assert "needs       tools, thinking, " in text  # Claude Code asks thinking: {type: adaptive}
+
+
+@pytest.mark.parametrize("reasoning_content", [False, True])
+async def test_thinking_goes_to_a_chat_model_as_reasoning_content_only_when_it_needs_it(proxy, mock, reasoning_content):
+    client = await proxy(two_wire_config(mock[1], reasoning_content=reasoning_content))
+    body, headers = claude_code_request("chat-main")
+    response = await client.post("/v1/messages", data=orjson.dumps(body), headers=headers)
+    await response.read()
+    (sent,) = [r for r in mock[0].received if r.path == "/v1/chat/completions"]
+    assistants = [m for m in sent.body["messages"] if m["role"] == "assistant"]
+    expected = "The user wants something only a tool can tell. I will call Bash."
+    assert [m.get("reasoning_content") for m in assistants][0] == (expected if reasoning_content else None)
