@@ -176,6 +176,11 @@ class ModelSettings(_Strict):
     tiers: Annotated[list[int], Field(min_length=1)]
     quality: Fraction = 0.5
     cost_per_mtok: Cost = Field(default_factory=Cost)
+    # Anthropic clients routed to this (OpenAI-chat) model: their thinking goes back as
+    # `reasoning_content` and its `reasoning_content` comes back as thinking blocks — for models
+    # that require their reasoning returned on tool-call turns (DeepSeek's and the like). Off:
+    # thinking is dropped in the translation.
+    reasoning_content: bool = False
 
 
 class RoutingSettings(_Strict):

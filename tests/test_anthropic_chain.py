@@ -98,3 +98,15 @@ async def test_a_server_tool_a_chat_provider_cannot_run_is_dropped_and_named(pro
     (row,) = await decisions(client)
     assert row["wire_dropped"] == "tool web_search"
     assert "wire        anthropic-messages → openai-chat, translated, dropped tool web_search" in decision_detail(row)
+
+
+@pytest.mark.parametrize("reasoning_content", [False, True])
+async def test_thinking_goes_to_a_chat_model_as_reasoning_content_only_when_it_needs_it(proxy, mock, reasoning_content):
+    client = await proxy(two_wire_config(mock[1], reasoning_content=reasoning_content))
+    body, headers = claude_code_request("chat-main")
+    response = await client.post("/v1/messages", data=orjson.dumps(body), headers=headers)
+    await response.read()
+    (sent,) = [r for r in mock[0].received if r.path == "/v1/chat/completions"]
+    assistants = [m for m in sent.body["messages"] if m["role"] == "assistant"]
+    expected = "The user wants something only a tool can tell. I will call Bash."
+    assert [m.get("reasoning_content") for m in assistants][0] == (expected if reasoning_content else None)

@@ -142,6 +142,8 @@ class Candidate:
     # The model's configured output limit (sent to an Anthropic provider, which requires one,
     # when the client set none).
     max_output_tokens: int | None = None
+    # Anthropic clients' thinking is sent to this model as `reasoning_content`, and back (models[].reasoning_content).
+    reasoning_content: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,8 @@ class ModelSettings(Protocol):
     @property
     def max_output_tokens(self) -> int: ...
     @property
+    def reasoning_content(self) -> bool: ...
+    @property
     def supports(self) -> ModelSupports: ...
     @property
     def tool_proficiency(self) -> float: ...
@@ -224,7 +226,9 @@ def select_route(
         )
     )
     return Route(
-        candidates=tuple(Candidate(m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens) for _, m in capable),
+        candidates=tuple(Candidate(
+                m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens, m.reasoning_content
+            ) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,
         rejected=tuple(rejected),

@@ -130,24 +130,25 @@ class MessagesToChatTranslator:
     def __init__(self) -> None:
         self.model = ""
         self.input_tokens = 0
+        self.reasoning = False
         self.dropped: tuple[str, ...] = ()
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         messages_body = orjson.loads(body)
-        self.model = candidate.model
+        self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
         self.input_tokens = count_input_tokens(messages_body)
-        return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model))
+        return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(chat_completion_to_message(_object(body), self.model, self.input_tokens))
+        return orjson.dumps(chat_completion_to_message(_object(body), self.model, self.input_tokens, reasoning_content=self.reasoning))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
 
     def stream(self) -> _BrokenAsStreamBroken:
-        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens))
+        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens, reasoning_content=self.reasoning))
 
 
 class ChatToMessagesTranslator:
