@@ -56,7 +56,7 @@ class CapabilityGate:
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
         escalation = None
         if self.escalation is not None and ctx.session is not None:
-            escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
+            escalation = await self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
             if escalation is not None:
                 tier = escalation.to_tier
         needs = detect_capabilities(

@@ -15,10 +15,10 @@ import aiohttp
 
 from router.config import Config
 from router.context import EDGE_FIELDS
-from router.core.escalation import EscalationTracker
-from router.core.session_state import MemorySessionState, SessionState
 from router.core.tokens import TokenEstimator
 from router.metrics import Metrics
+from router.session_escalation import SessionEscalation
+from router.session_store import LocalStore, SessionStore
 from router.stage import Middleware, Stage, stage_middleware
 
 TERMINAL_STAGE = "upstream-forward"
@@ -32,10 +32,11 @@ class StageDeps:
     http: aiohttp.ClientSession
     estimator: TokenEstimator
     clock: Callable[[], float] = time.monotonic
-    escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
+    escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
     metrics: Metrics | None = None  # for gauges of what is open right now
-    # What the proxy remembers per session between requests (classifications, pinch ledgers).
-    state: SessionState = field(default_factory=MemorySessionState)
+    # What the proxy remembers per session between requests (classifications, pinch ledgers):
+    # one per process, kept across reloads, on Redis with state.backend: redis.
+    state: SessionStore = field(default_factory=LocalStore)
 
 
 class StageClass(Protocol):

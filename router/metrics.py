@@ -59,6 +59,12 @@ class Metrics:
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
+        self.state_fallback = Counter(
+            "pinch_router_state_backend_fallback",
+            "Session-state calls served from the process's memory because the shared backend (Redis) could not answer",
+            registry=r,
+        )
+        self.state_up = Gauge("pinch_router_state_backend_up", "1 while the configured state backend answers", registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)

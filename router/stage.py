@@ -70,12 +70,13 @@ class Stage(Protocol):
 
 class AfterHook(Protocol):
     """Optional: a stage may also define ``after(ctx)``, called once the rest of
-    the chain has returned (or raised, or the client left). It must be cheap,
-    synchronous and must not raise; errors are logged and ignored. The
-    classification cache uses it to store what the classifier decided.
+    the chain has returned (or raised, or the client left). It must be cheap
+    and bounded (one session-state write, within the store's timeout) and must
+    not raise; errors are logged and ignored. The classification cache uses it
+    to store what the classifier decided.
     """
 
-    def after(self, ctx: RequestContext) -> None: ...
+    async def after(self, ctx: RequestContext) -> None: ...
 
 
 class CarryOver(Protocol):
@@ -182,9 +183,9 @@ def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> N
         ctx.response = ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed").response()
 
 
-def run_after(name: str, after: Callable[[RequestContext], None], ctx: RequestContext) -> None:
+async def run_after(name: str, after: Callable[[RequestContext], Awaitable[None]], ctx: RequestContext) -> None:
     try:
-        after(ctx)
+        await after(ctx)
     except Exception as exc:  # an after-hook never turns a served request into an error
         log.warning("stage_after_failed", extra={"stage": name, "detail": _describe(exc), "request_id": ctx.request_id})
 
@@ -192,7 +193,7 @@ def run_after(name: str, after: Callable[[RequestContext], None], ctx: RequestCo
 def stage_middleware(stage: Stage) -> Middleware:
     """Wrap a stage as an aiohttp middleware; the rest of the chain runs outside its timeout."""
 
-    after: Callable[[RequestContext], None] | None = getattr(stage, "after", None)
+    after: Callable[[RequestContext], Awaitable[None]] | None = getattr(stage, "after", None)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -206,7 +207,7 @@ def stage_middleware(stage: Stage) -> Middleware:
         try:
             return await handler(request)
         finally:
-            run_after(stage.name, after, ctx)
+            await run_after(stage.name, after, ctx)
 
     middleware.__name__ = f"stage:{stage.name}"
     return middleware
