@@ -38,7 +38,7 @@ from typing import ClassVar
 
 from router.chain import StageDeps
 from router.config import Config, PinchSettings
-from router.context import Message, Outcome, PinchStats, RequestContext
+from router.context import Message, Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.pinch import RelevanceOrderError, prune_context
 from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_session
@@ -116,12 +116,15 @@ class PinchPrune:
             sent, stats = prune_context(
                 ctx.messages, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
             )
-            why = "pruned afresh (" + ("pinch.ledger is false" if not settings.ledger else "no session key") + ")"
+            why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
+            why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
             return sent, replace(stats, newly_compressed=stats.compressed, reason=why), None
         now = self.clock()
         provider = windows[0].provider if windows else None
-        settings_of = self.config.providers.get(provider) if provider is not None else None
-        lifetime = cache_lifetime(settings_of.api, settings_of.cache_lifetime_seconds) if settings_of is not None else 0.0
+        target = self.config.providers.get(provider) if provider is not None else None
+        # no capable model (the gate will refuse the request): the cache is judged by time alone
+        api, configured = (target.api, target.cache_lifetime_seconds) if target is not None else ("", None)
+        lifetime = cache_lifetime(api, configured)
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )

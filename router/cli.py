@@ -89,7 +89,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     directory = _state(args)
     config = place_state(_load(path), directory)
     try:
-        prepare_state(config, directory)
+        prepare_state(config, directory, probe_only=True)
     except LocationError as error:
         raise _fail(f"{path}: {error}") from None
     for finding in key_findings(config):
@@ -252,6 +252,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         scenarios=args.scenario,
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
+        per_transcript=args.per_transcript,
     )
 
 
@@ -353,6 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
     )
+    evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
     evaluate.add_argument(
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )
@@ -382,7 +384,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:  # Ctrl-C before serving began (or in a one-shot command): no traceback
+        print("pinch-router: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

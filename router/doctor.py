@@ -85,7 +85,7 @@ def state_findings(config: Config, directory: Path) -> list[Finding]:
     if not config.decision_log.enabled:
         return [Finding("state", True, "decision log disabled (decision_log.enabled)")]
     try:
-        prepare_state(config, directory)
+        prepare_state(config, directory, probe_only=True)
     except LocationError as error:
         return [Finding("state", False, str(error), "make the directory writable or choose another (--state-dir)")]
     return [Finding("state", True, f"decision log {config.decision_log.path} is writable")]
@@ -189,8 +189,8 @@ async def run_doctor(config: Config, state_dir: Path, call_timeout: float) -> li
 
 def render(findings: Iterable[Finding]) -> str:
     rows = [("", "check", "result"), *((("ok" if f.ok else "FAIL"), f.check, f.detail) for f in findings)]
-    widths = [max(len(row[i]) for row in rows) for i in range(2)]
-    lines = [f"{status:<{widths[0]}}  {check:<{widths[1]}}  {detail}" for status, check, detail in rows]
+    width = max(len(row[1]) for row in rows)
+    lines = [f"{status:<4}  {check:<{width}}  {detail}" for status, check, detail in rows]
     fixes = [f"  {f.check}: {f.fix}" for f in findings if not f.ok and f.fix]
     if fixes:
         lines += ["", "to fix:", *fixes]

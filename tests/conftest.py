@@ -15,6 +15,18 @@ from router.config import Config, parse_config
 from router.mock_upstream import MockUpstream
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_outside_the_users_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test (nor a process it starts) writes to the user's state directory: they get their own.
+
+    Set as ``XDG_STATE_HOME``, the lowest-precedence override, so tests of the lookup order still
+    decide it themselves (``--state-dir`` and ``PINCH_ROUTER_STATE_DIR`` win over it).
+    """
+    import os
+
+    os.environ.setdefault("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
 def model_entry(name: str, **overrides: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": name,

@@ -42,7 +42,8 @@ def shipped_proxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     mock_port, proxy_port = free_port(), free_port()
     processes = [_serve(["mock-upstream", "--port", str(mock_port)], mock_port, tmp_path, {}, tmp_path / "mock.log")]
     try:
-        env = {"OLLAMA_URL": f"http://127.0.0.1:{mock_port}/v1"}
+        # the decision log in this test's own state directory, not the user's (rows of earlier runs would count)
+        env = {"OLLAMA_URL": f"http://127.0.0.1:{mock_port}/v1", "PINCH_ROUTER_STATE_DIR": str(tmp_path / "state")}
         args = ["serve", "--config", str(ROOT / "config.yaml"), "--port", str(proxy_port)]
         processes.append(_serve(args, proxy_port, tmp_path, env, tmp_path / "proxy.log"))
         yield f"http://127.0.0.1:{proxy_port}"

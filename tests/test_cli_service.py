@@ -47,6 +47,20 @@ def test_port_in_use_is_one_line_and_exit_2(tmp_path: Path):
     assert_one_line_exit_2(result, f"cannot listen on 127.0.0.1:{port}", "address already in use", "server.port", "--port")
 
 
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--host", "192.0.2.1", "--allow-unauthenticated-remote"], {}, ("cannot listen on 192.0.2.1:", "cannot assign requested address")),
+        ([], {"PINCH_ROUTER_PORT": "80a"}, ("$PINCH_ROUTER_PORT must be a port number", "'80a'")),
+    ],
+    ids=["address-not-on-this-machine", "bad-port-variable"],
+)
+def test_other_start_up_failures_are_one_line_and_exit_2(tmp_path: Path, args, env, expected):
+    config = write_config(tmp_path, free_port(), free_port())
+    result = run(["serve", "--config", str(config), *args], env=env)
+    assert_one_line_exit_2(result, *expected)
+
+
 def test_decision_log_in_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path):
     missing = tmp_path / "no-such-dir" / "decisions.sqlite3"
     config = write_config(tmp_path, free_port(), free_port(), decision_log={"path": str(missing)})
@@ -79,6 +93,7 @@ def test_check_config_warns_for_each_unset_key_variable_and_still_passes(tmp_pat
     result = run(["check-config", "--config", str(config)], env=env)
     assert result.returncode == 0 and f"{config}: ok" in result.stdout
     assert "warning: providers.mock.api_key_env: PINCH_TEST_UNSET_KEY is not set" in result.stderr
+    assert not (tmp_path / "decisions.sqlite3").exists()  # checking the location leaves no file behind
     result = run(["check-config", "--config", str(config)], env={"PINCH_TEST_UNSET_KEY": "sk-test"})
     assert "warning" not in result.stderr
 

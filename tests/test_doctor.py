@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -14,7 +15,7 @@ from aiohttp.test_utils import TestServer
 
 from bench.harness import ROOT, free_port, wait_for_port
 from router.doctor import Finding, key_findings, pull_commands
-from tests.conftest import make_config
+from tests.conftest import make_config, model_entry
 
 SHIPPED = ROOT / "config.yaml"
 SHIPPED_MODELS = ["qwen2.5-coder:7b", "qwen3:14b", "llama3.2-vision:11b", "qwen2.5:3b"]
@@ -119,3 +120,34 @@ def test_pull_commands_cover_chat_models_and_the_classifier_of_the_shipped_confi
     from router.config import load_config
 
     assert pull_commands(load_config(SHIPPED, environ={})) == [f"ollama pull {m}" for m in SHIPPED_MODELS]
+
+
+async def test_doctor_makes_one_real_embeddings_call_when_relevance_is_on(ollama, tmp_path: Path):
+    import yaml
+
+    pulled, url = ollama
+    pulled += [*SHIPPED_MODELS, "nomic-embed-text:latest"]  # the config names it without a tag
+    config = yaml.safe_load(SHIPPED.read_text())
+    config["pinch"]["relevance"]["enabled"] = True
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, _ = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
+    assert code == 0, out
+    assert re.search(r"ok    model nomic-embed-text +available", out)
+    assert re.search(r"ok    embeddings +nomic-embed-text: 64 dimensions", out)
+
+
+async def test_doctor_checks_an_openai_compatible_provider_against_its_model_list(mock_upstream, monkeypatch, tmp_path: Path):
+    from router.doctor import run_doctor
+
+    monkeypatch.delenv("PINCH_TEST_UNSET_KEY", raising=False)
+    _, url = mock_upstream  # GET /v1/models lists "mock"
+    config = make_config(
+        url,
+        providers={"mock": {"base_url": url, "api_key_env": "PINCH_TEST_UNSET_KEY"}},
+        models=[model_entry("listed", upstream_model="mock"), model_entry("unlisted", upstream_model="gpt-x")],
+    )
+    findings = {f.check: f for f in await run_doctor(config, tmp_path, call_timeout=5)}
+    assert findings["provider mock"].ok and findings["model mock"].ok
+    assert not findings["model gpt-x"].ok and "does not list it" in findings["model gpt-x"].detail
+    assert not findings["key PINCH_TEST_UNSET_KEY"].ok

@@ -175,6 +175,7 @@ def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
     assert run.refused == len(too_big) > 0
     assert len(run.requests) == len(transcript.turn_requests()) - len(too_big)
     assert f"({len(too_big)} refused)" in out.getvalue()
+    assert f"refused: no pinch 400 no_capable_model ×{len(too_big)}" in out.getvalue()
 
 
 def session_run(tokens: list[int], over_budget: int = 1) -> SessionRun:
@@ -196,6 +197,19 @@ def test_a_target_is_met_only_on_every_transcript_that_exceeds_the_budget() -> N
     assert not ok and detail == f"1 of 2 missed, worst: cost 0.900× ({UNIFORM_LEDGER.name}, small)"
     results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([80, 80])
     assert target.worst(results, cold, 20_000, [UNIFORM_LEDGER]) == (True, f"worst: cost 0.800× ({UNIFORM_LEDGER.name}, small)")
+
+
+def test_per_transcript_tables_follow_each_total(capsys: pytest.CaptureFixture[str]) -> None:
+    other = SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json"
+    args = ["eval-pinch", "--config", str(SHIPPED_CONFIG), "--budget", "20000", "--scenario", "nocache", "--per-transcript", str(SMALL), str(other)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    small, big = load_transcript(SMALL), load_transcript(other)
+    block = out.split("budget 20,000\n")[1].split("\n\n")[0]
+    assert f"  {small.name}:" in block and f"  {big.name}:" in block
+    # each transcript's no-pinch row counts its own requests
+    rows = [line for line in block.splitlines() if line.strip().startswith("no pinch")]
+    assert [row.split()[2] for row in rows] == [str(len(small.turn_requests()) + len(big.turn_requests())), str(len(small.turn_requests())), str(len(big.turn_requests()))]
 
 
 def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bench.harness import ROOT, free_port, wait_for_port
+from tests.processes import mock_upstream, router, running, write_config
 
 
 def start(args: list[str], port: int) -> subprocess.Popen:
@@ -22,7 +23,8 @@ def start(args: list[str], port: int) -> subprocess.Popen:
     return process
 
 
-async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(tmp_path: Path):
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "ctrl-c"])
+async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(tmp_path: Path, signum):
     upstream_port, proxy_port = free_port(), free_port()
     words = " ".join(f"w{i}" for i in range(10))
     mock = start(["mock-upstream", "--port", str(upstream_port), "--event-delay", "0.15", "--text", words], upstream_port)
@@ -41,7 +43,7 @@ async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(
             body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
             resp = await http.post(f"http://127.0.0.1:{proxy_port}/v1/chat/completions", json=body)
             assert b"assistant" in await resp.content.readuntil(b"\n\n")
-            proxy.send_signal(signal.SIGTERM)
+            proxy.send_signal(signum)
             await asyncio.sleep(0.3)
             # no new connections while draining
             try:
@@ -54,9 +56,12 @@ async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(
         assert rest.endswith(b"data: [DONE]\n\n")
         assert b"w9" in rest and b"error" not in rest  # the whole answer, not an interruption
         assert proxy.wait(30) == 0
+        stderr = proxy.stderr.read().decode()
+        assert "draining 1 stream (up to 20 s; press Ctrl-C again to stop now)" in stderr
+        assert "Traceback" not in stderr
         with sqlite3.connect(log_path) as conn:
-            rows = conn.execute("SELECT status, stream FROM decisions").fetchall()
-        assert rows == [(200, 1)]
+            rows = conn.execute("SELECT status, stream, stream_error FROM decisions").fetchall()
+        assert rows == [(200, 1, "")]
     finally:
         for process in (proxy, mock):
             if process.poll() is None:
@@ -66,7 +71,6 @@ async def test_sigterm_mid_stream_drains_the_stream_flushes_the_log_and_exits_0(
 
 # --- stopping with live streams: once, twice, past the drain timeout, with a blocked stderr ---
 
-from tests.processes import mock_upstream, router, running, write_config  # noqa: E402
 
 STREAM = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -137,3 +141,17 @@ async def test_sigterm_with_a_stderr_nobody_reads_still_stops_with_exit_code_0(t
             code = await asyncio.get_running_loop().run_in_executor(None, proxy.wait, 15)
     assert code == 0
     assert len(logged_rows(tmp_path / "decisions.sqlite3")) == 400  # flushed before leaving
+
+
+def test_a_request_the_proxy_cancels_while_stopping_is_recorded_as_cut_by_the_server_not_as_a_client_that_left():
+    from router.decision_record import CLIENT_CLOSED, Decision
+    from router.metrics import Metrics
+    from router.recorder import Recorder
+
+    recorder = Recorder(Metrics(["m"], ["c"]), None, None, clock=lambda: 0.0, wall_clock=lambda: 0.0)
+    recorder.record(Decision(request_id="left", ts=0.0, status=CLIENT_CLOSED, duration_ms=1.0))
+    recorder.cutting_at_shutdown = True
+    recorder.record(Decision(request_id="cut", ts=0.0, status=CLIENT_CLOSED, duration_ms=1.0))
+    recorder.record(Decision(request_id="done", ts=0.0, status=200, duration_ms=1.0))
+    text = recorder.metrics.render().decode()
+    assert 'status="499"} 1.0' in text and 'status="503"} 1.0' in text and 'status="200"} 1.0' in text

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import logging
 import queue
+import threading
+import time
 
 import orjson
 
@@ -68,3 +70,41 @@ def test_only_the_formatted_line_is_queued_and_the_record_is_left_as_it_was():
     handler.handle(record)
     assert orjson.loads(handler.queue.get_nowait())["event"] == "request req_1"
     assert record.getMessage() == "request req_1"  # other handlers (e.g. pytest's caplog) still see the original
+
+
+class BlockedStream(io.StringIO):
+    """A stderr nobody reads: every write waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.released.wait()
+        return super().write(text)
+
+
+def test_stop_gives_up_on_a_blocked_stream_instead_of_waiting_forever():
+    stream = BlockedStream()
+    writer = LineWriter(queue.Queue(10), stream, batch_seconds=0.01)
+    writer.start()
+    writer.say("pinch-router: stopping; draining 0 streams")
+    started = time.monotonic()
+    try:
+        assert writer.stop(timeout=0.2) is False
+        assert time.monotonic() - started < 1.0
+    finally:
+        stream.released.set()
+    deadline = time.monotonic() + 2
+    while "draining" not in stream.getvalue() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert stream.getvalue() == "pinch-router: stopping; draining 0 streams\n"  # the plain line, as said
+
+
+def test_stop_reports_success_when_everything_was_written():
+    stream = io.StringIO()
+    writer = LineWriter(queue.Queue(10), stream, batch_seconds=0.01)
+    writer.start()
+    writer.say("hello")
+    assert writer.stop(timeout=2) is True
+    assert stream.getvalue() == "hello\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,14 +236,18 @@ def test_relevance_mode_compresses_a_prefix_of_the_order_and_stops_once_the_defi
 
 
 @st.composite
-def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[CacheVerdict, int, int | None]], int, int, float]:
+def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[CacheVerdict, int, int | None, int | None]], int, int, float]:
     """A transcript replayed turn by turn (each request is the transcript up to a turn), and per turn
-    a cache verdict, a budget (percent of that request) and maybe a hard window (percent)."""
+    a cache verdict, a budget (percent of that request), maybe a hard window (percent) and maybe
+    the seed of a relevance order."""
     messages = draw(transcripts())
     ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"] + [len(messages)]
     requests = [messages[:end] for end in ends if end > 0]
     percent = st.sampled_from([0, 30, 60, 90, 100, 120]) | st.integers(0, 120)
-    turns = [(draw(st.sampled_from(list(CacheVerdict))), draw(percent), draw(st.none() | percent)) for _ in requests]
+    turns = [
+        (draw(st.sampled_from(list(CacheVerdict))), draw(percent), draw(st.none() | percent), draw(st.none() | st.integers(0, 99)))
+        for _ in requests
+    ]
     return requests, turns, draw(st.integers(1, 3)), draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), draw(st.sampled_from([0.3, 0.6, 1.0]))
 
 
@@ -252,8 +257,12 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
     requests, turns, keep, max_chars, watermark = session
     ledger = EMPTY_LEDGER
     sent_before: dict[str, bytes] = {}  # tool_call_id -> the compressed bytes sent for it
-    for messages, (verdict, budget_percent, window_percent) in zip(requests, turns, strict=True):
+    for messages, (verdict, budget_percent, window_percent, seed) in zip(requests, turns, strict=True):
         before = orjson.dumps(messages)
+        order = None
+        if seed is not None:
+            order = list(range(len(trim_candidates(messages, keep))))
+            random.Random(seed).shuffle(order)
         total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
         windows = [] if window_percent is None else [WindowLimit("m", "p", 10**6, total * window_percent // 100)]
         result = pinch_session(
@@ -265,6 +274,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
             max_summarize_chars=max_chars,
             cache=CacheState(verdict, str(verdict), requests=3),
             windows=windows,
+            relevance_order=order,
         )
         sent, stats = result.messages, result.stats
         assert orjson.dumps(messages) == before, "the input was mutated"

@@ -311,3 +311,25 @@ async def test_only_when_even_the_fully_pinched_prompt_fits_no_window_does_the_g
     # the gap is the fully compressed prompt, plus routing.min_output_tokens for the answer, against each window
     assert f"context window {tokens(everything) - 1} is smaller than the {tokens(everything) + 1024} tokens needed" in error["message"]
     assert mock.received == []
+
+
+async def test_a_ledger_evicted_from_the_session_state_means_one_fresh_batch_not_an_error(http):
+    clock = FakeClock()
+    config = pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger_max_sessions=1)
+    prune = PinchPrune(StageDeps(config=config, http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+
+    async def turn(session_key: str, results: int):
+        ctx = make_ctx({"model": "auto", "messages": session(results)})
+        ctx.session = SessionKey(session_key, "header")
+        record = await run_stage(prune, ctx)
+        clock.advance(10)
+        assert record.outcome is Outcome.OK and ctx.pinch is not None
+        return ctx.pinch
+
+    first = await turn("a", 6)
+    assert first.newly_compressed > 0
+    assert (await turn("a", 10)).reapplied == first.newly_compressed  # kept: a's ledger is there
+    await turn("b", 6)  # the one slot now holds b: a's ledger is gone
+    again = await turn("a", 10)
+    assert again.reapplied == 0 and again.newly_compressed > 0
+    assert again.reason == "over budget; cache cold (new session)"

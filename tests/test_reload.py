@@ -13,7 +13,10 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.harness import free_port
+from router.config import Config
 from router.core.config_diff import changed_paths
+from router.live import LIVE_KEY, load_serving_config
+from tests.conftest import chat_body, model_entry
 from tests.processes import mock_upstream, router, running, write_config
 
 CHAT = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
@@ -110,10 +113,6 @@ def test_changed_paths_name_each_changed_key_and_treat_lists_as_one_value():
 
 
 # --- in process: what a reload carries over, and what it refuses ---
-
-from router.config import Config  # noqa: E402
-from router.live import LIVE_KEY, load_serving_config  # noqa: E402
-from tests.conftest import chat_body, model_entry  # noqa: E402
 
 
 def classified_config(path: Path, upstream_url: str, **routing) -> Config:

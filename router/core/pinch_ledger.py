@@ -29,7 +29,9 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
 * **Batches with hysteresis.** Within the budget after the ledger is
   reapplied, nothing new is compressed. A batch compresses new candidates until
   the prompt is down to ``low_watermark`` × the budget (or × the window when
-  that is smaller), so one rewrite buys many turns of stable prefix. With a
+  that is smaller), so one rewrite buys many turns of stable prefix — except
+  for a provider that caches nothing, where there is no prefix to keep and a
+  batch stops at the budget (unless the window forces it further). With a
   relevance order, the least relevant new candidates go first; without one
   the oldest go first (:class:`BatchOrder`: measured in ``bench/bench_pinch``
   against largest-first, which busts the cache nearer the front).
@@ -269,7 +271,10 @@ def pinch_session(
         elif window is not hard:
             reason += f"; toward the {window.context_window}-token window of {window.model}"
         limit = min(limit, window.prompt_limit)
-    target = math.floor(low_watermark * limit)
+    # The watermark buys turns of stable prefix; a provider that caches nothing has none to keep,
+    # so there a batch (not forced by the window) stops at the budget and loses no more than it must.
+    soft_only = hard is None or current <= hard.prompt_limit
+    target = limit if cache.verdict is CacheVerdict.NONE and soft_only else math.floor(low_watermark * limit)
     batch: list[tuple[int, tuple[Message, Any, int]]] = []
     for step in plan:
         if current <= target:
