@@ -16,7 +16,8 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
   time (``deps.clock``) and its provider live in the session state
   (``deps.state``, on Redis shared by every replica): one read (pipelined with
-  the session's escalation record) and one write per request. A missing ledger
+  the session's escalation record, which the gate then reuses from
+  ``ctx.escalation_record``) and one write, not waited for, per request. A missing ledger
   (new session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_context`) to the budget, or to the window when that is smaller.
@@ -54,7 +55,7 @@ class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
     requires: ClassVar[frozenset[str]] = frozenset({"messages", "body"})
     reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session"})
-    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "send_messages"})
+    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "send_messages", "escalation_record"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -76,6 +77,8 @@ class PinchPrune:
         order = ctx.relevance.order if ctx.relevance is not None else None
         outcome, note = Outcome.OK, ""
         session, escalation = await self._read(ctx)
+        if self.escalation is not None and ctx.session is not None:
+            ctx.escalation_record = escalation or EscalationRecord()  # for the gate: read once per request
         windows = self._windows(ctx, escalation)
         try:
             sent, stats, stored = self._prune(ctx, order, windows, session)
@@ -83,7 +86,9 @@ class PinchPrune:
             sent, stats, stored = self._prune(ctx, None, windows, session)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
         if stored is not None and ctx.session is not None:
-            await self.state.put(self.space, ctx.session.key, stored, self.clock())
+            # Not waited for: the write leaves before the request goes upstream, long before
+            # the session's next turn can arrive at any replica.
+            self.state.put_later(self.space, ctx.session.key, stored, self.clock())
         ctx.send_messages = sent
         ctx.pinch = stats
         detail = (

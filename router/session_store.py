@@ -34,6 +34,7 @@ Redis is bounded by the time to live (and its own ``maxmemory`` policy).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 from collections.abc import Awaitable, Callable, Sequence
@@ -158,6 +159,10 @@ class RedisStore:
     async def ping(self) -> None:
         await self.client.ping()
 
+    async def drop_connections(self) -> None:
+        """Close every pooled connection: after an outage they lead to the old server, or nowhere."""
+        await self.client.connection_pool.disconnect(inuse_connections=True)
+
 
 class ResilientStore:
     """Redis while it answers within the timeout, the in-process store otherwise (see the module doc)."""
@@ -238,6 +243,8 @@ class ResilientStore:
     async def _reconnect(self) -> None:
         while not self.up:
             await asyncio.sleep(self.retry_seconds)
+            with contextlib.suppress(RedisError, OSError):
+                await self.redis.drop_connections()
             if await self._ping():
                 self.up = True
                 self.on_state(True)
