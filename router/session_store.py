@@ -57,6 +57,10 @@ Read = tuple[Space[Any], str]
 
 
 class SessionStore(Protocol):
+    # True when other processes read what this one writes (Redis): worth a round trip for what
+    # a process-local cache lacks. False for the in-process store.
+    shared: bool
+
     async def get(self, space: Space[V], key: str, now: float) -> V | None: ...
 
     async def get_many(self, reads: Sequence[Read], now: float) -> list[Any]: ...
@@ -78,6 +82,8 @@ class SessionStore(Protocol):
 
 class LocalStore:
     """The in-process store (``state.backend: memory``, and the fallback of Redis)."""
+
+    shared = False
 
     def __init__(self, memory: MemorySessionState | None = None) -> None:
         self.memory = memory if memory is not None else MemorySessionState()
@@ -166,6 +172,8 @@ class RedisStore:
 
 class ResilientStore:
     """Redis while it answers within the timeout, the in-process store otherwise (see the module doc)."""
+
+    shared = True
 
     def __init__(
         self,

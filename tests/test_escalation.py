@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from router.core.escalation import EscalationRecord
 from router.session_escalation import SessionEscalation
 from router.session_store import LocalStore
 
@@ -69,3 +70,8 @@ async def test_the_tracker_is_bounded():
         await t.record_outcome(session, False, i)
     assert await t.escalate("a", 1, TIERS, 3) is None
     assert await t.escalate("c", 1, TIERS, 3) is not None
+
+
+def test_a_record_survives_the_codec_a_shared_store_uses():
+    record = EscalationRecord().after_failure(1.5, 3, 100).after_failure(2.5, 3, 100)
+    assert EscalationRecord.decode(record.encode()) == record == EscalationRecord((1.5, 2.5), 0.0)
