@@ -27,6 +27,17 @@ TCP connections to the mock upstream (kept-alive pool connections may stay:
 they are reported as idle, with upstream responses open == 0 saying none is
 in use) and from clients.
 
+Stalled readers (issue #17): ``--stalled-clients`` more clients each open a
+stream from a second mock upstream that streams as fast as it can
+(``--fast-words`` events, no delay), then never read: their socket buffers
+fill and the proxy's writes wait. Without a write timeout each pins an
+upstream connection (and its buffers) for as long as it stays; with
+``upstream.client_write_timeout_seconds`` (``--write-timeout``) the proxy drops
+it and frees the connection. They reconnect every ``3 × --write-timeout``
+seconds to keep the pressure on. Measured: the peak of upstream responses
+open during the load (scraped each second), RSS, and the other clients'
+latency. ``--write-timeout 1e9`` shows the behaviour without the timeout.
+
 Targets: zero errors, RSS growth under 10%, back to idle (nothing in flight,
 no upstream response open, tasks within 2 of the pre-load count, no client
 connection left). Each is printed met or MISSED; the exit code is 0 either
@@ -45,6 +56,7 @@ import asyncio
 import contextlib
 import random
 import signal
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -231,13 +243,48 @@ class LoadReport:
     end_samples: dict[str, list[tuple[dict[str, str], float]]]
     upstream_sockets: dict[str, int]
     client_sockets: dict[str, int]
+    upstream_open_peak: float = 0.0
+    stalled_opened: int = 0
 
 
-async def trace_rss(pid: int, into: list[tuple[float, int]], every: float = 1.0) -> None:
+async def trace_rss(pid: int, into: list[tuple[float, int]], every: float = 1.0, metrics_url: str = "", opened: list[float] | None = None) -> None:
     started = time.monotonic()
     while True:
         into.append((time.monotonic() - started, rss_kib(pid)))
+        if metrics_url and opened is not None:
+            with contextlib.suppress(aiohttp.ClientError, TimeoutError, KeyError, IndexError):
+                opened.append(gauges(await scrape_metrics(metrics_url)).upstream_open)
         await asyncio.sleep(every)
+
+
+STALLED_MODEL = "fast-stream"
+
+
+async def stalled_readers(port: int, clients: int, hold: float, stop: asyncio.Event) -> int:
+    """``clients`` connections that ask for a long fast stream and never read it; the streams opened."""
+    body = orjson.dumps({"model": STALLED_MODEL, "stream": True, "messages": SHORT_CHAT["messages"]})
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    opened = 0
+
+    async def one() -> None:
+        nonlocal opened
+        while not stop.is_set():
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # fills fast, like a stalled terminal
+            sock.setblocking(False)
+            try:
+                await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+                await asyncio.get_running_loop().sock_sendall(sock, request)
+                opened += 1
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), hold)  # never reads a byte
+            except OSError:
+                await asyncio.sleep(0.5)
+            finally:
+                sock.close()
+
+    await asyncio.gather(*(one() for _ in range(clients)))
+    return opened
 
 
 async def measure(pid: int, proxy_port: int, upstream_port: int, mix: RequestMix, args: argparse.Namespace) -> LoadReport:
@@ -247,11 +294,16 @@ async def measure(pid: int, proxy_port: int, upstream_port: int, mix: RequestMix
     warm_up = await run_load(chat_url, mix, args.clients, args.warmup, args.max_requests, seed=1)
     rss_before = rss_kib(pid)
     trace: list[tuple[float, int]] = []
-    tracer = asyncio.create_task(trace_rss(pid, trace))
+    opened: list[float] = []
+    tracer = asyncio.create_task(trace_rss(pid, trace, metrics_url=f"{base}/metrics", opened=opened))
+    stop = asyncio.Event()
+    stalled = asyncio.create_task(stalled_readers(proxy_port, args.stalled_clients, 3 * args.write_timeout, stop))
     try:
         load = await run_load(chat_url, mix, args.clients, args.seconds, args.max_requests, seed=2)
     finally:
         tracer.cancel()
+        stop.set()
+        stalled_opened = await stalled
     await asyncio.sleep(args.settle)
     end_samples = await scrape_metrics(f"{base}/metrics")
     return LoadReport(
@@ -265,6 +317,8 @@ async def measure(pid: int, proxy_port: int, upstream_port: int, mix: RequestMix
         end_samples=end_samples,
         upstream_sockets=tcp_states(pid, remote_port=upstream_port),
         client_sockets={s: n for s, n in tcp_states(pid, local_port=proxy_port).items() if s != "LISTEN"},
+        upstream_open_peak=max(opened, default=0.0),
+        stalled_opened=stalled_opened,
     )
 
 
@@ -303,6 +357,8 @@ def print_report(report: LoadReport, decisions: Counter[tuple[int, str]]) -> Non
     for reason, count in load.errors.most_common():
         rows.append((f"  {reason}", f"{count:,}", "", ""))
     rows.append(("deliberate disconnects", f"{load.disconnects:,} (not errors)", "", ""))
+    rows.append(("stalled-reader streams opened", f"{report.stalled_opened:,}", "", ""))
+    rows.append(("upstream responses open, peak during load", f"{report.upstream_open_peak:.0f}", "", ""))
     statuses = totals_by(report.end_samples, "pinch_router_requests_total", "status")
     rows.append(("proxy's requests by status (+warm-up)", ", ".join(f"{s}: {n:,}" for s, n in statuses.items()), "", ""))
     sources = totals_by(report.end_samples, "pinch_router_classification_total", "source")
@@ -313,7 +369,7 @@ def print_report(report: LoadReport, decisions: Counter[tuple[int, str]]) -> Non
     # waiting, as a 200 stream cut short when a write to the client failed, and not at all when the
     # proxy had already sent the whole stream (a busy client reads the first event late).
     drops = report.warm_up.disconnects + load.disconnects
-    cancelled = sum(n for (status, _), n in decisions.items() if status == 499)
+    cancelled = sum(n for (status, _), n in decisions.items() if status == 499) - report.stalled_opened
     cut = decisions[200, "client disconnected"]
     rows.append(
         (
@@ -381,14 +437,26 @@ def main() -> int:
     parser.add_argument("--settle", type=float, default=2, help="seconds after the load before the end is measured")
     parser.add_argument("--disconnect-share", type=float, default=0.05, help="share of all requests dropped mid-stream")
     parser.add_argument("--event-delay", type=float, default=0.01, help="mock upstream: seconds before each streamed event")
+    parser.add_argument("--stalled-clients", type=int, default=0, help="clients that open a fast stream and never read it")
+    parser.add_argument("--write-timeout", type=float, default=2.0, help="upstream.client_write_timeout_seconds (1e9: none)")
+    parser.add_argument("--fast-words", type=int, default=20_000, help="events in each fast stream")
+    parser.add_argument("--max-connections", type=int, default=512, help="upstream.max_connections (the pool stalled readers can fill)")
     args = parser.parse_args()
     # SIGTERM cleans up like Ctrl-C: the servers' `with` blocks stop them.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     transcript_name = "sweagent-gpt4__pydicom__pydicom-1458"
     mix = RequestMix(transcript_body(transcript_name), args.disconnect_share)
-    up_port, proxy_port = free_port(), free_port()
+    up_port, proxy_port, fast_port = free_port(), free_port(), free_port()
     sections = chain_sections()
+    sections["providers"] = {"mock": {"base_url": f"http://127.0.0.1:{up_port}/v1"}, "fast": {"base_url": f"http://127.0.0.1:{fast_port}/v1"}}
+    sections["models"] = [
+        {"name": "bench-model", "provider": "mock", "upstream_model": "mock", "context_window": 2_000_000, "max_output_tokens": 8192,
+         "supports": {"tools": True, "vision": True, "json_mode": True}, "tiers": [1, 2, 3]},
+        # pinned by the stalled readers only: ranks below bench-model for every routed request
+        {"name": STALLED_MODEL, "provider": "fast", "upstream_model": "mock", "context_window": 2_000_000, "max_output_tokens": 8192, "tiers": [1], "quality": 0.0},
+    ]
+    sections["upstream"] = {"client_write_timeout_seconds": args.write_timeout, "max_connections": args.max_connections}
     sections["classifier"] = {"provider": "mock", "model": "mock-classifier"}
     sections["session_cache"] = {"enabled": True, "staleness_minutes": SESSION_STALENESS_MINUTES}
     mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(up_port), "--event-delay", str(args.event_delay)]
@@ -406,8 +474,13 @@ def main() -> int:
             f"({len(mix.bodies['transcript', False]):,} B); {SESSION_IDS} session ids + fingerprinted; "
             f"mock event delay {args.event_delay * 1000:g} ms"
         )
+        print(
+            f"stalled readers: {args.stalled_clients} (a {args.fast_words:,}-event stream each, never read, reopened every "
+            f"{3 * args.write_timeout:g} s); client write timeout {args.write_timeout:g} s; upstream pool {args.max_connections}"
+        )
         try:
-            with spawn(mock, up_port), spawn(proxy(config), proxy_port) as server:
+            fast = [sys.executable, "-m", "router", "mock-upstream", "--port", str(fast_port), "--event-delay", "0", "--text", "word " * args.fast_words]
+            with spawn(mock, up_port), spawn(fast, fast_port), spawn(proxy(config), proxy_port) as server:
                 report = asyncio.run(measure(server.pid, proxy_port, up_port, mix, args))
         except KeyboardInterrupt:
             print("\ninterrupted: servers stopped", file=sys.stderr)

@@ -68,14 +68,23 @@ AGENT_TIMEOUT_SECONDS = 180
 class Agent:
     name: str  # also the fixture folder
     binary: str  # under node_modules/.bin
-    mode: str  # "print" (claude -p), "tui" (claude's terminal UI, typed into), "exec" (codex exec)
+    # "print" (claude -p), "tui" (claude's terminal UI, typed into), "exec" (codex exec, a custom
+    # provider), "oss" (codex exec --oss: the mock standing in for Ollama)
+    mode: str
     prompt: str
+
+    @property
+    def prompts(self) -> tuple[str, ...]:
+        """The prompts run in one session: a follow-up continues it where the agent can (not the TUI)."""
+        return (self.prompt,) if self.mode in ("tui", "oss") else (self.prompt, FOLLOW_UP)
 
     def command(self, binary: Path, prompt: str, follow_up: bool) -> list[str]:
         if self.mode == "tui":
             return [str(binary), "--allowedTools", "Bash"]
         if self.mode == "print":
             return [str(binary), "-p", *(["--continue"] if follow_up else []), prompt, "--allowedTools", "Bash"]
+        if self.mode == "oss":
+            return [str(binary), "exec", "--skip-git-repo-check", "--oss", "--local-provider", "ollama", "-m", "mock", prompt]
         return [str(binary), "exec", "--skip-git-repo-check", *(["resume", "--last"] if follow_up else []), prompt]
 
     def environment(self, home: Path, workspace: Path, port: int) -> dict[str, str]:
@@ -95,6 +104,8 @@ class Agent:
                 "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
                 "ANTHROPIC_API_KEY": "test",
             }
+        if self.mode == "oss":  # Codex's built-in Ollama provider, http://localhost:<port>/v1, no key
+            return {**base, "CODEX_OSS_PORT": str(port)}
         codex_home = home / ".codex"
         codex_home.mkdir(parents=True, exist_ok=True)
         (codex_home / "config.toml").write_text(codex_config(port))
@@ -106,6 +117,7 @@ AGENTS = (
     Agent("claude-code", "claude", "print", "list the files in this directory"),
     Agent("claude-code-tui", "claude", "tui", "list the files in this directory"),
     Agent("codex", "codex", "exec", "list the files"),
+    Agent("codex-oss", "codex", "oss", "list the files"),
 )
 
 
@@ -164,8 +176,8 @@ def run_agent(agent: Agent, agents_dir: Path, scratch: Path) -> Run:
         if agent.mode == "tui":
             answered, screen = drive_tui(agent.command(binary, agent.prompt, False), workspace, env, agent.prompt)
             return Run(agent, version, (0 if answered else 1,), (screen,), "" if answered else screen, sorted(recordings.iterdir()))
-        for prompt, follow_up in ((agent.prompt, False), (FOLLOW_UP, True)):
-            command = agent.command(binary, prompt, follow_up)
+        for n, prompt in enumerate(agent.prompts):
+            command = agent.command(binary, prompt, follow_up=n > 0)
             done = subprocess.run(
                 command, cwd=workspace, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=AGENT_TIMEOUT_SECONDS
             )
@@ -265,8 +277,7 @@ def write_fixtures(run: Run, temp_root: str) -> None:
     if run.agent.mode == "tui":  # the screen's end: the prompt, the tool call, the answer, /context
         (folder / "screen.txt").write_text(curated(run.stdouts[0][-3000:], temp_root))
         return
-    prompts = (run.agent.prompt, FOLLOW_UP)
-    printed = "".join(f"$ {prompt!r}\n{stdout}\n" for prompt, stdout in zip(prompts, run.stdouts, strict=True))
+    printed = "".join(f"$ {prompt!r}\n{stdout}\n" for prompt, stdout in zip(run.agent.prompts, run.stdouts, strict=True))
     (folder / "stdout.txt").write_text(curated(printed, temp_root))
 
 

@@ -109,8 +109,7 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                secret = self.client.providers[candidate.provider].api_key()
-                ctx.response = relay_client_error(response.status, body, candidate, secret)
+                ctx.response = relay_client_error(response.status, body, candidate)
                 self._answered(result, candidate, response.status, sent)
                 return
             if response.content_type == "text/event-stream":

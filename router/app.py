@@ -12,6 +12,7 @@ import hmac
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 
 import aiohttp
 from aiohttp import web
@@ -21,7 +22,7 @@ from router.config import Config, config_secrets
 from router.core.redaction import Redactor, clip
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
-from router.edge import chain_end
+from router.edge import chain_end, chat_edge
 from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
@@ -149,10 +150,9 @@ async def create_app(
     )
 
     max_bytes = config.server.max_body_bytes
-    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)
-    # the edge and the stages, swapped on reload
-    live = LiveChain(config, http=http, recorder=recorder, clock=clock, budget=budget, state=state)
-    llm = web.Application(middlewares=[live.dispatch], client_max_size=max_bytes)
+    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)  # the stages (and edges), swapped on reload
+    llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget))], client_max_size=max_bytes)
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
@@ -183,6 +183,20 @@ async def create_app(
 
     app.on_startup.append(connect_state)
     app.on_cleanup.append(close_state)
+
+    if redactor:
+        log_filter = redactor.log_filter()
+
+        async def redact_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(log_filter)
+
+        async def stop_redacting_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(log_filter)
+
+        app.on_startup.append(redact_logs)
+        app.on_cleanup.append(stop_redacting_logs)
 
     if decision_log is not None:
 

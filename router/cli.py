@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 
 from router.chain import ChainError
-from router.config import Config, ConfigError
+from router.config import Config, ConfigError, providers_looping_back
 from router.live import load_serving_config
 from router.locations import CONFIG_NAME, LocationError, find_config, place_state, prepare_state, state_dir
 
@@ -198,6 +198,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = prepare(_load(path))
     host = args.host or os.environ.get(HOST_ENV) or config.server.host
     port = _port(args, config)
+    loops = providers_looping_back(host, port, config.providers)
+    if loops:
+        raise _fail(loops[0])
     allow_remote = config.server.allow_unauthenticated_remote or args.allow_unauthenticated_remote
     if not is_loopback(host) and not config.server.api_keys and not allow_remote:
         print(

@@ -393,7 +393,7 @@ class Config(_Strict):
                 f"classifier.provider: unknown provider {self.classifier.provider!r} "
                 f"(known: {', '.join(self.providers)})"
             )
-        problems += _loops_back(self.server, self.providers)
+        problems += providers_looping_back(self.server.host, self.server.port, self.providers)
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -415,12 +415,16 @@ def _is_local(host: str) -> bool:
     return host in _LOOPBACK_NAMES or host.startswith("127.")
 
 
-def _loops_back(server: ServerSettings, providers: dict[str, ProviderSettings]) -> list[str]:
-    """A provider on the proxy's own host:port would send every request back into the proxy."""
+def providers_looping_back(host: str, port: int, providers: dict[str, ProviderSettings]) -> list[str]:
+    """A provider on the proxy's own ``host``:``port`` would send every request back into the proxy.
+
+    Checked at load for ``server.host``/``port``, and again by ``serve`` for the address it
+    really listens on (``--host``/``--port`` or the environment may differ from the file).
+    """
     return [
-        f"providers.{name}.base_url: {provider.url} is this proxy itself (server.host {server.host}, port {server.port}): requests would loop"
+        f"providers.{name}.base_url: {provider.url} is this proxy itself (its own address, {host} port {port}): requests would loop"
         for name, provider in providers.items()
-        if provider.base_url.port == server.port and _same_host(provider.base_url.host or "", server.host)
+        if provider.base_url.port == port and _same_host(provider.base_url.host or "", host)
     ]
 
 

@@ -8,7 +8,7 @@ quietly edit an earlier one's decision.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -193,13 +193,8 @@ class Usage:
 
     def updated(self, later: Usage) -> Usage:
         """This report with every figure ``later`` has replacing ours (a stream may report in parts)."""
-        return Usage(
-            *(mine if theirs is None else theirs for mine, theirs in zip(_usage_figures(self), _usage_figures(later), strict=True))
-        )
-
-
-def _usage_figures(usage: Usage) -> tuple[int | None, ...]:
-    return (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens, usage.cached_tokens, usage.cache_write_tokens)
+        figures = {f.name: getattr(later, f.name) for f in fields(Usage) if getattr(later, f.name) is not None}
+        return replace(self, **figures)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,9 @@
 It is the first middleware of the LLM sub-application, ahead of the stages,
 because aiohttp runs middlewares before the route handler. Everything the
 client can get wrong is answered here with an OpenAI error object: wrong
-content type (415), body too large (413), malformed JSON or wrong shape (400).
+content type (415), body too large (413), too slow (408), too deep, malformed
+JSON or wrong shape (400) — see :mod:`router.request_body` — and too many
+large bodies in flight at once (503 with Retry-After).
 """
 
 from __future__ import annotations

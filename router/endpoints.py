@@ -9,6 +9,7 @@ from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
 from router.core.fingerprint import header_session_key
+from router.core.redaction import clip
 from router.errors import ApiError, invalid_request
 from router.live import LIVE_KEY
 from router.metrics import CONTENT_TYPE
@@ -87,7 +88,7 @@ async def post_outcome(request: web.Request) -> web.Response:
     if reason is not None and not isinstance(reason, str):
         return invalid_request("'reason' must be a string", param="reason").response()
     if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None):
-        return invalid_request(f"no request with id {request_id!r} is known", code="request_not_found", param="request_id", status=404).response()
+        return invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404).response()
     return _json({"request_id": request_id, "recorded": True})
 
 

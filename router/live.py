@@ -1,11 +1,12 @@
 """The serving chain as a swappable value: reload a config without a restart.
 
 A :class:`Generation` is everything built from one config for the LLM
-endpoint: the edge and the stages, as middlewares. :class:`LiveChain` holds the
-current one; its ``dispatch`` middleware (the only middleware of the LLM
-sub-application) takes the generation current when a request *arrives* and runs
-the request through it to the end, so a swap never touches a request in flight:
-those finish on the old chain, new ones get the new chain.
+endpoints: the stages (as middlewares) and each client API's edge.
+:class:`LiveChain` holds the current one; the middleware it gives each LLM
+sub-application (:meth:`LiveChain.middleware`, that sub-application's only one)
+takes the generation current when a request *arrives* and runs the request
+through it to the end, so a swap never touches a request in flight: those
+finish on the old chain, new ones get the new chain.
 
 ``reload`` reads, validates and builds a config exactly as start-up does
 (:func:`load_serving_config`, then the same :meth:`LiveChain.build`), and swaps
@@ -32,11 +33,9 @@ from prometheus_client import Gauge
 from router.chain import ChainError, StageDeps, build_chain, stage_registry, validate_order
 from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
-from router.core.tokens import TokenEstimator
 from router.core.redaction import Redactor
-from router.edge import chat_edge
+from router.core.tokens import TokenEstimator
 from router.recorder import Recorder
-from router.request_body import BodyBudget
 from router.session_store import SessionStore
 from router.stage import Handler, Middleware, Stage
 
@@ -60,11 +59,16 @@ def config_hash(config: Config) -> str:
     return hashlib.sha256(config.model_dump_json().encode()).hexdigest()[:12]
 
 
+# Builds the edge of one client API (parse, validate, record) from a config.
+EdgeFactory = Callable[[Config, Recorder], Middleware]
+
+
 @dataclass(frozen=True, slots=True)
 class Generation:
     config: Config
     stages: tuple[Stage, ...]
-    middlewares: tuple[Middleware, ...]  # the edge, then the stages in configured order
+    chain: tuple[Middleware, ...]  # the stages as middlewares, in configured order
+    edges: dict[EdgeFactory, Middleware]  # each registered edge, built from this config
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +87,6 @@ class LiveChain:
         http: aiohttp.ClientSession,
         recorder: Recorder,
         clock: Callable[[], float],
-        budget: BodyBudget,
         state: SessionStore | None = None,
     ) -> None:
         self.http = http
@@ -91,21 +94,8 @@ class LiveChain:
         self.state = state if state is not None else recorder.state
         self.recorder = recorder
         self.clock = clock
-        self.budget = budget  # bytes of request bodies in flight: one per process, kept across reloads
+        self._edges: list[EdgeFactory] = []
         self.current = self.build(config)
-
-        @web.middleware
-        async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
-            """Run the request through the generation current at its arrival.
-
-            Composing the chain per request (eight partials) measured ~2 µs, under 1%
-            of the proxy's own time per request; no cache to keep bounded.
-            """
-            for middleware in reversed(self.current.middlewares):
-                handler = partial(middleware, handler=handler)
-            return await handler(request)
-
-        self.dispatch = dispatch
         registry = recorder.metrics.registry
         self._reload_ok = Gauge(
             "pinch_router_config_last_reload_successful", "1 if the last config reload was applied (or none was tried)", registry=registry
@@ -122,8 +112,30 @@ class LiveChain:
     def config(self) -> Config:
         return self.current.config
 
+    def middleware(self, edge: EdgeFactory) -> Middleware:
+        """The one middleware of a sub-application whose requests enter through ``edge``, then the chain.
+
+        Each request runs on the generation current when it arrives, to its end.
+        Every client API's sub-application gets its own (``live.middleware(chat_edge)``);
+        all of them share one chain and swap together.
+        """
+        self._edges.append(edge)
+        current = self.current
+        self.current = Generation(current.config, current.stages, current.chain, {**current.edges, edge: edge(current.config, self.recorder)})
+
+        @web.middleware
+        async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
+            # Composing the chain per request (eight partials) measured ~2 µs, under 1%
+            # of the proxy's own time per request; no cache to keep bounded.
+            generation = self.current
+            for middleware in reversed(generation.chain):
+                handler = partial(middleware, handler=handler)
+            return await generation.edges[edge](request, handler)
+
+        return dispatch
+
     def build(self, config: Config, previous: Generation | None = None) -> Generation:
-        """The edge and the stages for ``config``, sharing the process's HTTP session, recorder and escalation state.
+        """The edges and the stages for ``config``, sharing the process's HTTP session, recorder and escalation state.
 
         With ``previous`` (a reload), each new stage that defines ``carry_over`` takes
         what is still valid from its predecessor of the same name (see
@@ -146,7 +158,7 @@ class LiveChain:
                 carry_over = getattr(stage, "carry_over", None)
                 if carry_over is not None and stage.name in old:
                     carry_over(old[stage.name])
-        return Generation(config, tuple(stages), (chat_edge(config, self.recorder, self.budget), *chain))
+        return Generation(config, tuple(stages), chain, {edge: edge(config, self.recorder) for edge in self._edges})
 
 
     def reload(self, path: str | Path, prepare: Callable[[Config], Config] = lambda c: c) -> ReloadResult:

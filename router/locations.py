@@ -91,11 +91,13 @@ def prepare_state(config: Config, directory: Path, *, probe_only: bool = False) 
     if not log.enabled or log.path == ":memory:":
         return
     database = Path(log.path)
-    if database.parent == directory:
+    inside = directory == database.parent or directory in database.parents
+    if inside:
         try:
             if not directory.is_dir():
                 directory.mkdir(parents=True, mode=0o700)
                 directory.chmod(0o700)  # mkdir's mode is narrowed by the umask, never widened; be exact
+            database.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a relative path's own folders
         except OSError as error:
             raise LocationError(
                 f"cannot create the state directory {directory}: {error.strerror or error} (set --state-dir or ${STATE_DIR_ENV})"
@@ -106,5 +108,5 @@ def prepare_state(config: Config, directory: Path, *, probe_only: bool = False) 
         if probe_only and not existed:
             database.unlink()
     except OSError as error:
-        setting = "decision_log.path" if database.parent != directory else f"--state-dir / ${STATE_DIR_ENV}"
+        setting = f"--state-dir / ${STATE_DIR_ENV}" if inside else "decision_log.path"
         raise LocationError(f"cannot write the decision log {database}: {error.strerror or error} (set {setting})") from None

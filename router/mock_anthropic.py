@@ -70,6 +70,38 @@ def _messages_error(body: dict[str, Any]) -> str | None:
         for b, block in enumerate(_blocks(message.get("content"))):
             if block.get("type") == "thinking" and block.get("signature") != seal(str(block.get("thinking", ""))):
                 return f"messages.{m}.content.{b}: Invalid `signature` in `thinking` block"
+    return _pairing_error(messages)
+
+
+def _pairing_error(messages: list[dict[str, Any]]) -> str | None:
+    """Anthropic's rule (its wording): every ``tool_use`` is answered by one ``tool_result`` in the next
+    message, every ``tool_result`` answers a ``tool_use`` of the previous one. A proxy that prunes or
+    reorders a transcript wrongly breaks it, and the real API refuses every later request."""
+    turns = [(i, m) for i, m in enumerate(messages) if m.get("role") != "system"]  # mid-conversation system messages sit between
+    for k, (i, message) in enumerate(turns):
+        blocks = _blocks(message.get("content"))
+        if message.get("role") == "assistant" and k + 1 < len(turns):
+            next_at, following = turns[k + 1]
+            answered = {b.get("tool_use_id") for b in _blocks(following.get("content")) if b.get("type") == "tool_result"}
+            missing = [str(b.get("id")) for b in blocks if b.get("type") == "tool_use" and b.get("id") not in answered]
+            if missing:
+                return (
+                    f"messages.{next_at}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(missing)}. "
+                    "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+                )
+        if message.get("role") == "user":
+            results = [str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"]
+            previous = turns[k - 1][1] if k > 0 else {}
+            offered = {b.get("id") for b in _blocks(previous.get("content")) if b.get("type") == "tool_use"} if previous.get("role") == "assistant" else set()
+            unexpected = [r for r in results if r not in offered]
+            if unexpected:
+                return (
+                    f"messages.{i}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(unexpected)}. "
+                    "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )
+            repeated = sorted({r for r in results if results.count(r) > 1})
+            if repeated:
+                return f"messages.{i}: more than one `tool_result` block for `tool_use` ids: {', '.join(repeated)}"
     return None
 
 

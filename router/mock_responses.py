@@ -51,7 +51,25 @@ def request_error(body: dict[str, Any]) -> str | None:
     for i, item in enumerate(_items(body)):
         if item.get("type") == "reasoning" and "encrypted_content" in item and item["encrypted_content"] != seal(_summary_text(item)):
             return f"input[{i}]: the encrypted content of this reasoning item could not be verified"
-    return None
+    return _pairing_error(_items(body))
+
+
+def _pairing_error(items: list[dict[str, Any]]) -> str | None:
+    """OpenAI's rule for a stateless request (its wording): every ``function_call_output`` follows its
+    ``function_call``, and every ``function_call`` has exactly one output."""
+    calls: set[Any] = set()
+    outputs: list[Any] = []
+    for item in items:
+        if item.get("type") == "function_call":
+            calls.add(item.get("call_id"))
+        elif item.get("type") == "function_call_output":
+            if item.get("call_id") not in calls:
+                return f"No tool call found for function call output with call_id {item.get('call_id')}."
+            if item.get("call_id") in outputs:
+                return f"Duplicate function call output for call_id {item.get('call_id')}."
+            outputs.append(item.get("call_id"))
+    unanswered = [call for call in calls if call not in outputs]
+    return f"No tool output found for function call {sorted(map(str, unanswered))[0]}." if unanswered else None
 
 
 def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:

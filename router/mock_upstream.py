@@ -8,9 +8,10 @@ words are similar), and records every request it receives. On Ollama's port it
 stands in for all of Ollama. It also speaks the Anthropic Messages API
 (``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
 (``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
-round trip against it (see ``mock_answers``); ``record_dir`` writes every
-request to a file (see ``mock_capture``). With a :class:`SimulatedPromptCache`
-its chat usage reports ``prompt_tokens_details.cached_tokens`` as a prefix cache would.
+round trip against it (see ``mock_answers``), and the Ollama endpoints ``codex
+--oss`` checks first; ``record_dir`` writes every request to a file (see
+``mock_capture``). With a :class:`SimulatedPromptCache` its chat usage reports
+``prompt_tokens_details.cached_tokens`` as a prefix cache would.
 Tests script faults per request with :class:`Behaviour`: a status, a delay
 before the head, a stall or a cut after N events, a malformed event.
 """
@@ -96,13 +97,15 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     raw: bytes
+    query: dict[str, str] = field(default_factory=dict)  # e.g. Claude Code's ?beta=true
 
 
 class MockUpstream:
     """``record=False`` keeps no copy of the requests (``received`` stays empty): the
     served ``pinch-router mock-upstream`` has nobody to read them, and keeping every
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
-    slowing it down for whichever target a benchmark measured last."""
+    slowing it down for whichever target a benchmark measured last. ``record_dir`` writes
+    each request to a file there instead (``--record DIR``, see ``mock_capture``)."""
 
     def __init__(
         self,
@@ -117,6 +120,7 @@ class MockUpstream:
         self.record_dir = record_dir
         self._record_numbers = itertools.count(1)
         self.prompt_cache = prompt_cache  # None: usage without cache accounting
+        self.ollama_models: list[str] = ["mock:latest"]  # what /api/tags lists as pulled (tests set their own)
         self.script: deque[Behaviour] = deque()
         self.received: list[Received] = []
         self.open_streams = 0
@@ -129,7 +133,7 @@ class MockUpstream:
 
     def _remember(self, request: web.Request, body: dict[str, Any], raw: bytes = b"") -> None:
         if self.record:
-            self.received.append(Received(request.path, dict(request.headers), body, raw))
+            self.received.append(Received(request.path, dict(request.headers), body, raw, dict(request.query)))
 
     def app(self) -> web.Application:
         middlewares = [self._record_to_dir] if self.record_dir is not None else []
@@ -138,7 +142,11 @@ class MockUpstream:
         app.router.add_post("/v1/messages", self.anthropic_messages)
         app.router.add_post("/v1/messages/count_tokens", self.anthropic_count_tokens)
         app.router.add_post("/v1/responses", self.responses)
-        app.router.add_get("/", self.root)  # with HEAD: Claude Code probes the base URL first
+        app.router.add_get("/", self.root)  # and HEAD: a base-URL probe (reported of Claude Code; 2.1.332 sent none here)
+        # What `codex --oss` asks Ollama before its first /v1/responses request
+        app.router.add_get("/api/version", self.ollama_version)
+        app.router.add_get("/api/tags", self.ollama_tags)
+        app.router.add_post("/api/pull", self.ollama_pull)
         app.router.add_post("/api/chat", self.ollama_chat)
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/api/embed", self.embeddings)
@@ -157,6 +165,36 @@ class MockUpstream:
 
     async def root(self, request: web.Request) -> web.Response:
         return web.Response(text="pinch-router mock upstream")
+
+    async def ollama_version(self, request: web.Request) -> web.Response:
+        return web.json_response({"version": OLLAMA_VERSION})
+
+    async def ollama_tags(self, request: web.Request) -> web.Response:
+        """The local models: ``ollama_models`` (by default only ``mock``; any other is "pulled" on request, see ``ollama_pull``)."""
+        details = {"format": "gguf", "family": "mock", "parameter_size": "0B", "quantization_level": "none"}
+        models = [
+            {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64, "details": details}
+            for name in self.ollama_models
+        ]
+        return web.json_response({"models": models})
+
+    async def ollama_pull(self, request: web.Request) -> web.StreamResponse:
+        """Any model pulls at once: Ollama's progress stream (NDJSON) ending in ``success``; ``stream: false`` gets only that."""
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict):
+            return web.json_response({"error": "invalid request body: a JSON object is required"}, status=400)  # Ollama's shape
+        statuses = [{"status": "pulling manifest"}, {"status": "verifying sha256 digest"}, {"status": "success"}]
+        if body.get("stream") is False:
+            return web.json_response(statuses[-1])
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        for status in statuses:
+            await response.write(orjson.dumps(status) + b"\n")
+        await response.write_eof()
+        return response
 
     async def anthropic_messages(self, request: web.Request) -> web.StreamResponse:
         return await self._serve_wire(request, mock_anthropic.WIRE)
@@ -283,6 +321,7 @@ def _error(wire: MockWire, status: int, message: str, headers: dict[str, str] | 
 
 
 EMBEDDING_DIMENSIONS = 64
+OLLAMA_VERSION = "0.13.5"  # a recent Ollama's: clients such as codex --oss ask for it before their first turn
 
 
 def _request_json(raw: bytes) -> Any:

@@ -16,7 +16,7 @@ from router.core.sse import EventTooLarge, SseRelay, error_event
 from router.drain import OPEN_STREAMS_KEY
 from router.errors import ApiError
 from router.stage import StageTimeout, within_timeout
-from router.upstream import REDACTED, AttemptFailure, error_text
+from router.upstream import AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
 
@@ -142,10 +142,8 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate, secret: str | None) -> web.Response:
-    """An upstream 4xx the client must see, in OpenAI error format, with the provider key removed."""
-    if secret and secret.encode() in body:
-        body = body.replace(secret.encode(), REDACTED.encode())
+def relay_client_error(status: int, body: bytes, candidate: Candidate) -> web.Response:
+    """An upstream 4xx the client must see, in OpenAI error format (keys are removed by the app's redaction pass)."""
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:

@@ -51,7 +51,7 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
             status=415,
         )
     if request.content_length is not None and request.content_length > limits.max_bytes:
-        return _too_large(limits.max_bytes)
+        return dataclasses.replace(_too_large(limits.max_bytes), close_connection=True)  # not read: no keep-alive
     try:
         async with asyncio.timeout(limits.timeout_seconds):
             raw = await request.read()

@@ -18,7 +18,6 @@ import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
 from router.context import Candidate, Message
-from router.core.redaction import REDACTED
 from router.core.retry_after import parse_retry_after
 from router.dependency_http import error_summary, failure_reason, is_redirect, post
 
@@ -126,14 +125,10 @@ class UpstreamClient:
             response.release()
 
 
-def redact(text: str, secret: str | None) -> str:
-    """Remove a key from text that came from a provider (some echo what they were sent)."""
-    return text.replace(secret, REDACTED) if secret else text
-
-
-def error_text(body: bytes, secret: str | None = None) -> str:
-    """The message of an upstream error body, OpenAI-shaped or not, kept short, ``secret`` removed."""
-    text = redact(body.decode("utf-8", "replace"), secret)
+def error_text(body: bytes) -> str:
+    """The message of an upstream error body, OpenAI-shaped or not, kept short: for the client's eyes only
+    (the decision log and the log get :func:`router.dependency_http.error_summary`)."""
+    text = body.decode("utf-8", "replace")
     try:
         obj = orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -61,6 +61,13 @@ def test_other_start_up_failures_are_one_line_and_exit_2(tmp_path: Path, args, e
     assert_one_line_exit_2(result, *expected)
 
 
+def test_a_port_flag_that_makes_a_provider_point_back_at_the_proxy_is_one_line_and_exit_2(tmp_path: Path):
+    upstream = free_port()  # the file's provider is here; listening here too would loop every request
+    config = write_config(tmp_path, upstream, free_port())
+    result = run(["serve", "--config", str(config), "--port", str(upstream)])
+    assert_one_line_exit_2(result, "providers.", "is this proxy itself", f"port {upstream}", "requests would loop")
+
+
 def test_decision_log_in_a_missing_directory_is_one_line_and_exit_2(tmp_path: Path):
     missing = tmp_path / "no-such-dir" / "decisions.sqlite3"
     config = write_config(tmp_path, free_port(), free_port(), decision_log={"path": str(missing)})
@@ -213,3 +220,15 @@ async def test_init_then_serve_from_an_empty_directory(tmp_path: Path):
     assert stat.S_IMODE(database.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(database.stat().st_mode) == 0o600
     assert sorted(p.name for p in work.iterdir()) == ["config.yaml"]  # nothing else lands where it started
+
+
+def test_a_relative_decision_log_path_lands_in_the_state_directory_with_its_folders(tmp_path: Path):
+    from router.locations import place_state, prepare_state
+    from tests.conftest import make_config
+
+    state = tmp_path / "state"
+    config = place_state(make_config(decision_log={"path": "logs/decisions.sqlite3"}), state)
+    prepare_state(config, state)
+    database = state / "logs" / "decisions.sqlite3"
+    assert config.decision_log.path == str(database) and database.is_file()
+    assert stat.S_IMODE(state.stat().st_mode) == 0o700

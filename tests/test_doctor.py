@@ -27,13 +27,9 @@ async def ollama() -> AsyncIterator[tuple[list[str], str]]:
     from router.mock_upstream import MockUpstream
 
     pulled: list[str] = []
-    app = MockUpstream(record=False).app()
-
-    async def tags(_: web.Request) -> web.Response:
-        return web.json_response({"models": [{"name": n, "model": n, "size": 1} for n in pulled]})
-
-    app.router.add_get("/api/tags", tags)
-    server = TestServer(app, host="127.0.0.1")
+    mock = MockUpstream(record=False)
+    mock.ollama_models = pulled
+    server = TestServer(mock.app(), host="127.0.0.1")
     await server.start_server()
     try:
         yield pulled, str(server.make_url("/v1"))

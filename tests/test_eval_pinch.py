@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from router.cli import main
 from router.config import load_config
@@ -24,9 +25,11 @@ from router.eval_pinch import (
     Mode,
     ProgressBar,
     Results,
+    Quality,
     SessionRun,
     Target,
     cost_at_most,
+    keeps_more_than_recency,
     eval_pinch,
     run_eval,
 )
@@ -210,6 +213,34 @@ def test_per_transcript_tables_follow_each_total(capsys: pytest.CaptureFixture[s
     # each transcript's no-pinch row counts its own requests
     rows = [line for line in block.splitlines() if line.strip().startswith("no pinch")]
     assert [row.split()[2] for row in rows] == [str(len(small.turn_requests()) + len(big.turn_requests())), str(len(small.turn_requests())), str(len(big.turn_requests()))]
+
+
+def test_an_unreachable_embeddings_endpoint_is_reported_not_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    raw = yaml.safe_load(SHIPPED_CONFIG.read_text())
+    raw["pinch"]["relevance"].update(base_url="http://127.0.0.1:9/v1", api="openai")  # nobody listens there
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw))
+    args = ["eval-pinch", "--config", str(config), "--embeddings-from-config", "--budget", str(BUDGET_SMALL), "--scenario", "nocache", str(SMALL)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"relevance UNAVAILABLE ({RELEVANCE.name}) on " in out and "pruned uniformly instead" in out
+
+
+def test_the_quality_target_judges_relevance_only_and_only_where_references_were_at_stake() -> None:
+    nocache = SCENARIO["nocache"]
+    relevance_ledger = next(m for m in MODES if m.relevance and m.ledger)
+    results = Results(["a", "b"], (nocache,), (40_000,), (NO_PINCH, UNIFORM_LEDGER, relevance_ledger))
+    for name in ("a", "b"):
+        results.runs[(name, "nocache", 0, NO_PINCH.name)] = session_run([100])
+        # uniform keeps exactly what recency keeps: it would miss, but it is not judged
+        results.runs[(name, "nocache", 40_000, UNIFORM_LEDGER.name)] = SessionRun([SentRequest(80, 0, 0)], over_budget=1, quality=Quality(10, 5, 5))
+    results.runs[("a", "nocache", 40_000, relevance_ledger.name)] = SessionRun([SentRequest(80, 0, 0)], over_budget=1, quality=Quality(10, 9, 5))
+    results.runs[("b", "nocache", 40_000, relevance_ledger.name)] = SessionRun([SentRequest(80, 0, 0)], over_budget=1)  # nothing at stake
+    target = Target("nocache", 40_000, "quality", keeps_more_than_recency(5), relevance_only=True)
+    assert target.worst(results, nocache, 40_000, [UNIFORM_LEDGER, relevance_ledger]) == (
+        True,
+        f"worst: 90.0% vs recency 50.0% (+40.0 points) ({relevance_ledger.name}, a)",
+    )
 
 
 def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: pytest.CaptureFixture[str]) -> None:

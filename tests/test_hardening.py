@@ -19,6 +19,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from router.config import ConfigError, parse_config
+from router.core.retry_after import parse_retry_after
+from router.core.sse import EventTooLarge, SseRelay
 from router.mock_upstream import Behaviour, MockUpstream
 from tests.conftest import chat_body, make_config, model_entry
 from tests.misbehaving_upstream import COMPLETION, MisbehavingUpstream, endless, gzip_bomb, http_answer, trickle
@@ -80,6 +82,51 @@ async def test_a_key_echoed_in_malformed_http_appears_nowhere(proxy, caplog, ans
     assert PROVIDER_KEY not in written
     assert "ClientResponseError" in written  # the failure is still named
     assert KEY in upstream.requests[0]  # and the provider did get its key
+
+
+async def test_every_log_line_is_redacted_whatever_logged_it(proxy, caplog):
+    caplog.set_level(logging.INFO)
+    await proxy(keyed_config("http://127.0.0.1:9/v1"))  # the pass is installed while the app runs
+    try:
+        raise ValueError(f"dependency said {PROVIDER_KEY}")
+    except ValueError:
+        logging.getLogger("pinch_router.anything").exception("oops %s", PROVIDER_KEY, extra={"detail": f"echo {PROVIDER_KEY}"})
+    record = caplog.records[-1]
+    assert PROVIDER_KEY not in record.getMessage() and PROVIDER_KEY not in record.detail
+    assert PROVIDER_KEY not in record.exception and "[redacted]" in record.exception
+
+
+class KeptRows:
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+
+    def submit(self, row: Any) -> bool:
+        self.rows.append(row)
+        return True
+
+
+@pytest.mark.parametrize("field", ["attempt error", "stage detail", "relevance reason", "stream error", "requested model", "rejection"])
+def test_the_redaction_pass_covers_every_foreign_text_of_a_decision(field, caplog):
+    from router.context import Attempt, Outcome, Rejection, StageRecord
+    from router.core.redaction import Redactor
+    from router.decision_record import Decision
+    from router.metrics import Metrics
+    from router.recorder import Recorder
+
+    leak = f"echo {PROVIDER_KEY} echo"
+    values = {
+        "attempt error": {"attempts": (Attempt("main", "mock", 502, leak),)},
+        "stage detail": {"stages": (StageRecord("classifier", Outcome.ERROR, 1.0, leak),)},
+        "relevance reason": {"relevance_reason": leak},
+        "stream error": {"stream_error": leak},
+        "requested model": {"requested_model": leak},
+        "rejection": {"rejected": (Rejection("main", (leak,)),)},
+    }[field]
+    kept = KeptRows()
+    recorder = Recorder(Metrics(["main"], ["c"]), kept, None, clock=lambda: 0.0, wall_clock=lambda: 0.0, redactor=Redactor([PROVIDER_KEY]))  # type: ignore[arg-type]
+    recorder.record(Decision(request_id="req_1", ts=0.0, status=502, duration_ms=1.0, **values))
+    stored = repr(kept.rows[0])
+    assert PROVIDER_KEY not in stored and "echo [redacted] echo" in stored
 
 
 # ---- 2. bounded upstream bodies, gzip inflation capped ----------------------------------------------------------
@@ -199,6 +246,31 @@ async def test_an_endless_sse_line_is_cut_at_the_event_cap(proxy):
         assert "upstream.max_stream_event_mb" in (await resp.json())["error"]["message"]
 
 
+@pytest.mark.parametrize("framing", [b"\n\n", b"\r\n\r\n", b"\r\r"], ids=["lf", "crlf", "cr"])
+def test_event_boundaries_split_across_chunks_are_found_when_only_new_bytes_are_scanned(framing):
+    stream = b"".join(b"data: {\"n\": %d}" % i + framing for i in range(5)) + b"data: [DONE]" + framing
+    relay = SseRelay()
+    out = b"".join(relay.feed(stream[i : i + 1]) for i in range(len(stream)))  # a byte at a time
+    assert out == stream and relay.done and relay.pending == bytearray()
+
+
+def test_an_event_that_never_ends_raises_at_the_bound():
+    relay = SseRelay(max_event_bytes=1024 * 1024)
+    relay.feed(b"data: ")
+    with pytest.raises(EventTooLarge, match="upstream.max_stream_event_mb"):
+        for _ in range(17):  # 17 x 64 KiB > 1 MiB
+            relay.feed(b"y" * 65536)
+    assert len(relay.pending) <= 1024 * 1024 + 65536 + 6
+
+
+@pytest.mark.parametrize(
+    ("header", "seconds"),
+    [("inf", 86_400.0), ("1e999", 86_400.0), ("99999999999", 86_400.0), ("-5", 0.0), ("Fri, 31 Dec 9999 23:59:59 GMT", 86_400.0), ("7", 7.0)],
+)
+def test_retry_after_is_bounded_to_a_day(header, seconds):
+    assert parse_retry_after(header, 0) == seconds
+
+
 # ---- 6. deep nesting is a 400 naming the limit -------------------------------------------------------------------
 
 
@@ -210,7 +282,7 @@ def nested(depth: int) -> Any:
 
 
 PLACES = {
-    "message key": lambda v: chat_body(**{}) | {"messages": [{"role": "user", "content": "hi", "extra": v}]},
+    "message key": lambda v: chat_body() | {"messages": [{"role": "user", "content": "hi", "extra": v}]},
     "unknown top-level field": lambda v: chat_body(vendor=v),
     "tools[].parameters": lambda v: chat_body(tools=[{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "x": v}}}]),
     "content part": lambda v: chat_body() | {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "x": v}]}]},
@@ -421,6 +493,19 @@ async def test_a_huge_model_name_is_clipped_in_the_404_and_the_decision(proxy, m
     assert len(await resp.read()) < 2000
     row = (await decisions(client))[0]
     assert len(row["requested_model"]) < 200 and "3,000,000 characters" in row["requested_model"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [(URL, {"model": "auto", "messages": [{"role": "r" * 1_000_000, "content": "hi"}]}), ("/v1/outcome", {"request_id": "i" * 1_000_000, "success": True})],
+    ids=["role", "outcome request_id"],
+)
+async def test_other_echoed_client_values_are_clipped(proxy, mock_upstream, path, body):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    resp = await client.post(path, json=body)
+    assert resp.status in (400, 404)
+    assert len(await resp.read()) < 2000
 
 
 # ---- 16. framing errors answer the error object; a 401 is logged and counted -------------------------------------

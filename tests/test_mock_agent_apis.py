@@ -65,11 +65,18 @@ async def test_anthropic_streamed_tool_round_trip_with_thinking(claude: anthropi
     assert [r.path for r in mock.received] == ["/v1/messages", "/v1/messages"]
 
 
-async def test_anthropic_beta_messages_with_the_query_claude_code_sends(claude: anthropic.AsyncAnthropic) -> None:
+async def test_anthropic_beta_messages_with_the_query_claude_code_sends(claude: anthropic.AsyncAnthropic, served: tuple[MockUpstream, str]) -> None:
     message = await claude.beta.messages.create(
-        model="claude-mock", max_tokens=100, messages=[{"role": "user", "content": "hi"}], betas=["interleaved-thinking-2025-05-14"]
+        model="claude-mock",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "hi"}],
+        betas=["interleaved-thinking-2025-05-14"],
+        extra_query={"beta": "true"},  # Claude Code's own SDK adds it; the Python SDK 2.x does not
     )
     assert message.content[0].text == TEXT  # type: ignore[union-attr]
+    [received] = served[0].received
+    assert received.query == {"beta": "true"}
+    assert received.headers["anthropic-beta"] == "interleaved-thinking-2025-05-14"
 
 
 async def test_anthropic_count_tokens(claude: anthropic.AsyncAnthropic) -> None:
@@ -190,3 +197,18 @@ async def test_the_command_records_what_an_agent_sends_into_a_directory_it_creat
     assert record["headers"]["Authorization"] == "Bearer [redacted]"  # the anthropic SDK 2.x sends its key so
     assert record["body"]["messages"] == [{"role": "user", "content": "hi"}]
     assert "sk-ant-secret" not in path.read_text()
+
+
+async def test_codex_oss_finds_an_ollama_version_a_model_list_and_pulls_any_model() -> None:
+    async with TestClient(TestServer(MockUpstream().app(), host="127.0.0.1")) as client:
+        version = (await (await client.get("/api/version")).json())["version"]
+        assert tuple(int(n) for n in version.split(".")) >= (0, 13, 4)  # serves /v1/responses
+        tags = await (await client.get("/api/tags")).json()
+        assert [m["name"] for m in tags["models"]] == ["mock:latest"]
+        pull = await client.post("/api/pull", json={"model": "gpt-oss:20b", "stream": True})
+        assert pull.content_type == "application/x-ndjson"
+        lines = [json.loads(line) for line in (await pull.read()).splitlines()]
+        assert lines[0] == {"status": "pulling manifest"} and lines[-1] == {"status": "success"}
+        assert await (await client.post("/api/pull", json={"model": "m", "stream": False})).json() == {"status": "success"}
+        bad = await client.post("/api/pull", data=b"{")
+        assert bad.status == 400 and isinstance((await bad.json())["error"], str)  # Ollama's error shape

@@ -137,3 +137,27 @@ def test_count_tokens_counts_system_tools_and_messages_and_needs_no_max_tokens()
 @pytest.mark.parametrize(("status", "kind"), [(400, "invalid_request_error"), (401, "authentication_error"), (429, "rate_limit_error"), (529, "overloaded_error"), (502, "api_error")])
 def test_errors_have_anthropics_shape_and_type(status: int, kind: str) -> None:
     assert mock_anthropic.error_body(status, "boom") == {"type": "error", "error": {"type": kind, "message": "boom"}}
+
+
+def system_message(text: str) -> dict[str, Any]:
+    return {"role": "system", "content": text}
+
+
+@pytest.mark.parametrize(
+    ("messages", "problem"),
+    [
+        ([anthropic_user("go"), tool_use("t1"), anthropic_user(tool_result("t1", "ok"))], None),
+        ([anthropic_user("go"), tool_use("t1"), system_message("env"), anthropic_user(tool_result("t1", "ok"))], None),
+        ([anthropic_user("go"), tool_use("t1")], None),  # a trailing assistant turn is a prefill
+        ([anthropic_user(tool_result("t9", "ok"))], "messages.0: unexpected `tool_use_id` found in `tool_result` blocks: t9."),
+        ([anthropic_user("go"), tool_use("t1"), anthropic_user("no result")], "messages.2: `tool_use` ids were found without `tool_result` blocks immediately after: t1."),
+        (
+            [anthropic_user("go"), tool_use("t1"), anthropic_user(tool_result("t1", "a"), tool_result("t1", "b"))],
+            "messages.2: more than one `tool_result` block for `tool_use` ids: t1",
+        ),
+    ],
+    ids=["paired", "system message between", "prefill", "orphan result", "missing result", "duplicate result"],
+)
+def test_a_tool_result_split_from_its_tool_use_is_refused_as_anthropic_does(messages: list[dict[str, Any]], problem: str | None) -> None:
+    error = mock_anthropic.request_error(anthropic_body(*messages))
+    assert (error or "").startswith(problem) if problem else error is None

@@ -158,3 +158,21 @@ def test_a_reasoning_item_sent_back_changed_is_refused() -> None:
 def test_errors_have_openais_shape() -> None:
     assert mock_responses.error_body(400, "bad", "input") == {"error": {"message": "bad", "type": "invalid_request_error", "param": "input", "code": None}}
     assert mock_responses.error_body(503, "down")["error"]["type"] == "server_error"
+
+
+@pytest.mark.parametrize(
+    ("items", "problem"),
+    [
+        ([input_message("user", "go"), function_call("c1"), function_call_output("c1", "ok")], None),
+        ([input_message("user", "go"), function_call_output("c9", "ok")], "No tool call found for function call output with call_id c9."),
+        ([input_message("user", "go"), function_call("c1"), input_message("user", "and?")], "No tool output found for function call c1."),
+        (
+            [input_message("user", "go"), function_call("c1"), function_call_output("c1", "a"), function_call_output("c1", "b")],
+            "Duplicate function call output for call_id c1.",
+        ),
+        ([input_message("user", "go"), function_call_output("c1", "early"), function_call("c1")], "No tool call found for function call output with call_id c1."),
+    ],
+    ids=["paired", "orphan output", "missing output", "duplicate output", "output before its call"],
+)
+def test_a_function_output_split_from_its_call_is_refused_as_openai_does(items: list[dict[str, Any]], problem: str | None) -> None:
+    assert mock_responses.request_error(responses_body(*items)) == problem

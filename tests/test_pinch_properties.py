@@ -239,10 +239,20 @@ def test_relevance_mode_compresses_a_prefix_of_the_order_and_stops_once_the_defi
 def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[CacheVerdict, int, int | None, int | None]], int, int, float]:
     """A transcript replayed turn by turn (each request is the transcript up to a turn), and per turn
     a cache verdict, a budget (percent of that request), maybe a hard window (percent) and maybe
-    the seed of a relevance order."""
+    the seed of a relevance order. From some turn on, the client may have edited (its own
+    compaction) or dropped an old tool result."""
     messages = draw(transcripts())
     ends = [i for i, m in enumerate(messages) if m["role"] == "assistant"] + [len(messages)]
     requests = [messages[:end] for end in ends if end > 0]
+    results = [i for i, m in enumerate(messages) if m["role"] == "tool"]
+    if results and draw(st.booleans()):
+        edited, since, drop = draw(st.sampled_from(results)), draw(st.integers(0, len(requests) - 1)), draw(st.booleans())
+        for turn in range(since, len(requests)):
+            request = list(requests[turn])
+            if edited < len(request):
+                replacement = user("[earlier output cleared]") if drop else tool(request[edited]["tool_call_id"], "[cleared by the client]")
+                request[edited] = replacement
+            requests[turn] = request
     percent = st.sampled_from([0, 30, 60, 90, 100, 120]) | st.integers(0, 120)
     turns = [
         (draw(st.sampled_from(list(CacheVerdict))), draw(percent), draw(st.none() | percent), draw(st.none() | st.integers(0, 99)))
@@ -256,7 +266,7 @@ def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[Ca
 def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(session) -> None:
     requests, turns, keep, max_chars, watermark = session
     ledger = EMPTY_LEDGER
-    sent_before: dict[str, bytes] = {}  # tool_call_id -> the compressed bytes sent for it
+    sent_before: dict[str, tuple[bytes, bytes]] = {}  # tool_call_id -> (its content, the compressed bytes sent for it)
     for messages, (verdict, budget_percent, window_percent, seed) in zip(requests, turns, strict=True):
         before = orjson.dumps(messages)
         order = None
@@ -292,11 +302,11 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
             if new is not old:
                 assert index in candidates
             previous = sent_before.get(new["tool_call_id"])
-            if previous is not None and index in candidates:
-                assert orjson.dumps(new) == previous, "a ledger result was not resent byte for byte (or came back)"
+            if previous is not None and index in candidates and previous[0] == orjson.dumps(old["content"]):
+                assert orjson.dumps(new) == previous[1], "a ledger result was not resent byte for byte (or came back)"
         for index in candidates:
             if sent[index] is not messages[index]:
-                sent_before[messages[index]["tool_call_id"]] = orjson.dumps(sent[index])
+                sent_before[messages[index]["tool_call_id"]] = (orjson.dumps(messages[index]["content"]), orjson.dumps(sent[index]))
         assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
         assert stats.compressed == sum(1 for a, b in zip(messages, sent, strict=True) if a is not b)
         assert stats.compressed == stats.reapplied + stats.newly_compressed

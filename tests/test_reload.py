@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import aiohttp
+import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -166,3 +167,25 @@ async def test_a_reload_with_an_unusable_chain_keeps_the_running_one(proxy, mock
     result = client.server.app[LIVE_KEY].reload(path)
     assert not result.ok and "capability-gate" in result.error
     assert await source_of_turn(client) == "classifier"  # the old chain, classifier included, still serves
+
+
+async def test_a_reload_keeps_each_sessions_pinch_ledger_so_its_prompt_prefix_stays_the_same(proxy, mock_upstream, tmp_path: Path):
+    from tests.test_pinch_prune import URL, FakeClock, pinch_config, session
+
+    mock, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    config = pinch_config(url, budget_tokens=4000).model_dump(mode="json", exclude_unset=True)
+    path.write_text(yaml.safe_dump(config))
+    clock = FakeClock()
+    client = await proxy(load_serving_config(path), clock=clock)
+    assert (await client.post(URL, json={"model": "auto", "messages": session(6)})).status == 200
+    sent_first = mock.received[-1].body["messages"]
+
+    config["routing"] = {"min_tool_proficiency": 0.1}  # an unrelated change
+    path.write_text(yaml.safe_dump(config))
+    assert client.server.app[LIVE_KEY].reload(path).changed == ("routing.min_tool_proficiency",)
+    clock.advance(10)  # the next turn, cache warm
+    assert (await client.post(URL, json={"model": "auto", "messages": session(10)})).status == 200
+    sent_second = mock.received[-1].body["messages"]
+    # the same bytes for every old result: the ledger outlived the reload (a lost one would batch afresh)
+    assert orjson.dumps(sent_second[: len(sent_first)]) == orjson.dumps(sent_first)

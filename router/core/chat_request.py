@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.messages import Message
+from router.core.redaction import clip
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 
@@ -101,7 +102,7 @@ def _check_message(message: Any, where: str) -> None:
         raise InvalidRequest(f"'{where}.role' is missing or not a string", f"{where}.role")
     if role not in ROLES:
         raise InvalidRequest(
-            f"'{where}.role' is {role!r}, not one of {', '.join(ROLES)}", f"{where}.role"
+            f"'{where}.role' is {clip(role, 40)!r}, not one of {', '.join(ROLES)}", f"{where}.role"
         )
     content = message.get("content")
     if content is not None and not isinstance(content, str):

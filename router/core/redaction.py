@@ -6,6 +6,9 @@
   log line. Sources are kept clean too (dependency failures are described
   without what the dependency sent, :mod:`router.dependency_http`); this pass
   is the guarantee that holds whatever a source did.
+* :meth:`Redactor.log_filter` — the same pass over every log record (its
+  message, arguments, extra fields and traceback), for the handlers that write
+  the log.
 * :func:`clip` — client input quoted back (an unknown model name, a header
   value) is cut to a few dozen characters: a 30 MB model name is not answered
   with a 30 MB error, nor stored whole.
@@ -14,6 +17,8 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
+import traceback
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
@@ -54,8 +59,15 @@ class Redactor:
                 data = data.replace(secret, REDACTED.encode())
         return data
 
+    def any_in(self, texts: Iterable[str | None]) -> bool:
+        """Whether any secret occurs in any of ``texts`` (one joined search: ~2 µs for a request's texts)."""
+        if not self.secrets:
+            return False
+        joined = "\n".join(t for t in texts if t)
+        return any(secret in joined for secret in self.secrets)
+
     def record(self, record: T) -> T:
-        """A frozen dataclass with every string in it redacted, nested records and tuples included."""
+        """A frozen dataclass with every string in it redacted, nested records and tuples included (~100 µs)."""
         return self._value(record) if self.secrets else record
 
     def _value(self, value: Any) -> Any:
@@ -67,3 +79,31 @@ class Redactor:
             changes = {f.name: self._value(getattr(value, f.name)) for f in dataclasses.fields(value) if isinstance(getattr(value, f.name), (str, tuple)) or dataclasses.is_dataclass(getattr(value, f.name))}
             return dataclasses.replace(value, **changes)
         return value
+
+    def log_filter(self) -> logging.Filter:
+        return _RedactingFilter(self)
+
+
+# Attributes every LogRecord has; the others came from `extra=`.
+_RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+
+
+class _RedactingFilter(logging.Filter):
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = self.redactor.text
+        if isinstance(record.msg, str):
+            record.msg = text(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(text(a) if isinstance(a, str) else a for a in record.args)
+        for key, value in list(vars(record).items()):
+            if key not in _RECORD_ATTRS and isinstance(value, str):
+                setattr(record, key, text(value))
+        if record.exc_info:
+            # a traceback may quote a dependency's error text; it leaves only redacted
+            record.exception = text("".join(traceback.format_exception(*record.exc_info)).rstrip())
+            record.exc_info, record.exc_text = None, None
+        return True
