@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import aiohttp
@@ -46,12 +48,27 @@ async def test_two_workers_share_the_port_their_metrics_add_up_and_one_signal_st
                     pids |= set(re.findall(r'^pinch_router_requests_in_flight\{pid="(\d+)"\}', text, re.M))
                     served = sum(float(v) for v in re.findall(r"^pinch_router_requests_total\{[^}]*\} (\S+)$", text, re.M))
                     assert served == 20  # whichever worker answers, it counts every worker's requests
-            assert len(pids) == 2
+                assert len(pids) == 2
+
+                # one SIGHUP to the supervisor reloads every worker
+                config.write_text(config.read_text().replace("middlewares:", "routing:\n  aliases: [auto, gpt-4o]\nmiddlewares:", 1))
+                supervisor.send_signal(signal.SIGHUP)
+                deadline = time.monotonic() + 10
+                while True:
+                    seen = []
+                    for _ in range(12):  # fresh connections land on both workers
+                        async with http.get(f"http://127.0.0.1:{port}/v1/models", headers={"Connection": "close"}) as r:
+                            seen.append("gpt-4o" in {m["id"] for m in (await r.json())["data"]})
+                    if all(seen) or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.2)
+                assert all(seen)
             supervisor.send_signal(signal.SIGTERM)
             assert supervisor.wait(30) == 0
         log.close()
         output = (tmp_path / "serve.log").read_text()
         assert output.count("pinch-router: stopped") == 2
+        assert output.count('"config_reloaded"') == 2  # each worker once
 
 
 @pytest.mark.parametrize(
