@@ -18,7 +18,6 @@ import aiohttp
 from aiohttp import web
 
 from router.config import Config, config_secrets
-from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
@@ -27,6 +26,7 @@ from router.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
     RECORDER_KEY,
+    STATE_KEY,
     healthz,
     list_decisions,
     list_models,
@@ -39,6 +39,8 @@ from router.live import LIVE_KEY, LiveChain
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.request_body import BodyBudget
+from router.session_escalation import SessionEscalation
+from router.session_store import LocalStore, SessionStore, redis_store
 from router.stage import Handler, Middleware
 from router.unknown_paths import root, unknown_paths
 
@@ -107,9 +109,13 @@ async def create_app(
     config: Config,
     *,
     http: aiohttp.ClientSession | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
 ) -> web.Application:
-    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened)."""
+    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened).
+
+    ``clock`` times what the session state keeps: monotonic for the in-process
+    store, the wall clock for Redis (replicas on other machines share its values).
+    """
     owns_http = http is None
     if http is None:
         http = aiohttp.ClientSession(
@@ -119,12 +125,15 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    state = session_store(config, metrics)
+    if clock is None:
+        clock = time.time if config.state.backend == "redis" else time.monotonic
     escalation = (
-        EscalationTracker(config.escalation.failures, config.escalation.window_minutes * 60)
+        SessionEscalation(state, config.escalation.failures, config.escalation.window_minutes * 60)
         if config.escalation.enabled
         else None
     )
-    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
     redactor = Redactor(config_secrets(config))
     settings = config.decision_log
     decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
@@ -135,13 +144,15 @@ async def create_app(
         clock=clock,
         wall_clock=time.time,
         redactor=redactor,
+        state=state,
     )
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
-        live = LiveChain(config, http=http, recorder=recorder, clock=clock)
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
     except Exception:
+        await state.close()  # never started: this only releases the Redis client
         if owns_http:
             await http.close()
         raise
@@ -166,6 +177,16 @@ async def create_app(
     app.router.add_get("/v1/decisions", list_decisions)
     app.add_subapp("/v1/chat", llm)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+    app[STATE_KEY] = state
+
+    async def connect_state(_: web.Application) -> None:
+        await state.start()  # never fails: an unreachable Redis means serving in fallback
+
+    async def close_state(_: web.Application) -> None:
+        await state.close()
+
+    app.on_startup.append(connect_state)
+    app.on_cleanup.append(close_state)
 
     if redactor:
         log_filter = redactor.log_filter()
@@ -199,3 +220,11 @@ async def create_app(
 
         app.on_cleanup.append(close_http)
     return app
+
+
+def session_store(config: Config, metrics: Metrics) -> SessionStore:
+    """The process's session state: in memory, or Redis with the in-process store as its fallback."""
+    if config.state.backend == "memory":
+        metrics.state_up.set(1)
+        return LocalStore()
+    return redis_store(config.state.redis, on_fallback=metrics.state_fallback.inc, on_state=lambda up: metrics.state_up.set(int(up)))

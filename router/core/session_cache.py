@@ -52,6 +52,18 @@ def is_side_request(entry: CachedClassification | None, offers_tools: bool) -> b
     return entry is not None and entry.tools_offered and not offers_tools
 
 
+def classification_space(max_entries: int, ttl_seconds: float = math.inf) -> Space[CachedClassification]:
+    """Where the classifications live in a session state."""
+    return Space("classification", 2, ttl_seconds, max_entries, CachedClassification.encode, CachedClassification.decode)
+
+
+def fresh(entry: CachedClassification | None, now: float, staleness_seconds: float) -> CachedClassification | None:
+    """The entry when it is younger than ``staleness_seconds``, else None (a miss)."""
+    if entry is None or now - entry.stored_at > staleness_seconds:
+        return None
+    return entry
+
+
 class SessionCache:
     """The classifications, kept in a :class:`SessionState` (its own in-memory one unless given)."""
 
@@ -61,21 +73,18 @@ class SessionCache:
         self.max_entries = max_entries
         self._state = state if state is not None else MemorySessionState()
         # ttl only frees memory (and a shared store's keys): staleness is decided by each get
-        self._space = Space("classification", 2, ttl_seconds, max_entries, CachedClassification.encode, CachedClassification.decode)
+        self.space = classification_space(max_entries, ttl_seconds)
 
     def __len__(self) -> int:
         """Sessions held (the in-memory store counts them; a shared store does not say)."""
         if not isinstance(self._state, MemorySessionState):
             raise TypeError("only an in-memory session state counts its entries")
-        return self._state.size(self._space)
+        return self._state.size(self.space)
 
     def get(self, key: str, now: float, staleness_seconds: float) -> CachedClassification | None:
         """The fresh entry for ``key``, or None when absent or older than ``staleness_seconds``."""
-        entry = self._state.get(self._space, key, now)
-        if entry is None or now - entry.stored_at > staleness_seconds:
-            return None
-        return entry
+        return fresh(self._state.get(self.space, key, now), now, staleness_seconds)
 
     def put(self, key: str, category: str, tier: int, now: float, *, tools_offered: bool = False) -> None:
         """Store (or overwrite) ``key``'s classification as of ``now``; evict beyond ``max_entries``."""
-        self._state.put(self._space, key, CachedClassification(category, tier, now, tools_offered), now)
+        self._state.put(self.space, key, CachedClassification(category, tier, now, tools_offered), now)
