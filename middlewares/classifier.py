@@ -66,7 +66,7 @@ class Classifier:
             routing.fallback_tier,
         )
         if isinstance(override, InvalidOverride):
-            ctx.response = invalid_request(override.message, code="invalid_override", param=override.header).response()
+            ctx.response = ctx.error_response(invalid_request(override.message, code="invalid_override", param=override.header))
             return StageReport(detail=f"invalid override ({override.header})")
         if override is not None:
             ctx.classification = override

@@ -80,7 +80,7 @@ class UpstreamForward:
                         queue.append(candidate)  # nobody else left: wait it out and try again
                 continue
             return StageReport(detail=f"{candidate.model} answered {result.status}" + (f" after {tried} attempts" if tried > 1 else ""))
-        ctx.response = all_failed_response(failures, result.attempts)
+        ctx.response = all_failed_response(failures, result.attempts, ctx)
         return StageReport(detail=f"all {tried} attempts failed")
 
     @staticmethod
@@ -115,7 +115,7 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate)
+                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=translation is None)
                 self._answered(result, candidate, response.status, sent)
                 return
             streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"
@@ -165,4 +165,4 @@ class UpstreamForward:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         if ctx.response is None or not ctx.response.prepared:
-            ctx.response = ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed").response()
+            ctx.response = ctx.error_response(ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed"))

@@ -40,9 +40,8 @@ from router.chain import TERMINAL_STAGE, StageDeps, build_chain
 from router.registry import stage_registry
 from router.config import Config
 from router.context import Message, PinchMode, RequestContext
-from router.core.messages import TEXT_PART_TYPES, content_text
-from router.core.chat_view import messages_with
-from router.core.pinch import CompressionKind, tool_name_for
+from router.core.messages import content_text
+from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
 from router.edge import context_from_body
@@ -82,24 +81,23 @@ def parse_headers(lines: Sequence[str]) -> CIMultiDictProxy[str]:
     return CIMultiDictProxy(headers)
 
 
-def compressed_messages(
-    messages: list[Message], send_messages: list[Message], max_summarize_chars: int, estimator: TokenEstimator
-) -> list[CompressedMessage]:
-    """The messages pinch changed, found by comparing what came in with what would be sent.
-
-    A text longer than ``max_summarize_chars`` is elided, a shorter one becomes a
-    placeholder (ARCHITECTURE §5); with text parts, any elided part makes the message elided.
-    """
+def compressed_messages(ctx: RequestContext, estimator: TokenEstimator) -> list[CompressedMessage]:
+    """The tool results pinch compressed, as it reported them (``ctx.pinch.compressions``, by
+    result position) with the rewrites it made (``ctx.rewrites``): nothing is re-derived here."""
+    if ctx.pinch is None or not ctx.pinch.compressions:
+        return []
+    conversation, rewrites = ctx.view.conversation, ctx.rewrites or {}
+    results, units = conversation.tool_results(), conversation.units
     out = []
-    for index, (before, after) in enumerate(zip(messages, send_messages, strict=True)):
-        if before is after or before == after:
-            continue
-        long_text = any(len(text) > max_summarize_chars for text in _text_parts(before.get("content")))
+    for position, kind in ctx.pinch.compressions:
+        index = results[position].unit
+        before = units[index]
+        after = {**before, "content": rewrites[position]}
         out.append(
             CompressedMessage(
                 index=index,
-                tool=tool_name_for(messages, index),
-                kind=CompressionKind.ELIDED if long_text else CompressionKind.PLACEHOLDER,
+                tool=conversation.tool_name(position),
+                kind=CompressionKind(kind),
                 chars_before=len(content_text(before.get("content"))),
                 chars_after=len(content_text(after.get("content"))),
                 tokens_before=estimator.message_tokens(before),
@@ -107,14 +105,6 @@ def compressed_messages(
             )
         )
     return out
-
-
-def _text_parts(content: Any) -> list[str]:
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [p["text"] for p in content if isinstance(p, dict) and p.get("type") in TEXT_PART_TYPES and isinstance(p.get("text"), str)]
-    return []
 
 
 async def _refuse_network(session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestStartParams) -> None:
@@ -239,13 +229,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     lines += [f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
 
     if pinch is not None:
-        messages = list(ctx.view.units)
-        compressed = compressed_messages(
-            messages,
-            messages_with(messages, ctx.view.conversation.tool_results(), ctx.rewrites or {}),
-            config.pinch.max_summarize_chars,
-            TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
-        )
+        compressed = compressed_messages(ctx, TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead))
         lines += ["", f"compressed messages ({len(compressed)})"]
         if compressed:
             table = [("index", "tool", "chars", "", "after", "tokens", "", "after", "how")]

@@ -40,7 +40,7 @@ class StreamRelay:
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 
@@ -162,25 +162,30 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate) -> web.Response:
-    """An upstream 4xx the client must see, in OpenAI error format (keys are removed by the app's redaction pass)."""
+def relay_client_error(status: int, body: bytes, candidate: Candidate, ctx: RequestContext, *, same_wire: bool = True) -> web.Response:
+    """An upstream 4xx the client must see (keys are removed by the app's redaction pass).
+
+    From a provider speaking the client's own wire format, an error object in
+    that format (``{"error": {...}}``) is relayed as it came; anything else
+    becomes the proxy's own error, rendered by the client's wire adapter.
+    """
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         obj = None
-    if isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+    if same_wire and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
         return web.Response(status=status, body=body, content_type="application/json")
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
-    return ApiError(status, message, "invalid_request_error", f"upstream_{status}").response()
+    return ctx.error_response(ApiError(status, message, "invalid_request_error", f"upstream_{status}"))
 
 
-def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt]) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt."""
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], ctx: RequestContext) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt (in the client's error format)."""
     summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
     last = failures[-1] if failures else None
     if last is not None and last.status == 429:
         headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
-        return ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited").response(headers)
+        return ctx.error_response(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
     if last is not None and last.kind == "timeout":
-        return ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout").response()
-    return ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable").response()
+        return ctx.error_response(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"))
+    return ctx.error_response(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"))

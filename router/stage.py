@@ -153,7 +153,7 @@ def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> N
     log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
     stage.fallback(ctx, detail)
     if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
-        ctx.response = ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed").response()
+        ctx.response = ctx.error_response(ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed"))
 
 
 async def run_after(name: str, after: Callable[[RequestContext], Awaitable[None]], ctx: RequestContext) -> None:

@@ -18,7 +18,8 @@ from bench.harness import (
 from router.cli import main
 from router.config import Config, parse_config
 from router.context import Outcome, PinchMode, PinchStats
-from router.core.pinch import CompressionKind
+from router.core.chat_view import ChatConversation
+from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator
 from router.explain import (
     compressed_messages,
@@ -222,7 +223,7 @@ def test_a_bare_list_of_messages_is_a_request(tmp_path, capsys):
 # --- the compressed-message listing -------------------------------------------------------
 
 
-def test_compressed_messages_are_found_by_comparing_what_would_be_sent():
+def test_the_compressed_results_are_listed_as_pinch_reported_them():
     messages = [
         user("task"),
         assistant(calls=[("c1", "open", "{}"), ("c2", "grep", "{}")]),
@@ -230,26 +231,27 @@ def test_compressed_messages_are_found_by_comparing_what_would_be_sent():
         tool("c2", "y" * 100),
         assistant("done"),
     ]
-    sent = list(messages)
-    sent[2] = {**messages[2], "content": "x" * 100 + "[... removed ...]"}
-    sent[3] = {**messages[3], "content": "[placeholder]"}
+    ctx = make_ctx(messages=messages)
+    elided, short = "x" * 100 + "[... removed ...]", "[placeholder]"
+    ctx.rewrites = {0: elided, 1: short}
+    ctx.pinch = PinchStats(PinchMode.UNIFORM, 300, 100, 2, 1, 1, compressions=((0, "elided"), (1, "placeholder")))
     estimator = TokenEstimator()
-    found = compressed_messages(messages, sent, 300, estimator)
+    found = compressed_messages(ctx, estimator)
     assert [(m.index, m.tool, m.kind, m.chars_before, m.chars_after) for m in found] == [
         (2, "open", CompressionKind.ELIDED, 500, 117),
         (3, "grep", CompressionKind.PLACEHOLDER, 100, 13),
     ]
     assert found[0].tokens_before == estimator.message_tokens(messages[2])
-    assert found[1].tokens_after == estimator.message_tokens(sent[3])
-    assert compressed_messages(messages, messages, 300, estimator) == []
+    assert found[1].tokens_after == estimator.message_tokens({**messages[3], "content": short})
+    ctx.pinch = PinchStats(PinchMode.WITHIN_BUDGET, 300, 300)
+    assert compressed_messages(ctx, estimator) == []
 
 
-def test_text_parts_count_as_elided_when_any_part_was_long():
+def test_pinch_reports_each_compression_by_result_and_kind():
     parts = [{"type": "text", "text": "a" * 50}, {"type": "text", "text": "b" * 400}]
-    messages = [assistant(calls=[("c1", "view", "{}")]), tool("c1", parts)]
-    sent = [messages[0], {**messages[1], "content": [parts[0], {"type": "text", "text": "short"}]}]
-    (found,) = compressed_messages(messages, sent, 300, TokenEstimator())
-    assert (found.kind, found.chars_before, found.chars_after) == (CompressionKind.ELIDED, 451, 56)
+    messages = [user("task"), assistant(calls=[("c1", "view", "{}")]), tool("c1", parts), assistant(calls=[("c2", "ls", "{}")]), tool("c2", "z" * 100), assistant("done")]
+    _, stats = prune_results(ChatConversation(messages), 0, 1, MIN_SUMMARIZE_CHARS)
+    assert stats.compressions == ((0, "elided"), (1, "placeholder"))
 
 
 @pytest.mark.parametrize(

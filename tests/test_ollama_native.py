@@ -206,3 +206,21 @@ async def test_without_native_chat_ollama_gets_the_openai_compatible_request(pro
 def test_native_chat_is_only_for_ollama():
     with pytest.raises(ConfigError, match=r"providers\.mock: native_chat: only an `api: ollama` provider"):
         make_config(providers={"mock": {"base_url": "http://127.0.0.1:9/v1", "native_chat": True}})
+
+
+async def test_an_ollama_client_error_reaches_the_client_as_an_openai_error(proxy):
+    async def refuses(request: web.Request) -> web.Response:
+        return web.json_response({"error": "model 'up-m0' not found, try pulling it first"}, status=400)
+
+    app = web.Application()
+    app.router.add_post("/api/chat", refuses)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        client = await proxy(native_config(str(server.make_url("/v1"))))
+        response = await client.post("/v1/chat/completions", json=chat_body())
+        error = (await response.json())["error"]
+    finally:
+        await server.close()
+    assert response.status == 400 and error["code"] == "upstream_400"
+    assert "model 'up-m0' not found" in error["message"]

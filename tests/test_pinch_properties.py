@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from router.context import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict
+from router.core.chat_view import ChatConversation
 from router.core.pinch import (
     MIN_SUMMARIZE_CHARS,
     compress_tool_result,
@@ -177,6 +178,10 @@ def test_stats_are_exact(case: Case):
     assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
     rewritten = sum(1 for old, new in zip(case.messages, sent, strict=True) if old is not new)
     assert stats.compressed == stats.elided + stats.placeholders == rewritten
+    # pinch reports each compression by the result's position and how: the rewritten messages, exactly
+    rewritten_results = [p for p, r in enumerate(ChatConversation(case.messages).tool_results()) if sent[r.unit] is not case.messages[r.unit]]
+    assert [p for p, _ in stats.compressions] == rewritten_results
+    assert sum(kind == "elided" for _, kind in stats.compressions) == stats.elided
     if stats.original_tokens <= case.budget:
         assert sent is case.messages and stats.mode is PinchMode.WITHIN_BUDGET
     else:
@@ -310,6 +315,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
         assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
         assert stats.compressed == sum(1 for a, b in zip(messages, sent, strict=True) if a is not b)
         assert stats.compressed == stats.reapplied + stats.newly_compressed
+        assert len(stats.compressions) == stats.compressed and sum(k == "elided" for _, k in stats.compressions) == stats.elided
         if windows and stats.final_tokens > windows[0].prompt_limit:
             uniform, _ = prune_context(messages, 0, keep, max_chars)
             assert sent == uniform, "over the hard window while something could still be compressed"

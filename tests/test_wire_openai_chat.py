@@ -6,13 +6,20 @@ from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
+
+from middlewares.capability_gate import CapabilityGate
 
 from router.core.pinch import prune_results
+from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
 from router.core.request_view import BodyChanges, ToolResult
+from router.core.sse import SseRelay
 from router.errors import ApiError, invalid_request
+from router.stage import StageDeps, run_stage
 from router.wire import adapters
 from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
-from tests.factories import assistant, chat_request_view, image_part, system, tool, user
+from tests.conftest import make_config
+from tests.factories import assistant, chat_request_view, image_part, make_ctx, system, tool, user
 
 WIRE = OPENAI_CHAT_ADAPTER
 
@@ -128,3 +135,32 @@ def test_pinch_compresses_any_formats_results_by_position():
     assert rewrites[0][1] == {"type": "image"} and "removed" in rewrites[0][0]["text"]
     assert rewrites[1].startswith("[pinch-router: old Read result omitted")
     assert stats.compressed == 2 and stats.elided == 1 and stats.placeholders == 1
+
+
+class ShapedErrors(type(WIRE)):
+    """The chat adapter with another error shape, as an Anthropic adapter would render errors."""
+
+    def error_response(self, error, headers=None):
+        body = orjson.dumps({"type": "error", "error": {"type": error.type, "message": error.message}})
+        return web.Response(status=error.status, body=body, content_type="application/json", headers=headers)
+
+
+async def test_a_stage_refuses_in_the_clients_wire_format(http):
+    ctx = make_ctx({"model": "no-such-model", "messages": [user("hi")]})
+    ctx.wire = ShapedErrors()
+    await run_stage(CapabilityGate(StageDeps(config=make_config(), http=http, estimator=DEFAULT)), ctx)
+    assert ctx.response is not None and ctx.response.status == 404
+    error = orjson.loads(ctx.response.body)
+    assert error["type"] == "error" and "neither a configured model nor a routing alias" in error["error"]["message"]
+
+
+def test_the_relay_knows_a_streams_end_by_the_wire_adapters_rule():
+    anthropic_end = lambda data: data == b'{"type":"message_stop"}'  # noqa: E731 - as an Anthropic adapter would say
+    relay = SseRelay(ends_stream=anthropic_end)
+    relay.feed(b'event: message_delta\ndata: {"type":"message_delta"}\n\n')
+    assert not relay.done
+    relay.feed(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert relay.done
+    chat = SseRelay(ends_stream=WIRE.is_stream_end)
+    chat.feed(b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
+    assert chat.done

@@ -145,6 +145,7 @@ def prune_results(
         mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
 
     rewrites: dict[int, Any] = {}
+    kinds: dict[int, CompressionKind] = {}
     saved = elided = placeholders = 0
     results = conversation.tool_results()
     for position in order:
@@ -156,12 +157,13 @@ def prune_results(
         if rewrite is None:
             continue
         rewrites[result_position], kind, tokens_saved = rewrite
+        kinds[result_position] = kind
         saved += tokens_saved
         if kind is _ELIDED:
             elided += 1
         else:
             placeholders += 1
-    stats = PinchStats(mode, original, original - saved, elided + placeholders, elided, placeholders)
+    stats = PinchStats(mode, original, original - saved, elided + placeholders, elided, placeholders, compressions=tuple(sorted(kinds.items())))
     return rewrites, stats
 
 

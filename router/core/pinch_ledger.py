@@ -254,6 +254,7 @@ def pinch_conversation(
                 continue  # it no longer saves anything (the settings changed): it stays as it is
             new_content, kind, saved = rewrite
         rewrites[result_position], saved_at[unit] = new_content, saved
+        work.kinds[result_position] = kind
         work.elided += kind is _ELIDED
     work.total_saved = sum(saved_at.values())
     reapplied = len(saved_at)
@@ -320,6 +321,7 @@ class _Rewrites:
         self.saved: dict[int, int] = {}  # unit index → tokens saved
         self.total_saved = self.elided = 0
         self.new: list[tuple[int, Any]] = []  # (result position, CompressionKind) of the batch's members
+        self.kinds: dict[int, Any] = {}  # result position → CompressionKind, every compression sent
 
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
         result = self.results[position]
@@ -329,6 +331,7 @@ class _Rewrites:
         """Send ``rewrite`` for result ``position``, a new batch member."""
         self.rewrites[position], kind, saved = rewrite
         self.new.append((position, kind))
+        self.kinds[position] = kind
         self.saved[self.results[position].unit] = saved
         self.total_saved += saved
         self.elided += kind is _ELIDED
@@ -356,6 +359,7 @@ class _Rewrites:
             reapplied=reapplied,
             newly_compressed=len(self.new),
             reason=reason,
+            compressions=tuple(sorted(self.kinds.items())),
         )
         if self.new:
             results, rewrites = self.results, self.rewrites

@@ -95,6 +95,9 @@ class PinchStats:
     reapplied: int = 0
     newly_compressed: int = 0
     reason: str = ""
+    # Each compressed result, by its position in the view's tool results, and how
+    # (pinch's CompressionKind: "elided" or "placeholder"), in position order: what explain shows.
+    compressions: tuple[tuple[int, str], ...] = ()
 
     @property
     def saved_tokens(self) -> int:

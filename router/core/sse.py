@@ -14,6 +14,7 @@ keeps the latest figure of each kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,9 @@ class SseRelay:
     events: int = 0
     max_event_bytes: int = 8 * 1024 * 1024
     drop_usage_only: bool = False  # the client did not ask for the usage chunk: it is read, not forwarded
+    # Whether one data line's payload is the stream's last event, for a wire format that ends
+    # otherwise than chat's `data: [DONE]` (the wire adapter's is_stream_end); None: [DONE].
+    ends_stream: Callable[[bytes], bool] | None = None
 
     def feed(self, chunk: bytes) -> bytes:
         """Bytes to forward now: every complete event so far, byte-for-byte.
@@ -137,7 +141,7 @@ class SseRelay:
                 continue
             self.events += 1
             data = line[5:].strip()
-            if data == b"[DONE]":
+            if data == b"[DONE]" if self.ends_stream is None else self.ends_stream(data):
                 self.done = True
             elif b'"usage"' in data:
                 usage = read_usage(data)

@@ -23,8 +23,10 @@ what the rest of the proxy relies on:
   chosen model, the output limit clamp, the usage request, prompt_cache_key)
   written in; every other field goes out as the client sent it.
 * the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
-  code)`` for the event that ends a broken stream, and ``is_usage_only_event``
-  / ``DONE`` for the relay (a stream in this format relayed event by event).
+  code)`` for the event that ends a broken stream, ``is_usage_only_event`` (the
+  usage report the proxy asked for on the client's behalf, dropped) and
+  ``is_stream_end`` (chat's ``[DONE]``, Anthropic's ``message_stop``) for the
+  relay, which forwards a stream in this format event by event.
   Answers from a provider speaking another format are translated by the
   translation registry (:mod:`router.providers`).
 """
@@ -56,6 +58,10 @@ class WireAdapter(Protocol):
     def stream_error(self, message: str, code: str) -> bytes: ...
 
     def is_usage_only_event(self, event: bytes) -> bool: ...
+
+    def is_stream_end(self, data: bytes) -> bool:
+        """Whether one SSE data line's payload (after ``data:``, stripped) is the stream's last event."""
+        ...
 
 
 def adapters() -> dict[str, WireAdapter]:

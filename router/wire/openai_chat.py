@@ -62,5 +62,8 @@ class OpenAIChat:
     def is_usage_only_event(self, event: bytes) -> bool:
         return is_usage_only_event(event)
 
+    def is_stream_end(self, data: bytes) -> bool:
+        return data == b"[DONE]"
+
 
 OPENAI_CHAT_ADAPTER = OpenAIChat()
