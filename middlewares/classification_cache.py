@@ -99,10 +99,8 @@ class ClassificationCache:
             now, offers, key = self.clock(), ctx.view.offers_tools, self._key(ctx.session.key)
             ours = CachedClassification(classification.task_category, classification.task_tier, now, offers)
             stored = await self.state.put_if_absent(self.space, key, ours, now)
-            if stored == ours or fresh(stored, now, self._staleness_seconds) is None:
-                if stored != ours:  # an entry older than the staleness window: ours replaces it
-                    await self.state.put(self.space, key, ours, now)
+            if stored == ours:
                 return
-            if is_side_request(stored, offers) or stored.serves(offers):
-                return  # the session's classification stands (a title request never decides it; a concurrent first turn won)
-            await self.state.put(self.space, key, ours, now)  # a title request's entry gives way to the session's working turn
+            if fresh(stored, now, self._staleness_seconds) is not None and (is_side_request(stored, offers) or stored.serves(offers)):
+                return  # the session's classification stands: a title request never decides it; a concurrent first turn won
+            await self.state.put(self.space, key, ours, now)  # a stale entry, or a title request's, gives way

@@ -253,12 +253,13 @@ class ResilientStore:
             await asyncio.sleep(self.retry_seconds)
             with contextlib.suppress(RedisError, OSError):
                 await self.redis.drop_connections()
-            if await self._ping():
+            if await self.ping():
                 self.up = True
                 self.on_state(True)
                 log.info("state_backend_recovered", extra={"backend": "redis", "detail": f"redis at {self.where} answers again"})
 
-    async def _ping(self) -> bool:
+    async def ping(self) -> bool:
+        """Whether Redis answers within the timeout (``why`` says why not); the breaker is not touched."""
         try:
             async with asyncio.timeout(self.timeout):
                 await self.redis.ping()
@@ -269,7 +270,7 @@ class ResilientStore:
 
     async def start(self) -> None:
         """Reach Redis once; when it cannot be reached, serve in fallback and keep trying."""
-        if await self._ping():
+        if await self.ping():
             self.up = True
             self.on_state(True)
             return

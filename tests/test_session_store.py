@@ -11,10 +11,12 @@ import pytest
 from redis.asyncio import Redis
 
 from bench.harness import free_port
-from router.config import RedisSettings
+from router.config import Config, RedisSettings, parse_config
 from router.core.session_state import Space
+from router.doctor import Finding, state_backend_findings
 from router.recorder import RECENT_REQUESTS, RecentRequest
 from router.session_store import LocalStore, RedisStore, redis_store, without_password
+from tests.conftest import model_entry
 from tests.processes import redis_server_binary, running, start_redis
 
 needs_redis = pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
@@ -92,3 +94,16 @@ def test_request_ids_survive_the_codec_with_and_without_a_session() -> None:
         value = RecentRequest(session)
         assert RECENT_REQUESTS.decode(RECENT_REQUESTS.encode(value)) == value
     assert orjson.loads(RECENT_REQUESTS.encode(RecentRequest(None))) is None
+
+
+@needs_redis
+async def test_doctor_says_whether_the_configured_redis_answers(redis_port: int) -> None:
+    def config(url: str) -> Config:
+        state = {"backend": "redis", "redis": {"url": url, "timeout_ms": 200}}
+        providers = {"mock": {"base_url": "http://127.0.0.1:9/v1"}}
+        return parse_config({"providers": providers, "models": [model_entry("m")], "classifier": {"provider": "mock"}, "state": state}, {})
+
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    assert await state_backend_findings(config(url)) == [Finding("state backend", True, f"redis at {url} answers")]
+    [down] = await state_backend_findings(config(f"redis://:pw@127.0.0.1:{free_port()}/0"))
+    assert not down.ok and "state.backend: memory" in down.fix and "pw" not in down.detail
