@@ -166,8 +166,9 @@ class LoadResult:
         return len(self.latencies_ms) / self.seconds if self.seconds else 0.0
 
 
-async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: bool) -> LoadResult:
+async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: bool, headers: dict[str, str] | None = None) -> LoadResult:
     """Send ``requests`` POSTs with ``concurrency`` in flight; time each to its last byte."""
+    sent_headers = {"Content-Type": "application/json", **(headers or {})}
     latencies: list[float] = []
     overheads: list[float] = []
     errors = 0
@@ -181,7 +182,7 @@ async def drive(url: str, body: bytes, requests: int, concurrency: int, stream: 
                 remaining -= 1
                 started = time.perf_counter()
                 try:
-                    async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+                    async with http.post(url, data=body, headers=sent_headers) as resp:
                         data = await resp.read()
                         if resp.status != 200 or (stream and not data.endswith(b"data: [DONE]\n\n")):
                             errors += 1

@@ -16,13 +16,14 @@ from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError, invalid_request
+from router.session_escalation import SessionEscalation
 from router.stage import FailMode, StageDeps, StageReport
 
 
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session"})
+    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session", "escalation_record"})
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -55,7 +56,10 @@ class CapabilityGate:
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
         escalation = None
         if self.escalation is not None and ctx.session is not None:
-            escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
+            if ctx.escalation_record is not None:  # pinch-prune read it with the session's ledger
+                escalation = SessionEscalation.of(ctx.escalation_record, tier, config.routing.tiers, self.clock())
+            else:
+                escalation = await self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
             if escalation is not None:
                 tier = escalation.to_tier
         needs = detect_capabilities(

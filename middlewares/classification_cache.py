@@ -13,8 +13,11 @@ classification whose source is ``classifier`` is stored (never ``fallback``,
 ``override`` or ``cached``, so a hit never renews an entry), and only category
 and tier. It is stored whether or not the upstream then succeeded: what the
 work *is* does not depend on who served it. Agent turns are sequential, so the
-next turn of the session finds it; two truly concurrent first turns both
-classify and the later write wins.
+next turn of the session finds it. The first classification of a session is
+stored only if absent (``put_if_absent``): two concurrent first turns — on two
+replicas sharing Redis, say — both classify, the first write wins and every
+later turn, on any replica, uses that one. Only an entry written by a tool-less
+request (a title request) is then overwritten by a request with tools.
 
 Side requests (see :mod:`router.core.session_cache`): an entry serves only
 requests that, like the one it classified, do or do not offer tools; a
@@ -23,18 +26,23 @@ own and never written over that entry.
 
 Skipped when ``session_cache.enabled`` is false or the request has no session
 key. Time comes from ``deps.clock`` (monotonic seconds; tests inject one). The
-store is the application's session state (``deps.state``), bounded by
-``session_cache.max_entries`` (LRU); an entry expires from it after the staleness window.
+store is the application's session state (``deps.state``, one per process, or
+Redis), bounded by ``session_cache.max_entries`` (LRU, in-process store); an
+entry expires from it after the staleness window. Keys carry a digest of the
+categories and tiers, so after a reload that changes them old entries are misses.
+One read per request; the write after a classifier call is one round trip
+(two when a title request's entry is replaced).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import ClassVar
 
 from router.config import SessionCacheSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
-from router.core.session_cache import SessionCache, is_side_request
+from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
 from router.stage import FailMode, StageDeps, StageReport
 
 
@@ -48,23 +56,26 @@ class ClassificationCache:
     def __init__(self, deps: StageDeps) -> None:
         self.settings: SessionCacheSettings = deps.config.session_cache
         self.timeout_seconds: float | None = 1.0
-        self.store = SessionCache(self.settings.max_entries, deps.state, ttl_seconds=self.settings.staleness_minutes * 60)
+        self.state = deps.state
+        self.space = classification_space(self.settings.max_entries, self.settings.staleness_minutes * 60)
         self.clock: Callable[[], float] = deps.clock
         self._staleness_seconds = self.settings.staleness_minutes * 60
-        # What a stored classification means: after a reload that changes it, old entries are not carried over.
-        self._vocabulary = (tuple(deps.config.routing.categories), tuple(deps.config.routing.tiers))
+        # What a stored classification means: after a reload that changes it, old entries are not read.
+        vocabulary = repr((tuple(deps.config.routing.categories), tuple(deps.config.routing.tiers)))
+        self._vocabulary = hashlib.sha256(vocabulary.encode()).hexdigest()[:8]
 
-    def carry_over(self, previous: ClassificationCache) -> None:
-        """On reload: keep the sessions' classifications while categories, tiers and the bound are unchanged."""
-        if previous._vocabulary == self._vocabulary and previous.store.max_entries == self.store.max_entries:
-            self.store = previous.store
+    def _key(self, session: str) -> str:
+        return f"{self._vocabulary}:{session}"
+
+    async def _entry(self, session: str, now: float) -> CachedClassification | None:
+        return fresh(await self.state.get(self.space, self._key(session), now), now, self._staleness_seconds)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "disabled")
         if ctx.session is None:
             return StageReport(Outcome.SKIPPED, "no session key")
-        entry = self.store.get(ctx.session.key, self.clock(), self._staleness_seconds)
+        entry = await self._entry(ctx.session.key, self.clock())
         if entry is None:
             return StageReport(detail="miss")
         offers = ctx.view.offers_tools
@@ -78,7 +89,7 @@ class ClassificationCache:
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         pass  # a failed lookup is a miss: the classifier decides
 
-    def after(self, ctx: RequestContext) -> None:
+    async def after(self, ctx: RequestContext) -> None:
         classification = ctx.classification
         if (
             self.settings.enabled
@@ -86,7 +97,11 @@ class ClassificationCache:
             and classification is not None
             and classification.source is ClassificationSource.CLASSIFIER
         ):
-            now, offers = self.clock(), ctx.view.offers_tools
-            if is_side_request(self.store.get(ctx.session.key, now, self._staleness_seconds), offers):
-                return  # a title or summary request never decides the session's category
-            self.store.put(ctx.session.key, classification.task_category, classification.task_tier, now, tools_offered=offers)
+            now, offers, key = self.clock(), ctx.view.offers_tools, self._key(ctx.session.key)
+            ours = CachedClassification(classification.task_category, classification.task_tier, now, offers)
+            stored = await self.state.put_if_absent(self.space, key, ours, now)
+            if stored == ours:
+                return
+            if fresh(stored, now, self._staleness_seconds) is not None and (is_side_request(stored, offers) or stored.serves(offers)):
+                return  # the session's classification stands: a title request never decides it; a concurrent first turn won
+            await self.state.put(self.space, key, ours, now)  # a stale entry, or a title request's, gives way

@@ -17,8 +17,10 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   reapplied and new results are compressed in batches timed by the provider's
   cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
   time (``deps.clock``) and its provider live in the session state
-  (``deps.state``): one read and one write per request. A missing ledger (new
-  session, evicted, restarted) is a fresh session.
+  (``deps.state``, on Redis shared by every replica): one read (pipelined with
+  the session's escalation record, which the gate then reuses from
+  ``ctx.escalation_record``) and one write, not waited for, per request. A missing ledger
+  (new session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
@@ -40,12 +42,14 @@ from typing import ClassVar
 from router.config import Config, PinchSettings
 from router.context import Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
+from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
 from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
+from router.session_escalation import SessionEscalation
 from router.stage import FailMode, StageDeps, StageReport
 
 
@@ -53,7 +57,7 @@ class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session"})
-    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
+    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites", "escalation_record"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -69,21 +73,24 @@ class PinchPrune:
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
 
-    def carry_over(self, previous: PinchPrune) -> None:
-        """On reload: sessions keep their ledgers, so a config change busts no session's prompt cache."""
-        self.state = previous.state
-
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")
         order = ctx.relevance.order if ctx.relevance is not None else None
         outcome, note = Outcome.OK, ""
-        windows = self._windows(ctx)
+        session, escalation = await self._read(ctx)
+        if self.escalation is not None and ctx.session is not None:
+            ctx.escalation_record = escalation or EscalationRecord()  # for the gate: read once per request
+        windows = self._windows(ctx, escalation)
         try:
-            sent, stats = self._prune(ctx, order, windows)
+            sent, stats, stored = self._prune(ctx, order, windows, session)
         except RelevanceOrderError as exc:
-            sent, stats = self._prune(ctx, None, windows)
+            sent, stats, stored = self._prune(ctx, None, windows, session)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
+        if stored is not None and ctx.session is not None:
+            # Not waited for: the write leaves before the request goes upstream, long before
+            # the session's next turn can arrive at any replica.
+            self.state.put_later(self.space, ctx.session.key, stored, self.clock())
         ctx.rewrites = sent
         ctx.pinch = stats
         detail = (
@@ -92,19 +99,34 @@ class PinchPrune:
         )
         return StageReport(outcome, detail + note)
 
-    def _prune(self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...]) -> tuple[Rewrites, PinchStats]:
+    async def _read(self, ctx: RequestContext) -> tuple[PinchSession | None, EscalationRecord | None]:
+        """The session's ledger (when the ledger is used) and escalation record, in one round trip."""
+        if ctx.session is None:
+            return None, None
+        key, now = ctx.session.key, self.clock()
+        ledger = self.settings.ledger
+        reads = [(self.space, key)] if ledger else []
+        if self.escalation is not None:
+            reads.append((self.escalation.space, key))
+        values = await self.state.get_many(reads, now) if reads else []
+        session = (values.pop(0) or PinchSession()) if ledger else None
+        return session, (values[0] if values else None)
+
+    def _prune(
+        self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...], session: PinchSession | None
+    ) -> tuple[Rewrites, PinchStats, PinchSession | None]:
+        """What goes upstream, its stats, and the session's ledger to store (None: pruned afresh)."""
         settings = self.settings
         tools, measured = ctx.view.tools, ctx.measured_prompt(self.estimator)
-        if not settings.ledger or ctx.session is None:
+        if session is None or ctx.session is None:
             budget = min(settings.budget_tokens, windows[0].prompt_limit) if windows else settings.budget_tokens
             sent, stats = prune_results(
                 ctx.view.conversation, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
             )
             why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
             why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
-            return sent, replace(stats, newly_compressed=stats.compressed, reason=why)
-        now, key = self.clock(), ctx.session.key
-        session = self.state.get(self.space, key, now) or PinchSession()
+            return sent, replace(stats, newly_compressed=stats.compressed, reason=why), None
+        now = self.clock()
         provider = windows[0].provider if windows else None
         target = self.config.providers.get(provider) if provider is not None else None
         # no capable model (the gate will refuse the request): the cache is judged by time alone
@@ -127,16 +149,14 @@ class PinchPrune:
             tools=tools,
             measured=measured,
         )
-        self.state.put(self.space, key, PinchSession(result.ledger, now, provider, session.requests + 1), now)
-        return result.rewrites, result.stats
+        return result.rewrites, result.stats, PinchSession(result.ledger, now, provider, session.requests + 1)
 
-    def _windows(self, ctx: RequestContext) -> tuple[WindowLimit, ...]:
+    def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
         config, classification = self.config, ctx.classification
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
-        if self.escalation is not None and ctx.session is not None:
-            escalation = self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
-            tier = escalation.to_tier if escalation is not None else tier
+        escalation = SessionEscalation.of(escalated, tier, config.routing.tiers, self.clock())
+        tier = escalation.to_tier if escalation is not None else tier
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None

@@ -15,6 +15,10 @@ Texts are embedded in ONE batched request: the queries and every candidate
 (cut to ``max_candidate_chars``) whose embedding is not in the cache. Queries
 go through the cache too: the task part repeats on every turn of a tool loop,
 so in steady state a turn embeds its new step query and its new tool results.
+With a shared session state (``state.backend: redis``) what this process's cache
+lacks is looked up there first (one round trip) and what is embedded is written
+there (not waited for): a session that moves to another replica or worker does
+not embed its old tool results again.
 Blank texts are never sent (some endpoints reject them); they count as zero
 vectors, similarity 0.
 
@@ -32,9 +36,17 @@ import numpy as np
 
 from router.config import PinchSettings
 from router.context import Outcome, Relevance, RelevanceStatus, RequestContext
-from router.core.embedding_cache import EmbeddingCache, Vector
+from router.core.embedding_cache import (
+    SHARED_TTL_SECONDS,
+    EmbeddingCache,
+    Vector,
+    decode_vector,
+    encode_vector,
+    shared_key,
+)
 from router.core.messages import content_text
 from router.core.relevance import order_by_relevance
+from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
@@ -57,6 +69,8 @@ class PinchRelevance:
         self.estimator: TokenEstimator = deps.estimator
         self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes, deps.config.embeddings_provider())
         self.cache = EmbeddingCache(self.settings.cache_entries)
+        self.state, self.clock = deps.state, deps.clock
+        self.space = Space("embedding", 1, SHARED_TTL_SECONDS, self.settings.cache_entries, encode_vector, decode_vector)
 
     def carry_over(self, previous: PinchRelevance) -> None:
         """On reload: keep the embeddings (keyed by model and text, so a new model simply misses)."""
@@ -73,6 +87,9 @@ class PinchRelevance:
         texts = [content_text(results[p].content)[: self.settings.max_candidate_chars] for p in candidates]
         model = self.settings.model
         lookup = self.cache.lookup(model, [t for t in queries + texts if t.strip()])
+        if lookup.missing and self.state.shared:
+            reads = [(self.space, shared_key(model, text)) for text in lookup.missing]
+            lookup = self.cache.learn(model, lookup, lookup.missing, await self.state.get_many(reads, self.clock()))
         embedded, cached = len(lookup.missing), len(lookup.found)
         vectors = dict(lookup.found)
         if lookup.missing:
@@ -82,6 +99,10 @@ class PinchRelevance:
                 self._unavailable(ctx, exc.reason, cached)
                 return StageReport(Outcome.FALLBACK, f"unavailable: {exc.reason}; {embedded} to embed, {cached} cached")
             self.cache.put_many(model, lookup.missing, list(fresh))
+            if self.state.shared:
+                now = self.clock()
+                for text, vector in zip(lookup.missing, fresh, strict=True):
+                    self.state.put_later(self.space, shared_key(model, text), vector, now)
             vectors.update(zip(lookup.missing, fresh, strict=True))
         try:
             order = _rank(queries, texts, vectors)

@@ -18,7 +18,6 @@ import aiohttp
 from aiohttp import web
 
 from router.config import Config, config_secrets
-from router.core.escalation import EscalationTracker
 from router.core.redaction import Redactor, clip
 from router.decision_log import DecisionLog
 from router.drain import OPEN_STREAMS_KEY, OpenStreams
@@ -28,6 +27,7 @@ from router.endpoints import (
     CONFIG_KEY,
     RECORDER_KEY,
     count_message_tokens,
+    STATE_KEY,
     healthz,
     list_decisions,
     list_models,
@@ -40,6 +40,8 @@ from router.live import LIVE_KEY, LiveChain
 from router.metrics import Metrics
 from router.recorder import Recorder
 from router.request_body import BodyBudget
+from router.session_escalation import SessionEscalation
+from router.session_store import LocalStore, SessionStore, redis_store
 from router.stage import Handler, Middleware
 from router.unknown_paths import root, unknown_paths
 from router.wire import adapters
@@ -116,9 +118,13 @@ async def create_app(
     config: Config,
     *,
     http: aiohttp.ClientSession | None = None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
 ) -> web.Application:
-    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened)."""
+    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened).
+
+    ``clock`` times what the session state keeps: monotonic for the in-process
+    store, the wall clock for Redis (replicas on other machines share its values).
+    """
     owns_http = http is None
     if http is None:
         http = aiohttp.ClientSession(
@@ -128,12 +134,15 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    state = session_store(config, metrics)
+    if clock is None:
+        clock = time.time if config.state.backend == "redis" else time.monotonic
     escalation = (
-        EscalationTracker(config.escalation.failures, config.escalation.window_minutes * 60)
+        SessionEscalation(state, config.escalation.failures, config.escalation.window_minutes * 60)
         if config.escalation.enabled
         else None
     )
-    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
     redactor = Redactor(config_secrets(config))
     settings = config.decision_log
     decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
@@ -144,13 +153,15 @@ async def create_app(
         clock=clock,
         wall_clock=time.time,
         redactor=redactor,
+        state=state,
     )
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
-        live = LiveChain(config, http=http, recorder=recorder, clock=clock)
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
     except Exception:
+        await state.close()  # never started: this only releases the Redis client
         if owns_http:
             await http.close()
         raise
@@ -183,6 +194,16 @@ async def create_app(
         endpoint.router.add_post("", chain_end)
         app.add_subapp(path, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+    app[STATE_KEY] = state
+
+    async def connect_state(_: web.Application) -> None:
+        await state.start()  # never fails: an unreachable Redis means serving in fallback
+
+    async def close_state(_: web.Application) -> None:
+        await state.close()
+
+    app.on_startup.append(connect_state)
+    app.on_cleanup.append(close_state)
 
     if redactor:
         log_filter = redactor.log_filter()
@@ -216,3 +237,11 @@ async def create_app(
 
         app.on_cleanup.append(close_http)
     return app
+
+
+def session_store(config: Config, metrics: Metrics) -> SessionStore:
+    """The process's session state: in memory, or Redis with the in-process store as its fallback."""
+    if config.state.backend == "memory":
+        metrics.state_up.set(1)
+        return LocalStore()
+    return redis_store(config.state.redis, on_fallback=metrics.state_fallback.inc, on_state=lambda up: metrics.state_up.set(int(up)))

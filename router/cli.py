@@ -190,6 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from router.doctor import warn_at_startup
     from router.logs import configure_logging
     from router.service import ServeOptions, serve
+    from router.workers import is_worker, split_state_refusal, supervise
 
     path = _config_path(args)
     directory = _state(args)
@@ -212,6 +213,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         prepare_state(config, directory)
     except LocationError as error:
         raise _fail(str(error)) from None
+    if args.workers > 1 and not is_worker():
+        refusal = split_state_refusal(config.state.backend, args.workers, args.allow_split_state)
+        if refusal is None and port == 0:
+            refusal = f"--workers {args.workers} needs a fixed port (they share it), not 0"
+        if refusal is not None:
+            raise _fail(refusal)
+        return supervise(args.argv, args.workers, port)
     log_writer = configure_logging(config.logging.level)
     options = ServeOptions(
         config_path=path,
@@ -220,6 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         prepare=prepare,
         on_startup=(tune_gc_for_serving,),  # last: after the app's own start-up hooks
         after_listening=(warn_at_startup,),
+        reuse_port=is_worker(),
     )
     code = serve(config, options, log_writer)
     if not log_writer.stop(timeout=2.0):
@@ -322,6 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="listen on a non-loopback host without server.api_keys (e.g. in a container published on loopback)",
     )
+    serve.add_argument(
+        "--workers", type=positive_int, default=1, help="serving processes sharing the port (SO_REUSEPORT); more than 1 needs state.backend: redis"
+    )
+    serve.add_argument(
+        "--allow-split-state", action="store_true", help="allow --workers > 1 on the memory backend (each worker keeps its own session state)"
+    )
     serve.set_defaults(func=cmd_serve)
 
     check = sub.add_parser("check-config", help="validate a config and the decision log's location, print the chain and catalogue")
@@ -395,6 +410,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(argv if argv is not None else sys.argv[1:])  # what `serve --workers` gives each worker
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:  # Ctrl-C before serving began (or in a one-shot command): no traceback

@@ -348,6 +348,31 @@ class EscalationSettings(_Strict):
     window_minutes: PositiveFloat = 30
 
 
+class RedisSettings(_Strict):
+    # redis:// or rediss:// (a password in the URL may be ${ENV}); unix:// for a socket.
+    url: str = "redis://127.0.0.1:6379/0"
+    # Every key starts with "<namespace>:", so several proxies (or other programs) can share one Redis.
+    namespace: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")] = "pinch-router"
+    # Each call's bound; past it the request goes on with the in-process store.
+    timeout_ms: Annotated[int, Field(gt=0, le=5000)] = 250
+    # While Redis is unreachable, how often it is tried again in the background.
+    retry_seconds: PositiveFloat = 1.0
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return url
+
+
+class StateSettings(_Strict):
+    # Where session state lives (classifications, pinch ledgers, escalation, request ids):
+    # "memory" in this process, or "redis", shared by every worker and replica.
+    backend: Literal["memory", "redis"] = "memory"
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+
+
 class LoggingSettings(_Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -367,6 +392,7 @@ class Config(_Strict):
     decision_log: DecisionLogSettings = Field(default_factory=DecisionLogSettings)
     escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
+    state: StateSettings = Field(default_factory=StateSettings)
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:

@@ -34,6 +34,7 @@ from router.core.results import (  # re-exported: the slots' types, defined with
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
+    from router.core.escalation import EscalationRecord
     from router.core.request_view import RequestView, Rewrites
     from router.core.tokens import PromptSize, TokenEstimator
     from router.core.turn_text import TurnText
@@ -104,6 +105,9 @@ class RequestContext:
     response: web.StreamResponse | None = None
     # ``view.units`` + the tool schemas measured once; see measured_prompt
     prompt_size: PromptSize | None = None
+    # The session's escalation record as pinch-prune read it with the ledger (one round trip),
+    # so the gate need not read it again; None: not read, an empty record: the session has none.
+    escalation_record: EscalationRecord | None = None
     trace: list[StageRecord] = field(default_factory=list)
     # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
     upstream_wait: float = 0.0

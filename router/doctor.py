@@ -33,6 +33,7 @@ from router.core.classification import InvalidAnswer, classifier_messages, parse
 from router.core.turn_text import TurnText
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
 from router.locations import LocationError, prepare_state
+from router.session_store import redis_store
 from router.upstream import error_text
 
 log = logging.getLogger("pinch_router.doctor")
@@ -182,11 +183,27 @@ async def call_findings(config: Config, http: aiohttp.ClientSession, timeout: fl
     return findings
 
 
+async def state_backend_findings(config: Config) -> list[Finding]:
+    """With ``state.backend: redis``: does Redis answer a ping within ``state.redis.timeout_ms``?"""
+    if config.state.backend != "redis":
+        return []
+    settings = config.state.redis
+    store = redis_store(settings, on_fallback=lambda: None, on_state=lambda up: None)
+    try:
+        answers = await store.ping()
+    finally:
+        await store.close()
+    if answers:
+        return [Finding("state backend", True, f"redis at {store.where} answers")]
+    fix = f"start Redis at {store.where}, fix state.redis.url, or set state.backend: memory (the proxy serves meanwhile, degraded)"
+    return [Finding("state backend", False, f"redis at {store.where}: {store.why}", fix)]
+
+
 async def run_doctor(config: Config, state_dir: Path, call_timeout: float) -> list[Finding]:
     async with aiohttp.ClientSession() as http:
         findings = [*await provider_findings(config, http), *key_findings(config)]
         findings += await call_findings(config, http, call_timeout)
-    return findings + state_findings(config, state_dir)
+    return findings + state_findings(config, state_dir) + await state_backend_findings(config)
 
 
 def render(findings: Iterable[Finding]) -> str:

@@ -19,10 +19,12 @@ from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
 from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.wire.anthropic_messages import anthropic_error_response
+from router.session_store import SessionStore
 
 CONFIG_KEY = web.AppKey("config", Config)
 RECORDER_KEY = web.AppKey("recorder", Recorder)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
+STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
 
 MAX_DECISIONS = 1000
 
@@ -32,7 +34,11 @@ def _json(payload: object, status: int = 200) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    return _json({"status": "ok"})
+    """200 while the proxy serves; ``degraded`` (still 200) while its shared state backend is down."""
+    problem = request.app[STATE_KEY].problem()
+    if problem is None:
+        return _json({"status": "ok"})
+    return _json({"status": "degraded", "problems": [problem]})
 
 
 async def list_models(request: web.Request) -> web.Response:

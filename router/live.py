@@ -37,14 +37,15 @@ from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.core.tokens import TokenEstimator
 from router.recorder import Recorder
+from router.session_store import SessionStore
 from router.stage import Handler, Middleware, Stage
 
 log = logging.getLogger("pinch_router.reload")
 
 # Built outside the chain, once per process: the listening socket and its limits
 # (server), the connection pool's size, the decision log's file and queue, and the
-# escalation tracker's state. A reload keeps the running values and says so.
-RESTART_ONLY = ("server", "upstream.max_connections", "decision_log", "escalation")
+# escalation settings, and the session-state backend. A reload keeps the running values and says so.
+RESTART_ONLY = ("server", "upstream.max_connections", "decision_log", "escalation", "state")
 
 
 def load_serving_config(path: str | Path) -> Config:
@@ -80,8 +81,18 @@ class ReloadResult:
 
 
 class LiveChain:
-    def __init__(self, config: Config, *, http: aiohttp.ClientSession, recorder: Recorder, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        http: aiohttp.ClientSession,
+        recorder: Recorder,
+        clock: Callable[[], float],
+        state: SessionStore | None = None,
+    ) -> None:
         self.http = http
+        # the session state is the process's: every generation reads and writes the same one
+        self.state = state if state is not None else recorder.state
         self.recorder = recorder
         self.clock = clock
         self._edges: list[EdgeFactory] = []
@@ -139,6 +150,7 @@ class LiveChain:
             clock=self.clock,
             escalation=self.recorder.escalation,
             metrics=metrics,
+            state=self.state,
         )
         stages, chain = build_chain(config, deps, stage_registry())
         if previous is not None:
@@ -200,7 +212,13 @@ def _restart_only(path: str) -> bool:
 def _keep_restart_only(loaded: Config, running: Config) -> Config:
     upstream = loaded.upstream.model_copy(update={"max_connections": running.upstream.max_connections})
     return loaded.model_copy(
-        update={"server": running.server, "decision_log": running.decision_log, "escalation": running.escalation, "upstream": upstream}
+        update={
+            "server": running.server,
+            "decision_log": running.decision_log,
+            "escalation": running.escalation,
+            "upstream": upstream,
+            "state": running.state,
+        }
     )
 
 

@@ -8,6 +8,7 @@ from config or a fixed vocabulary, never from client input.
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 from prometheus_client import (
@@ -18,12 +19,14 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from router.context import Outcome
 from router.decision_record import Decision
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # set by `serve --workers N` for its workers
 
 
 class Metrics:
@@ -60,6 +63,12 @@ class Metrics:
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
         self.wires = Counter("pinch_router_wire_requests", "Requests by the client's wire format and the one the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
+        self.state_fallback = Counter(
+            "pinch_router_state_backend_fallback",
+            "Session-state calls served from the process's memory because the shared backend (Redis) could not answer",
+            registry=r,
+        )
+        self.state_up = Gauge("pinch_router_state_backend_up", "1 while the configured state backend answers", registry=r)
         # Read at scrape time: what is alive now (load tests check these return to idle).
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)
@@ -133,6 +142,10 @@ class Metrics:
 
     def render(self) -> bytes:
         """Prometheus text; call from the event loop (the task gauge counts its tasks)."""
+        if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`: every worker's values
+            registry = CollectorRegistry()
+            MultiProcessCollector(registry)
+            return generate_latest(registry)
         return generate_latest(self.registry)
 
 

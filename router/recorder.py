@@ -1,26 +1,48 @@
 """Where every finished request goes: the decision log, the metrics, one log line.
 
 Also answers ``POST /v1/outcome``: it finds the request's session (recent
-requests from memory, older ones from the log) and feeds escalation.
+requests from the session state — Redis, with ``state.backend: redis``, so an
+outcome may be reported to any replica — older ones from the log) and feeds escalation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from router.core.escalation import EscalationTracker
+import orjson
+
 from router.core.redaction import Redactor
+from router.core.session_state import Space
 from router.decision_log import DecisionLog, OutcomeUpdate
 from router.decision_record import CLIENT_CLOSED, Decision
 from router.metrics import Metrics
+from router.session_escalation import SessionEscalation
+from router.session_store import LocalStore, SessionStore
 
 log = logging.getLogger("pinch_router.request")
 
 # Outcomes usually follow their request within seconds; older ids are looked up in the decision log.
 RECENT_SESSIONS = 10_000
+RECENT_SECONDS = 24 * 3600
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRequest:
+    """A served request's session key (None: it had none), for its outcome (a session-state value)."""
+
+    session: str | None
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.session)
+
+    @classmethod
+    def decode(cls, data: bytes) -> RecentRequest:
+        return cls(orjson.loads(data))
+
+
+RECENT_REQUESTS = Space("request", 1, RECENT_SECONDS, RECENT_SESSIONS, RecentRequest.encode, RecentRequest.decode)
 
 
 class Recorder:
@@ -28,10 +50,11 @@ class Recorder:
         self,
         metrics: Metrics,
         decision_log: DecisionLog | None,
-        escalation: EscalationTracker | None,
+        escalation: SessionEscalation | None,
         clock: Callable[[], float],
         wall_clock: Callable[[], float],
         redactor: Redactor | None = None,
+        state: SessionStore | None = None,
     ) -> None:
         self.redactor = redactor or Redactor(())
         self.metrics = metrics
@@ -39,7 +62,7 @@ class Recorder:
         self.escalation = escalation
         self.clock = clock
         self.wall_clock = wall_clock
-        self._sessions: OrderedDict[str, str | None] = OrderedDict()  # request id → session key
+        self.state = state if state is not None else LocalStore()
         # Set when stopping cancels the requests still running: they did not leave, the proxy cut them.
         self.cutting_at_shutdown = False
 
@@ -52,9 +75,7 @@ class Recorder:
             decision = replace(decision, status=503, error_code="server_shutdown")
         if self.redactor.any_in(_foreign_texts(decision)):  # rare: rebuilding the record costs ~100 µs
             decision = self.redactor.record(decision)
-        self._sessions[decision.request_id] = decision.session
-        if len(self._sessions) > RECENT_SESSIONS:
-            self._sessions.popitem(last=False)
+        self.state.put_later(RECENT_REQUESTS, decision.request_id, RecentRequest(decision.session), self.clock())
         self.metrics.observe(decision)
         if self.decision_log is not None and not self.decision_log.submit(decision):
             self.metrics.decisions_dropped.inc()
@@ -78,8 +99,9 @@ class Recorder:
 
     async def outcome(self, request_id: str, success: bool, reason: str | None) -> bool:
         """Record a client-reported outcome; False when the request id is unknown."""
-        if request_id in self._sessions:
-            session = self._sessions[request_id]
+        recent = await self.state.get(RECENT_REQUESTS, request_id, self.clock())
+        if recent is not None:
+            session = recent.session
         elif self.decision_log is not None:
             known, session = await self.decision_log.session_of(request_id)
             if not known:
@@ -89,7 +111,7 @@ class Recorder:
         if self.decision_log is not None:
             self.decision_log.submit(OutcomeUpdate(request_id, success, reason, self.wall_clock()))
         if self.escalation is not None and session is not None:
-            self.escalation.record_outcome(session, success, self.clock())
+            await self.escalation.record_outcome(session, success, self.clock())
         return True
 
 

@@ -65,6 +65,8 @@ class ServeOptions:
     # Hooks run as the app starts (after its own); coroutines run once it listens.
     on_startup: tuple[Callable[[web.Application], Awaitable[None]], ...] = ()
     after_listening: tuple[Callable[[Config], Awaitable[None]], ...] = ()
+    # A worker of `serve --workers N`: the port is shared with the other workers (SO_REUSEPORT).
+    reuse_port: bool = False
 
 
 def serve(config: Config, options: ServeOptions, console: LineWriter) -> int:
@@ -117,7 +119,7 @@ class Service:
             await _quietly(runner.cleanup())
             path = self.config.decision_log.path
             raise StartupError(f"cannot open the decision log {path}: {error} (set decision_log.path or --state-dir)") from None
-        site = web.TCPSite(runner, self.options.host, self.options.port)
+        site = web.TCPSite(runner, self.options.host, self.options.port, reuse_port=self.options.reuse_port or None)
         try:
             await site.start()
         except OSError as error:

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
-from router.core.escalation import EscalationTracker
-from router.core.session_state import MemorySessionState, SessionState
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError
+from router.session_escalation import SessionEscalation
+from router.session_store import LocalStore, SessionStore
 from router.stage_timeout import StageTimeout, within_timeout
 
 if TYPE_CHECKING:
@@ -62,10 +62,11 @@ class StageDeps:
     http: aiohttp.ClientSession
     estimator: TokenEstimator
     clock: Callable[[], float] = time.monotonic
-    escalation: EscalationTracker | None = None  # shared with POST /v1/outcome
+    escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
     metrics: Metrics | None = None  # for gauges of what is open right now
-    # What the proxy remembers per session between requests (classifications, pinch ledgers).
-    state: SessionState = field(default_factory=MemorySessionState)
+    # What the proxy remembers per session between requests (classifications, pinch ledgers):
+    # one per process, kept across reloads, on Redis with state.backend: redis.
+    state: SessionStore = field(default_factory=LocalStore)
 
 
 class Stage(Protocol):
@@ -106,12 +107,13 @@ class StageClass(Protocol):
 
 class AfterHook(Protocol):
     """Optional: a stage may also define ``after(ctx)``, called once the rest of
-    the chain has returned (or raised, or the client left). It must be cheap,
-    synchronous and must not raise; errors are logged and ignored. The
-    classification cache uses it to store what the classifier decided.
+    the chain has returned (or raised, or the client left). It must be cheap
+    and bounded (one session-state write, within the store's timeout) and must
+    not raise; errors are logged and ignored. The classification cache uses it
+    to store what the classifier decided.
     """
 
-    def after(self, ctx: RequestContext) -> None: ...
+    async def after(self, ctx: RequestContext) -> None: ...
 
 
 class CarryOver(Protocol):
@@ -154,9 +156,9 @@ def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> N
         ctx.response = ctx.error_response(ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed"))
 
 
-def run_after(name: str, after: Callable[[RequestContext], None], ctx: RequestContext) -> None:
+async def run_after(name: str, after: Callable[[RequestContext], Awaitable[None]], ctx: RequestContext) -> None:
     try:
-        after(ctx)
+        await after(ctx)
     except Exception as exc:  # an after-hook never turns a served request into an error
         log.warning("stage_after_failed", extra={"stage": name, "detail": _describe(exc), "request_id": ctx.request_id})
 
@@ -164,7 +166,7 @@ def run_after(name: str, after: Callable[[RequestContext], None], ctx: RequestCo
 def stage_middleware(stage: Stage) -> Middleware:
     """Wrap a stage as an aiohttp middleware; the rest of the chain runs outside its timeout."""
 
-    after: Callable[[RequestContext], None] | None = getattr(stage, "after", None)
+    after: Callable[[RequestContext], Awaitable[None]] | None = getattr(stage, "after", None)
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -178,7 +180,7 @@ def stage_middleware(stage: Stage) -> Middleware:
         try:
             return await handler(request)
         finally:
-            run_after(stage.name, after, ctx)
+            await run_after(stage.name, after, ctx)
 
     middleware.__name__ = f"stage:{stage.name}"
     return middleware

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,3 +60,16 @@ def mock_upstream(event_delay: float = 0.0, words: int = 10) -> Iterator[int]:
     args = ["mock-upstream", "--port", str(port), "--event-delay", str(event_delay), "--text", text]
     with running(router(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port):
         yield port
+
+
+def redis_server_binary() -> str | None:
+    """``redis-server`` on PATH (``.ci/run`` installs it), else None."""
+    return shutil.which("redis-server")
+
+
+def start_redis(port: int) -> subprocess.Popen[bytes]:
+    """A throwaway ``redis-server`` on loopback ``port``: no persistence, no config file."""
+    binary = redis_server_binary()
+    assert binary is not None, "redis-server is not installed (apt-get install -y redis-server)"
+    args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

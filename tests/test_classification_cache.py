@@ -235,7 +235,7 @@ async def test_hit_carries_only_category_and_tier() -> None:
     first = make_ctx(messages=agent_turn(TASK, 1))
     first.session = SessionKey("s1", "fingerprint")
     first.classification = Classification("debugging", 3, ClassificationSource.CLASSIFIER, required_context_tokens=50_000)
-    stage.after(first)
+    await stage.after(first)
     second = make_ctx(messages=agent_turn(TASK, 2))
     second.session = SessionKey("s1", "fingerprint")
     record = await run_stage(stage, second)
@@ -255,8 +255,8 @@ async def test_stage_is_skipped_without_a_cache_or_a_session(enabled: bool, sess
     record = await run_stage(stage, ctx)
     assert (record.outcome, record.detail) == (Outcome.SKIPPED, detail)
     ctx.classification = Classification("debugging", 3, ClassificationSource.CLASSIFIER)
-    stage.after(ctx)
-    assert len(stage.store) == 0
+    await stage.after(ctx)
+    assert stage.state.memory.size(stage.space) == 0  # type: ignore[attr-defined]
 
 
 # --- side requests (opencode's real sequence) -------------------------------------------

@@ -130,3 +130,24 @@ def test_check_config_rejects_a_bad_chain(tmp_path, capsys):
 def test_serve_refuses_a_public_host_without_api_keys(tmp_path, capsys):
     assert main(["serve", "--config", str(ROOT / "config.yaml"), "--host", "0.0.0.0"]) == 2
     assert "api_keys" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("state", "path"),
+    [
+        ({"backend": "disk"}, "state.backend"),
+        ({"redis": {"url": "http://127.0.0.1:6379"}}, "state.redis.url"),
+        ({"redis": {"timeout_ms": 0}}, "state.redis.timeout_ms"),
+        ({"redis": {"timeout_ms": 60_000}}, "state.redis.timeout_ms"),
+        ({"redis": {"namespace": "two words"}}, "state.redis.namespace"),
+        ({"redis": {"retry_seconds": 0}}, "state.redis.retry_seconds"),
+    ],
+)
+def test_a_bad_state_setting_is_an_error_naming_its_key(state: dict[str, Any], path: str) -> None:
+    assert path in error_of(base(state=state))
+
+
+def test_state_defaults_to_memory_and_a_redis_url_may_come_from_the_environment() -> None:
+    assert parse_config(base(), {}).state.backend == "memory"
+    config = parse_config(base(state={"backend": "redis", "redis": {"url": "${REDIS_URL}"}}), {"REDIS_URL": "redis://:pw@cache:6380/2"})
+    assert (config.state.redis.url, config.state.redis.timeout_ms) == ("redis://:pw@cache:6380/2", 250)

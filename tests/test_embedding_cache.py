@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.core.embedding_cache import EmbeddingCache, cache_key
+from router.core.embedding_cache import EmbeddingCache, cache_key, decode_vector, encode_vector, shared_key
 
 
 def vec(*values: float) -> np.ndarray:
@@ -98,3 +98,18 @@ def test_put_many_needs_one_vector_per_text() -> None:
 def test_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         EmbeddingCache(0)
+
+
+def test_vectors_a_shared_store_knew_are_learnt_and_the_rest_stay_missing():
+    cache = EmbeddingCache(10)
+    lookup = cache.lookup("m", ["a", "b", "c"])
+    learnt = cache.learn("m", lookup, lookup.missing, [np.array([1.0, 0.0]), None, np.array([0.0, 1.0])])
+    assert learnt.missing == ["b"] and sorted(learnt.found) == ["a", "c"]
+    assert cache.get("m", "a") is not None and cache.get("m", "b") is None
+
+
+def test_a_vector_survives_the_shared_codec_read_only():
+    vector = np.array([0.25, -1.5, 3.0])
+    decoded = decode_vector(encode_vector(vector))
+    assert np.array_equal(decoded, vector) and not decoded.flags.writeable
+    assert shared_key("m", "x") != shared_key("other", "x")

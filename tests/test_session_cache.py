@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.session_cache import CachedClassification, SessionCache
+from router.core.session_cache import CachedClassification, classification_space, fresh
+from router.core.session_state import MemorySessionState
 
 STALE_AFTER = 1200.0  # 20 minutes
 
 
-def store(max_entries: int = 100) -> SessionCache:
-    return SessionCache(max_entries)
+class Store:
+    """The classification space in an in-memory session state, read and written as the stage does."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.state, self.space = MemorySessionState(), classification_space(max_entries)
+
+    def put(self, key: str, category: str, tier: int, now: float) -> None:
+        self.state.put(self.space, key, CachedClassification(category, tier, now), now)
+
+    def get(self, key: str, now: float, staleness_seconds: float) -> CachedClassification | None:
+        return fresh(self.state.get(self.space, key, now), now, staleness_seconds)
+
+    def __len__(self) -> int:
+        return self.state.size(self.space)
+
+
+def store(max_entries: int = 100) -> Store:
+    return Store(max_entries)
 
 
 def test_unknown_session_is_a_miss() -> None:
@@ -77,4 +94,4 @@ def test_overwriting_a_key_does_not_grow_the_store() -> None:
 @pytest.mark.parametrize("max_entries", [0, -1])
 def test_store_must_hold_at_least_one_entry(max_entries: int) -> None:
     with pytest.raises(ValueError, match="max_entries"):
-        SessionCache(max_entries)
+        classification_space(max_entries)

@@ -276,7 +276,7 @@ async def test_after_hook_runs_once_the_chain_returned_and_its_errors_are_contai
     seen = []
 
     class WithAfter(ScriptedStage):
-        def after(self, ctx):
+        async def after(self, ctx):  # the hook is awaited (#18: its write may go to Redis)
             seen.append(ctx.response is None)
             raise RuntimeError("after-hook bug")
 

@@ -85,6 +85,36 @@ class EmbeddingCache:
                 found[text] = vector
         return CacheLookup(found, list(missing))
 
+    def learn(self, model: str, lookup: CacheLookup, texts: Sequence[str], vectors: Sequence[Vector | None]) -> CacheLookup:
+        """``lookup`` once the vectors found elsewhere (a shared store; None: not there) for ``texts``, its
+        missing texts, are known: those are stored here and no longer missing."""
+        found, missing = dict(lookup.found), []
+        for text, vector in zip(texts, vectors, strict=True):
+            if vector is None:
+                missing.append(text)
+            else:
+                self.put(model, text, vector)
+                found[text] = vector
+        return CacheLookup(found, missing)
+
     def put_many(self, model: str, texts: Sequence[str], vectors: Sequence[Vector]) -> None:
         for text, vector in zip(texts, vectors, strict=True):
             self.put(model, text, vector)
+
+
+# --- shared between processes (state.backend: redis): the same keys, vectors as bytes ----------
+
+SHARED_TTL_SECONDS = 7 * 24 * 3600  # an embedding never goes stale; the time to live only bounds the store
+
+
+def shared_key(model: str, text: str) -> str:
+    name, digest = cache_key(model, text)
+    return f"{name}:{digest.hex()}"
+
+
+def encode_vector(vector: Vector) -> bytes:
+    return np.asarray(vector, dtype="<f8").tobytes()
+
+
+def decode_vector(data: bytes) -> Vector:
+    return np.frombuffer(data, dtype="<f8")  # read-only, like the vectors the cache holds

@@ -9,9 +9,12 @@ stays one tier up for longer, it does not climb to the top.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import orjson
+
+MAX_FAILURES_KEPT = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,33 +27,33 @@ class Escalation:
         return f"escalated from tier {self.from_tier} to {self.to_tier} after {self.failures} failed outcomes"
 
 
-class EscalationTracker:
-    def __init__(self, failures: int, window_seconds: float, max_sessions: int = 10_000) -> None:
-        self.failures = failures
-        self.window = window_seconds
-        self.max_sessions = max_sessions
-        self._failed: OrderedDict[str, deque[float]] = OrderedDict()
-        self._until: dict[str, float] = {}
+@dataclass(frozen=True, slots=True)
+class EscalationRecord:
+    """One session's recent failed outcomes (the caller's clock) and when its escalation ends (a session-state value)."""
 
-    def record_outcome(self, session: str, success: bool, now: float) -> None:
-        if success:
-            return
-        times = self._failed.setdefault(session, deque())
-        self._failed.move_to_end(session)
-        times.append(now)
-        while times and times[0] <= now - self.window:
-            times.popleft()
-        if len(times) >= self.failures:
-            self._until[session] = now + self.window
-        while len(self._failed) > self.max_sessions:
-            old, _ = self._failed.popitem(last=False)
-            self._until.pop(old, None)
+    failed_at: tuple[float, ...] = ()
+    until: float = 0.0
 
-    def escalate(self, session: str | None, tier: int, tiers: Sequence[int], now: float) -> Escalation | None:
-        """The escalation for a request of ``session`` at ``tier``, or None."""
-        if session is None or self._until.get(session, 0.0) <= now:
+    def after_failure(self, now: float, failures: int, window_seconds: float) -> EscalationRecord:
+        """This record once a failure at ``now`` is counted: failures older than the window drop out."""
+        # bounded: a client that reports failures in a loop keeps the last ones only
+        failed_at = (*(t for t in self.failed_at if t > now - window_seconds), now)[-MAX_FAILURES_KEPT:]
+        until = now + window_seconds if len(failed_at) >= failures else self.until
+        return EscalationRecord(failed_at, until)
+
+    def escalation(self, tier: int, tiers: Sequence[int], now: float) -> Escalation | None:
+        """The escalation of a request at ``tier`` at ``now``, or None."""
+        if self.until <= now:
             return None
         higher = sorted(t for t in tiers if t > tier)
         if not higher:
             return None
-        return Escalation(tier, higher[0], len(self._failed.get(session, ())))
+        return Escalation(tier, higher[0], len(self.failed_at))
+
+    def encode(self) -> bytes:
+        return orjson.dumps([list(self.failed_at), self.until])
+
+    @classmethod
+    def decode(cls, data: bytes) -> EscalationRecord:
+        failed_at, until = orjson.loads(data)
+        return cls(tuple(float(t) for t in failed_at), float(until))

@@ -1,13 +1,14 @@
-"""The per-session classification store (ARCHITECTURE §7). Pure: time is passed in.
+"""The per-session classification: the stored value, its space and its staleness rule (ARCHITECTURE §7). Pure.
 
 Only a category and a tier are stored per session key — capabilities and
 token counts change turn to turn and are always measured fresh. An entry
-older than ``staleness_seconds`` is a miss; it stays until the next ``put``
-for that key overwrites it (or LRU eviction drops it) and a read never renews
-it, so a session is reclassified at least once per staleness window even
-while it is busy. The store holds at most ``max_entries`` sessions, evicting
-the least recently used (read or written) first. Entries live in the
-``classification`` space of a :class:`~router.core.session_state.SessionState`.
+older than ``staleness_seconds`` is a miss (:func:`fresh`); it stays until the
+next put for that key overwrites it (or its time to live, or LRU eviction, drops
+it) and a read never renews it, so a session is reclassified at least once per
+staleness window even while it is busy. Entries live in the ``classification``
+space (:func:`classification_space`) of the session state, which holds at most
+``max_entries`` sessions in process, evicting the least recently used first;
+the classification-cache stage reads and writes them.
 
 Side requests: agents send title, summary and commit-message requests with the
 session's id but without tools (opencode's title request comes first). So an
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import orjson
 
-from router.core.session_state import MemorySessionState, SessionState, Space
+from router.core.session_state import Space
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,30 +53,13 @@ def is_side_request(entry: CachedClassification | None, offers_tools: bool) -> b
     return entry is not None and entry.tools_offered and not offers_tools
 
 
-class SessionCache:
-    """The classifications, kept in a :class:`SessionState` (its own in-memory one unless given)."""
+def classification_space(max_entries: int, ttl_seconds: float = math.inf) -> Space[CachedClassification]:
+    """Where the classifications live in a session state."""
+    return Space("classification", 2, ttl_seconds, max_entries, CachedClassification.encode, CachedClassification.decode)
 
-    def __init__(self, max_entries: int, state: SessionState | None = None, ttl_seconds: float = math.inf) -> None:
-        if max_entries <= 0:
-            raise ValueError("max_entries must be positive")
-        self.max_entries = max_entries
-        self._state = state if state is not None else MemorySessionState()
-        # ttl only frees memory (and a shared store's keys): staleness is decided by each get
-        self._space = Space("classification", 2, ttl_seconds, max_entries, CachedClassification.encode, CachedClassification.decode)
 
-    def __len__(self) -> int:
-        """Sessions held (the in-memory store counts them; a shared store does not say)."""
-        if not isinstance(self._state, MemorySessionState):
-            raise TypeError("only an in-memory session state counts its entries")
-        return self._state.size(self._space)
-
-    def get(self, key: str, now: float, staleness_seconds: float) -> CachedClassification | None:
-        """The fresh entry for ``key``, or None when absent or older than ``staleness_seconds``."""
-        entry = self._state.get(self._space, key, now)
-        if entry is None or now - entry.stored_at > staleness_seconds:
-            return None
-        return entry
-
-    def put(self, key: str, category: str, tier: int, now: float, *, tools_offered: bool = False) -> None:
-        """Store (or overwrite) ``key``'s classification as of ``now``; evict beyond ``max_entries``."""
-        self._state.put(self._space, key, CachedClassification(category, tier, now, tools_offered), now)
+def fresh(entry: CachedClassification | None, now: float, staleness_seconds: float) -> CachedClassification | None:
+    """The entry when it is younger than ``staleness_seconds``, else None (a miss)."""
+    if entry is None or now - entry.stored_at > staleness_seconds:
+        return None
+    return entry

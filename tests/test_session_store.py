@@ -1,0 +1,109 @@
+"""The awaited session store: in-process semantics, Redis semantics (a real redis-server), the fallback."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from bench.harness import free_port
+from router.config import Config, RedisSettings, parse_config
+from router.core.session_state import Space
+from router.doctor import Finding, state_backend_findings
+from router.recorder import RECENT_REQUESTS, RecentRequest
+from router.session_store import LocalStore, RedisStore, redis_store, without_password
+from tests.conftest import model_entry
+from tests.processes import redis_server_binary, running, start_redis
+
+needs_redis = pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
+
+
+def notes(version: int = 1, ttl: float = 60.0) -> Space[str]:
+    return Space("notes", version, ttl, 100, lambda s: s.encode(), lambda b: b.decode())
+
+
+@pytest.fixture(scope="module")
+def redis_port() -> Iterator[int]:
+    if redis_server_binary() is None:
+        pytest.skip("redis-server is not installed (.ci/run installs it)")
+    port = free_port()
+    process: subprocess.Popen[bytes] = start_redis(port)
+    with running(process, port):
+        yield port
+
+
+async def test_the_first_value_put_if_absent_stays_in_the_process() -> None:
+    store = LocalStore()
+    assert await store.put_if_absent(notes(), "s1", "first", now=0.0) == "first"
+    assert await store.put_if_absent(notes(), "s1", "second", now=1.0) == "first"
+    assert await store.get_many([(notes(), "s1"), (notes(), "s2")], now=2.0) == ["first", None]
+
+
+@needs_redis
+async def test_redis_keeps_the_first_value_namespaced_versioned_and_with_the_spaces_lifetime(redis_port: int) -> None:
+    client = Redis.from_url(f"redis://127.0.0.1:{redis_port}/0")
+    store = RedisStore(client, "ns-a")
+    try:
+        assert await store.put_if_absent(notes(), "s1", "first", now=0.0) == "first"
+        assert await store.put_if_absent(notes(), "s1", "second", now=0.0) == "first"
+        assert await store.get(notes(version=2), "s1", now=0.0) is None  # another schema version never reads it
+        assert await RedisStore(client, "ns-b").get(notes(), "s1", now=0.0) is None  # nor another namespace
+        assert 59_000 < await client.pttl("ns-a:notes:v1:s1") <= 60_000
+        await store.put(notes(ttl=math.inf), "s2", "kept", now=0.0)
+        assert await client.pttl("ns-a:notes:v1:s2") == -1
+        await client.set("ns-a:notes:v1:s3", b"\xff")  # a value this version cannot decode is a miss
+        assert await store.get_many([(notes(), "s3"), (notes(), "s2")], now=0.0) == [None, "kept"]
+    finally:
+        await client.aclose()
+
+
+async def test_an_unreachable_redis_serves_from_memory_counts_each_call_and_says_why() -> None:
+    fallbacks: list[None] = []
+    states: list[bool] = []
+    settings = RedisSettings(url=f"redis://:secret@127.0.0.1:{free_port()}/0", timeout_ms=100, retry_seconds=60)
+    store = redis_store(settings, on_fallback=lambda: fallbacks.append(None), on_state=states.append)
+    await store.start()
+    try:
+        await store.put(notes(), "s1", "kept here", now=0.0)
+        assert await store.get(notes(), "s1", now=1.0) == "kept here"
+        assert len(fallbacks) == 2 and states == [False]
+        problem = store.problem()
+        assert problem is not None and "unavailable" in problem and "secret" not in problem
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"),
+        ("redis://:pw@cache:6380/1", "redis://:***@cache:6380/1"),
+        ("rediss://user:pw@cache/0", "rediss://user:***@cache/0"),
+    ],
+)
+def test_a_redis_url_is_shown_without_its_password(url: str, shown: str) -> None:
+    assert without_password(url) == shown
+
+
+def test_request_ids_survive_the_codec_with_and_without_a_session() -> None:
+    for session in ("abc", None):
+        value = RecentRequest(session)
+        assert RECENT_REQUESTS.decode(RECENT_REQUESTS.encode(value)) == value
+    assert orjson.loads(RECENT_REQUESTS.encode(RecentRequest(None))) is None
+
+
+@needs_redis
+async def test_doctor_says_whether_the_configured_redis_answers(redis_port: int) -> None:
+    def config(url: str) -> Config:
+        state = {"backend": "redis", "redis": {"url": url, "timeout_ms": 200}}
+        providers = {"mock": {"base_url": "http://127.0.0.1:9/v1"}}
+        return parse_config({"providers": providers, "models": [model_entry("m")], "classifier": {"provider": "mock"}, "state": state}, {})
+
+    url = f"redis://127.0.0.1:{redis_port}/0"
+    assert await state_backend_findings(config(url)) == [Finding("state backend", True, f"redis at {url} answers")]
+    [down] = await state_backend_findings(config(f"redis://:pw@127.0.0.1:{free_port()}/0"))
+    assert not down.ok and "state.backend: memory" in down.fix and "pw" not in down.detail

@@ -1,0 +1,83 @@
+"""`pinch-router serve --workers N`: real processes on one port, state on a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from bench.harness import free_port, wait_for_port
+from router.workers import worker_argv
+from tests.processes import mock_upstream, redis_server_binary, router, running, start_redis, write_config
+
+
+def test_several_workers_on_the_memory_backend_refuse_to_start_saying_why(tmp_path: Path) -> None:
+    config = write_config(tmp_path, free_port(), free_port())
+    done = router(["serve", "--config", str(config), "--workers", "2"]).communicate(timeout=30)
+    process_err = done[1].decode()
+    assert "refusing --workers 2 with state.backend: memory" in process_err
+    assert "--allow-split-state" in process_err and "Traceback" not in process_err
+
+
+@pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
+async def test_two_workers_share_the_port_their_metrics_add_up_and_one_signal_stops_both(tmp_path: Path) -> None:
+    redis_port, port = free_port(), free_port()
+    with running(start_redis(redis_port), redis_port), mock_upstream() as upstream_port:
+        state = {"backend": "redis", "redis": {"url": f"redis://127.0.0.1:{redis_port}/0"}}
+        config = write_config(tmp_path, upstream_port, port, state=state)
+        log = (tmp_path / "serve.log").open("wb")
+        supervisor = router(["serve", "--config", str(config), "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
+        with running(supervisor):
+            wait_for_port(port, 30, supervisor)
+            async with aiohttp.ClientSession() as http:
+                for i in range(20):
+                    # a new connection each time, so the kernel may hand it to either worker
+                    body = {"model": "auto", "messages": [{"role": "user", "content": f"hi {i}"}]}
+                    async with http.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, headers={"Connection": "close"}) as r:
+                        assert r.status == 200
+                pids: set[str] = set()
+                for _ in range(10):  # until both workers have answered a scrape
+                    async with http.get(f"http://127.0.0.1:{port}/metrics", headers={"Connection": "close"}) as r:
+                        text = await r.text()
+                    pids |= set(re.findall(r'^pinch_router_requests_in_flight\{pid="(\d+)"\}', text, re.M))
+                    served = sum(float(v) for v in re.findall(r"^pinch_router_requests_total\{[^}]*\} (\S+)$", text, re.M))
+                    assert served == 20  # whichever worker answers, it counts every worker's requests
+                assert len(pids) == 2
+
+                # one SIGHUP to the supervisor reloads every worker
+                config.write_text(config.read_text().replace("middlewares:", "routing:\n  aliases: [auto, gpt-4o]\nmiddlewares:", 1))
+                supervisor.send_signal(signal.SIGHUP)
+                deadline = time.monotonic() + 10
+                while True:
+                    seen = []
+                    for _ in range(12):  # fresh connections land on both workers
+                        async with http.get(f"http://127.0.0.1:{port}/v1/models", headers={"Connection": "close"}) as r:
+                            seen.append("gpt-4o" in {m["id"] for m in (await r.json())["data"]})
+                    if all(seen) or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.2)
+                assert all(seen)
+            supervisor.send_signal(signal.SIGTERM)
+            assert supervisor.wait(30) == 0
+        log.close()
+        output = (tmp_path / "serve.log").read_text()
+        assert output.count("pinch-router: stopped") == 2
+        assert output.count('"config_reloaded"') == 2  # each worker once
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["serve", "--workers", "4"], ["serve", "--port", "8787"]),
+        (["serve", "--config", "c.yaml", "--workers=2", "--port", "0"], ["serve", "--config", "c.yaml", "--port", "8787"]),
+        (["serve", "--port=9000", "--state-dir", "s", "--workers", "2"], ["serve", "--state-dir", "s", "--port", "8787"]),
+    ],
+)
+def test_each_worker_runs_serve_without_workers_on_the_fixed_port(argv: list[str], expected: list[str]) -> None:
+    assert worker_argv(argv, 8787) == expected
