@@ -23,7 +23,7 @@ class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session"})
-    provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route"})
+    provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
     def __init__(self, deps: StageDeps) -> None:

@@ -1,10 +1,11 @@
 """classification-cache: classify a session once, not every turn (ARCHITECTURE §7).
 
-Read: a fresh entry for ``ctx.session`` sets the classification with source
-``cached`` and no context estimate (``required_context_tokens=None``: the gate
-then uses the measured size alone), so the classifier stage skips. A miss —
-absent, or older than ``session_cache.staleness_minutes`` — leaves the slot
-empty for the classifier.
+Read: a fresh entry for ``ctx.session`` sets ``ctx.cached_classification``
+(source ``cached``, no context estimate: ``required_context_tokens=None``, so
+the gate then uses the measured size alone), which the classifier stage then
+routes on instead of asking its model (the classifier is ``ctx.classification``'s
+one writer). A miss — absent, or older than ``session_cache.staleness_minutes``
+— leaves the slot empty.
 
 Write: in the :meth:`ClassificationCache.after` hook, which the adapter calls
 once the rest of the chain has returned, i.e. when the turn finishes. Only a
@@ -41,7 +42,7 @@ class ClassificationCache:
     name: ClassVar[str] = "classification-cache"
     requires: ClassVar[frozenset[str]] = frozenset({"session"})
     reads: ClassVar[frozenset[str]] = frozenset()
-    provides: ClassVar[frozenset[str]] = frozenset({"classification"})
+    provides: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -71,7 +72,7 @@ class ClassificationCache:
             return StageReport(detail="side request (no tools): classified on its own")
         if not entry.serves(offers):
             return StageReport(detail="miss (the entry is a tool-less request's)")
-        ctx.classification = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
+        ctx.cached_classification = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
         return StageReport(detail="hit")
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:

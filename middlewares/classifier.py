@@ -42,8 +42,8 @@ from router.stage import FailMode, StageDeps, StageReport
 class Classifier:
     name: ClassVar[str] = "classifier"
     requires: ClassVar[frozenset[str]] = frozenset({"headers", "view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"classification"})
-    provides: ClassVar[frozenset[str]] = frozenset({"classification"})
+    reads: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
+    provides: ClassVar[frozenset[str]] = frozenset({"classification", "response"})  # response: a bad override is refused
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -71,7 +71,8 @@ class Classifier:
         if override is not None:
             ctx.classification = override
             return StageReport(detail=f"override: {_describe(override)}")
-        if ctx.classification is not None:
+        if ctx.cached_classification is not None:  # the session's, from classification-cache
+            ctx.classification = ctx.cached_classification
             return StageReport(Outcome.SKIPPED, f"already {ctx.classification.source}")
         if not ctx.turn_text.task and not ctx.turn_text.step:
             self.fallback(ctx, "nothing to classify")

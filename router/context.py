@@ -90,6 +90,9 @@ class RequestContext:
     wire: WireAdapter
     client: web.Request | None
     session: SessionKey | None = None
+    # classification-cache: the session's stored classification (source cached), for the classifier to use
+    cached_classification: Classification | None = None
+    # classifier: the one classification the request is routed on (classifier, override, cached or fallback)
     classification: Classification | None = None
     relevance: Relevance | None = None
     pinch: PinchStats | None = None

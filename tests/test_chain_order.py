@@ -79,3 +79,13 @@ def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
 def test_the_real_gate_cannot_come_after_forward():
     with pytest.raises(ChainError, match="requires 'route'"):
         validate_order(["session-fingerprint", "upstream-forward"], stage_registry())
+
+
+def test_every_context_slot_has_one_writer_and_only_the_short_circuit_response_is_shared():
+    writers: dict[str, list[str]] = {}
+    for stage in stage_registry().values():
+        for slot in stage.provides:
+            writers.setdefault(slot, []).append(stage.name)
+    shared = {slot: names for slot, names in writers.items() if len(names) > 1}
+    assert set(shared) == {"response"}  # a stage that may refuse declares it; the first to set it ends the chain
+    assert sorted(shared["response"]) == ["capability-gate", "classifier", "upstream-forward"]

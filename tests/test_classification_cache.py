@@ -240,7 +240,8 @@ async def test_hit_carries_only_category_and_tier() -> None:
     second.session = SessionKey("s1", "fingerprint")
     record = await run_stage(stage, second)
     assert (record.outcome, record.detail) == (Outcome.OK, "hit")
-    assert second.classification == Classification("debugging", 3, ClassificationSource.CACHED, required_context_tokens=None)
+    assert second.cached_classification == Classification("debugging", 3, ClassificationSource.CACHED, required_context_tokens=None)
+    assert second.classification is None  # the classifier is the one writer of the classification
 
 
 @pytest.mark.parametrize(

@@ -183,11 +183,11 @@ async def test_nothing_to_classify_falls_back_without_a_call(http: aiohttp.Clien
     assert ctx.classification is not None and ctx.classification.source is ClassificationSource.FALLBACK
 
 
-async def test_existing_classification_skips_the_classifier(http: aiohttp.ClientSession) -> None:
+async def test_a_cached_classification_is_routed_on_without_asking_the_classifier(http: aiohttp.ClientSession) -> None:
     stage = classifier_stage(http)
     ctx = make_ctx(messages=agent_turn("fix it", turn=2))
     cached = Classification("debugging", 3, ClassificationSource.CACHED)
-    ctx.classification = cached
+    ctx.cached_classification = cached
     with mocked_classifier() as mock:
         record = await run_stage(stage, ctx)
         assert classifier_payloads(mock) == []
@@ -228,7 +228,7 @@ async def test_override_headers_win_without_a_classifier_call(
 async def test_override_beats_a_cached_classification(http: aiohttp.ClientSession) -> None:
     stage = classifier_stage(http)
     ctx = make_ctx(messages=agent_turn("fix it", turn=2), headers={"x-router-tier": "1"})
-    ctx.classification = Classification("debugging", 3, ClassificationSource.CACHED)
+    ctx.cached_classification = Classification("debugging", 3, ClassificationSource.CACHED)
     await run_stage(stage, ctx)
     assert ctx.classification == Classification("coding_general", 1, ClassificationSource.OVERRIDE)
 
@@ -319,7 +319,7 @@ def test_session_cache_is_off_by_default() -> None:
 
 def test_classifier_must_come_after_the_cache() -> None:
     order = ["session-fingerprint", "classifier", "classification-cache", "capability-gate", "upstream-forward"]
-    with pytest.raises(ChainError, match="'classifier' reads 'classification', but 'classification-cache'"):
+    with pytest.raises(ChainError, match="'classifier' reads 'cached_classification', but 'classification-cache'"):
         validate_order(order, stage_registry())
 
 
