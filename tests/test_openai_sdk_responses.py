@@ -209,3 +209,13 @@ async def test_a_passed_through_stream_logs_the_usage_of_response_completed(prox
     rows = (await (await client.get("/v1/decisions", headers={"Authorization": "Bearer local-key"})).json())["data"]
     assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
     assert rows[0]["cached_tokens"] == usage["input_tokens_details"]["cached_tokens"]
+
+
+async def test_a_chat_client_cannot_be_sent_to_a_responses_provider(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(config(url, "openai-responses"))
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+    response = await client.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer local-key"})
+    assert response.status == 502
+    assert "no translation from openai-chat to openai-responses" in (await response.json())["error"]["message"]
+    assert mock.received == []
