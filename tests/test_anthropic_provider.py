@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from multidict import CIMultiDict
 
 from router.config import ConfigError, ProviderSettings
+from router.context import Candidate
 from router.providers import provider_adapter, translator
 from router.providers.anthropic import DEFAULT_VERSION, ChatToMessagesTranslator, MessagesToChatTranslator, anthropic_headers, messages_url
 
@@ -61,3 +63,19 @@ def test_relevance_cannot_name_an_anthropic_provider() -> None:
     with pytest.raises(ConfigError, match="pinch.relevance.provider: 'claude' is `api: anthropic`, which has no embeddings API"):
         make_config(providers={"mock": {"base_url": "http://127.0.0.1:9/v1"}, "claude": {"base_url": "https://api.anthropic.com", "api": "anthropic"}},
                     pinch={"enabled": True, "relevance": {"enabled": True, "provider": "claude"}})
+
+
+@pytest.mark.parametrize(
+    ("pair", "tools", "dropped"),
+    [
+        (("anthropic-messages", "openai-chat"), [{"name": "Bash", "input_schema": {"type": "object"}}, {"type": "web_search_20250305", "name": "web_search"}], ("tool web_search",)),
+        (("anthropic-messages", "openai-chat"), [{"name": "Bash", "input_schema": {"type": "object"}}], ()),
+        (("openai-chat", "anthropic-messages"), [{"type": "function", "function": {"name": "f", "parameters": {}}}, {"type": "custom", "custom": {"name": "g"}}], ("tool custom",)),
+    ],
+)
+def test_a_tool_the_other_api_cannot_carry_is_left_out_and_named(pair, tools, dropped) -> None:
+    translation = translator(*pair)
+    messages = [{"role": "user", "content": "hi"}]
+    sent = orjson.loads(translation.request(orjson.dumps({"model": "m", "messages": messages, "tools": tools, "max_tokens": 10}), Candidate("m", "p", upstream_model="up")))
+    assert translation.dropped == dropped
+    assert len(sent.get("tools", [])) == len(tools) - len(dropped)

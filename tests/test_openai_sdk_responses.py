@@ -197,3 +197,25 @@ async def test_a_stream_cut_by_the_upstream_ends_with_an_error_event(proxy, mock
     name, data = events[-1]
     assert name == "error" and data["code"] == "upstream_stream_interrupted"
     assert events[0][0] == "response.created" and "response.completed" not in [n for n, _ in events]
+
+
+async def test_a_passed_through_stream_logs_the_usage_of_response_completed(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(config(url, "openai-responses"))
+    body = {"model": "auto", "input": "hi", "store": False, "stream": True}
+    response = await client.post("/v1/responses", json=body, headers={"Authorization": "Bearer local-key"})
+    events = sse_events(await response.read())
+    usage = events[-1][1]["response"]["usage"]
+    rows = (await (await client.get("/v1/decisions", headers={"Authorization": "Bearer local-key"})).json())["data"]
+    assert (rows[0]["prompt_tokens"], rows[0]["completion_tokens"]) == (usage["input_tokens"], usage["output_tokens"])
+    assert rows[0]["cached_tokens"] == usage["input_tokens_details"]["cached_tokens"]
+
+
+async def test_a_chat_client_cannot_be_sent_to_a_responses_provider(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(config(url, "openai-responses"))
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+    response = await client.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer local-key"})
+    assert response.status == 502
+    assert "no translation from openai-chat to openai-responses" in (await response.json())["error"]["message"]
+    assert mock.received == []

@@ -160,8 +160,8 @@ class SseRelay:
             self.events += 1
             data = line[5:].strip()
             if data == b"[DONE]" if self.ends_stream is None else self.ends_stream(data):
-                self.done = True  # and read on: the Responses API's last event carries the usage
-            if b'"usage"' in data:
+                self.done = True
+            if b'"usage"' in data:  # the last event may carry it (the Responses API's response.completed)
                 usage = read_usage(data)
                 if usage is not None:  # Anthropic reports the prompt at the start, the output at the end
                     self.usage = usage if self.usage is None else self.usage.updated(usage)
