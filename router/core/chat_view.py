@@ -16,7 +16,7 @@ from typing import Any
 from router.core.chat_request import ChatRequest, offers_tools, requested_max_tokens
 from router.core.fingerprint import opening_parts
 from router.core.messages import Message, has_image_part
-from router.core.request_view import RequestView, Rewrites, ToolResult, clean_tool_name
+from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name
 from router.core.turn_text import extract_turn_text
 from router.core.upstream_body import usage_must_be_injected
 
@@ -24,16 +24,63 @@ OPENAI_CHAT = "openai-chat"
 JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
 
 
-class ChatConversation:
-    """:class:`router.core.request_view.Conversation` over a list of chat messages."""
+class ToolNames:
+    """Tool names by result index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
 
-    __slots__ = ("messages", "_results", "_turns", "_names")
+    Each lookup walks back to the nearest assistant message, remembering the
+    answer for every message it passes, so naming all of a transcript's
+    results costs one pass over it in total, in any order (relevance mode
+    asks in relevance order) — never a walk per result.
+    """
+
+    __slots__ = ("messages", "_answers")
 
     def __init__(self, messages: list[Message]) -> None:
         self.messages = messages
+        # message index -> index of the nearest assistant message at or before it (-1: none)
+        self._answers: dict[int, int] = {}
+
+    def name(self, index: int) -> str:
+        messages = self.messages
+        message = messages[index]
+        # most results directly follow the call they answer
+        assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
+        name = _call_name(messages[assistant].get("tool_calls"), message.get("tool_call_id")) if assistant >= 0 else None
+        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+            return name  # the usual case, clean already: clean_tool_name would return it as it is
+        return clean_tool_name(name, message.get("name"))
+
+    def _nearest_assistant(self, start: int) -> int:
+        messages, answers = self.messages, self._answers
+        passed = []
+        found = -1
+        for index in range(start, -1, -1):
+            known = answers.get(index)
+            if known is not None:
+                found = known
+                break
+            if messages[index].get("role") == "assistant":
+                found = index
+                break
+            passed.append(index)
+        for index in passed:
+            answers[index] = found
+        return found
+
+
+class ChatConversation(ToolNames):
+    """:class:`router.core.request_view.Conversation` over a list of chat messages.
+
+    It names its results itself (a :class:`ToolNames`): a placeholder asks once per result, so
+    the name costs one call, not a second object and a lookup of the results each time.
+    """
+
+    __slots__ = ("_results", "_turns")
+
+    def __init__(self, messages: list[Message]) -> None:
+        super().__init__(messages)
         self._results: list[ToolResult] | None = None
         self._turns: list[int] = []
-        self._names: ToolNames | None = None
 
     @property
     def units(self) -> list[Message]:
@@ -66,49 +113,8 @@ class ChatConversation:
         return self._turns
 
     def tool_name(self, position: int) -> str:
-        if self._names is None:
-            self._names = ToolNames(self.messages)
-        return self._names.name(self.tool_results()[position].unit)
-
-
-class ToolNames:
-    """Tool names by result index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
-
-    Each lookup walks back to the nearest assistant message, remembering the
-    answer for every message it passes, so naming all of a transcript's
-    results costs one pass over it in total, in any order (relevance mode
-    asks in relevance order) — never a walk per result.
-    """
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
-        # message index -> index of the nearest assistant message at or before it (-1: none)
-        self._answers: dict[int, int] = {}
-
-    def name(self, index: int) -> str:
-        messages = self.messages
-        message = messages[index]
-        # most results directly follow the call they answer
-        assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
-        name = _call_name(messages[assistant].get("tool_calls"), message.get("tool_call_id")) if assistant >= 0 else None
-        return clean_tool_name(name, message.get("name"))
-
-    def _nearest_assistant(self, start: int) -> int:
-        messages, answers = self.messages, self._answers
-        passed = []
-        found = -1
-        for index in range(start, -1, -1):
-            known = answers.get(index)
-            if known is not None:
-                found = known
-                break
-            if messages[index].get("role") == "assistant":
-                found = index
-                break
-            passed.append(index)
-        for index in passed:
-            answers[index] = found
-        return found
+        results = self._results
+        return self.name((results if results is not None else self._scan())[position][0])
 
 
 def _call_name(calls: Any, call_id: Any) -> Any:
@@ -153,6 +159,6 @@ def messages_with(messages: list[Message], results: Sequence[ToolResult], rewrit
         return messages
     out = list(messages)
     for position, content in rewrites.items():
-        index = results[position].unit
+        index = results[position][0]
         out[index] = {**messages[index], "content": content}
     return out

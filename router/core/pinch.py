@@ -146,24 +146,24 @@ def prune_results(
 
     rewrites: dict[int, Any] = {}
     kinds: dict[int, CompressionKind] = {}
-    saved = elided = placeholders = 0
+    saved = elided = 0
     results = conversation.tool_results()
     for position in order:
         if saved >= deficit:
             break
         result_position = candidates[position]
-        unit, _, content = results[result_position]
-        rewrite = _rewrite(content, conversation, result_position, max_summarize_chars, sizes[unit])
+        result = results[result_position]
+        rewrite = _rewrite(result[2], conversation, result_position, max_summarize_chars, sizes[result[0]])
         if rewrite is None:
             continue
-        rewrites[result_position], kind, tokens_saved = rewrite
-        kinds[result_position] = kind
+        rewrites[result_position], kinds[result_position], tokens_saved = rewrite
         saved += tokens_saved
-        if kind is _ELIDED:
-            elided += 1
-        else:
-            placeholders += 1
-    stats = PinchStats(mode, original, original - saved, elided + placeholders, elided, placeholders, compressions=tuple(sorted(kinds.items())))
+    compressed = len(kinds)
+    if compressed:
+        elided = sum([kind is _ELIDED for kind in kinds.values()])
+    # uniform visits the candidates in order, so its compressions are already by position
+    compressions = tuple(kinds.items()) if relevance_order is None else tuple(sorted(kinds.items()))
+    stats = PinchStats(mode, original, original - saved, compressed, elided, compressed - elided, compressions=compressions)
     return rewrites, stats
 
 

@@ -10,10 +10,11 @@ appearance. ``prune_context`` and ``pinch-relevance`` both use this one list.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 from router.core.messages import TEXT_PART_TYPES, Message
-from router.core.request_view import Conversation
+from router.core.request_view import Conversation, ToolResult
 
 
 def protected_from(messages: list[Message], keep_last_turns: int) -> int:
@@ -56,11 +57,18 @@ def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[
     """The trim candidates of any wire format's conversation: positions in its
     ``tool_results()`` of the results with text before the protected turns, oldest first."""
     turns = conversation.turn_starts()
-    end = turns[-keep_last_turns] if len(turns) >= keep_last_turns else 0
-    out = []
-    for position, (unit, _, content) in enumerate(conversation.tool_results()):
-        if unit >= end:
-            break
-        if type(content) is str or has_text(content):  # strings first: the usual case
-            out.append(position)
-    return out
+    if len(turns) < keep_last_turns:
+        return []
+    end = turns[-keep_last_turns]
+    results = conversation.tool_results()
+    # results are in unit order: the candidates are a prefix of them
+    cut = bisect_left(results, end, key=_unit_of)
+    return [
+        position
+        for position in range(cut)
+        if type(content := results[position][2]) is str or has_text(content)  # strings first: the usual case
+    ]
+
+
+def _unit_of(result: ToolResult) -> int:
+    return result[0]
