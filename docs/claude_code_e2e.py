@@ -61,23 +61,26 @@ middlewares: [session-fingerprint, capability-gate, upstream-forward]
 
 def model_passed(model: str, stdout: str, recorded: Path) -> bool:
     """``mock-claude``: the answer quotes ``ls``'s output (the Anthropic mock's Bash call ran).
-    ``mock-chat``: the chat mock calls the first two tools with ``{"n": i}`` (which Claude Code
-    runs and answers with its validation error) and answers the results with plain text, so the
-    check is the final answer plus the upstream's last request carrying one ``tool`` message per call."""
+    ``mock-chat``: the chat mock calls a shell tool when one is offered (Claude Code's ``Bash``)
+    and answers its result with plain text, so the check is the final answer plus the upstream's
+    last request with tool results carrying exactly one ``tool`` message per call its assistant
+    message made (the translation kept the pairs)."""
     if model == "mock-claude":
         said = "".join(stdout.split()).partition("toolsaid:")[2]
         return all(name in said for name in WORKSPACE_FILES)
     if model == "auto":  # routed to either: the answer of one of the two
         return stdout.startswith("Hello from the mock upstream.")
     chats = [orjson.loads(p.read_bytes()).get("body") or {} for p in sorted(recorded.iterdir()) if p.name.endswith("chat-completions.json")]
-    if len(chats) < 2 or stdout.strip() != "Hello from the mock upstream.":
+    with_results = [c for c in chats if any(m.get("role") == "tool" for m in c.get("messages", []))]
+    if not with_results or stdout.strip() != "Hello from the mock upstream.":
         return False
-    calls = [c["id"] for m in chats[-2]["messages"] for c in m.get("tool_calls") or []] or ["call_mock_0", "call_mock_1"]
-    results = [m["tool_call_id"] for m in chats[-1]["messages"] if m.get("role") == "tool"]
-    for m in chats[-1]["messages"]:
+    messages = with_results[-1]["messages"]
+    calls = [c["id"] for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+    results = [m["tool_call_id"] for m in messages if m.get("role") == "tool"]
+    for m in messages:
         if m.get("role") == "tool":
             print(f"  tool result sent back for {m['tool_call_id']}: {str(m.get('content'))[:120]!r}")
-    return sorted(results) == sorted(calls)
+    return bool(calls) and sorted(results) == sorted(calls)
 
 
 def run(agents: Path) -> int:
