@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from router.core.anthropic_messages import error_type
 from router.mock_answers import (
     FunctionTool,
     MockWire,
@@ -30,20 +31,8 @@ from router.mock_answers import (
     words,
 )
 
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    500: "api_error",
-    529: "overloaded_error",
-}
-
-
 def error_body(status: int, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": ERROR_TYPES.get(status, "api_error"), "message": message}}
+    return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
 
 def request_error(body: dict[str, Any]) -> str | None:
