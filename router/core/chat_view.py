@@ -16,7 +16,7 @@ from typing import Any
 from router.core.chat_request import ChatRequest, offers_tools, requested_max_tokens
 from router.core.fingerprint import opening_parts
 from router.core.messages import Message, has_image_part
-from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name
+from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, units_with
 from router.core.turn_text import extract_turn_text
 from router.core.upstream_body import usage_must_be_injected
 
@@ -151,14 +151,5 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
 
 
 def messages_with(messages: list[Message], results: Sequence[ToolResult], rewrites: Rewrites) -> list[Message]:
-    """``messages`` with each rewritten result's content replaced; the very same list when none is.
-
-    Every other message is the same object; no message is mutated.
-    """
-    if not rewrites:
-        return messages
-    out = list(messages)
-    for position, content in rewrites.items():
-        index = results[position][0]
-        out[index] = {**messages[index], "content": content}
-    return out
+    """``messages`` with each rewritten result's content replaced (:func:`units_with`)."""
+    return units_with(messages, results, rewrites, "content")

@@ -52,6 +52,18 @@ class ToolResult(NamedTuple):
     content: Any
 
 
+def units_with(units: list[Any], results: Sequence[ToolResult], rewrites: Rewrites, key: str) -> list[Any]:
+    """``units`` with each rewritten result's ``key`` (``content``, ``output``) replaced; the very
+    same list when none is. Every other unit is the same object; no unit is mutated."""
+    if not rewrites:
+        return units
+    out = list(units)
+    for position, value in rewrites.items():
+        index = results[position][0]  # the result's unit
+        out[index] = {**units[index], key: value}
+    return out
+
+
 class Conversation(Protocol):
     """The conversation as pinch and relevance read it; one implementation per wire format."""
 

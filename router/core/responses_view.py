@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
-from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, units_with
 from router.core.responses_request import Item, ResponsesRequest, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
@@ -135,17 +135,8 @@ def _recent_as_chat(items: list[Item]) -> list[dict[str, Any]]:
 
 
 def items_with(items: list[Item], results: Sequence[ToolResult], rewrites: Rewrites) -> list[Item]:
-    """``items`` with each rewritten result's ``output`` replaced; the very same list when none is.
-
-    Every other item is the same object; no item is mutated.
-    """
-    if not rewrites:
-        return items
-    out = list(items)
-    for position, output in rewrites.items():
-        index = results[position].unit
-        out[index] = {**items[index], "output": output}
-    return out
+    """``items`` with each rewritten result's ``output`` replaced (:func:`units_with`)."""
+    return units_with(items, results, rewrites, "output")
 
 
 def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
