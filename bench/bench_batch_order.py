@@ -25,7 +25,7 @@ from router.core.cache_timing import cache_state
 from router.core.pinch_eval import ANTHROPIC, SentRequest, SessionCost, price_session, unchanged_prefix_tokens
 from router.core.pinch_ledger import EMPTY_LEDGER, BatchOrder, WindowLimit, pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.transcripts import Transcript, load_transcript
+from router.tools.transcripts import Transcript, load_transcript
 
 KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, LOW_WATERMARK = 4, 4000, 0.6
 MIN_OUTPUT_TOKENS = 1024

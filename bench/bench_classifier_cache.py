@@ -31,8 +31,8 @@ from aiohttp.test_utils import TestServer
 from bench.harness import TRANSCRIPTS
 from router.app import create_app
 from router.config import Config, parse_config
-from router.mock_upstream import MockUpstream
-from router.transcripts import load_transcript
+from router.tools.mock_upstream import MockUpstream
+from router.tools.transcripts import load_transcript
 
 CHAIN = ["session-fingerprint", "classification-cache", "classifier", "capability-gate", "upstream-forward"]
 

@@ -42,7 +42,7 @@ from router.core.pinch import prune_context
 from router.core.relevance import order_by_relevance
 from router.core.tokens import TokenEstimator
 from router.core.turns import trim_candidates
-from router.eval_pinch import request_context
+from router.tools.eval_pinch import request_context
 
 DIMENSIONS = 384  # all-MiniLM-L6-v2
 KEEP_LAST_TURNS = 4

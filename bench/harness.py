@@ -23,7 +23,7 @@ import orjson
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from router.transcripts import load_transcript
+from router.tools.transcripts import load_transcript
 
 ROOT = Path(__file__).resolve().parent.parent
 # A copy of ../shared/transcripts (MIT, see its README), kept in the repo so tests and

@@ -20,8 +20,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.app import create_app
 from router.config import parse_config
-from router.mock_upstream import Behaviour, MockUpstream
-from router.top import DecisionFeed, DecisionScreen, TopApp
+from router.tools.mock_upstream import Behaviour, MockUpstream
+from router.tools.top import DecisionFeed, DecisionScreen, TopApp
 
 DOCS = Path(__file__).resolve().parent
 TRANSCRIPT = Path(__file__).resolve().parent.parent / "tests" / "data" / "transcripts" / "sweagent-gpt4__pydicom__pydicom-1458.json"

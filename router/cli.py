@@ -241,7 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
     from aiohttp import web
 
-    from router.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
+    from router.tools.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
 
     default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
     cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
@@ -255,7 +255,7 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
 
 
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
-    from router.eval_pinch import DEFAULT_BUDGETS, eval_pinch
+    from router.tools.eval_pinch import DEFAULT_BUDGETS, eval_pinch
 
     return eval_pinch(
         _load_found(args),
@@ -273,7 +273,7 @@ TUI_MISSING = "pinch-router top needs the terminal UI extra: pip install 'pinch-
 
 def cmd_top(args: argparse.Namespace) -> int:
     try:
-        from router.top import run_top
+        from router.tools.top import run_top
     except ModuleNotFoundError as error:
         if error.name is None or error.name.split(".")[0] != "textual":
             raise
@@ -283,7 +283,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from router.explain import ExplainError, run_explain
+    from router.tools.explain import ExplainError, run_explain
 
     config = _load_found(args)
     try:

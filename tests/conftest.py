@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.app import create_app
 from router.config import Config, parse_config
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 
 
 @pytest.fixture(autouse=True, scope="session")

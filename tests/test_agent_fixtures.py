@@ -16,8 +16,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from router.mock_capture import REDACTED
-from router.mock_upstream import MockUpstream
+from router.tools.mock_capture import REDACTED
+from router.tools.mock_upstream import MockUpstream
 from tests.wire_factories import sse_events
 
 AGENTS = Path(__file__).parent / "data" / "agents"

@@ -7,7 +7,7 @@ import orjson
 import pytest
 from yarl import URL
 
-from router.mock_answers import seal
+from router.tools.mock_answers import seal
 from tests.anthropic_factories import BASH, image, text, tool_result, tool_use, two_wire_config
 from tests.http_mocks import mocked_http
 

@@ -15,9 +15,9 @@ from router.core.anthropic_chat import (
     messages_to_chat_body,
     tool_input,
 )
-from router.mock_anthropic import events as mock_anthropic_events
-from router.mock_anthropic import message as mock_anthropic_message
-from router.mock_answers import ScriptedAnswer, ToolCall
+from router.tools.mock_anthropic import events as mock_anthropic_events
+from router.tools.mock_anthropic import message as mock_anthropic_message
+from router.tools.mock_answers import ScriptedAnswer, ToolCall
 from tests.anthropic_factories import BASH, PNG, assistant, body, captured, image, reminder, text, thinking, tool_result, tool_use, user
 from tests.factories import assistant as chat_assistant
 from tests.factories import image_part, system, tool

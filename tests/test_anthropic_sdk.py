@@ -17,10 +17,10 @@ import orjson
 import pytest
 
 from router.core.anthropic_view import count_input_tokens
-from router.mock_anthropic import events as mock_events
-from router.mock_anthropic import answer as mock_answer
-from router.mock_answers import seal
-from router.mock_upstream import Behaviour
+from router.tools.mock_anthropic import events as mock_events
+from router.tools.mock_anthropic import answer as mock_answer
+from router.tools.mock_answers import seal
+from router.tools.mock_upstream import Behaviour
 from tests.anthropic_factories import BASH, PNG, captured, image, text, tool_result, tool_use
 from tests.anthropic_factories import two_wire_config
 

@@ -13,7 +13,7 @@ from router.context import Usage
 from router.core.sse import SseRelay, read_usage
 from router.decision_log import COLUMNS, DecisionLog
 from router.decision_record import Decision
-from router.mock_upstream import Behaviour
+from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 from tests.test_decision_log import decisions
 from tests.test_metrics import scrape, value

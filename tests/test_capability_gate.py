@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.core.tokens import TokenEstimator
-from router.mock_upstream import Behaviour
+from router.tools.mock_upstream import Behaviour
 from tests.agent_captures import captured, client_headers
 from tests.conftest import chat_body, make_config, model_entry
 from tests.factories import image_part

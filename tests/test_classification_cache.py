@@ -16,7 +16,7 @@ from middlewares.classification_cache import ClassificationCache
 from router.chain import StageDeps
 from router.context import Classification, ClassificationSource, Outcome, SessionKey
 from router.core.tokens import TokenEstimator
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 from router.stage import run_stage
 from tests.classifier_fakes import (
     OLLAMA_CHAT_URL,

@@ -14,7 +14,7 @@ from router.registry import stage_registry
 from router.config import ConfigError
 from router.context import Classification, ClassificationSource, Outcome
 from router.core.tokens import TokenEstimator
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 from router.stage import run_stage
 from tests.classifier_fakes import (
     OLLAMA_CHAT_URL,

@@ -9,7 +9,7 @@ session id from its ``session-id`` header.
 from __future__ import annotations
 
 import pytest
-from router.mock_capture import REDACTED
+from router.tools.mock_capture import REDACTED
 from tests.conftest import make_config, model_entry
 from tests.test_agent_fixtures import NOT_REPLAYED, load
 from tests.wire_factories import sse_events

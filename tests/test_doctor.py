@@ -24,7 +24,7 @@ SHIPPED_MODELS = ["qwen2.5-coder:7b", "qwen3:14b", "llama3.2-vision:11b", "qwen2
 @pytest.fixture
 async def ollama() -> AsyncIterator[tuple[list[str], str]]:
     """A mock Ollama: /api/tags lists the names in the yielded list; /api/chat answers as a classifier would."""
-    from router.mock_upstream import MockUpstream
+    from router.tools.mock_upstream import MockUpstream
 
     pulled: list[str] = []
     mock = MockUpstream(record=False)

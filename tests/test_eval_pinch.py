@@ -16,7 +16,7 @@ from router.config import load_config
 from router.core.pinch import prune_context
 from router.core.pinch_eval import ANTHROPIC, SentRequest, price_session, unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.eval_pinch import (
+from router.tools.eval_pinch import (
     MODES,
     NO_PINCH,
     SCENARIOS,
@@ -33,7 +33,7 @@ from router.eval_pinch import (
     eval_pinch,
     run_eval,
 )
-from router.transcripts import Transcript, load_transcript
+from router.tools.transcripts import Transcript, load_transcript
 from tests.relevance_fakes import relevance_config, session
 
 ESTIMATOR = TokenEstimator()

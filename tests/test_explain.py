@@ -21,7 +21,7 @@ from router.context import Outcome, PinchMode, PinchStats
 from router.core.chat_view import ChatConversation
 from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator
-from router.explain import (
+from router.tools.explain import (
     compressed_messages,
     explain_request,
     parse_headers,

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from router.app import create_app
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 from tests.conftest import make_config
 
 FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

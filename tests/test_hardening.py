@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestServer
 from router.config import ConfigError, parse_config
 from router.core.retry_after import parse_retry_after
 from router.core.sse import EventTooLarge, SseRelay
-from router.mock_upstream import Behaviour, MockUpstream
+from router.tools.mock_upstream import Behaviour, MockUpstream
 from tests.conftest import chat_body, make_config, model_entry
 from tests.misbehaving_upstream import COMPLETION, MisbehavingUpstream, endless, gzip_bomb, http_answer, trickle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from router.mock_upstream import Behaviour
+from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 
 

@@ -14,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from bench.harness import free_port, spawn
-from router.mock_upstream import Behaviour, MockUpstream
+from router.tools.mock_upstream import Behaviour, MockUpstream
 from tests.wire_factories import BASH, EXEC_COMMAND, NAMESPACE_TOOL, READ, WEB_SEARCH_TOOL, input_message
 
 TEXT = "Hello from the mock upstream."

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from router.mock_answers import FunctionTool, ScriptedAnswer, ToolCall, call_tool, example_of, pick_tool, quoting_tool_result, reasoning_about, seal, words
+from router.tools.mock_answers import FunctionTool, ScriptedAnswer, ToolCall, call_tool, example_of, pick_tool, quoting_tool_result, reasoning_about, seal, words
 
 
 def tools(*names: str) -> list[FunctionTool]:

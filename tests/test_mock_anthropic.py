@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from router import mock_anthropic
-from router.mock_answers import seal
+from router.tools import mock_anthropic
+from router.tools.mock_answers import seal
 from tests.wire_factories import BASH, READ, WEB_SEARCH_SERVER_TOOL, anthropic_body, anthropic_user, sse_events, tool_result, tool_use
 
 TEXT = "Hello from the mock upstream."

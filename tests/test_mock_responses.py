@@ -7,8 +7,8 @@ from typing import Any
 import orjson
 import pytest
 
-from router import mock_responses
-from router.mock_answers import seal
+from router.tools import mock_responses
+from router.tools.mock_answers import seal
 from tests.wire_factories import (
     EXEC_COMMAND,
     NAMESPACE_TOOL,

@@ -6,7 +6,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.core.tokens import TokenEstimator
-from router.mock_upstream import MockUpstream, SimulatedPromptCache
+from router.tools.mock_upstream import MockUpstream, SimulatedPromptCache
 from tests.conftest import chat_body
 
 

@@ -16,8 +16,8 @@ import openai
 import orjson
 import pytest
 
-from router import mock_responses
-from router.mock_upstream import Behaviour
+from router.tools import mock_responses
+from router.tools.mock_upstream import Behaviour
 from tests.conftest import make_config, model_entry
 from tests.wire_factories import WEB_SEARCH_TOOL, sse_events
 

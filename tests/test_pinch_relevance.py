@@ -25,7 +25,7 @@ from router.registry import stage_registry
 from router.config import ConfigError
 from router.context import Outcome, RelevanceStatus
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError, embeddings_url
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 from router.stage import run_stage
 from tests.conftest import ProxyFactory, make_config
 from tests.factories import assistant, make_ctx, system, tool

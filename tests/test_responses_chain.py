@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from router.explain import explain_request, render_explanation
-from router.mock_answers import seal
+from router.tools.explain import explain_request, render_explanation
+from router.tools.mock_answers import seal
 from tests.conftest import make_config, model_entry
 from tests.test_agent_fixtures import load
 from tests.wire_factories import EXEC_COMMAND, function_call, function_call_output, input_message, reasoning_item, responses_body

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from router.config import parse_config
-from router.mock_upstream import Behaviour
+from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 
 PROVIDER_KEY = "sk-provider-SECRET-0123456789"

@@ -25,7 +25,7 @@ import pytest
 from aiohttp import web
 
 from bench.harness import free_port, wait_for_port
-from router.mock_upstream import MockUpstream
+from router.tools.mock_upstream import MockUpstream
 from tests.factories import assistant, system, tool, user
 from tests.processes import redis_server_binary, router, running, start_redis, write_config
 

@@ -6,8 +6,8 @@ import orjson
 import pytest
 
 from router.core.sse_translation import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError, data_lines
-from router.mock_anthropic import events as anthropic_events
-from router.mock_answers import ScriptedAnswer
+from router.tools.mock_anthropic import events as anthropic_events
+from router.tools.mock_answers import ScriptedAnswer
 from tests.anthropic_factories import body, user
 
 

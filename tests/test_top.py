@@ -9,7 +9,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from bench.harness import free_port  # a loopback port where nothing listens
-from router.top import (
+from router.tools.top import (
     COLUMNS,
     DecisionFeed,
     DecisionScreen,

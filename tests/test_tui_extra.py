@@ -10,7 +10,7 @@ from router.cli import TUI_MISSING, main
 
 def test_top_without_textual_says_how_to_install_it(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "textual", None)  # import textual now fails as if not installed
-    monkeypatch.delitem(sys.modules, "router.top", raising=False)
+    monkeypatch.delitem(sys.modules, "router.tools.top", raising=False)
     assert main(["top"]) == 1
     assert capsys.readouterr().err.strip() == TUI_MISSING
     assert "pip install 'pinch-router[tui]'" in TUI_MISSING

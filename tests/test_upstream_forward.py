@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bench.harness import free_port
-from router.mock_upstream import Behaviour, MockUpstream, stream_events
+from router.tools.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.agent_captures import captured
 from tests.conftest import chat_body, make_config, model_entry
 

@@ -6,7 +6,7 @@ request of turn k is every message before the k-th assistant message, i.e.
 what the agent sent to get that answer. Every request goes through the real
 proxy — :func:`router.app.create_app` served on a loopback port, with an
 injected clock that the replay advances — to a recording
-:class:`~router.mock_upstream.MockUpstream` on another loopback port, so
+:class:`~router.tools.mock_upstream.MockUpstream` on another loopback port, so
 what is measured is the messages that really went upstream. A fresh proxy
 (fresh session state) serves each replay.
 
@@ -26,7 +26,7 @@ judged on every transcript that exceeds the budget at least once.
 The upstream's cached tokens and the pinch figures (batches, reasons) are read
 back from the proxy's own decision rows (an in-memory decision log): the mock
 upstream simulates a prefix cache with the scenario's lifetime
-(:class:`~router.mock_upstream.SimulatedPromptCache`), so the proxy's cache
+(:class:`~router.tools.mock_upstream.SimulatedPromptCache`), so the proxy's cache
 accounting is checked against the price model on every run.
 
 Relevance runs against the mock upstream's embeddings endpoint — a
@@ -71,8 +71,8 @@ from router.core.turns import protected_from, trim_candidates
 from router.edge import context_from_body
 from router.endpoints import MAX_DECISIONS
 from router.errors import ApiError
-from router.mock_upstream import MockUpstream, SimulatedPromptCache
-from router.transcripts import RequestFileError, Transcript, load_transcript
+from router.tools.mock_upstream import MockUpstream, SimulatedPromptCache
+from router.tools.transcripts import RequestFileError, Transcript, load_transcript
 
 DEFAULT_BUDGETS = (20_000, 40_000)
 # Seconds between two requests of a session: an agent's step, well inside any cache lifetime.
@@ -80,7 +80,7 @@ STEP_SECONDS = 20.0
 REPLAY_MODEL = "replay-model"
 REPLAY_PROVIDER = "replay"
 EMBEDDING_MODEL = "hashed-bag-of-words"
-SHARED_TRANSCRIPTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "transcripts"
+SHARED_TRANSCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "transcripts"
 
 
 @dataclass(frozen=True, slots=True)

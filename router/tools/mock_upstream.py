@@ -32,11 +32,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from router import mock_anthropic, mock_responses
+from router.tools import mock_anthropic, mock_responses
 from router.core.pinch_eval import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.mock_answers import SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, pick_tool
-from router.mock_capture import record_file_name, request_record
+from router.tools.mock_answers import SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, pick_tool
+from router.tools.mock_capture import record_file_name, request_record
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,7 +49,7 @@ from router.edge import context_from_body
 from router.errors import ApiError
 from router.providers import provider_adapter
 from router.stage import run_stage
-from router.transcripts import RequestFileError, read_request_file
+from router.tools.transcripts import RequestFileError, read_request_file
 from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
 from router.wire import WireAdapter
 from router.wire.openai_chat import OPENAI_CHAT_ADAPTER

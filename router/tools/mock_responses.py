@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from router.mock_answers import (
+from router.tools.mock_answers import (
     FunctionTool,
     MockWire,
     ScriptedAnswer,

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from router.core.anthropic_messages import error_type
-from router.mock_answers import (
+from router.tools.mock_answers import (
     FunctionTool,
     MockWire,
     ScriptedAnswer,
