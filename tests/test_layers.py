@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -26,6 +27,21 @@ def test_the_import_linter_contracts_are_kept():
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "3 kept, 0 broken" in result.stdout
+
+
+def _contract(contract_id: str) -> dict:
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    return next(c for c in contracts if c["id"] == contract_id)
+
+
+def test_every_server_module_is_held_to_the_no_tools_contract():
+    """A module added to router/ is the server's unless it is the command line or a tool: the contract must name it."""
+    top_level = {f"router.{p.stem if p.is_file() else p.name}" for p in (ROOT / "router").iterdir()
+                 if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").is_file()}
+    server = top_level - {"router.cli", "router.tools"}
+    contract = _contract("server-without-tools")
+    assert set(contract["source_modules"]) == server | {"middlewares"}
+    assert "router.tools" in contract["forbidden_modules"] and "textual" in contract["forbidden_modules"]
 
 
 @pytest.mark.parametrize("module", CORE_MODULES)
