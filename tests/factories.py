@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp.test_utils import make_mocked_request
@@ -88,3 +89,52 @@ def sent_messages(ctx: RequestContext) -> list[dict[str, Any]]:
     conversation = ctx.view.conversation
     assert isinstance(conversation, ChatConversation)
     return messages_with(conversation.messages, conversation.tool_results(), ctx.rewrites or {})
+
+
+def decision_row(**fields: Any) -> dict[str, Any]:
+    """A /v1/decisions row as the proxy returns it (a routed, answered request)."""
+    row: dict[str, Any] = {
+        "request_id": "req_0123456789abcdef01234567",
+        "ts": datetime(2025, 3, 4, 14, 3, 7, tzinfo=UTC).timestamp(),
+        "status": 200,
+        "duration_ms": 1234.5,
+        "error_code": None,
+        "session": "a1b2c3d4e5f60718",
+        "session_source": "header",
+        "requested_model": "auto",
+        "stream": True,
+        "category": "debugging",
+        "tier": 2,
+        "source": "classifier",
+        "routed_tier": 2,
+        "escalation": "",
+        "model": "main",
+        "provider": "mock",
+        "candidates": ["main", "backup"],
+        "attempts": [{"model": "main", "provider": "mock", "status": 200, "error": ""}],
+        "rejected": [{"model": "no-tools", "reasons": ["does not support tools"]}],
+        "pinch_mode": "uniform",
+        "tokens_before": 50_000,
+        "tokens_after": 20_000,
+        "pinch_compressed": 7,
+        "relevance_status": "unavailable",
+        "relevance_reason": "connection refused",
+        "stages": [
+            {"stage": "session-fingerprint", "outcome": "ok", "ms": 0.02, "detail": "header"},
+            {"stage": "classifier", "outcome": "fallback", "ms": 1.5, "detail": "ClientConnectorError: refused"},
+            {"stage": "capability-gate", "outcome": "ok", "ms": 0.1, "detail": "main (tier 2, 2 candidates)"},
+        ],
+        "upstream_status": 200,
+        "first_byte_ms": 120.0,
+        "upstream_ms": 1200.0,
+        "prompt_tokens": 20_000,
+        "completion_tokens": 30,
+        "total_tokens": 20_030,
+        "overhead_ms": 2.25,
+        "stream_error": "",
+        "outcome": None,
+        "outcome_reason": None,
+        "outcome_ts": None,
+    }
+    row.update(fields)
+    return row

@@ -9,7 +9,7 @@ import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.tools.explain import explain_request, render_explanation
-from router.tools.top import decision_detail
+from router.tools.decision_text import decision_detail
 from tests.anthropic_factories import captured, two_wire_config
 
 PINCH = {"enabled": True, "budget_tokens": 200, "keep_last_turns": 1, "max_summarize_chars": 400}

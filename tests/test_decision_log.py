@@ -11,7 +11,7 @@ import pytest
 from router.decision_log import COLUMNS, DecisionLog
 from router.decision_record import Decision
 from router.tools.mock_upstream import Behaviour
-from router.tools.top import decision_detail
+from router.tools.decision_text import decision_detail
 from tests.conftest import chat_body, make_config, model_entry
 
 URL = "/v1/chat/completions"

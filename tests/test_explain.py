@@ -21,6 +21,8 @@ from router.context import Outcome, PinchMode, PinchStats
 from router.core.chat_view import ChatConversation
 from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator
+from router.decision_record import decision_from_context
+from router.tools.decision_text import decision_fields, field_lines
 from router.tools.explain import (
     compressed_messages,
     explain_request,
@@ -106,10 +108,10 @@ async def test_a_transcript_is_explained_with_fallbacks_and_compressions_and_no_
     assert outcomes["pinch-relevance"] is Outcome.FALLBACK
     assert "upstream-forward" not in outcomes
 
-    assert "model (none: routed like auto)" in text
+    assert "requested model (none: routed)" in text
     assert "class       coding_general, tier 2, source fallback" in text
     assert "route       tier 2 → coder via chat (up-coder)" in text
-    assert "fallbacks   big via chat" in text
+    assert "candidates  coder → big" in text  # the gate's order: the chosen one, then its fallbacks
     assert "rejected    no-tools: does not support tools" in text
     assert "relevance   unavailable (request to" in text
     assert "upstream-forward      not run" in text and "explain never calls the chat upstream" in text
@@ -124,6 +126,19 @@ async def test_a_transcript_is_explained_with_fallbacks_and_compressions_and_no_
     tool_names = {t["function"]["name"] for t in body["tools"]}
     assert {r[1] for r in rows} <= tool_names and len({r[1] for r in rows}) > 1
     assert f"total: {ctx.pinch.original_tokens:,} → {ctx.pinch.final_tokens:,} tokens ({ctx.pinch.saved_tokens:,} saved)" in text
+
+
+async def test_explain_renders_its_decision_as_top_renders_the_recorded_one(mock_upstream):
+    _, url = mock_upstream
+    config = config_of(explain_settings(url))
+    ctx = await explain_request(config, transcript_body(), offline=True)
+    text = render_explanation(ctx, config).splitlines()
+    recorded = field_lines(decision_fields(decision_from_context(ctx, 0, None).as_json()))
+    shown = text[1 : 1 + len(recorded)]  # right after the request line, in top's order
+    # the same lines but the duration, which is measured as each record is built
+    assert [line for line in shown if not line.startswith("time ")] == [line for line in recorded if not line.startswith("time ")]
+    assert sum(line.startswith("time ") for line in shown) == 1
+    assert any(line.startswith("candidates  coder → big") for line in recorded)
 
 
 async def test_the_command_prints_the_decision_and_sends_nothing_upstream(mock_upstream, tmp_path):

@@ -12,8 +12,10 @@ at once on connection refused, a slow one after its timeout);
 ``--offline`` makes every network call fail immediately instead, so the
 trace shows the fallbacks the proxy would take with those services down.
 
-It prints the decision (session, classification, needs, route, fallback
-candidates, rejected models with reasons), the stage trace, and what pinch
+It prints the decision as the proxy would record it, rendered as ``top``
+renders a recorded one (session, classification, candidates in the gate's
+order, rejected models with reasons, pinch, relevance), then the needs, the
+route and where the request would go, the stage trace, and what pinch
 compressed: each rewritten tool result with its index, tool name, size before
 and after and how (elided: head + marker + tail; placeholder), plus the token
 totals. Exit status: 0 when the proxy would forward the request, 1 when a
@@ -39,16 +41,17 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from router.chain import TERMINAL_STAGE, StageDeps, build_chain
 from router.registry import stage_registry
 from router.config import Config
-from router.context import Message, PinchMode, RequestContext
+from router.context import Message, RequestContext
 from router.core.messages import content_text
 from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
 from router.core.tokens import TokenEstimator
-from router.decision_record import wire_route
+from router.decision_record import decision_from_context, wire_route
 from router.edge import context_from_body
 from router.errors import ApiError
 from router.providers import provider_adapter
 from router.stage import run_stage
+from router.tools.decision_text import decision_fields, field_lines, text_table, thousands, trace_lines
 from router.tools.transcripts import RequestFileError, read_request_file
 from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
 from router.wire import WireAdapter
@@ -177,76 +180,43 @@ def refusal(response: web.StreamResponse) -> str:
     return f"{response.status} {response.reason}"
 
 
-def _thousands(n: int | None) -> str:
-    return "-" if n is None else f"{n:,}"
-
-
 def render_explanation(ctx: RequestContext, config: Config, source: str = "") -> str:
-    """The decision, the trace and what pinch compressed, as plain text."""
+    """The decision as the proxy would record it, rendered by the renderer ``top`` uses
+    (:mod:`router.tools.decision_text`), then what only a prediction has: what the request
+    needs, the route and where it would go, the stages that would not run, and each result
+    pinch compressed."""
     lines = [f"pinch-router explain: {source}", ""] if source else []
-
-    def field(name: str, value: str) -> None:
-        lines.append(f"{name:<12}{value}")
-
     tools = ctx.view.tools or []
-    model = ctx.requested_model or "(none: routed like auto)"
-    field("request", f"{len(ctx.view.units)} messages, {len(tools)} tools, model {model}{', stream' if ctx.stream else ''}")
-    field("session", f"{ctx.session.key} ({ctx.session.source})" if ctx.session else "-")
-    c = ctx.classification
-    field("class", f"{c.task_category}, tier {c.task_tier}, source {c.source}" if c else "-")
+    fields = [("request", f"{len(ctx.view.units)} messages, {len(tools)} tools{', stream' if ctx.stream else ''}")]
+    refused = ctx.response
+    # No answer was sent: the status is the refusal's, or 0 while the request would still go upstream.
+    row = decision_from_context(ctx, refused.status if refused is not None else 0, None).as_json()
+    fields += decision_fields(row)
     if ctx.capabilities is not None:
-        field("needs", describe_needs(ctx.capabilities))
+        fields.append(("needs", describe_needs(ctx.capabilities)))
     route = ctx.route
     if route is not None:
         pinned = " (pinned)" if route.pinned else ""
         if route.candidates:
             chosen = route.chosen
             limit = f", max tokens {chosen.output_tokens}" if chosen.output_tokens is not None else ""
-            field("route", f"tier {route.tier} → {chosen.model} via {chosen.provider} ({chosen.upstream_model}){pinned}{limit}")
+            fields.append(("route", f"tier {route.tier} → {chosen.model} via {chosen.provider} ({chosen.upstream_model}){pinned}{limit}"))
         else:
-            field("route", f"tier {route.tier} → no capable model{pinned}")
-        if route.escalation:
-            field("escalation", route.escalation)
-        field("fallbacks", ", ".join(f"{c.model} via {c.provider}" for c in route.candidates[1:]) or "(none)")
-        for i, rejection in enumerate(route.rejected):
-            field("rejected" if i == 0 else "", f"{rejection.model}: {'; '.join(rejection.reasons)}")
-        if not route.rejected:
-            field("rejected", "(none)")
-    if ctx.relevance is not None:
-        reason = f" ({ctx.relevance.reason})" if ctx.relevance.reason else ""
-        field("relevance", f"{ctx.relevance.status}{reason}")
-    pinch = ctx.pinch
-    if pinch is not None and pinch.mode is PinchMode.WITHIN_BUDGET:
-        field("pinch", f"within budget: {_thousands(pinch.original_tokens)} ≤ {_thousands(config.pinch.budget_tokens)} tokens")
-    elif pinch is not None:
-        field(
-            "pinch",
-            f"{pinch.mode}: {_thousands(pinch.original_tokens)} → {_thousands(pinch.final_tokens)} tokens, "
-            f"{_thousands(pinch.saved_tokens)} saved; {pinch.compressed} compressed "
-            f"({pinch.elided} elided, {pinch.placeholders} placeholders)",
-        )
+            fields.append(("route", f"tier {route.tier} → no capable model{pinned}"))
+    if refused is not None:
+        fields.append(("refused", refusal(refused)))
+    elif route and route.candidates:
+        provider = config.providers[route.chosen.provider]
+        fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))})"))
     else:
-        field("pinch", "not run" if "pinch-prune" in config.middlewares else "not in the chain")
-    if pinch is not None and (pinch.reapplied or pinch.newly_compressed or pinch.reason):
-        reason = f" — {pinch.reason}" if pinch.reason else ""
-        field("ledger", f"{pinch.reapplied} reapplied, {pinch.newly_compressed} newly compressed{reason}")
-    if ctx.response is not None:
-        field("refused", refusal(ctx.response))
-    else:
-        if route and route.candidates:
-            provider = config.providers[route.chosen.provider]
-            field("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))})")
-        else:
-            field("forward", "(no route)")
+        fields.append(("forward", "(no route)"))
+    lines += field_lines(fields)
 
-    lines += ["", "trace"]
-    rows = [("stage", "outcome", "ms", "detail")]
-    rows += [(r.stage, str(r.outcome), f"{r.ms:.2f}", r.detail) for r in ctx.trace]
     ran = {r.stage for r in ctx.trace}
-    rows += [(name, "not run", "", _why_not_run(name, ctx)) for name in config.middlewares if name not in ran]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    lines += [f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]}".rstrip() for r in rows]
+    not_run = [(name, _why_not_run(name, ctx)) for name in config.middlewares if name not in ran]
+    lines += ["", "trace", *trace_lines(row["stages"], not_run)]
 
+    pinch = ctx.pinch
     if pinch is not None:
         compressed = compressed_messages(ctx, TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead))
         lines += ["", f"compressed messages ({len(compressed)})"]
@@ -256,11 +226,10 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
                 (str(m.index), m.tool, f"{m.chars_before:,}", "→", f"{m.chars_after:,}", f"{m.tokens_before:,}", "→", f"{m.tokens_after:,}", str(m.kind))
                 for m in compressed
             ]
-            w = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-            lines += ["  " + "  ".join(c.ljust(w[i]) if i in (1, 8) else c.rjust(w[i]) for i, c in enumerate(r)).rstrip() for r in table]
+            lines += text_table(table, right=(0, 2, 3, 4, 5, 6, 7))
             lines.append(
-                f"  total: {_thousands(pinch.original_tokens)} → {_thousands(pinch.final_tokens)} tokens "
-                f"({_thousands(pinch.saved_tokens)} saved)"
+                f"  total: {thousands(pinch.original_tokens)} → {thousands(pinch.final_tokens)} tokens "
+                f"({thousands(pinch.saved_tokens)} saved)"
             )
         else:
             lines.append("  (none)")

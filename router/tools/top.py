@@ -11,9 +11,10 @@ off) is shown in the status line and retried on the next tick; the table
 keeps the last rows it had. ``top`` only reads: it never changes the proxy.
 
 Layers: :class:`DecisionFeed` is the HTTP client (one ``aiohttp.ClientSession``);
-the functions above it (:func:`decision_cells`, :func:`decision_detail`,
+the functions above it (:func:`decision_cells`,
 :func:`summary_line`, :func:`parse_decisions`) are pure and work on the
-plain JSON rows; :class:`TopApp` only wires them to widgets.
+plain JSON rows; the detail popup is :func:`router.tools.decision_text.decision_detail`,
+the renderer ``explain`` shares; :class:`TopApp` only wires them to widgets.
 """
 
 from __future__ import annotations
@@ -34,9 +35,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from router.decision_record import wire_route
-
-Row = dict[str, Any]
+from router.tools.decision_text import Row, decision_detail, format_ms, format_tokens, pinch_saved
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_LIMIT = 200
@@ -60,29 +59,6 @@ NUMERIC_COLUMNS = tuple(_KEYS.index(key) for key in ("saved", "latency", "overhe
 # --- pure formatting ---------------------------------------------------------------
 
 
-def format_ms(ms: float | None) -> str:
-    if ms is None:
-        return "-"
-    if ms >= 1000:
-        return f"{ms / 1000:.2f} s"
-    if ms >= 100:
-        return f"{ms:.0f} ms"
-    return f"{ms:.1f} ms"
-
-
-def format_tokens(tokens: int | None) -> str:
-    if tokens is None:
-        return "-"
-    size = abs(tokens)
-    if size >= 1_000_000:
-        return f"{tokens / 1_000_000:.1f}M"
-    if size >= 10_000:
-        return f"{tokens / 1000:.0f}k"
-    if size >= 1000:
-        return f"{tokens / 1000:.1f}k"
-    return str(tokens)
-
-
 def format_time(ts: float | None, tz: tzinfo | None = None) -> str:
     """``HH:MM:SS`` of an epoch timestamp, in ``tz`` (None: the local zone)."""
     if ts is None:
@@ -92,14 +68,6 @@ def format_time(ts: float | None, tz: tzinfo | None = None) -> str:
 
 def short_session(session: str | None) -> str:
     return session[:8] if session else "-"
-
-
-def pinch_saved(row: Row) -> int | None:
-    """Tokens pinch removed, or None when pinch did not run for this request."""
-    before, after = row.get("tokens_before"), row.get("tokens_after")
-    if before is None or after is None:
-        return None
-    return before - after
 
 
 def classification_cell(row: Row) -> str:
@@ -167,116 +135,6 @@ def summary_line(rows: Sequence[Row]) -> str:
         top = sorted(models.items(), key=lambda item: (-item[1], item[0]))[:3]
         parts.append(" ".join(f"{name}×{count}" for name, count in top))
     return " · ".join(parts)
-
-
-def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
-    """Left-aligned columns, the last one free-form."""
-    if not rows:
-        return []
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return [(indent + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1]).rstrip() for r in rows]
-
-
-def _thousands(n: Any) -> str:
-    return f"{n:,}" if isinstance(n, int) else "-"
-
-
-def _cache_text(row: Row) -> str:
-    """``; 1,536 from the prompt cache (77%), 160 written to it``, or '' when the upstream did not say."""
-    cached, prompt, written = row.get("cached_tokens"), row.get("prompt_tokens"), row.get("cache_write_tokens")
-    if not isinstance(cached, int):
-        return ""
-    share = f" ({cached / prompt:.0%})" if isinstance(prompt, int) and prompt else ""
-    return f"; {cached:,} from the prompt cache{share}" + (f", {written:,} written to it" if isinstance(written, int) else "")
-
-
-def decision_detail(row: Row, tz: tzinfo | None = None) -> str:
-    """The full record of one decision as plain text (the detail popup's content).
-
-    Decision fields first (one line each, rejected models and attempts one line
-    per entry), the stage trace last: it is the longest part.
-    """
-    when = "-" if row.get("ts") is None else datetime.fromtimestamp(row["ts"], tz).strftime("%Y-%m-%d %H:%M:%S")
-    status = f"{row.get('status')}" + (f" {row['error_code']}" if row.get("error_code") else "")
-    lines = [f"{row.get('request_id')}   {when}   status {status}{'   stream' if row.get('stream') else ''}", ""]
-
-    def field(name: str, value: str) -> None:
-        lines.append(f"{name:<12}{value}")
-
-    session = row.get("session")
-    requested = row.get("requested_model") or "(none: routed)"
-    field("session", (f"{session} ({row.get('session_source')})" if session else "-") + f"   requested model {requested}")
-    if row.get("category") is not None or row.get("routed_tier") is not None:
-        routed = row.get("routed_tier")
-        escalation = f" ({row['escalation']})" if row.get("escalation") else ""
-        field("class", f"{row.get('category')}, tier {row.get('tier')}, source {row.get('source')}; routed tier {routed}{escalation}")
-    candidates = row.get("candidates") or []
-    if row.get("model"):
-        field("model", f"{row['model']} via {row.get('provider') or '-'}")
-    elif row.get("attempts"):
-        field("model", "(none answered)")
-    if row.get("wire_in"):
-        field("wire", wire_route(row["wire_in"], row.get("wire_out"), row.get("wire_dropped") or ""))
-    if row.get("requested_max_tokens") is not None:
-        sent = row.get("sent_max_tokens")
-        field("max tokens", f"requested {row['requested_max_tokens']}, sent {sent if sent is not None else '-'}")
-    if candidates:  # the gate's order: the first was chosen, the rest are its fallbacks
-        field("candidates", " → ".join(candidates))
-    rejected = row.get("rejected") or []
-    for i, r in enumerate(rejected):
-        field("rejected" if i == 0 else "", f"{r.get('model', '?')}: {'; '.join(r.get('reasons') or [])}")
-    if not rejected:
-        gate_ran = any(stage.get("stage") == "capability-gate" for stage in row.get("stages") or [])
-        field("rejected", "(none)" if gate_ran else "(the gate did not run)")
-
-    if row.get("pinch_mode") == "within_budget":
-        field("pinch", f"within budget: {_thousands(row.get('tokens_before'))} tokens")
-    elif row.get("pinch_mode") is not None:
-        field(
-            "pinch",
-            f"{row['pinch_mode']}: {_thousands(row.get('tokens_before'))} → {_thousands(row.get('tokens_after'))} tokens, "
-            f"saved {_thousands(pinch_saved(row))}, {row.get('pinch_compressed') or 0} compressed",
-        )
-    else:
-        field("pinch", "not run")
-    if row.get("pinch_mode") is not None and row.get("pinch_reapplied") is not None:
-        reason = f" — {row['pinch_reason']}" if row.get("pinch_reason") else ""
-        field("ledger", f"{row['pinch_reapplied']} reapplied, {row.get('pinch_newly_compressed') or 0} newly compressed{reason}")
-    if row.get("relevance_status") is not None:
-        reason = f" ({row['relevance_reason']})" if row.get("relevance_reason") else ""
-        field("relevance", f"{row['relevance_status']}{reason}")
-
-    for i, a in enumerate(row.get("attempts") or []):
-        error = f": {a['error']}" if a.get("error") else ""
-        field("attempts" if i == 0 else "", f"{i + 1}. {a.get('model', '?')} ({a.get('provider', '?')}) → {a.get('status') or 'no answer'}{error}")
-    upstream = []
-    if row.get("first_byte_ms") is not None:
-        upstream.append(f"first byte {format_ms(row['first_byte_ms'])}")
-    if row.get("upstream_ms") is not None:
-        upstream.append(f"upstream {format_ms(row['upstream_ms'])}")
-    upstream.append(f"total {format_ms(row.get('duration_ms'))}, {format_ms(row.get('overhead_ms'))} in the proxy")
-    field("time", ", ".join(upstream))
-    if row.get("total_tokens") is not None:
-        field(
-            "usage",
-            f"{_thousands(row.get('prompt_tokens'))} prompt + {_thousands(row.get('completion_tokens'))} completion tokens"
-            + _cache_text(row),
-        )
-    if row.get("stream_error"):
-        field("stream error", row["stream_error"])
-    if row.get("outcome"):
-        field("outcome", row["outcome"] + (f" ({row['outcome_reason']})" if row.get("outcome_reason") else ""))
-
-    stages = row.get("stages") or []
-    lines += ["", "trace"]
-    if stages:
-        lines += _table(
-            [("stage", "outcome", "ms", "detail")]
-            + [(s.get("stage", "?"), s.get("outcome", "?"), f"{s.get('ms', 0):.2f}", s.get("detail") or "") for s in stages]
-        )
-    else:
-        lines.append("  (no stage ran)")
-    return "\n".join(lines)
 
 
 # --- HTTP -------------------------------------------------------------------------
