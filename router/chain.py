@@ -1,14 +1,15 @@
-"""The chain: order validation and assembly into middlewares (the registry is the composition root's: :mod:`router.registry`).
+"""The chain: the order check and assembly into middlewares (the registry, and the one call of the
+check against it, are the composition root's: :func:`router.registry.chain_stages`).
 
-The configured order is data (``middlewares:`` in config). It is validated and
-built once at start-up, then frozen into a tuple of middlewares.
+The configured order is data (``middlewares:`` in config). It is validated once,
+then each generation (start-up, every reload) builds its stages from the
+validated classes and freezes them into a tuple of middlewares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from router.config import Config
 from router.context import EDGE_FIELDS
 from router.stage import Middleware, Stage, StageClass, StageDeps, stage_middleware
 
@@ -65,8 +66,7 @@ def validate_order(names: Sequence[str], registry: dict[str, StageClass]) -> lis
     return classes
 
 
-def build_chain(config: Config, deps: StageDeps, registry: dict[str, StageClass]) -> tuple[list[Stage], tuple[Middleware, ...]]:
-    """Validate the configured order (the one place it is), build every stage once, wrap each as a middleware."""
-    classes = validate_order(config.middlewares, registry)
+def build_chain(classes: Sequence[StageClass], deps: StageDeps) -> tuple[list[Stage], tuple[Middleware, ...]]:
+    """Build every stage of a validated order (:func:`router.registry.chain_stages`) once, and wrap each as a middleware."""
     stages = [cls(deps) for cls in classes]
     return stages, tuple(stage_middleware(stage) for stage in stages)

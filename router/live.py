@@ -30,8 +30,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import Gauge
 
-from router.chain import ChainError, StageDeps, build_chain, validate_order
-from router.registry import stage_registry
+from router.chain import ChainError, StageDeps, build_chain
+from router.registry import chain_stages
 from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
@@ -51,7 +51,7 @@ RESTART_ONLY = ("server", "upstream.max_connections", "decision_log", "escalatio
 def load_serving_config(path: str | Path) -> Config:
     """Read and validate a config for serving: the file, then the chain order. Raises ConfigError or ChainError."""
     config = load_config(path)
-    validate_order(config.middlewares, stage_registry())
+    chain_stages(config.middlewares)
     return config
 
 
@@ -152,7 +152,7 @@ class LiveChain:
             metrics=metrics,
             state=self.state,
         )
-        stages, chain = build_chain(config, deps, stage_registry())
+        stages, chain = build_chain(chain_stages(config.middlewares), deps)
         if previous is not None:
             old = {stage.name: stage for stage in previous.stages}
             for stage in stages:

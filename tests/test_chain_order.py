@@ -1,12 +1,23 @@
-"""Start-up validation of the configured middleware order."""
+"""Validation of the configured middleware order: the check itself, and its one call at every entry point."""
 
 from __future__ import annotations
 
-import pytest
+import subprocess
+from pathlib import Path
 
+import pytest
+import yaml
+
+from bench.harness import ROOT, free_port
+from router import registry as registry_module
+from router.app import create_app
 from router.chain import ChainError, validate_order
-from router.config import DEFAULT_CHAIN
-from router.registry import stage_registry
+from router.cli import main
+from router.config import DEFAULT_CHAIN, parse_config
+from router.live import LIVE_KEY
+from router.registry import chain_stages, stage_registry
+from tests.conftest import chat_body
+from tests.processes import router, write_config
 
 
 def fake_stage(stage_name: str, requires=(), reads=(), provides=()):
@@ -64,12 +75,12 @@ def test_a_broken_order_is_rejected_naming_the_stage_and_field(order, message):
 
 def test_the_real_registry_resolves_the_minimal_chain_to_the_gate_and_forward():
     registry = stage_registry()
-    assert validate_order(["capability-gate", "upstream-forward"], registry) == [registry["capability-gate"], registry["upstream-forward"]]
-    assert [cls.__name__ for cls in validate_order(["capability-gate", "upstream-forward"], registry)] == ["CapabilityGate", "UpstreamForward"]
+    assert chain_stages(["capability-gate", "upstream-forward"]) == (registry["capability-gate"], registry["upstream-forward"])
+    assert [cls.__name__ for cls in chain_stages(["capability-gate", "upstream-forward"])] == ["CapabilityGate", "UpstreamForward"]
 
 
 def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
-    resolved = validate_order(list(DEFAULT_CHAIN), stage_registry())
+    resolved = chain_stages(list(DEFAULT_CHAIN))
     assert [cls.name for cls in resolved] == list(DEFAULT_CHAIN)
     assert [cls.__name__ for cls in resolved] == [
         "SessionFingerprint", "ClassificationCache", "Classifier", "PinchRelevance", "PinchPrune", "CapabilityGate", "UpstreamForward"
@@ -78,7 +89,81 @@ def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
 
 def test_the_real_gate_cannot_come_after_forward():
     with pytest.raises(ChainError, match="requires 'route'"):
-        validate_order(["session-fingerprint", "upstream-forward"], stage_registry())
+        chain_stages(["session-fingerprint", "upstream-forward"])
+
+
+def test_each_order_is_checked_once_and_later_callers_trust_it(monkeypatch):
+    checks: list[tuple[str, ...]] = []
+
+    def counting(names, registry):
+        checks.append(tuple(names))
+        return validate_order(names, registry)
+
+    monkeypatch.setattr(registry_module, "validate_order", counting)
+    registry_module._checked.cache_clear()
+    good = ["session-fingerprint", "capability-gate", "upstream-forward"]
+    assert chain_stages(good) == chain_stages(tuple(good))
+    for _ in range(2):  # a bad order is not remembered as good: every caller gets the error
+        with pytest.raises(ChainError, match="must end with"):
+            chain_stages(["capability-gate"])
+    assert checks == [tuple(good), ("capability-gate",), ("capability-gate",)]
+    registry_module._checked.cache_clear()
+
+
+# --- a bad order at each entry point: one clear error naming the stage, nothing served ---
+
+BAD_ORDER = ["classification-cache", "session-fingerprint", "capability-gate", "upstream-forward"]
+BAD_ORDER_ERROR = "middlewares: stage 'classification-cache' requires 'session'; 'session-fingerprint' provides it but comes later"
+
+
+def bad_order_config(tmp_path: Path) -> Path:
+    return write_config(tmp_path, free_port(), free_port(), middlewares=BAD_ORDER)
+
+
+def test_check_config_reports_a_bad_order_once_and_exits_2(tmp_path, capsys):
+    path = bad_order_config(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(["check-config", "--config", str(path)])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == f"pinch-router: invalid configuration in {path}:\n{BAD_ORDER_ERROR}\n"
+
+
+def test_serve_reports_a_bad_order_once_before_listening_and_exits_2(tmp_path):
+    path = bad_order_config(tmp_path)
+    process = router(["serve", "--config", str(path)])
+    try:
+        _, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    assert process.returncode == 2
+    assert err.decode() == f"pinch-router: invalid configuration in {path}:\n{BAD_ORDER_ERROR}\n"
+
+
+async def test_the_app_refuses_a_bad_order_given_to_it_directly():
+    raw = yaml.safe_load((ROOT / "config.yaml").read_text())
+    raw["middlewares"] = BAD_ORDER
+    with pytest.raises(ChainError) as info:
+        await create_app(parse_config(raw, environ={}))
+    assert str(info.value) == BAD_ORDER_ERROR
+
+
+async def test_a_reload_reports_a_bad_order_once_and_keeps_serving(proxy, mock_upstream, tmp_path):
+    _, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    raw = {
+        "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
+        "providers": {"mock": {"base_url": url}},
+        "models": [{"name": "m", "provider": "mock", "upstream_model": "up", "context_window": 10_000, "max_output_tokens": 100, "tiers": [1, 2, 3]}],
+        "decision_log": {"path": ":memory:"},
+    }
+    path.write_text(yaml.safe_dump(raw))
+    client = await proxy(parse_config(raw, environ={}))
+    path.write_text(yaml.safe_dump({**raw, "middlewares": BAD_ORDER}))
+    result = client.server.app[LIVE_KEY].reload(path)
+    assert not result.ok and result.error == BAD_ORDER_ERROR
+    assert (await client.post("/v1/chat/completions", json=chat_body("hi"))).status == 200
 
 
 def test_every_context_slot_has_one_writer_and_only_the_short_circuit_response_is_shared():

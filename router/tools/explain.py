@@ -39,7 +39,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.chain import TERMINAL_STAGE, StageDeps, build_chain
-from router.registry import stage_registry
+from router.registry import chain_stages
 from router.config import Config
 from router.context import Message, RequestContext
 from router.core.messages import content_text
@@ -156,7 +156,7 @@ async def explain_request(
         raise ExplainError(f"the proxy would refuse this request with {ctx.status} {ctx.code}{where}: {ctx.message}")
     async with aiohttp.ClientSession(trace_configs=[offline_trace()] if offline else None) as http:
         estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
-        stages, _ = build_chain(config, StageDeps(config=config, http=http, estimator=estimator), stage_registry())
+        stages, _ = build_chain(chain_stages(config.middlewares), StageDeps(config=config, http=http, estimator=estimator))
         for stage in stages:
             if stage.name == TERMINAL_STAGE:
                 break
