@@ -1,4 +1,4 @@
-"""Regenerate the `pinch-router top` screenshots in docs/ (top.svg, top-detail.svg).
+"""Regenerate the `pinch-router top` screenshots in docs/ (top.svg, top-detail.svg, and their text: top.txt, top-detail.txt).
 
 Runs everything in one process on loopback: a mock upstream (which also
 answers as the classifier), a proxy with a demo catalogue, a mix of requests
@@ -11,7 +11,9 @@ overrides, a reported failure), then the TUI headless at 120x30.
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +88,26 @@ async def send_demo_traffic(client: TestClient, mock: MockUpstream) -> None:
     await chat(ask("add type hints to utils.py", tools=TOOLS), **{"x-router-category": "coding_general", "x-router-tier": "3"})
 
 
+_CELL = re.compile(r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+" clip-path="url\(#[\w-]+-line-(\d+)\)">([^<]*)</text>')
+CELL_WIDTH = 12.2  # textual's SVG export: pixels per terminal column
+
+
+def screen_text(svg: str) -> str:
+    """The terminal's text in a textual SVG screenshot, line by line (the README quotes it)."""
+    rows: dict[int, list[str]] = {}
+    for x, line, text in _CELL.findall(svg):
+        row = rows.setdefault(int(line), [])
+        column = round(float(x) / CELL_WIDTH)
+        row.extend(" " * (column - len(row)))
+        row[column:] = list(html.unescape(text).replace("\xa0", " "))
+    return "\n".join("".join(rows.get(i, [])).rstrip() for i in range(max(rows) + 1)) + "\n"
+
+
+def save(app: TopApp, name: str) -> None:
+    app.save_screenshot(f"{name}.svg", str(DOCS))
+    (DOCS / f"{name}.txt").write_text(screen_text((DOCS / f"{name}.svg").read_text()))
+
+
 async def capture() -> None:
     mock = MockUpstream()
     upstream = TestServer(mock.app(), host="127.0.0.1")
@@ -98,15 +120,15 @@ async def capture() -> None:
         async with app.run_test(size=(120, 30)) as pilot:
             await app.poll()
             await pilot.pause()
-            app.save_screenshot("top.svg", str(DOCS))
+            save(app, "top")
             await pilot.press("down", "down", "down", "down", "down", "enter")
             await pilot.pause()
             assert isinstance(app.screen, DecisionScreen)
-            app.save_screenshot("top-detail.svg", str(DOCS))
+            save(app, "top-detail")
     finally:
         await proxy.close()
         await upstream.close()
-    print(f"wrote {DOCS / 'top.svg'} and {DOCS / 'top-detail.svg'}")
+    print(f"wrote {DOCS}/top.svg, top-detail.svg and their text, top.txt, top-detail.txt")
 
 
 if __name__ == "__main__":

@@ -151,6 +151,19 @@ def test_an_output_limit_nothing_was_sent_with_shows_only_what_was_asked():
     assert ("max tokens", "requested 32000") in decision_fields(decision_row(requested_max_tokens=32_000, sent_max_tokens=None))
 
 
+@pytest.mark.parametrize(
+    ("fields", "wire"),
+    [
+        ({"wire_in": "anthropic-messages", "wire_out": "openai-chat", "wire_dropped": "tool web_search"}, "anthropic-messages → openai-chat, translated, dropped tool web_search"),
+        ({"wire_in": "openai-chat", "wire_out": "openai-chat"}, "openai-chat → openai-chat, passed through"),
+        ({"wire_in": "openai-responses", "wire_out": None}, "openai-responses, no provider tried"),
+        ({"wire_in": None}, None),  # refused at the edge, before any wire adapter
+    ],
+)
+def test_the_wire_line_says_how_the_clients_format_reached_the_provider(fields, wire):
+    assert [value for name, value in decision_fields(decision_row(**fields)) if name == "wire"] == ([wire] if wire else [])
+
+
 def test_time_without_the_proxys_overhead_leaves_it_out():
     row = decision_row(first_byte_ms=None, upstream_ms=None, overhead_ms=None, duration_ms=4.5)
     assert ("time", "total 4.5 ms") in decision_fields(row)

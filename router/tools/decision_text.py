@@ -128,8 +128,10 @@ def decision_fields(row: Row) -> list[Field]:
         fields.append(("model", f"{row['model']} via {row.get('provider') or '-'}"))
     elif row.get("attempts"):
         fields.append(("model", "(none answered)"))
-    if row.get("wire_in"):
-        fields.append(("wire", wire_route(row["wire_in"], row.get("wire_out"), row.get("wire_dropped") or "")))
+    if row.get("wire_in") and row.get("wire_out"):
+        fields.append(("wire", wire_route(row["wire_in"], row["wire_out"], row.get("wire_dropped") or "")))
+    elif row.get("wire_in"):
+        fields.append(("wire", f"{row['wire_in']}, no provider tried"))
     if row.get("requested_max_tokens") is not None:
         sent = row.get("sent_max_tokens")
         fields.append(("max tokens", f"requested {row['requested_max_tokens']}" + (f", sent {sent}" if sent is not None else "")))
