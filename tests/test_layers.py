@@ -44,6 +44,14 @@ def test_every_server_module_is_held_to_the_no_tools_contract():
     assert "router.tools" in contract["forbidden_modules"] and "textual" in contract["forbidden_modules"]
 
 
+def test_every_package_folder_is_packaged_and_textual_is_only_an_extra():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in [*ROOT.glob("router/**/__init__.py"), ROOT / "middlewares" / "__init__.py"]}
+    assert set(project["tool"]["setuptools"]["packages"]) == folders  # a folder left out would be missing from the wheel
+    assert not any(d.startswith("textual") for d in project["project"]["dependencies"])
+    assert any(d.startswith("textual") for d in project["project"]["optional-dependencies"]["tui"])
+
+
 @pytest.mark.parametrize("module", CORE_MODULES)
 def test_a_core_module_loads_without_aiohttp_asyncio_or_the_framework(module):
     check = (
