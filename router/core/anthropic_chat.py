@@ -223,6 +223,9 @@ def anthropic_event(kind: str, payload: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **payload}) + b"\n\n"
 
 
+PING_EVENT = anthropic_event("ping", {})
+
+
 def anthropic_error_event(message: str, error_type: str = "api_error") -> bytes:
     return anthropic_event("error", {"error": {"type": error_type, "message": message}})
 
@@ -269,7 +272,7 @@ class ChatToMessagesStream:
             "stop_sequence": None,
             "usage": {**anthropic_usage(None, self.input_estimate), "output_tokens": 1},
         }
-        return [anthropic_event("message_start", {"message": message}), anthropic_event("ping", {})]
+        return [anthropic_event("message_start", {"message": message}), PING_EVENT]
 
     def _open(self, kind: str, block: dict[str, Any]) -> tuple[int, list[bytes]]:
         index = len(self.blocks)

@@ -3,6 +3,9 @@
 The contract (:class:`WireAdapter`) — what a new format's module provides and
 what the rest of the proxy relies on:
 
+* ``keep_alive``: the bytes a stream is sent while the client has had nothing for
+  ``upstream.stream_keepalive_seconds`` (Anthropic's ``ping`` event, an SSE comment
+  for the OpenAI formats): one whole event, written between the relayed ones.
 * ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
   ``paths``, the POST routes it serves. Register it in :func:`adapters`:
   :func:`router.app.create_app` mounts each path on its own sub-application
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
 class WireAdapter(Protocol):
     name: str
     paths: tuple[str, ...]
+    keep_alive: bytes
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError: ...
 

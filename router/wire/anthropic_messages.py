@@ -26,7 +26,7 @@ import orjson
 from aiohttp import web
 
 from router.context import Usage
-from router.core.anthropic_chat import anthropic_error_event
+from router.core.anthropic_chat import PING_EVENT, anthropic_error_event
 from router.core.anthropic_messages import AnthropicInvalid, error_payload, is_message_stop, validate_messages_body
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
@@ -36,6 +36,7 @@ from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
+    keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
