@@ -151,3 +151,4 @@ async def test_no_keepalive_before_the_first_event_so_the_next_candidate_can_sti
         resp = await client.post("/v1/chat/completions", json=chat_body(stream=True))
         assert resp.status == 200 and resp.headers["x-router-model"] == "second"
         assert await resp.read() == CHAT_BEFORE + CHAT_AFTER
+
