@@ -323,8 +323,8 @@ def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
     needs its reasoning back still gets it: translations read the body before this). Real signed
     blocks, redacted thinking and every other block stay as they are; an assistant message left
     with nothing is left out (Anthropic joins the user turns around it). With thinking on, the
-    assistant message of the current tool loop must start with a thinking block: when it no longer
-    does, thinking is switched off for this request (``thinking`` and the ``clear_thinking_*``
+    assistant message of the current tool loop must start with a thinking block: when it does not
+    (its thinking was the proxy's, or it came from a chat model with none), thinking is switched off for this request (``thinking`` and the ``clear_thinking_*``
     edits of ``context_management``, which require it, are left out) — Anthropic's own advice
     for a history without the thinking — rather than sending a request Anthropic refuses.
     """
