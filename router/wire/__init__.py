@@ -24,7 +24,11 @@ what the rest of the proxy relies on:
   speaks this same format: the client's body with only the chain's changes
   (:class:`~router.core.request_view.BodyChanges`: pinch's rewrites, the
   chosen model, the output limit clamp, the usage request, prompt_cache_key)
-  written in; every other field goes out as the client sent it.
+  written in; every other field goes out as the client sent it — except what
+  the proxy itself made earlier and only a provider of another format can take
+  (the Anthropic thinking and the Responses reasoning items made from a chat
+  model's reasoning), left out unless ``changes.translated`` says the body is the
+  source of a translation instead.
 * the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
   code)`` for the event that ends a broken stream, ``is_usage_only_event`` (the
   usage report the proxy asked for on the client's behalf, dropped) and
