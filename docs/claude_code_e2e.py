@@ -24,7 +24,9 @@ machine. Claude Code is the npm package pinned in tests/data/agents/README.md::
 
     .venv/bin/python -m docs.claude_code_e2e --agents ../agents-cc
 
-It prints one line per model and exits 1 when a run fails.
+It prints one line per model and exits 1 when a run fails. ``--event-delay 0.5 --keepalive 0.2``
+makes the mock wait before every streamed event and the proxy send its keep-alives (Anthropic
+``ping`` events) meanwhile, between Claude Code's events.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ PROMPT = "list the files in this directory"
 MODELS = {"mock-claude": "anthropic (passed through)", "mock-chat": "openai (translated)", "auto": "the router's choice"}
 
 
-def proxy_config(mock_port: int) -> str:
-    return f"""server: {{host: 127.0.0.1}}
+def proxy_config(mock_port: int, keepalive: float | None = None) -> str:
+    upstream = f"upstream: {{stream_keepalive_seconds: {keepalive:g}}}\n" if keepalive is not None else ""
+    return upstream + f"""server: {{host: 127.0.0.1}}
 providers:
   mock-anthropic: {{base_url: "http://127.0.0.1:{mock_port}", api: anthropic, api_key_env: MOCK_KEY}}
   mock-chat: {{base_url: "http://127.0.0.1:{mock_port}/v1", api: openai, api_key_env: MOCK_KEY}}
@@ -83,7 +86,7 @@ def model_passed(model: str, stdout: str, recorded: Path) -> bool:
     return bool(calls) and sorted(results) == sorted(calls)
 
 
-def run(agents: Path) -> int:
+def run(agents: Path, event_delay: float = 0.0, keepalive: float | None = None) -> int:
     binary = agents / "node_modules" / ".bin" / "claude"
     if not binary.exists():
         raise SystemExit(f"{binary} not found: install Claude Code first (tests/data/agents/README.md)")
@@ -93,10 +96,10 @@ def run(agents: Path) -> int:
         scratch = Path(tmp)
         mock_port, proxy_port = free_port(), free_port()
         config = scratch / "config.yaml"
-        config.write_text(proxy_config(mock_port))
+        config.write_text(proxy_config(mock_port, keepalive))
         env = {**os.environ, "MOCK_KEY": "mock-provider-key"}
         recorded = scratch / "upstream-requests"
-        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded)]
+        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--event-delay", f"{event_delay:g}"]
         serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port), "--state-dir", str(scratch / "state")]
         with spawn(mock, mock_port), spawn(serve, proxy_port, env=env):
             for model, how in MODELS.items():
@@ -135,7 +138,10 @@ def run(agents: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=Path, required=True, help="the npm folder holding node_modules/.bin/claude")
-    return run(parser.parse_args().agents)
+    parser.add_argument("--event-delay", type=float, default=0.0, help="the mock waits this long before each streamed event")
+    parser.add_argument("--keepalive", type=float, default=None, help="upstream.stream_keepalive_seconds for the proxy (with --event-delay longer than it, every wait gets keep-alives)")
+    args = parser.parse_args()
+    return run(args.agents, args.event_delay, args.keepalive)
 
 
 if __name__ == "__main__":

@@ -100,13 +100,13 @@ class UpstreamForward:
         inject_usage = view.stream and not view.usage_requested
         provider = self.client.providers[candidate.provider]
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
-        changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key)
-        payload = ctx.wire.upstream_body(ctx.body, view, changes)
         wire_out = provider_adapter(provider).chat_wire(provider)
         try:
             translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
+        changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None)
+        payload = ctx.wire.upstream_body(ctx.body, view, changes)
         if translation is not None:
             payload = translation.request(payload, candidate)
         # this attempt's: a failover overwrites them

@@ -318,6 +318,10 @@ class UpstreamSettings(_Strict):
     max_stream_event_mb: PositiveFloat = 8
     # A stream client that takes longer than this to accept a chunk is dropped, freeing its upstream.
     client_write_timeout_seconds: PositiveFloat = 30
+    # A stream the client has received nothing of for this long gets the client's format's
+    # keep-alive (Anthropic's ping event, an SSE comment otherwise), so idle timeouts of clients
+    # and proxies in between do not cut a long prefill or thinking; 0: never.
+    stream_keepalive_seconds: Annotated[float, Field(ge=0)] = 10
 
     @property
     def max_response_bytes(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from time import perf_counter
 from typing import Any
 
 import orjson
@@ -13,7 +15,7 @@ from router.core.anthropic_view import count_input_tokens
 from router.core.tokens import TokenEstimator
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
-from router.errors import ApiError, invalid_request
+from router.errors import ERROR_CODE_KEY, ApiError, invalid_request
 from router.live import LIVE_KEY
 from router.metrics import CONTENT_TYPE
 from router.recorder import Recorder
@@ -27,6 +29,9 @@ BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
 
 MAX_DECISIONS = 1000
+COUNT_TOKENS = "count_tokens"  # its `endpoint` label in pinch_router_endpoint_requests_total
+
+log = logging.getLogger("pinch_router.request")
 
 
 def _json(payload: object, status: int = 200) -> web.Response:
@@ -120,13 +125,26 @@ async def prometheus_metrics(request: web.Request) -> web.Response:
 
 async def count_message_tokens(request: web.Request) -> web.Response:
     """``POST /v1/messages/count_tokens``: the prompt's input tokens by the project's one estimator
-    (Claude Code's ``/context`` builds its table from 26 of these), errors in Anthropic's shape."""
+    (Claude Code's ``/context`` builds its table from 26 of these), errors in Anthropic's shape.
+
+    Every call is counted (``pinch_router_endpoint_requests_total{endpoint="count_tokens"}``) and
+    logged (one ``count_tokens`` line: status, the figure, milliseconds), but writes no decision
+    row: nothing is routed or sent upstream, and 26 rows per ``/context`` would bury the
+    decisions in ``top`` and ``/v1/decisions``."""
+    started = perf_counter()
+    counted: int | None = None
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        return anthropic_error_response(body, BUSY_HEADERS if body.code == "server_busy" else None)
-    try:
-        validate_messages_body(body, count_tokens=True)
-    except AnthropicInvalid as exc:
-        return anthropic_error_response(invalid_request(exc.message))
-    tokens = request.app[LIVE_KEY].config.tokens
-    return _json({"input_tokens": count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))})
+        response = anthropic_error_response(body, BUSY_HEADERS if body.code == "server_busy" else None)
+    else:
+        try:
+            validate_messages_body(body, count_tokens=True)
+        except AnthropicInvalid as exc:
+            response = anthropic_error_response(invalid_request(exc.message))
+        else:
+            tokens = request.app[LIVE_KEY].config.tokens
+            counted = count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
+            response = _json({"input_tokens": counted})
+    request.app[RECORDER_KEY].metrics.endpoint_requests.labels(COUNT_TOKENS, str(response.status)).inc()
+    log.info(COUNT_TOKENS, extra={"status": response.status, "error_code": response.get(ERROR_CODE_KEY), "input_tokens": counted, "duration_ms": round((perf_counter() - started) * 1000, 3)})
+    return response

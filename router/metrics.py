@@ -62,6 +62,8 @@ class Metrics:
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
         self.wires = Counter("pinch_router_wire_requests", "Requests by the client's wire format and the one the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
+        # The endpoints answered outside the chain that an agent calls as part of its work (count_tokens).
+        self.endpoint_requests = Counter("pinch_router_endpoint_requests", "Requests to endpoints answered outside the routing chain, by endpoint and HTTP status", ["endpoint", "status"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
         self.state_fallback = Counter(
             "pinch_router_state_backend_fallback",

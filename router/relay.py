@@ -23,7 +23,17 @@ log = logging.getLogger("pinch_router.relay")
 
 
 class StreamRelay:
-    """Copies one upstream SSE stream to the client, whole events as they arrive."""
+    """Copies one upstream SSE stream to the client, whole events as they arrive.
+
+    While the client has received nothing for ``upstream.stream_keepalive_seconds``
+    (a long prefill or thinking, or a translated stream whose provider sends only what
+    the client's format drops), it is sent its format's keep-alive (``ctx.wire.keep_alive``),
+    between whole events. Only once the head is committed, with the first event: before
+    that the request may still fail over to the next candidate, or answer with the
+    provider's error status, which a committed ``200`` head would rule out — and the
+    head's ``x-router-*`` name the model that answered. The idle gap still counts the
+    provider's silence alone: keep-alives never keep a dead upstream open.
+    """
 
     def __init__(
         self,
@@ -40,6 +50,8 @@ class StreamRelay:
         self.upstream = upstream
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
+        self.keepalive = settings.stream_keepalive_seconds or None
+        self.last_write = 0.0  # loop time of the client's last bytes
         self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
@@ -116,12 +128,13 @@ class StreamRelay:
         """Relay the rest; return why the stream broke, or '' when it ended cleanly."""
         while not self.events.done:
             try:
-                async with asyncio.timeout(self.idle):
-                    chunk = await self.upstream.content.readany()
+                chunk = await self._next_chunk(response)
             except TimeoutError:
                 return f"no data for {self.idle:g}s"
             except aiohttp.ClientError as exc:
                 return self.cut_reason or f"connection to the provider broke ({type(exc).__name__})"
+            if chunk is None:
+                return "client disconnected"
             if self.cut_reason:
                 return self.cut_reason
             try:
@@ -137,6 +150,23 @@ class StreamRelay:
             if ready and not await self._write(response, ready):
                 return "client disconnected"
         return ""
+
+    async def _next_chunk(self, response: web.StreamResponse) -> bytes | None:
+        """The provider's next bytes within the idle gap (TimeoutError after it), keeping the
+        client alive meanwhile; None when a keep-alive found the client gone."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.idle
+        while True:
+            wake = give_up if self.keepalive is None else min(give_up, self.last_write + self.keepalive)
+            timer = asyncio.timeout_at(wake)
+            try:
+                async with timer:
+                    return await self.upstream.content.readany()
+            except TimeoutError:
+                if not timer.expired() or loop.time() >= give_up:
+                    raise
+            if not await self._write(response, self.ctx.wire.keep_alive):
+                return None
 
     async def _write(self, response: web.StreamResponse, data: bytes) -> bool:
         """Write to the client; False when the client has gone away or stopped reading.
@@ -159,6 +189,7 @@ class StreamRelay:
             if transport is not None:
                 transport.abort()  # drops what is buffered for it; nothing more will be written
             return False
+        self.last_write = asyncio.get_running_loop().time()
         return True
 
 

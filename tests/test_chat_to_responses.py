@@ -221,7 +221,7 @@ def test_a_chat_servers_thinking_becomes_a_reasoning_item_before_the_answer(key:
         ("response.reasoning_summary_part.done", 0, None),
         ("response.output_item.done", 0, None),
     ]
-    reasoning = {"id": "rs_abc_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Let me look."}]}
+    reasoning = {"id": "rs_pinch_abc_0", "type": "reasoning", "summary": [{"type": "summary_text", "text": "Let me look."}]}
     assert [o["type"] for o in events[-1]["response"]["output"]] == ["reasoning", "message"]
     assert events[-1]["response"]["output"][0] == reasoning and events[8]["item"] == reasoning
     assert events[9]["output_index"] == 1  # the message opens after the reasoning closed

@@ -155,6 +155,13 @@ def test_a_reasoning_item_sent_back_changed_is_refused() -> None:
     assert "input[1]" in (mock_responses.request_error(responses_body(input_message("user", "go"), changed)) or "")
 
 
+def test_a_reasoning_item_without_its_sealed_content_is_refused_when_nothing_is_stored() -> None:
+    unsealed = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "call it"}]}
+    refused = mock_responses.request_error(responses_body(input_message("user", "go"), unsealed, store=False)) or ""
+    assert "Item with id 'rs_1' not found" in refused
+    assert mock_responses.request_error(responses_body(input_message("user", "go"), unsealed)) is None  # store unset: OpenAI stores by default
+
+
 def test_errors_have_openais_shape() -> None:
     assert mock_responses.error_body(400, "bad", "input") == {"error": {"message": "bad", "type": "invalid_request_error", "param": "input", "code": None}}
     assert mock_responses.error_body(503, "down")["error"]["type"] == "server_error"

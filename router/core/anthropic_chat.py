@@ -14,7 +14,9 @@ Decisions, where the two APIs have no common ground:
   ``(no result)`` (providers reject both otherwise), a result naming no call is dropped.
   Images in a tool result follow as a user message. ``thinking`` is dropped, or sent
   back as ``reasoning_content`` when the provider needs it (``reasoning_content=True``:
-  DeepSeek and others require it on tool-call turns). Fields no chat API has —
+  DeepSeek and others require it on tool-call turns); the answer's reasoning comes back
+  as thinking blocks signed :data:`~router.core.anthropic_messages.PROXY_THINKING_SIGNATURE`,
+  which an Anthropic provider is never sent (:func:`~router.core.anthropic_messages.without_proxy_thinking`). Fields no chat API has —
   ``thinking``, ``context_management``, ``safeguards`` (it carries local paths),
   ``cache_control``, ``metadata``, ``top_k``, ``output_config.effort``, server tools —
   are dropped. ``output_config.format`` becomes ``response_format``.
@@ -35,6 +37,7 @@ from typing import Any
 import orjson
 
 from router.core.anthropic_messages import (
+    PROXY_THINKING_SIGNATURE,
     blocks_of,
     chat_view,
     is_billing_line,
@@ -179,7 +182,7 @@ def chat_completion_to_message(completion: dict[str, Any], model: str, input_est
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
     if reasoning_content and isinstance(reasoning, str) and reasoning:
-        content.append({"type": "thinking", "thinking": reasoning, "signature": ""})
+        content.append({"type": "thinking", "thinking": reasoning, "signature": PROXY_THINKING_SIGNATURE})
     text = content_text(message.get("content"))
     if text:
         content.append({"type": "text", "text": text})
@@ -221,6 +224,9 @@ def _message_id(upstream_id: Any) -> str:
 
 def anthropic_event(kind: str, payload: dict[str, Any]) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **payload}) + b"\n\n"
+
+
+PING_EVENT = anthropic_event("ping", {})
 
 
 def anthropic_error_event(message: str, error_type: str = "api_error") -> bytes:
@@ -269,7 +275,7 @@ class ChatToMessagesStream:
             "stop_sequence": None,
             "usage": {**anthropic_usage(None, self.input_estimate), "output_tokens": 1},
         }
-        return [anthropic_event("message_start", {"message": message}), anthropic_event("ping", {})]
+        return [anthropic_event("message_start", {"message": message}), PING_EVENT]
 
     def _open(self, kind: str, block: dict[str, Any]) -> tuple[int, list[bytes]]:
         index = len(self.blocks)
@@ -282,7 +288,7 @@ class ChatToMessagesStream:
             index = getattr(self, attr)
             if index is not None:
                 if self.blocks[index] == "thinking":
-                    out.append(_delta(index, {"type": "signature_delta", "signature": ""}))
+                    out.append(_delta(index, {"type": "signature_delta", "signature": PROXY_THINKING_SIGNATURE}))
                 out.append(anthropic_event("content_block_stop", {"index": index}))
                 setattr(self, attr, None)
         return out
@@ -308,7 +314,7 @@ class ChatToMessagesStream:
             if isinstance(text, str) and text:
                 if self.open_thinking is not None:
                     index, self.open_thinking = self.open_thinking, None
-                    out += [_delta(index, {"type": "signature_delta", "signature": ""}), anthropic_event("content_block_stop", {"index": index})]
+                    out += [_delta(index, {"type": "signature_delta", "signature": PROXY_THINKING_SIGNATURE}), anthropic_event("content_block_stop", {"index": index})]
                 if self.open_text is None:
                     self.open_text, started = self._open("text", {"type": "text", "text": ""})
                     out += started

@@ -27,6 +27,10 @@ from router.core.messages import Message
 from router.core.sse import is_event_of_type
 
 ROLES = ("user", "assistant", "system")  # "system" inside messages: the mid-conversation system beta
+# The signature of a thinking block the proxy made from a chat model's ``reasoning_content``:
+# Anthropic signs its own; this one's ':' occurs in no base64 text, so it is never a real signature.
+PROXY_THINKING_SIGNATURE = "pinch-router:reasoning_content"
+_PROXY_SIGNATURES = (PROXY_THINKING_SIGNATURE, "")  # "": as versions before the marker wrote it
 REMINDER_OPEN = "<system-reminder>"
 BILLING_PREFIX = "x-anthropic-billing-header:"
 
@@ -73,6 +77,7 @@ class MessagesRequest:
     stream: bool
     max_tokens: int | None
     tools: list[dict[str, Any]] | None
+    proxy_thinking: bool = False  # an assistant message holds thinking the proxy made (:func:`is_proxy_thinking`)
 
 
 def validate_messages_body(body: Any, *, count_tokens: bool = False) -> MessagesRequest:
@@ -96,8 +101,9 @@ def validate_messages_body(body: Any, *, count_tokens: bool = False) -> Messages
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise AnthropicInvalid("messages: a non-empty list of message objects is required")
+    proxy_thinking = False
     for m, message in enumerate(messages):
-        _check_message(message, f"messages.{m}")
+        proxy_thinking |= _check_message(message, f"messages.{m}")
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -119,6 +125,7 @@ def validate_messages_body(body: Any, *, count_tokens: bool = False) -> Messages
         stream=stream,
         max_tokens=max_tokens if isinstance(max_tokens, int) and not isinstance(max_tokens, bool) else None,
         tools=tools or None,
+        proxy_thinking=proxy_thinking,
     )
 
 
@@ -132,7 +139,8 @@ def _check_system(system: Any) -> None:
             raise AnthropicInvalid(f"system.{b}: must be a text block with a string 'text'")
 
 
-def _check_message(message: Any, where: str) -> None:
+def _check_message(message: Any, where: str) -> bool:
+    """Raises for a malformed message; whether it holds thinking the proxy made (read in this one walk)."""
     if not isinstance(message, dict):
         raise AnthropicInvalid(f"{where}: must be an object")
     role = message.get("role")
@@ -140,9 +148,10 @@ def _check_message(message: Any, where: str) -> None:
         raise AnthropicInvalid(f"{where}.role: must be one of {', '.join(ROLES)} (got {role!r})")
     content = message.get("content")
     if isinstance(content, str):
-        return
+        return False
     if not isinstance(content, list):
         raise AnthropicInvalid(f"{where}.content: must be a string or a list of content blocks")
+    proxy_thinking = False
     for b, block in enumerate(content):
         at = f"{where}.content.{b}"
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
@@ -167,6 +176,9 @@ def _check_message(message: Any, where: str) -> None:
                 raise AnthropicInvalid(f"{at}.content: must be a string or a list of content blocks")
             if isinstance(inner, list) and not all(isinstance(x, dict) and isinstance(x.get("type"), str) for x in inner):
                 raise AnthropicInvalid(f"{at}.content: every block must be an object with a string 'type'")
+        if kind == "thinking" and role == "assistant" and block.get("signature") in _PROXY_SIGNATURES:
+            proxy_thinking = True
+    return proxy_thinking
 
 
 # ----------------------------------------------------------------------------------------------
@@ -295,6 +307,70 @@ def wants_json_output(body: dict[str, Any]) -> bool:
 def wants_thinking(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
     return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def is_proxy_thinking(block: Any) -> bool:
+    """A thinking block the proxy made (signed with :data:`PROXY_THINKING_SIGNATURE`, or unsigned)."""
+    return isinstance(block, dict) and block.get("type") == "thinking" and block.get("signature") in _PROXY_SIGNATURES
+
+
+def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The body for an Anthropic-format provider, without the thinking blocks the proxy made; None
+    when it has none (the body goes out as it is).
+
+    Such a block came from an OpenAI-chat model's ``reasoning_content`` earlier in the session;
+    Anthropic rejects a thinking block it did not sign, so it is left out (a chat model that
+    needs its reasoning back still gets it: translations read the body before this). Real signed
+    blocks, redacted thinking and every other block stay as they are; an assistant message left
+    with nothing is left out (Anthropic joins the user turns around it). With thinking on, the
+    assistant message of the current tool loop must start with a thinking block: when it does not
+    (its thinking was the proxy's, or it came from a chat model with none), thinking is switched off for this request (``thinking`` and the ``clear_thinking_*``
+    edits of ``context_management``, which require it, are left out) — Anthropic's own advice
+    for a history without the thinking — rather than sending a request Anthropic refuses.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return None
+    out: list[Any] = []
+    dropped = False
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list) or message.get("role") != "assistant" or not any(is_proxy_thinking(b) for b in content):
+            out.append(message)
+            continue
+        dropped = True
+        kept = [b for b in content if not is_proxy_thinking(b)]
+        if kept:
+            out.append({**message, "content": kept})
+    if not dropped:
+        return None
+    sent = {**body, "messages": out}
+    if wants_thinking(body) and _tool_turn_without_thinking(out):
+        del sent["thinking"]
+        _drop_thinking_edits(sent)
+    return sent
+
+
+def _tool_turn_without_thinking(messages: list[Any]) -> bool:
+    """Whether the last assistant message calls tools without starting with a thinking block."""
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
+    blocks = blocks_of(last.get("content")) if last is not None else []
+    calls = any(b.get("type") == "tool_use" for b in blocks)
+    return calls and blocks[0].get("type") not in ("thinking", "redacted_thinking")
+
+
+def _drop_thinking_edits(body: dict[str, Any]) -> None:
+    management = body.get("context_management")
+    edits = management.get("edits") if isinstance(management, dict) else None
+    if not isinstance(edits, list):
+        return
+    kept = [e for e in edits if not (isinstance(e, dict) and str(e.get("type", "")).startswith("clear_thinking"))]
+    if len(kept) == len(edits):
+        return
+    if kept or len(management) > 1:
+        body["context_management"] = {**management, "edits": kept}
+    else:
+        del body["context_management"]
 
 
 

@@ -44,10 +44,12 @@ ANTHROPIC_MESSAGES = "anthropic-messages"
 class MessagesConversation:
     """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``."""
 
-    __slots__ = ("messages", "units", "_results", "_where", "_turns", "_names")
+    __slots__ = ("messages", "units", "proxy_thinking", "_results", "_where", "_turns", "_names")
 
-    def __init__(self, system: Any, messages: list[Message]) -> None:
+    def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False) -> None:
+        """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it)."""
         self.messages = messages
+        self.proxy_thinking = proxy_thinking
         units: list[Unit] = []
         results: list[ToolResult] = []
         where: list[tuple[int, int]] = []  # each result's (message index, block index)
@@ -179,7 +181,7 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
         wire=ANTHROPIC_MESSAGES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=MessagesConversation(body.get("system"), messages),
+        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking),
         tools=parsed.tools,
         offers_tools=offers,
         tools_present=offers or history_tools,

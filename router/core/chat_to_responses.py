@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from router.core.responses_request import PROXY_REASONING_ID_PREFIX
+
 Event = dict[str, Any]
 
 
@@ -144,7 +146,7 @@ def completion_to_response(completion: Any, frame: ResponseFrame) -> dict[str, A
     output: list[dict[str, Any]] = []
     thinking = reasoning_text(message)
     if thinking:
-        output.append(_reasoning_item(frame.item_id("rs", 0), thinking))
+        output.append(_reasoning_item(frame.item_id(PROXY_REASONING_ID_PREFIX, 0), thinking))
     text = message.get("content")
     if isinstance(text, str) and text:
         output.append(_message_item(frame.item_id("msg", 0), text))
@@ -260,7 +262,7 @@ class ChatStreamTranslator:
             events += self._close_text() + self._close_calls()
             self.reasoning_index = self._next_index()
             self.reasoning = []
-            item = {"id": self.frame.item_id("rs", self.reasoning_index), "type": "reasoning", "summary": []}
+            item = {"id": self.frame.item_id(PROXY_REASONING_ID_PREFIX, self.reasoning_index), "type": "reasoning", "summary": []}
             events.append(self._event("response.output_item.added", output_index=self.reasoning_index, item=item))
             events.append(self._event("response.reasoning_summary_part.added", **self._reasoning_at(), part={"type": "summary_text", "text": ""}))
         self.reasoning.append(thinking)
@@ -268,7 +270,7 @@ class ChatStreamTranslator:
         return events
 
     def _reasoning_at(self) -> dict[str, Any]:
-        return {"item_id": self.frame.item_id("rs", self.reasoning_index), "output_index": self.reasoning_index, "summary_index": 0}
+        return {"item_id": self.frame.item_id(PROXY_REASONING_ID_PREFIX, self.reasoning_index), "output_index": self.reasoning_index, "summary_index": 0}
 
     def _close_reasoning(self) -> list[Event]:
         if self.reasoning is None:

@@ -135,6 +135,10 @@ class BodyChanges:
     none is never added). ``request_usage``: ask a stream for its usage report
     though the client did not (the relay then drops it again). ``prompt_cache_key``:
     set when the client sent none (for a provider with ``set_prompt_cache_key``).
+    ``translated``: the body is the source of a translation to the provider's other
+    wire format, not what a provider of the client's format receives (what only such
+    a provider must not see — the Anthropic thinking the proxy made — stays for the
+    translation to carry).
     """
 
     upstream_model: str
@@ -142,6 +146,7 @@ class BodyChanges:
     output_tokens: int | None = None
     request_usage: bool = False
     prompt_cache_key: str | None = None
+    translated: bool = False
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

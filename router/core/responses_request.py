@@ -45,6 +45,7 @@ class ResponsesRequest:
     instructions: str | None
     tools: tuple[dict[str, Any], ...]
     output_limit: int | None
+    proxy_reasoning: bool = False  # ``input`` holds a reasoning item the proxy made (:func:`is_proxy_reasoning`)
 
 
 def validate_responses_body(body: Any) -> ResponsesRequest:
@@ -72,8 +73,9 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
         if format_ is not None and (not isinstance(format_, dict) or not isinstance(format_.get("type"), str)):
             raise InvalidRequest("'text.format' must be an object with a string 'type'", "text.format")
     items = _input_items(body.get("input"))
+    proxy_reasoning = False
     for i, item in enumerate(items):
-        _check_item(item, f"input[{i}]")
+        proxy_reasoning |= _check_item(item, f"input[{i}]")
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InvalidRequest("'tools' must be an array", "tools")
@@ -89,6 +91,7 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
         instructions=instructions,
         tools=tuple(tools or ()),
         output_limit=limit,
+        proxy_reasoning=proxy_reasoning,
     )
 
 
@@ -118,7 +121,28 @@ def item_type(item: Item) -> str:
     return type_ if isinstance(type_, str) else "message"
 
 
-def _check_item(item: Any, where: str) -> None:
+# The id of a reasoning item the proxy made from a chat model's thinking (``rs_pinch_<hex>_<n>``):
+# OpenAI's own are ``rs_`` and hex, which has no 'p', 'i', 'n' or 'h'.
+PROXY_REASONING_ID_PREFIX = "rs_pinch"
+
+
+def is_proxy_reasoning(item: Any) -> bool:
+    """A reasoning item the proxy made: its id, and no ``encrypted_content`` (the proxy has none to give).
+
+    Sent to a Responses provider with ``store: false`` it names an item the provider never
+    stored, which OpenAI refuses ("Item with id 'rs_…' not found"), so a passed-through
+    request leaves it out (:func:`router.core.responses_view.body_with_changes`).
+    """
+    return (
+        isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and str(item.get("id", "")).startswith(PROXY_REASONING_ID_PREFIX + "_")
+        and not item.get("encrypted_content")
+    )
+
+
+def _check_item(item: Any, where: str) -> bool:
+    """Raises for a malformed item; whether it is a reasoning item the proxy made (read in this one walk)."""
     if not isinstance(item, dict):
         raise InvalidRequest(f"'{where}' must be an object", where)
     type_ = item.get("type")
@@ -141,6 +165,7 @@ def _check_item(item: Any, where: str) -> None:
     elif kind == "item_reference":
         raise InvalidRequest(f"'{where}' is an item_reference, which names an item stored on the server; {STATELESS_HINT}", where)
     # reasoning and every other item type pass as sent
+    return kind == "reasoning" and is_proxy_reasoning(item)
 
 
 def _check_message(item: Item, where: str) -> None:

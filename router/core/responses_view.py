@@ -21,7 +21,7 @@ from typing import Any
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
 from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, units_with
-from router.core.responses_request import Item, ResponsesRequest, item_type
+from router.core.responses_request import Item, ResponsesRequest, is_proxy_reasoning, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
 
@@ -39,10 +39,12 @@ def is_model_item(item: Item) -> bool:
 class ResponsesConversation:
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "_results", "_turns", "_names")
+    __slots__ = ("items", "proxy_reasoning", "_results", "_turns", "_names")
 
-    def __init__(self, items: list[Item]) -> None:
+    def __init__(self, items: list[Item], proxy_reasoning: bool = False) -> None:
+        """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it)."""
         self.items = items
+        self.proxy_reasoning = proxy_reasoning
         self._results: list[ToolResult] | None = None
         self._turns: list[int] = []
         self._names: dict[str, Any] = {}
@@ -94,7 +96,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         wire=OPENAI_RESPONSES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=ResponsesConversation(items),
+        conversation=ResponsesConversation(items, parsed.proxy_reasoning),
         tools=_counted_extras(tools, instructions),
         offers_tools=bool(tools),
         tools_present=bool(tools) or any(item_type(i) in ("function_call", "function_call_output") for i in items),
@@ -142,7 +144,9 @@ def items_with(items: list[Item], results: Sequence[ToolResult], rewrites: Rewri
 def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
     """The client's Responses body with only the chain's changes written in: ``model``, pinched
     outputs, ``max_output_tokens`` lowered to the candidate's limit (never added), and
-    ``prompt_cache_key`` when the client sent none. Every other field is the client's, in its order.
+    ``prompt_cache_key`` when the client sent none. Every other field is the client's, in its order
+    — but for a Responses provider, the reasoning items the proxy made from a chat model's
+    thinking are left out (:func:`~router.core.responses_request.is_proxy_reasoning`).
 
     A usage request has no Responses counterpart: its streams always end with usage.
     """
@@ -152,6 +156,8 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
     assert isinstance(conversation, ResponsesConversation)
     if changes.rewrites:
         out["input"] = items_with(conversation.items, conversation.tool_results(), changes.rewrites)
+    if conversation.proxy_reasoning and not changes.translated:  # a translation drops every reasoning item itself
+        out["input"] = [item for item in out["input"] if not is_proxy_reasoning(item)]
     limit = body.get("max_output_tokens")
     if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
         out["max_output_tokens"] = changes.output_tokens

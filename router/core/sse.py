@@ -24,6 +24,8 @@ from router.core.results import Usage
 from router.core.upstream_body import is_usage_only_event
 
 DONE_EVENT = b"data: [DONE]\n\n"
+# What a silent stream sends in the OpenAI formats: an SSE comment, which every client ignores.
+KEEP_ALIVE_COMMENT = b": keep-alive\n\n"
 # One event's end: a blank line in any of the three line-ending styles.
 _EVENT_END = re.compile(rb"(\r\n\r\n|\n\n|\r\r)")
 

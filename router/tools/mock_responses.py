@@ -51,6 +51,10 @@ def request_error(body: dict[str, Any]) -> str | None:
     for i, item in enumerate(_items(body)):
         if item.get("type") == "reasoning" and "encrypted_content" in item and item["encrypted_content"] != seal(_summary_text(item)):
             return f"input[{i}]: the encrypted content of this reasoning item could not be verified"
+        if item.get("type") == "reasoning" and not item.get("encrypted_content") and body.get("store") is False:
+            # OpenAI's answer (its wording) to a reasoning item it cannot have: nothing is stored without `store`
+            return (f"Item with id '{item.get('id')}' not found. Items are not persisted when `store` is set to false. "
+                    "Try again with `store` set to true, or remove this item from your input.")
     return _pairing_error(_items(body))
 
 

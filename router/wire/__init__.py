@@ -3,6 +3,9 @@
 The contract (:class:`WireAdapter`) — what a new format's module provides and
 what the rest of the proxy relies on:
 
+* ``keep_alive``: the bytes a stream is sent while the client has had nothing for
+  ``upstream.stream_keepalive_seconds`` (Anthropic's ``ping`` event, an SSE comment
+  for the OpenAI formats): one whole event, written between the relayed ones.
 * ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
   ``paths``, the POST routes it serves. Register it in :func:`adapters`:
   :func:`router.app.create_app` mounts each path on its own sub-application
@@ -21,7 +24,11 @@ what the rest of the proxy relies on:
   speaks this same format: the client's body with only the chain's changes
   (:class:`~router.core.request_view.BodyChanges`: pinch's rewrites, the
   chosen model, the output limit clamp, the usage request, prompt_cache_key)
-  written in; every other field goes out as the client sent it.
+  written in; every other field goes out as the client sent it — except what
+  the proxy itself made earlier and only a provider of another format can take
+  (the Anthropic thinking and the Responses reasoning items made from a chat
+  model's reasoning), left out unless ``changes.translated`` says the body is the
+  source of a translation instead.
 * the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
   code)`` for the event that ends a broken stream, ``is_usage_only_event`` (the
   usage report the proxy asked for on the client's behalf, dropped) and
@@ -47,6 +54,7 @@ if TYPE_CHECKING:
 class WireAdapter(Protocol):
     name: str
     paths: tuple[str, ...]
+    keep_alive: bytes
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError: ...
 

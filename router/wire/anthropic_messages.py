@@ -11,7 +11,9 @@
 * Upstream body (an ``api: anthropic`` provider): the client's body with ``model``,
   the rewritten ``tool_result`` contents and a clamped ``max_tokens`` replaced;
   everything else — thinking blocks and their signatures, ``cache_control``,
-  ``context_management``, ``safeguards``, ``metadata`` — goes out as sent.
+  ``context_management``, ``safeguards``, ``metadata`` — goes out as sent, except
+  the thinking blocks the proxy itself made from a chat model's reasoning
+  (:func:`~router.core.anthropic_messages.without_proxy_thinking`).
 * Answers: Anthropic SSE (``event:`` + ``data:`` pairs ending in ``message_stop``),
   relayed event by event; usage from ``message_start`` and ``message_delta``.
 * Streaming is decided by the body's ``stream``, never by ``Accept`` (Claude Code
@@ -26,8 +28,14 @@ import orjson
 from aiohttp import web
 
 from router.context import Usage
-from router.core.anthropic_chat import anthropic_error_event
-from router.core.anthropic_messages import AnthropicInvalid, error_payload, is_message_stop, validate_messages_body
+from router.core.anthropic_chat import PING_EVENT, anthropic_error_event
+from router.core.anthropic_messages import (
+    AnthropicInvalid,
+    error_payload,
+    is_message_stop,
+    validate_messages_body,
+    without_proxy_thinking,
+)
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
 from router.core.sse import read_usage
@@ -36,6 +44,7 @@ from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
+    keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
@@ -48,7 +57,14 @@ class AnthropicMessages:
         return anthropic_error_response(error, headers)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
-        return orjson.dumps(self.upstream_dict(body, view, changes))
+        """To an Anthropic-format provider without the thinking the proxy made (it is unsigned
+        there); a translation's source keeps it, for a chat model that needs its reasoning back."""
+        payload = self.upstream_dict(body, view, changes)
+        conversation = view.conversation
+        assert isinstance(conversation, MessagesConversation)
+        if conversation.proxy_thinking and not changes.translated:
+            payload = without_proxy_thinking(payload) or payload
+        return orjson.dumps(payload)
 
     def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         """The body to send, before serialisation (the translation to another format starts from it)."""

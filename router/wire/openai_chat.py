@@ -24,7 +24,7 @@ from router.context import Usage
 from router.core.chat_request import InvalidRequest, validate_chat_body
 from router.core.chat_view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
 from router.core.request_view import BodyChanges, RequestView
-from router.core.sse import error_event, read_usage
+from router.core.sse import KEEP_ALIVE_COMMENT, error_event, read_usage
 from router.core.upstream_body import is_usage_only_event, upstream_body
 from router.errors import ApiError, invalid_request
 
@@ -32,6 +32,7 @@ from router.errors import ApiError, invalid_request
 class OpenAIChat:
     name = OPENAI_CHAT
     paths = ("/v1/chat/completions",)
+    keep_alive = KEEP_ALIVE_COMMENT
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:

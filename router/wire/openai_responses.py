@@ -33,7 +33,7 @@ from router.core.request_view import BodyChanges, RequestView
 from router.core.responses_request import validate_responses_body
 from router.core.responses_to_chat import responses_to_chat
 from router.core.responses_view import OPENAI_RESPONSES, body_with_changes, responses_view
-from router.core.sse import SseRelay, is_event_of_type, read_usage
+from router.core.sse import KEEP_ALIVE_COMMENT, SseRelay, is_event_of_type, read_usage
 from router.errors import ApiError, invalid_request
 
 # The events that end a Responses stream (it has no [DONE]).
@@ -43,6 +43,7 @@ END_TYPES = frozenset({"response.completed", "response.incomplete", "response.fa
 class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
+    keep_alive = KEEP_ALIVE_COMMENT
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
