@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
-from router.mock_upstream import Behaviour
+from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 from tests.test_metrics import scrape, value
 

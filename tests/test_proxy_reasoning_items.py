@@ -17,7 +17,7 @@ import pytest
 from router.core.request_view import BodyChanges
 from router.core.responses_request import PROXY_REASONING_ID_PREFIX, is_proxy_reasoning, validate_responses_body
 from router.core.responses_view import body_with_changes, responses_view
-from router.mock_answers import seal
+from router.tools.mock_answers import seal
 from tests.conftest import make_config, model_entry
 from tests.http_mocks import mocked_http
 from tests.wire_factories import function_call, function_call_output, input_message, reasoning_item, responses_body

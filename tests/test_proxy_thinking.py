@@ -18,7 +18,7 @@ from yarl import URL
 
 from router.core.anthropic_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
 from router.core.anthropic_messages import PROXY_THINKING_SIGNATURE, validate_messages_body, without_proxy_thinking
-from router.mock_answers import seal
+from router.tools.mock_answers import seal
 from tests.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user
 from tests.anthropic_factories import two_wire_config
 from tests.http_mocks import mocked_http
