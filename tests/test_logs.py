@@ -7,14 +7,19 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import orjson
+import pytest
 
+from router.core.redaction import Redactor
 from router.logs import (
     DroppingQueueHandler,
     JsonFormatter,
     LineWriter,
     configure_logging,
+    log_event,
 )
 
 
@@ -108,3 +113,62 @@ def test_stop_reports_success_when_everything_was_written():
     writer.say("hello")
     assert writer.stop(timeout=2) is True
     assert stream.getvalue() == "hello\n"
+
+
+SECRET = "sk-secret-0123456789"
+REQUEST_FIELDS = {"request_id": "req_1", "status": 200, "error_code": f"bad {SECRET}", "tier": None, "stream": False, "duration_ms": 1.25}
+
+
+def logged_lines(level: str, log: Callable[[logging.Logger], None]) -> tuple[list[dict[str, object]], int]:
+    """The lines written when ``log`` logs through :func:`configure_logging`'s writer with the redaction
+    filter on, and how many LogRecords were built for them."""
+    stream = io.StringIO()
+    writer = configure_logging(level, stream=stream)
+    handler = logging.getLogger().handlers[0]
+    handler.addFilter(Redactor([SECRET]).log_filter())
+    built = 0
+    make_record = logging.getLogRecordFactory()
+
+    def counting(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        nonlocal built
+        built += 1
+        return make_record(*args, **kwargs)
+
+    logging.setLogRecordFactory(counting)
+    try:
+        log(logging.getLogger("pinch_router.request"))
+    finally:
+        logging.setLogRecordFactory(make_record)
+        writer.stop()
+        logging.getLogger().handlers[:] = []
+    return [orjson.loads(line) for line in stream.getvalue().splitlines()], built
+
+
+def test_an_event_logged_straight_to_the_writer_is_the_line_logging_writes_and_builds_no_record():
+    (direct,), built = logged_lines("info", lambda log: log_event(log, logging.INFO, "request", REQUEST_FIELDS))
+    (through_logging,), _ = logged_lines("info", lambda log: log.info("request", extra=REQUEST_FIELDS))
+    assert built == 0
+    assert list(direct) == list(through_logging)  # the same fields in the same order
+    assert {**direct, "ts": None} == {**through_logging, "ts": None}
+    assert direct["error_code"] == "bad [redacted]" and direct["level"] == "info" and direct["logger"] == "pinch_router.request"
+    assert direct["ts"].endswith("Z") and len(direct["ts"]) == len("2026-01-01T00:00:00.000Z")
+
+
+def test_an_event_below_the_level_is_neither_written_nor_built():
+    lines, built = logged_lines("warning", lambda log: log_event(log, logging.INFO, "request", REQUEST_FIELDS))
+    assert lines == [] and built == 0
+
+
+def test_an_event_goes_through_logging_when_another_handler_would_see_it(caplog):
+    caplog.set_level(logging.INFO)
+    log_event(logging.getLogger("pinch_router.request"), logging.INFO, "request", REQUEST_FIELDS)
+    [record] = [r for r in caplog.records if r.getMessage() == "request"]
+    assert record.request_id == "req_1" and record.duration_ms == 1.25
+
+
+@pytest.mark.parametrize("created", [1_700_000_000.0, 1_700_000_000.9995, 1_700_000_059.123456])
+def test_the_timestamp_is_the_records_utc_second_and_millisecond(created):
+    record = logging.makeLogRecord({"msg": "x", "levelno": logging.INFO, "levelname": "INFO", "created": created})
+    record.msecs = int((created - int(created)) * 1000)
+    expected = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created)) + f".{int(record.msecs):03d}Z"
+    assert orjson.loads(JsonFormatter().format(record))["ts"] == expected
