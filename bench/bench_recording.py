@@ -18,7 +18,15 @@ directory and measured by the same child code with that tree first on
 each one's median with its difference to the first. CPU time, not wall time,
 so other load on the machine moves the figures little; the rounds show how much.
 
-    .venv/bin/python -m bench.bench_recording [--against main] [--requests 20000] [--rounds 5]
+``--proxy`` measures the whole proxy instead, the same way: each revision's
+``pinch-router serve`` (full chain, decision log and access log on, the log to
+a file) answers ``--requests`` small chat requests at concurrency 16 from the
+mock upstream, and the table shows its CPU per answered request (from /proc).
+That is what a change to recording buys a served request, other effects
+included (the writer threads' hand-overs, caches), with the noise of a loaded
+machine: use more rounds.
+
+    .venv/bin/python -m bench.bench_recording [--against main] [--requests 20000] [--rounds 5] [--proxy]
 """
 
 from __future__ import annotations
@@ -68,6 +76,7 @@ def main() -> int:
     parser.add_argument("--against", default="main", help="comma-separated git revisions to compare with the working tree")
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--proxy", action="store_true", help="measure the whole proxy serving small chat requests")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
@@ -78,24 +87,70 @@ def main() -> int:
         trees = {ref: ROOT if ref == WORKTREE else export(ref, Path(tmp)) for ref in refs}
         scratch = Path(tmp) / "scratch"
         scratch.mkdir()
-        runs: dict[str, list[dict[str, float]]] = {ref: [] for ref in refs}
-        for round_ in range(args.rounds):
-            order = refs[round_ % len(refs) :] + refs[: round_ % len(refs)]  # each takes every place in turn
-            for ref in order:
+        if args.proxy:
+            runs = measure_proxies(trees, args.requests, args.rounds, scratch)
+            what, keys = f"the proxy serving {args.requests:,} small chat requests at concurrency {CONCURRENCY}", ("total_us",)
+        else:
+            runs = {ref: [] for ref in refs}
+            for ref in turns(refs, args.rounds):
                 runs[ref].append(run_child(trees[ref], args.requests, scratch))
-    print(f"recording {args.requests:,} small chat requests × {args.rounds} rounds; CPU µs per request, median (min–max)\n")
-    header = f"{'revision':<24} {'on the loop':>20} {'writer threads':>20} {'total':>20} {'total vs first':>15}"
+            what, keys = f"recording {args.requests:,} small chat requests", ("loop_us", "threads_us", "total_us")
+    print(f"{what} × {args.rounds} rounds; CPU µs per request, median (min–max)\n")
+    titles = {"loop_us": "on the loop", "threads_us": "writer threads", "total_us": "total"}
+    header = f"{'revision':<24} " + " ".join(f"{titles[key]:>20}" for key in keys) + f" {'total vs first':>15}"
     print(header)
     print("-" * len(header))
     first = statistics.median(r["total_us"] for r in runs[refs[0]])
     for ref in refs:
         cells = []
-        for key in ("loop_us", "threads_us", "total_us"):
+        for key in keys:
             values = [r[key] for r in runs[ref]]
             cells.append(f"{statistics.median(values):>7.1f} ({min(values):.1f}–{max(values):.1f})")
         total = statistics.median(r["total_us"] for r in runs[ref])
-        print(f"{ref:<24} {cells[0]:>20} {cells[1]:>20} {cells[2]:>20} {total - first:>+14.1f}")
+        print(f"{ref:<24} " + " ".join(f"{cell:>20}" for cell in cells) + f" {total - first:>+14.1f}")
     return 0
+
+
+def turns(refs: list[str], rounds: int) -> list[str]:
+    """``rounds`` rounds of every revision, each taking every place in a round in turn."""
+    return [ref for round_ in range(rounds) for ref in refs[round_ % len(refs) :] + refs[: round_ % len(refs)]]
+
+
+CONCURRENCY = 16
+
+
+def measure_proxies(trees: dict[str, Path], requests: int, rounds: int, scratch: Path) -> dict[str, list[dict[str, float]]]:
+    """CPU per answered request of each tree's ``serve``, the trees serving side by side and measured in turns."""
+    from contextlib import ExitStack
+
+    from bench.bench_proxy import chain_sections
+    from bench.harness import cpu_seconds, drive, free_port, mock_upstream, proxy, spawn, write_config
+
+    body = orjson.dumps(CHAT)
+    up_port = free_port()
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    runs: dict[str, list[dict[str, float]]] = {ref: [] for ref in trees}
+    with ExitStack() as stack:
+        stack.enter_context(spawn(mock_upstream(up_port), up_port))
+        served: dict[str, tuple[str, int]] = {}
+        for ref, tree in trees.items():
+            port, state = free_port(), scratch / f"state-{ref.replace('/', '_')}"
+            state.mkdir()
+            sections = {**chain_sections(), "classifier": {"provider": "mock", "model": "mock-classifier"}}
+            sections["decision_log"] = {"path": str(state / "decisions.sqlite3")}
+            config = write_config(state / "bench.yaml", port, upstream, **sections)
+            process = stack.enter_context(spawn(proxy(config), port, cwd=tree))
+            served[ref] = (f"http://127.0.0.1:{port}/v1/chat/completions", process.pid)
+        for url, _ in served.values():
+            asyncio.run(drive(url, body, 500, CONCURRENCY, False))  # warm-up: connections, caches, the classification
+        for ref in turns(list(trees), rounds):
+            url, pid = served[ref]
+            before = cpu_seconds(pid)
+            load = asyncio.run(drive(url, body, requests, CONCURRENCY, False))
+            after = cpu_seconds(pid)
+            assert load.errors == 0 and before is not None and after is not None
+            runs[ref].append({"total_us": (after - before) / len(load.latencies_ms) * 1e6})
+    return runs
 
 
 # --- the child: runs with the measured tree first on sys.path ---------------------------
