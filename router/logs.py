@@ -10,11 +10,10 @@ batch of lines, not for each one (see :class:`LineWriter`).
 from __future__ import annotations
 
 import logging
-import queue
 import sys
 import threading
 import time
-from logging.handlers import QueueHandler
+from collections import deque
 from typing import TextIO
 
 import orjson
@@ -91,16 +90,60 @@ def _sole_json_handler(logger: logging.Logger, level: int) -> DroppingQueueHandl
     return handler
 
 
-class DroppingQueueHandler(QueueHandler):
-    """Queues each record as its formatted line, without waiting: a full queue drops (and counts) it.
+class Lines:
+    """The bounded queue of formatted lines between the loggers and the writer thread.
 
-    Only the line is queued. QueueHandler's default ``prepare`` copies the whole
-    record (``copy.copy``, the costliest step of a request's log line) so that it
-    can clear the record's arguments for the handlers after it; a line needs neither.
+    A line is appended to a deque (atomic, no lock), and only the first line after
+    the writer last took its batch sets the writer's wake-up: a ``queue.Queue``
+    takes a lock and notifies a condition for every line put and every line got,
+    ~1.4 µs a line, half of it on the event loop.
     """
 
-    def __init__(self, log_queue: queue.Queue[str | None]) -> None:
-        super().__init__(log_queue)
+    def __init__(self, max_lines: int) -> None:
+        self.max_lines = max_lines
+        self._lines: deque[str | None] = deque()
+        self.waiting = threading.Event()  # set: there may be lines to take
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def put(self, line: str) -> bool:
+        """Queue ``line`` without waiting; False when the queue is full."""
+        if len(self._lines) >= self.max_lines:
+            return False
+        self._lines.append(line)
+        if not self.waiting.is_set():
+            self.waiting.set()
+        return True
+
+    def end(self) -> None:
+        """Queue the end of the lines (beyond the bound: it must get through)."""
+        self._lines.append(None)
+        self.waiting.set()
+
+    def take(self) -> list[str | None]:
+        """Everything queued, in order."""
+        # Cleared before taking: a line put after this either is taken now or sets it again.
+        self.waiting.clear()
+        batch = []
+        try:
+            while True:
+                batch.append(self._lines.popleft())
+        except IndexError:
+            return batch
+
+
+class DroppingQueueHandler(logging.Handler):
+    """Queues each record as its formatted line, without waiting: a full queue drops (and counts) it.
+
+    Only the line is queued: a ``QueueHandler`` copies the whole record
+    (``copy.copy``, the costliest step of a request's log line) so that it can
+    clear the record's arguments for the handlers after it; a line needs neither.
+    """
+
+    def __init__(self, lines: Lines) -> None:
+        super().__init__()
+        self.lines = lines
         self.dropped = 0
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -112,23 +155,21 @@ class DroppingQueueHandler(QueueHandler):
         self.put_line(line)
 
     def put_line(self, line: str) -> None:
-        try:
-            self.queue.put_nowait(line)
-        except queue.Full:
+        if not self.lines.put(line):
             self.dropped += 1
 
 
 class LineWriter:
     """Writes the queued lines to a stream on its own thread, a batch at a time.
 
-    It waits for a line, then up to ``batch_seconds`` for more, and writes them
-    all with one write and one flush. Woken for every line, as a QueueListener
-    is, the thread cost the event loop a GIL hand-over on every request; now a
-    line reaches the stream at most ``batch_seconds`` after it was logged.
-    ``stop`` writes out everything still queued.
+    Woken by the first line, it waits ``batch_seconds`` for more, then writes
+    everything queued with one write and one flush. Woken for every line, as a
+    QueueListener is, the thread cost the event loop a GIL hand-over on every
+    request; now a line reaches the stream at most ``batch_seconds`` after it
+    was logged. ``stop`` writes out everything still queued.
     """
 
-    def __init__(self, lines: queue.Queue[str | None], stream: TextIO, batch_seconds: float = 0.1) -> None:
+    def __init__(self, lines: Lines, stream: TextIO, batch_seconds: float = 0.1) -> None:
         self.lines = lines
         self.stream = stream
         self.batch_seconds = batch_seconds
@@ -140,10 +181,7 @@ class LineWriter:
 
     def say(self, text: str) -> None:
         """Queue one plain line for the person at the terminal (``draining 3 streams ...``), never waiting."""
-        try:
-            self.lines.put_nowait(text)
-        except queue.Full:
-            pass
+        self.lines.put(text)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Write out what is queued and end the thread.
@@ -152,23 +190,16 @@ class LineWriter:
         (a pipe nobody reads), and the caller must not wait for it any longer.
         """
         self._stopping.set()
-        try:
-            self.lines.put(None, timeout=timeout)  # wakes the writer even when nothing is queued
-        except queue.Full:
-            return False
+        self.lines.end()  # wakes the writer even when nothing is queued
         self._thread.join(timeout)
         return not self._thread.is_alive()
 
     def _write_forever(self) -> None:
         done = False
         while not done:
-            batch = [self.lines.get()]
+            self.lines.waiting.wait()
             self._stopping.wait(self.batch_seconds)  # let the batch fill (returns at once when stopping)
-            while True:
-                try:
-                    batch.append(self.lines.get_nowait())
-                except queue.Empty:
-                    break
+            batch = self.lines.take()
             done = None in batch
             text = "".join(f"{line}\n" for line in batch if line is not None)
             try:
@@ -180,10 +211,10 @@ class LineWriter:
 
 def configure_logging(level: str = "info", stream: TextIO | None = None, max_queued: int = 10_000) -> LineWriter:
     """Log JSON lines to ``stream`` (stderr) through a writer thread; stop the returned writer to flush."""
-    log_queue: queue.Queue[str | None] = queue.Queue(max_queued)
-    handler = DroppingQueueHandler(log_queue)
+    lines = Lines(max_queued)
+    handler = DroppingQueueHandler(lines)
     handler.setFormatter(JsonFormatter())  # the line leaves the loop already formatted
-    writer = LineWriter(log_queue, stream or sys.stderr)
+    writer = LineWriter(lines, stream or sys.stderr)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from router.logs import (
     DroppingQueueHandler,
     JsonFormatter,
     LineWriter,
+    Lines,
     configure_logging,
     log_event,
 )
@@ -48,17 +48,17 @@ def test_exceptions_are_formatted_into_the_line():
 
 
 def test_a_full_queue_drops_lines_instead_of_blocking():
-    handler = DroppingQueueHandler(queue.Queue(2))
+    handler = DroppingQueueHandler(Lines(2))
     handler.setFormatter(JsonFormatter())
     for i in range(5):
         handler.handle(logging.makeLogRecord({"msg": f"line {i}", "levelno": logging.INFO, "levelname": "INFO"}))
-    assert handler.queue.qsize() == 2
+    assert [orjson.loads(line)["event"] for line in handler.lines.take()] == ["line 0", "line 1"]
     assert handler.dropped == 3
 
 
 def test_the_writer_writes_every_queued_line_in_order_and_stop_writes_out_the_rest_at_once():
     stream = io.StringIO()
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines = Lines(1000)
     # A batch window far beyond the suite's timeout: stop must not wait it out.
     writer = LineWriter(lines, stream, batch_seconds=3600)
     writer.start()
@@ -68,12 +68,37 @@ def test_the_writer_writes_every_queued_line_in_order_and_stop_writes_out_the_re
     assert stream.getvalue().splitlines() == [f"line {i}" for i in range(100)]
 
 
+def test_lines_put_from_several_threads_while_the_writer_writes_are_all_written():
+    stream = io.StringIO()
+    lines = Lines(100_000)
+    writer = LineWriter(lines, stream, batch_seconds=0.0005)  # many small batches: puts race the takes
+    writer.start()
+
+    def put(thread: int) -> None:
+        for i in range(2000):
+            lines.put(f"{thread} {i}")
+            if i % 100 == 0:
+                time.sleep(0.001)
+
+    threads = [threading.Thread(target=put, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert writer.stop(timeout=10)
+    written = stream.getvalue().splitlines()
+    assert sorted(written) == sorted(f"{t} {i}" for t in range(4) for i in range(2000))
+    for t in range(4):  # each thread's lines in the order it put them
+        assert [line for line in written if line.startswith(f"{t} ")] == [f"{t} {i}" for i in range(2000)]
+
+
 def test_only_the_formatted_line_is_queued_and_the_record_is_left_as_it_was():
-    handler = DroppingQueueHandler(queue.Queue())
+    handler = DroppingQueueHandler(Lines(10))
     handler.setFormatter(JsonFormatter())
     record = logging.makeLogRecord({"msg": "request %s", "args": ("req_1",), "levelno": logging.INFO, "levelname": "INFO"})
     handler.handle(record)
-    assert orjson.loads(handler.queue.get_nowait())["event"] == "request req_1"
+    [line] = handler.lines.take()
+    assert orjson.loads(line)["event"] == "request req_1"
     assert record.getMessage() == "request req_1"  # other handlers (e.g. pytest's caplog) still see the original
 
 
@@ -91,7 +116,7 @@ class BlockedStream(io.StringIO):
 
 def test_stop_gives_up_on_a_blocked_stream_instead_of_waiting_forever():
     stream = BlockedStream()
-    writer = LineWriter(queue.Queue(10), stream, batch_seconds=0.01)
+    writer = LineWriter(Lines(10), stream, batch_seconds=0.01)
     writer.start()
     writer.say("pinch-router: stopping; draining 0 streams")
     started = time.monotonic()
@@ -108,7 +133,7 @@ def test_stop_gives_up_on_a_blocked_stream_instead_of_waiting_forever():
 
 def test_stop_reports_success_when_everything_was_written():
     stream = io.StringIO()
-    writer = LineWriter(queue.Queue(10), stream, batch_seconds=0.01)
+    writer = LineWriter(Lines(10), stream, batch_seconds=0.01)
     writer.start()
     writer.say("hello")
     assert writer.stop(timeout=2) is True
