@@ -95,6 +95,8 @@ class RedactingFilter(logging.Filter):
 
     def redact_event(self, event: str, fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """What ``filter`` makes of a record of ``event`` with ``extra=fields``, for lines logged without a record."""
+        if not self.redactor.any_in([event, *(value for value in fields.values() if isinstance(value, str))]):
+            return event, fields  # the usual case, found with one search instead of a copy
         text = self.redactor.text
         return text(event), {key: text(value) if isinstance(value, str) else value for key, value in fields.items()}
 
