@@ -8,8 +8,10 @@ A decision's ~25 observations are tallied in plain dicts and handed to
 prometheus-client when the metrics are read (:meth:`Metrics.render`): each
 call into prometheus-client takes a lock and checks its arguments, and made
 the metrics cost a request ~15 µs of the loop's CPU; a tally costs ~3 µs. A
-worker of ``serve --workers N`` hands them over at once instead, because
-another worker may answer the scrape from the shared files.
+worker of ``serve --workers N`` makes every observation in prometheus-client at
+once instead, as before: another worker may answer the scrape from the shared
+files, and handing each request's tally over at once cost more than observing
+(measured: 31 µs against 18 µs a request).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import os
 from bisect import bisect_left
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -47,7 +50,12 @@ class Metrics:
         # histogram child's [sum, count in each of _BOUNDS' buckets].
         self._counted: dict[Any, float] = {}
         self._timed: dict[Any, list[float]] = {}
-        self._hand_over_at_once = MULTIPROCESS_DIR_ENV in os.environ
+        self._count: Callable[..., None]
+        self._time: Callable[[Any, float], None]
+        if MULTIPROCESS_DIR_ENV in os.environ:  # other workers read our values from the shared files
+            self._count, self._time = _count_at_once, _time_at_once
+        else:
+            self._count, self._time = self._tally_count, self._tally_time
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
@@ -136,15 +144,13 @@ class Metrics:
             count(self._child(self.prompt_cache, model, "written"), d.cache_write_tokens)
         if d.escalation:
             count(self.escalations)
-        if self._hand_over_at_once:
-            self.hand_over()
 
-    def _count(self, counter: Any, amount: float = 1) -> None:
+    def _tally_count(self, counter: Any, amount: float = 1) -> None:
         if amount < 0:  # refused when counted, as prometheus-client does, not when handed over
             raise ValueError(f"a counter only goes up, not by {amount}")
         self._counted[counter] = self._counted.get(counter, 0) + amount
 
-    def _time(self, histogram: Any, seconds: float) -> None:
+    def _tally_time(self, histogram: Any, seconds: float) -> None:
         tally = self._timed.get(histogram)
         if tally is None:
             tally = self._timed[histogram] = [0.0] * (1 + len(_BOUNDS))
@@ -192,6 +198,14 @@ class Metrics:
             MultiProcessCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def _count_at_once(counter: Any, amount: float = 1) -> None:
+    counter.inc(amount)
+
+
+def _time_at_once(histogram: Any, seconds: float) -> None:
+    histogram.observe(seconds)
 
 
 def _task_count() -> float:

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from router.context import Outcome, StageRecord
 from router.decision_record import Decision
-from router.metrics import LATENCY_BUCKETS, Metrics
+from router.metrics import LATENCY_BUCKETS, MULTIPROCESS_DIR_ENV, Metrics
 from router.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 
@@ -132,3 +132,12 @@ def test_a_negative_count_is_refused_when_observed_and_the_metrics_still_render(
     with pytest.raises(ValueError):
         metrics.observe(decision(model="m", completion_tokens=-1))
     assert b"pinch_router_requests_total" in metrics.render()
+
+
+def test_a_worker_of_several_makes_each_observation_at_once_for_the_others_to_read(monkeypatch, tmp_path):
+    monkeypatch.setenv(MULTIPROCESS_DIR_ENV, str(tmp_path))
+    metrics = Metrics(["m"], ["c"])
+    metrics.observe(decision(model="m", category="c", overhead_ms=2.0))
+    read = metrics.registry.get_sample_value  # the values themselves, without a scrape's hand-over
+    assert read("pinch_router_requests_total", {"model": "m", "category": "c", "status": "200"}) == 1
+    assert read("pinch_router_overhead_seconds_bucket", {"le": "0.0025"}) == 1
