@@ -84,8 +84,8 @@ def _sole_json_handler(logger: logging.Logger, level: int) -> DroppingQueueHandl
         return None
     node: logging.Logger | None = logger
     while node is not None and node is not root:
-        if node.handlers or not node.propagate:
-            return None
+        if not node.propagate or any(type(h) is not logging.NullHandler for h in node.handlers):
+            return None  # a NullHandler writes nothing: `explain` puts one on pinch_router
         node = node.parent
     return handler
 

@@ -179,6 +179,15 @@ def test_an_event_logged_straight_to_the_writer_is_the_line_logging_writes_and_b
     assert direct["ts"].endswith("Z") and len(direct["ts"]) == len("2026-01-01T00:00:00.000Z")
 
 
+def test_a_null_handler_on_the_way_does_not_stop_an_event_going_straight_to_the_writer():
+    logging.getLogger("pinch_router").addHandler(null := logging.NullHandler())
+    try:
+        (line,), built = logged_lines("info", lambda log: log_event(log, logging.INFO, "request", REQUEST_FIELDS))
+    finally:
+        logging.getLogger("pinch_router").removeHandler(null)
+    assert built == 0 and line["request_id"] == "req_1"
+
+
 def test_an_event_below_the_level_is_neither_written_nor_built():
     lines, built = logged_lines("warning", lambda log: log_event(log, logging.INFO, "request", REQUEST_FIELDS))
     assert lines == [] and built == 0
