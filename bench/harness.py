@@ -52,14 +52,14 @@ def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen[by
 
 
 @contextlib.contextmanager
-def spawn(args: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """Run a server in a subprocess until the block ends.
+def spawn(args: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:
+    """Run a server in a subprocess until the block ends (``cwd``: the tree whose ``router`` ``-m router`` runs).
 
     Its output goes to a temporary file, never to a pipe nobody reads: a full
     pipe would block the server's logging and stall it mid-benchmark.
     """
     log = tempfile.TemporaryFile()
-    process = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(args, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port)
         yield process

@@ -3,12 +3,23 @@
 Everything is observed from the finished :class:`Decision`, in one place.
 Label values are bounded: model, category, stage, provider and status come
 from config or a fixed vocabulary, never from client input.
+
+A decision's ~25 observations are tallied in plain dicts and handed to
+prometheus-client when the metrics are read (:meth:`Metrics.render`): each
+call into prometheus-client takes a lock and checks its arguments, and made
+the metrics cost a request ~15 µs of the loop's CPU; a tally costs ~3 µs. A
+worker of ``serve --workers N`` makes every observation in prometheus-client at
+once instead, as before: another worker may answer the scrape from the shared
+files, and handing each request's tally over at once cost more than observing
+(measured: 31 µs against 18 µs a request).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from bisect import bisect_left
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -25,6 +36,7 @@ from router.context import Outcome
 from router.decision_record import Decision
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_BOUNDS = (*LATENCY_BUCKETS, float("inf"))  # as prometheus-client completes them
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # set by `serve --workers N` for its workers
 
@@ -34,6 +46,16 @@ class Metrics:
         self.registry = CollectorRegistry()
         self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
         self._by_stage: dict[tuple[str, Outcome], tuple[Any, Any]] = {}
+        # Not yet handed to prometheus-client: a counter child's increments, a latency
+        # histogram child's [sum, count in each of _BOUNDS' buckets].
+        self._counted: dict[Any, float] = {}
+        self._timed: dict[Any, list[float]] = {}
+        self._count: Callable[..., None]
+        self._time: Callable[[Any, float], None]
+        if MULTIPROCESS_DIR_ENV in os.environ:  # other workers read our values from the shared files
+            self._count, self._time = _count_at_once, _time_at_once
+        else:
+            self._count, self._time = self._tally_count, self._tally_time
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
@@ -89,40 +111,68 @@ class Metrics:
         return name if name in self._categories else ("none" if name is None else "other")
 
     def observe(self, d: Decision) -> None:
+        count, time = self._count, self._time
         model = self._model(d.model)
-        self._child(self.requests, model, self._category(d.category), str(d.status)).inc()
+        count(self._child(self.requests, model, self._category(d.category), str(d.status)))
         if d.wire_in:
-            self._child(self.wires, d.wire_in, d.wire_out or "none").inc()
+            count(self._child(self.wires, d.wire_in, d.wire_out or "none"))
         if d.source:
-            self._child(self.classification, d.source).inc()
+            count(self._child(self.classification, d.source))
         if d.pinch_mode:
-            self._child(self.pinch, d.pinch_mode).inc()
-            self.pinch_saved.inc(max(d.pinch_saved, 0))
+            count(self._child(self.pinch, d.pinch_mode))
+            count(self.pinch_saved, max(d.pinch_saved, 0))
         if d.relevance_status:
-            self._child(self.relevance, d.relevance_status).inc()
+            count(self._child(self.relevance, d.relevance_status))
         for record in d.stages:
             seconds, outcomes = self._stage_children(record.stage, record.outcome)
-            seconds.observe(record.ms / 1000)
-            outcomes.inc()
+            time(seconds, record.ms / 1000)
+            count(outcomes)
         for attempt in d.attempts:
-            self._child(self.upstream_attempts, attempt.provider, "answered" if not attempt.error else "failed").inc()
+            count(self._child(self.upstream_attempts, attempt.provider, "answered" if not attempt.error else "failed"))
         if d.provider and d.first_byte_ms is not None:
-            self._child(self.first_byte, d.provider).observe(d.first_byte_ms / 1000)
+            time(self._child(self.first_byte, d.provider), d.first_byte_ms / 1000)
         if d.provider and d.upstream_ms is not None:
-            self._child(self.upstream_total, d.provider).observe(d.upstream_ms / 1000)
+            time(self._child(self.upstream_total, d.provider), d.upstream_ms / 1000)
         if d.overhead_ms is not None:
-            self.overhead.observe(d.overhead_ms / 1000)
+            time(self.overhead, d.overhead_ms / 1000)
         if d.prompt_tokens:
-            self._child(self.usage, model, "prompt").inc(d.prompt_tokens)
+            count(self._child(self.usage, model, "prompt"), d.prompt_tokens)
         if d.completion_tokens:
-            self._child(self.usage, model, "completion").inc(d.completion_tokens)
+            count(self._child(self.usage, model, "completion"), d.completion_tokens)
         if d.cached_tokens is not None and d.prompt_tokens is not None:
-            self._child(self.prompt_cache, model, "cached").inc(min(d.cached_tokens, d.prompt_tokens))
-            self._child(self.prompt_cache, model, "uncached").inc(max(d.prompt_tokens - d.cached_tokens, 0))
+            count(self._child(self.prompt_cache, model, "cached"), min(d.cached_tokens, d.prompt_tokens))
+            count(self._child(self.prompt_cache, model, "uncached"), max(d.prompt_tokens - d.cached_tokens, 0))
         if d.cache_write_tokens:
-            self._child(self.prompt_cache, model, "written").inc(d.cache_write_tokens)
+            count(self._child(self.prompt_cache, model, "written"), d.cache_write_tokens)
         if d.escalation:
-            self.escalations.inc()
+            count(self.escalations)
+
+    def _tally_count(self, counter: Any, amount: float = 1) -> None:
+        if amount < 0:  # refused when counted, as prometheus-client does, not when handed over
+            raise ValueError(f"a counter only goes up, not by {amount}")
+        self._counted[counter] = self._counted.get(counter, 0) + amount
+
+    def _tally_time(self, histogram: Any, seconds: float) -> None:
+        tally = self._timed.get(histogram)
+        if tally is None:
+            tally = self._timed[histogram] = [0.0] * (1 + len(_BOUNDS))
+        tally[0] += seconds
+        if seconds <= _BOUNDS[-1]:  # NaN falls in no bucket, as in prometheus-client
+            tally[1 + bisect_left(_BOUNDS, seconds)] += 1  # the first bucket whose bound is >= seconds
+
+    def hand_over(self) -> None:
+        """Add the tallied observations to the prometheus-client metrics (the loop's thread only)."""
+        counted, timed = self._counted, self._timed
+        self._counted, self._timed = {}, {}
+        for counter, amount in counted.items():
+            counter.inc(amount)
+        for histogram, tally in timed.items():
+            # prometheus-client has no call that adds n observations to one bucket: its
+            # histogram child's own values (as its observe updates them) take them.
+            histogram._sum.inc(tally[0])
+            for bucket, n in zip(histogram._buckets, tally[1:], strict=True):
+                if n:
+                    bucket.inc(n)
 
     def _stage_children(self, stage: str, outcome: Outcome) -> tuple[Any, Any]:
         """The duration and outcome children of one stage, found with one lookup:
@@ -144,11 +194,20 @@ class Metrics:
 
     def render(self) -> bytes:
         """Prometheus text; call from the event loop (the task gauge counts its tasks)."""
+        self.hand_over()
         if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`: every worker's values
             registry = CollectorRegistry()
             MultiProcessCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+def _count_at_once(counter: Any, amount: float = 1) -> None:
+    counter.inc(amount)
+
+
+def _time_at_once(histogram: Any, seconds: float) -> None:
+    histogram.observe(seconds)
 
 
 def _task_count() -> float:

@@ -17,6 +17,7 @@ from router.core.redaction import Redactor
 from router.core.session_state import Space
 from router.decision_log import DecisionLog, OutcomeUpdate
 from router.decision_record import CLIENT_CLOSED, Decision
+from router.logs import log_event
 from router.metrics import Metrics
 from router.session_escalation import SessionEscalation
 from router.session_store import LocalStore, SessionStore
@@ -79,9 +80,11 @@ class Recorder:
         self.metrics.observe(decision)
         if self.decision_log is not None and not self.decision_log.submit(decision):
             self.metrics.decisions_dropped.inc()
-        log.info(
+        log_event(
+            log,
+            logging.INFO,
             "request",
-            extra={
+            {
                 "request_id": decision.request_id,
                 "status": decision.status,
                 "error_code": decision.error_code,

@@ -81,17 +81,24 @@ class Redactor:
         return value
 
     def log_filter(self) -> logging.Filter:
-        return _RedactingFilter(self)
+        return RedactingFilter(self)
 
 
 # Attributes every LogRecord has; the others came from `extra=`.
 _RECORD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
 
 
-class _RedactingFilter(logging.Filter):
+class RedactingFilter(logging.Filter):
     def __init__(self, redactor: Redactor) -> None:
         super().__init__()
         self.redactor = redactor
+
+    def redact_event(self, event: str, fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """What ``filter`` makes of a record of ``event`` with ``extra=fields``, for lines logged without a record."""
+        if not self.redactor.any_in([event, *(value for value in fields.values() if isinstance(value, str))]):
+            return event, fields  # the usual case, found with one search instead of a copy
+        text = self.redactor.text
+        return text(event), {key: text(value) if isinstance(value, str) else value for key, value in fields.items()}
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = self.redactor.text
