@@ -16,7 +16,9 @@ Across workers:
   connection) unless ``--allow-split-state`` says that is wanted;
 * metrics: prometheus-client's multiprocess mode — the supervisor gives the workers
   one directory (``PROMETHEUS_MULTIPROC_DIR``) and any worker's ``/metrics`` sums
-  every worker's counters and histograms; gauges appear once per worker (``pid``);
+  every worker's counters and histograms, and each gauge across the live workers
+  as it says (what is open now summed, the state backend's health the lowest; see
+  :mod:`router.metrics`);
 * the decision log is one SQLite file in WAL mode, written by each worker's own
   writer thread: SQLite serialises the writers (each waits up to its busy timeout).
 """
