@@ -1,7 +1,7 @@
-"""What one request costs Redis: one read of its session for every stage, one write pipeline as it goes upstream.
+"""What one request costs Redis: one read of its session for every stage, one write as it goes upstream.
 
-The proxy runs in this process on a real redis-server (loopback); a wrapper around
-its Redis client logs each round trip: a command sent alone, or a pipeline once.
+The proxy runs in this process on a real redis-server (loopback); every send on a
+Redis connection is logged with the commands in it: one send, one round trip.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
 
 from bench.harness import free_port
 from router.endpoints import STATE_KEY
@@ -32,41 +32,44 @@ def redis_port() -> Iterator[int]:
         yield port
 
 
+def commands_in(packed: bytes) -> list[tuple[str, ...]]:
+    """The commands in one send, from their wire form (RESP arrays of length-prefixed strings)."""
+    commands, at = [], 0
+    while at < len(packed):
+        end = packed.index(b"\r\n", at)
+        count, at, args = int(packed[at + 1 : end]), end + 2, []  # *<count>
+        for _ in range(count):
+            end = packed.index(b"\r\n", at)
+            length, at = int(packed[at + 1 : end]), end + 2  # $<length>
+            args.append(packed[at : at + length].decode(errors="replace"))
+            at += length + 2
+        commands.append(tuple(args))
+    return commands
+
+
 class RoundTrips:
-    """Each round trip a Redis client makes: ``(command, keys)`` for one sent alone, ``("PIPELINE", commands)``."""
+    """Every send of a Redis connection — a command alone, or several packed together — as its commands."""
 
-    def __init__(self, client: Redis) -> None:
-        self.log: list[tuple[str, tuple[Any, ...]]] = []
-        send_one, open_pipeline = client.execute_command, client.pipeline
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.log: list[list[tuple[str, ...]]] = []
+        send = Connection.send_packed_command
+        trips = self
 
-        async def execute_command(*args: Any, **options: Any) -> Any:
-            self.log.append((str(args[0]), args[1:]))
-            return await send_one(*args, **options)
+        async def logged(self: Connection, command: Any, check_health: bool = True) -> None:
+            packed = command if isinstance(command, bytes) else b"".join(command)
+            commands = commands_in(packed)
+            if commands[0][0] not in ("CLIENT", "HELLO", "SELECT", "PING"):  # a new connection's handshake
+                trips.log.append(commands)
+            await send(self, command, check_health)
 
-        def pipeline(*args: Any, **options: Any) -> Any:
-            pipe = open_pipeline(*args, **options)
-            send_all = pipe.execute
+        monkeypatch.setattr(Connection, "send_packed_command", logged)
 
-            async def execute(*e_args: Any, **e_options: Any) -> Any:
-                self.log.append(("PIPELINE", tuple(str(command[0]) for command, _ in pipe.command_stack)))
-                return await send_all(*e_args, **e_options)
-
-            pipe.execute = execute  # type: ignore[method-assign]
-            return pipe
-
-        client.execute_command = execute_command  # type: ignore[method-assign]
-        client.pipeline = pipeline  # type: ignore[method-assign]
-
-    async def of_request(self, send: Any) -> list[tuple[str, tuple[Any, ...]]]:
-        """The round trips of one request, its writes (sent when it ended, not waited for) included."""
+    async def of_request(self, send: Any) -> list[list[str]]:
+        """The command names of each round trip one request made, its writes (not waited for) included."""
         self.log.clear()
         await send()
-        for _ in range(200):  # the write pipeline leaves on the loop's next turns
-            if any(name == "PIPELINE" and "SET" in commands for name, commands in self.log):
-                break
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0.05)  # and nothing comes after it
-        return list(self.log)
+        await asyncio.sleep(0.1)  # nothing more comes
+        return [[command[0] for command in trip] for trip in self.log]
 
 
 def session_turn(turns: int) -> dict[str, Any]:
@@ -76,7 +79,7 @@ def session_turn(turns: int) -> dict[str, Any]:
     return {"model": "auto", "messages": messages}
 
 
-async def test_a_sessions_turn_reads_redis_once_and_writes_once(proxy: Any, mock_upstream: Any, redis_port: int) -> None:
+async def test_a_sessions_turn_reads_redis_once_and_writes_once(proxy: Any, mock_upstream: Any, redis_port: int, monkeypatch: pytest.MonkeyPatch) -> None:
     _, upstream = mock_upstream
     config = make_config(
         upstream,
@@ -89,23 +92,19 @@ async def test_a_sessions_turn_reads_redis_once_and_writes_once(proxy: Any, mock
         state={"backend": "redis", "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 3000}},
     )
     client = await proxy(config)
-    store = client.server.app[STATE_KEY]
-    assert isinstance(store, ResilientStore)
-    trips = RoundTrips(store.redis.client)
+    assert isinstance(client.server.app[STATE_KEY], ResilientStore)
+    trips = RoundTrips(monkeypatch)
 
     async def turn(n: int) -> None:
         response = await client.post("/v1/chat/completions", json=session_turn(n), headers={"x-router-session": "s1"})
         assert response.status == 200, await response.text()
         assert int(response.headers["x-router-pinch-saved"]) > 0
 
-    first = await trips.of_request(lambda: turn(2))
-    later = [await trips.of_request(lambda n=n: turn(n)) for n in (3, 4)]
-
-    [(read, keys), *_] = first
-    assert read == "MGET"  # classification, pinch ledger and escalation record: one read for every stage
-    assert sorted(key.split(":")[1] for key in keys) == ["classification", "escalation", "pinch"]
-    # the request's writes leave together as it goes upstream (the ledger and the request id); once the
-    # answer is in, the first classification is stored only if absent (SET NX and GET in one MULTI/EXEC)
-    assert first[1:] == [("PIPELINE", ("SET", "SET")), ("PIPELINE", ("SET", "GET"))]
-    for trips_of_turn in later:  # classified: one read, one write pipeline (ledger + request id)
-        assert [(name, commands if name == "PIPELINE" else len(commands)) for name, commands in trips_of_turn] == [("MGET", 3), ("PIPELINE", ("SET", "SET"))]
+    # The first turn: one read for every stage (classification, pinch ledger, escalation record), the
+    # request's writes in one send as it goes upstream (the ledger, the request id); once the answer is
+    # in, the first classification is stored only if absent (SET NX and GET in one MULTI/EXEC).
+    assert await trips.of_request(lambda: turn(2)) == [["MGET"], ["SET", "SET"], ["MULTI", "SET", "GET", "EXEC"]]
+    read = trips.log[0][0]
+    assert sorted(key.split(":")[1] for key in read[1:]) == ["classification", "escalation", "pinch"]
+    for n in (3, 4):  # a classified session: one read, one write
+        assert await trips.of_request(lambda n=n: turn(n)) == [["MGET"], ["SET", "SET"]]
