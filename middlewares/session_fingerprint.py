@@ -6,7 +6,7 @@ otherwise the key is a fingerprint of the opening (``ctx.view.opening``).
 Once the key is known, the session's values that the chain's later stages read
 (registered in ``deps.session_reads`` as they were built: classification,
 pinch ledger, escalation) are read from the session state in one round trip
-(one pipelined ``get_many``) into ``ctx.session_state``; the stages take them
+(one ``get_many``: an ``MGET`` on Redis) into ``ctx.session_state``; the stages take them
 from there instead of each asking the store.
 """
 

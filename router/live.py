@@ -117,7 +117,7 @@ class LiveChain:
         self._hash = config_hash(config)
         self._reload_ok.set(1)
         self._reload_time.set(time.time())
-        self._info.labels(config_hash(config)).set(1)
+        self._info.labels(self._hash).set(1)
 
     @property
     def config(self) -> Config:

@@ -12,10 +12,11 @@ awaited, plus the two operations a shared store needs:
 the request ids ``POST /v1/outcome`` resolves, shared embeddings): in this
 process at once; on Redis it is queued, and ``flush_later`` — called as a
 request goes upstream (upstream-forward) and when it ends (the recorder) — sends
-everything queued in one pipeline, not waited for: the writes a session's next
-turn depends on are on their way before the client can have the answer. One flush is in flight at a time; what is queued meanwhile goes in
-the next, so at any concurrency a request costs Redis one round trip for its
-writes at most, and under load many requests share one. A write lost to a Redis
+everything queued in one send, not waited for: the writes a session's next turn
+depends on are on their way before the client can have the answer. One flush is
+in flight at a time; what is queued meanwhile goes in the next, so a request
+costs Redis one round trip for its writes at most, and under load many requests
+share one. A write lost to a Redis
 failure costs a cache miss on the next turn, never an error; the first
 classification of a session is not such a write (``put_if_absent``, awaited).
 
@@ -240,7 +241,7 @@ class ResilientStore:
         self._probe: asyncio.Task[None] | None = None
         self._queued: list[Write] = []
         self._flush: asyncio.Task[None] | None = None
-        self._flush_again = False  # a request ended while a flush was in flight: send its writes next
+        self._flush_again = False  # a flush was asked for while one was in flight: send what is queued next
 
     async def _call(self, remote: Callable[[], Awaitable[T]], local: Callable[[], Awaitable[T]]) -> T:
         if self.up:

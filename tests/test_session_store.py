@@ -14,10 +14,10 @@ from redis.asyncio import Redis
 
 from bench.harness import free_port
 from router.config import Config, RedisSettings, parse_config
-from router.core.session_state import Space
+from router.core.session_state import SessionSnapshot, Space
 from router.doctor import Finding, state_backend_findings
 from router.recorder import RECENT_REQUESTS, RecentRequest
-from router.session_store import LocalStore, RedisStore, redis_store, without_password
+from router.session_store import LocalStore, RedisStore, read_session, redis_store, without_password
 from tests.conftest import model_entry
 from tests.processes import redis_server_binary, running, start_redis
 
@@ -77,6 +77,25 @@ async def test_an_unreachable_redis_serves_from_memory_counts_each_call_and_says
         assert problem is not None and "unavailable" in problem and "secret" not in problem
     finally:
         await store.close()
+
+
+async def test_stages_read_from_the_requests_snapshot_and_ask_the_store_only_for_what_it_lacks() -> None:
+    store, asked = LocalStore(), []
+    get_many = store.get_many
+
+    async def counted(reads: Any, now: float) -> list[Any]:
+        asked.append([key for _, key in reads])
+        return await get_many(reads, now)
+
+    store.get_many = counted  # type: ignore[method-assign]
+    await store.put(notes(), "s1", "stored", now=0.0)
+    await store.put(notes(), "s2", "stored too", now=0.0)
+    snapshot = SessionSnapshot.of([(notes(), "s1")], ["as read"])
+    assert await read_session(store, snapshot, [(notes(), "s1")], now=1.0) == ["as read"]
+    assert asked == []  # all in the snapshot: no round trip
+    assert await read_session(store, snapshot, [(notes(), "s1"), (notes(), "s2")], now=1.0) == ["as read", "stored too"]
+    assert await read_session(store, None, [(notes(), "s1")], now=1.0) == ["stored"]
+    assert asked == [["s2"], ["s1"]]  # one read each time, of what the snapshot lacked
 
 
 @needs_redis

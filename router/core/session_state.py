@@ -88,7 +88,8 @@ class SessionSnapshot:
 class SessionReads:
     """The session keys a chain's stages read on every request of a session, registered as they are built.
 
-    ``add(space, key_of)``: the stage reads ``key_of(session)`` in ``space``;
+    ``add(space, key_of)``: the stage reads ``key_of(session)`` in ``space`` (one key
+    per space: stages that read the same space register the same key);
     ``of(session)`` is every registered read for one session, each once.
     """
 
