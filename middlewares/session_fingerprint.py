@@ -34,7 +34,10 @@ class SessionFingerprint:
 
     def __init__(self, deps: StageDeps) -> None:
         self.settings: SessionSettings = deps.config.session
-        self.timeout_seconds: float | None = 1.0
+        # Its one await is the read of the session's state, which the store bounds itself
+        # (state.redis.timeout_ms, up to 5 s): a shorter stage timeout would cut the read before
+        # the store's own timeout opened the circuit breaker, on every request.
+        self.timeout_seconds: float | None = None
         self.fingerprints = FingerprintCache()  # a session resends its opening every turn: hash it once
         self.state, self.reads, self.clock = deps.state, deps.session_reads, deps.clock
 
@@ -56,6 +59,6 @@ class SessionFingerprint:
         return StageReport(detail=ctx.session.source)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        # Without a session key the request is still served; caches just miss.
-        ctx.session = None
+        # Without a session key the request is still served; caches just miss. A key found before
+        # the read of its state failed stays: each stage then reads what it needs itself.
         ctx.session_state = None
