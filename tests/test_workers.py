@@ -35,7 +35,7 @@ async def test_two_workers_share_the_port_their_metrics_add_up_and_one_signal_st
         log = (tmp_path / "serve.log").open("wb")
         supervisor = router(["serve", "--config", str(config), "--workers", "2"], stdout=log, stderr=subprocess.STDOUT)
         with running(supervisor):
-            wait_for_port(port, 30, supervisor)
+            wait_for_workers(supervisor, port)
             async with aiohttp.ClientSession() as http:
                 for i in range(20):
                     # a new connection each time, so the kernel may hand it to either worker
@@ -80,8 +80,16 @@ def gauge(text: str, name: str) -> float:
     return float(values[0][1])
 
 
-def worker_pids(supervisor: subprocess.Popen[bytes]) -> list[int]:
-    return [int(pid) for pid in Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read_text().split()]
+def wait_for_workers(supervisor: subprocess.Popen[bytes], port: int, workers: int = 2) -> list[int]:
+    """The workers' pids once every one listens on ``port`` (the port answers as soon as the first does)."""
+    wait_for_port(port, 30, supervisor)
+    deadline = time.monotonic() + 30
+    while True:
+        pids = [int(pid) for pid in Path(f"/proc/{supervisor.pid}/task/{supervisor.pid}/children").read_text().split()]
+        if len(pids) == workers and all(tcp_states(pid, local_port=port).get("LISTEN") for pid in pids):
+            return pids
+        assert time.monotonic() < deadline and supervisor.poll() is None, "the workers did not all start"
+        time.sleep(0.1)
 
 
 @pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
@@ -92,8 +100,7 @@ async def test_what_is_open_now_is_summed_over_the_workers_whichever_answers_the
         config = write_config(tmp_path, upstream_port, port, state=state)
         supervisor = router(["serve", "--config", str(config), "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with running(supervisor):
-            wait_for_port(port, 30, supervisor)
-            pids = worker_pids(supervisor)
+            pids = wait_for_workers(supervisor, port)
             body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
             clients = [aiohttp.ClientSession() for _ in range(12)]  # a connection each: the kernel spreads them
             try:
@@ -122,6 +129,24 @@ async def test_what_is_open_now_is_summed_over_the_workers_whichever_answers_the
             finally:
                 for c in clients:
                     await c.close()
+
+
+@pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
+def test_a_reload_asked_for_while_the_workers_start_kills_none_of_them(tmp_path: Path) -> None:
+    redis_port, port = free_port(), free_port()
+    with running(start_redis(redis_port), redis_port):
+        state = {"backend": "redis", "redis": {"url": f"redis://127.0.0.1:{redis_port}/0"}}
+        config = write_config(tmp_path, free_port(), port, state=state)
+        log = tmp_path / "serve.log"
+        with log.open("wb") as out:
+            supervisor = router(["serve", "--config", str(config), "--workers", "2"], stdout=out, stderr=subprocess.STDOUT)
+        with running(supervisor):
+            deadline = time.monotonic() + 30
+            while "2 workers on port" not in log.read_text():  # spawned, still importing
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            supervisor.send_signal(signal.SIGHUP)
+            assert len(wait_for_workers(supervisor, port)) == 2, log.read_text()
 
 
 @pytest.mark.parametrize(
