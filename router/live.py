@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.core.tokens import TokenEstimator
+from router.metrics import MULTIPROCESS_DIR_ENV
 from router.recorder import Recorder
 from router.session_store import SessionStore
 from router.stage import Handler, Middleware, Stage
@@ -202,8 +204,10 @@ class LiveChain:
         self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories))
         logging.getLogger().setLevel(config.logging.level.upper())
         self._reload_time.set(time.time())
-        self._info.labels(self._hash).set(0)  # a worker's file keeps a removed series: zero it first
-        self._info.clear()
+        if MULTIPROCESS_DIR_ENV in os.environ:  # a worker's file cannot drop a series: zero it
+            self._info.labels(self._hash).set(0)
+        else:
+            self._info.clear()
         self._hash = config_hash(config)
         self._info.labels(self._hash).set(1)
         log.info("config_reloaded", extra={"path": str(path), "changed": list(applied), "config_hash": config_hash(config)})
