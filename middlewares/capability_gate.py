@@ -23,7 +23,7 @@ from router.stage import FailMode, StageDeps, StageReport
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session", "escalation_record"})
+    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session", "session_state"})
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -35,6 +35,8 @@ class CapabilityGate:
         self._route_any_name = ANY_MODEL_ALIAS in self._aliases
         self.escalation = deps.escalation
         self.clock = deps.clock
+        if self.escalation is not None:
+            deps.session_reads.add(self.escalation.space)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         config = self.settings
@@ -56,10 +58,7 @@ class CapabilityGate:
         tier = classification.task_tier if classification is not None else config.routing.fallback_tier
         escalation = None
         if self.escalation is not None and ctx.session is not None:
-            if ctx.escalation_record is not None:  # pinch-prune read it with the session's ledger
-                escalation = SessionEscalation.of(ctx.escalation_record, tier, config.routing.tiers, self.clock())
-            else:
-                escalation = await self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock())
+            escalation = await self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock(), ctx.session_state)
             if escalation is not None:
                 tier = escalation.to_tier
         needs = detect_capabilities(

@@ -30,8 +30,9 @@ store is the application's session state (``deps.state``, one per process, or
 Redis), bounded by ``session_cache.max_entries`` (LRU, in-process store); an
 entry expires from it after the staleness window. Keys carry a digest of the
 categories and tiers, so after a reload that changes them old entries are misses.
-One read per request; the write after a classifier call is one round trip
-(two when a title request's entry is replaced).
+The read comes with session-fingerprint's one read of the session
+(``ctx.session_state``; a read of its own without it); the write after a
+classifier call is one round trip (two when a title request's entry is replaced).
 """
 
 from __future__ import annotations
@@ -43,13 +44,14 @@ from typing import ClassVar
 from router.config import SessionCacheSettings
 from router.context import Classification, ClassificationSource, Outcome, RequestContext
 from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
+from router.session_store import read_session
 from router.stage import FailMode, StageDeps, StageReport
 
 
 class ClassificationCache:
     name: ClassVar[str] = "classification-cache"
     requires: ClassVar[frozenset[str]] = frozenset({"session"})
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[str]] = frozenset({"session_state"})
     provides: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
@@ -63,19 +65,22 @@ class ClassificationCache:
         # What a stored classification means: after a reload that changes it, old entries are not read.
         vocabulary = repr((tuple(deps.config.routing.categories), tuple(deps.config.routing.tiers)))
         self._vocabulary = hashlib.sha256(vocabulary.encode()).hexdigest()[:8]
+        if self.settings.enabled:
+            deps.session_reads.add(self.space, self._key)
 
     def _key(self, session: str) -> str:
         return f"{self._vocabulary}:{session}"
 
-    async def _entry(self, session: str, now: float) -> CachedClassification | None:
-        return fresh(await self.state.get(self.space, self._key(session), now), now, self._staleness_seconds)
+    async def _entry(self, ctx: RequestContext, session: str, now: float) -> CachedClassification | None:
+        [entry] = await read_session(self.state, ctx.session_state, [(self.space, self._key(session))], now)
+        return fresh(entry, now, self._staleness_seconds)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "disabled")
         if ctx.session is None:
             return StageReport(Outcome.SKIPPED, "no session key")
-        entry = await self._entry(ctx.session.key, self.clock())
+        entry = await self._entry(ctx, ctx.session.key, self.clock())
         if entry is None:
             return StageReport(detail="miss")
         offers = ctx.view.offers_tools

@@ -17,9 +17,10 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   reapplied and new results are compressed in batches timed by the provider's
   cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
   time (``deps.clock``) and its provider live in the session state
-  (``deps.state``, on Redis shared by every replica): one read (pipelined with
-  the session's escalation record, which the gate then reuses from
-  ``ctx.escalation_record``) and one write, not waited for, per request. A missing ledger
+  (``deps.state``, on Redis shared by every replica): read with the session's
+  escalation record in session-fingerprint's one read of the session
+  (``ctx.session_state``; one read of its own without it), and one write, not
+  waited for, per request (sent with the request's other writes as it goes upstream). A missing ledger
   (new session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
@@ -50,14 +51,15 @@ from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.session_escalation import SessionEscalation
+from router.session_store import read_session
 from router.stage import FailMode, StageDeps, StageReport
 
 
 class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session"})
-    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites", "escalation_record"})
+    reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session", "session_state"})
+    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
@@ -69,6 +71,10 @@ class PinchPrune:
             "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
         )
         self._aliases = frozenset(deps.config.routing.aliases)
+        if self.settings.enabled and self.settings.ledger:
+            deps.session_reads.add(self.space)
+        if self.settings.enabled and self.escalation is not None:
+            deps.session_reads.add(self.escalation.space)
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
@@ -79,8 +85,6 @@ class PinchPrune:
         order = ctx.relevance.order if ctx.relevance is not None else None
         outcome, note = Outcome.OK, ""
         session, escalation = await self._read(ctx)
-        if self.escalation is not None and ctx.session is not None:
-            ctx.escalation_record = escalation or EscalationRecord()  # for the gate: read once per request
         windows = self._windows(ctx, escalation)
         try:
             sent, stats, stored = self._prune(ctx, order, windows, session)
@@ -88,8 +92,8 @@ class PinchPrune:
             sent, stats, stored = self._prune(ctx, None, windows, session)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
         if stored is not None and ctx.session is not None:
-            # Not waited for: the write leaves before the request goes upstream, long before
-            # the session's next turn can arrive at any replica.
+            # Not waited for: it leaves with the request's other writes in one round trip as the
+            # request goes upstream (upstream-forward sends them), before its client can have the answer.
             self.state.put_later(self.space, ctx.session.key, stored, self.clock())
         ctx.rewrites = sent
         ctx.pinch = stats
@@ -100,7 +104,7 @@ class PinchPrune:
         return StageReport(outcome, detail + note)
 
     async def _read(self, ctx: RequestContext) -> tuple[PinchSession | None, EscalationRecord | None]:
-        """The session's ledger (when the ledger is used) and escalation record, in one round trip."""
+        """The session's ledger (when the ledger is used) and escalation record, in one round trip at most."""
         if ctx.session is None:
             return None, None
         key, now = ctx.session.key, self.clock()
@@ -108,7 +112,7 @@ class PinchPrune:
         reads = [(self.space, key)] if ledger else []
         if self.escalation is not None:
             reads.append((self.escalation.space, key))
-        values = await self.state.get_many(reads, now) if reads else []
+        values = await read_session(self.state, ctx.session_state, reads, now) if reads else []
         session = (values.pop(0) or PinchSession()) if ledger else None
         return session, (values[0] if values else None)
 

@@ -2,6 +2,12 @@
 
 An explicit client session header wins (``session.headers``, first match);
 otherwise the key is a fingerprint of the opening (``ctx.view.opening``).
+
+Once the key is known, the session's values that the chain's later stages read
+(registered in ``deps.session_reads`` as they were built: classification,
+pinch ledger, escalation) are read from the session state in one round trip
+(one ``get_many``: an ``MGET`` on Redis) into ``ctx.session_state``; the stages take them
+from there instead of each asking the store.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from router.core.fingerprint import (
     header_session_key,
     session_header,
 )
+from router.core.session_state import SessionSnapshot
 from router.stage import FailMode, StageDeps, StageReport
 
 
@@ -22,13 +29,17 @@ class SessionFingerprint:
     name: ClassVar[str] = "session-fingerprint"
     requires: ClassVar[frozenset[str]] = frozenset({"view", "headers"})
     reads: ClassVar[frozenset[str]] = frozenset()
-    provides: ClassVar[frozenset[str]] = frozenset({"session"})
+    provides: ClassVar[frozenset[str]] = frozenset({"session", "session_state"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
         self.settings: SessionSettings = deps.config.session
-        self.timeout_seconds: float | None = 1.0
+        # Its one await is the read of the session's state, which the store bounds itself
+        # (state.redis.timeout_ms, up to 5 s): a shorter stage timeout would cut the read before
+        # the store's own timeout opened the circuit breaker, on every request.
+        self.timeout_seconds: float | None = None
         self.fingerprints = FingerprintCache()  # a session resends its opening every turn: hash it once
+        self.state, self.reads, self.clock = deps.state, deps.session_reads, deps.clock
 
     def carry_over(self, previous: SessionFingerprint) -> None:
         """On reload: the remembered hashes stay right whatever the config says."""
@@ -42,8 +53,12 @@ class SessionFingerprint:
             ctx.session = SessionKey(header_session_key(ctx.view.body_session), "metadata")
         else:
             ctx.session = SessionKey(self.fingerprints.fingerprint_opening(ctx.view.opening), "fingerprint")
+        reads = self.reads.of(ctx.session.key)
+        if reads:
+            ctx.session_state = SessionSnapshot.of(reads, await self.state.get_many(reads, self.clock()))
         return StageReport(detail=ctx.session.source)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        # Without a session key the request is still served; caches just miss.
-        ctx.session = None
+        # Without a session key the request is still served; caches just miss. A key found before
+        # the read of its state failed stays: each stage then reads what it needs itself.
+        ctx.session_state = None

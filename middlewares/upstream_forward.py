@@ -33,6 +33,7 @@ from router.core.request_view import NO_REWRITES, BodyChanges
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.providers import Untranslatable, provider_adapter, translator
+from router.recorder import remember_request
 from router.relay import StreamRelay, all_failed_response, relay_client_error
 from router.stage import FailMode, StageDeps, StageReport
 from router.upstream import AttemptFailure, UpstreamClient
@@ -52,9 +53,15 @@ class UpstreamForward:
         self.client = UpstreamClient(deps.http, deps.config.providers, deps.config.upstream)
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
         self.open_gauge = deps.metrics.upstream_open if deps.metrics is not None else None
+        self.state, self.clock = deps.state, deps.clock
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
+        # The request's session-state writes (its pinch ledger, its id for POST /v1/outcome) leave in
+        # one round trip now, not waited for: before its client can have the answer and send the
+        # session's next turn, to whichever replica.
+        remember_request(self.state, ctx.request_id, ctx.session.key if ctx.session is not None else None, self.clock())
+        self.state.flush_later()
         result = ctx.upstream = UpstreamResult()
         failures: list[AttemptFailure] = []
         waits: dict[str, float] = {}  # provider → monotonic time its Retry-After ends

@@ -8,10 +8,12 @@ stage; tests inject their own.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 import aiohttp
@@ -37,7 +39,7 @@ from router.endpoints import (
 from router.errors import ApiError, from_http_exception
 from router.framing_errors import answer_framing_errors_as_api_errors
 from router.live import LIVE_KEY, LiveChain
-from router.metrics import Metrics
+from router.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
 from router.recorder import Recorder
 from router.request_body import BodyBudget
 from router.session_escalation import SessionEscalation
@@ -204,6 +206,16 @@ async def create_app(
 
     app.on_startup.append(connect_state)
     app.on_cleanup.append(close_state)
+
+    if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`
+
+        async def sample_gauges(_: web.Application) -> AsyncIterator[None]:
+            sampler = asyncio.get_running_loop().create_task(sample_worker_gauges(metrics), name="worker-gauges")
+            yield
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+
+        app.cleanup_ctx.append(sample_gauges)
 
     if redactor:
         log_filter = redactor.log_filter()

@@ -34,8 +34,8 @@ from router.core.results import (  # re-exported: the slots' types, defined with
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
-    from router.core.escalation import EscalationRecord
     from router.core.request_view import RequestView, Rewrites
+    from router.core.session_state import SessionSnapshot
     from router.core.tokens import PromptSize, TokenEstimator
     from router.core.turn_text import TurnText
     from router.errors import ApiError
@@ -91,6 +91,9 @@ class RequestContext:
     wire: WireAdapter
     client: web.Request | None
     session: SessionKey | None = None
+    # session-fingerprint: the session's stored values every stage reads (classification, pinch
+    # ledger, escalation), read in one round trip once the session is known; None: not read
+    session_state: SessionSnapshot | None = None
     # classification-cache: the session's stored classification (source cached), for the classifier to use
     cached_classification: Classification | None = None
     # classifier: the one classification the request is routed on (classifier, override, cached or fallback)
@@ -105,9 +108,6 @@ class RequestContext:
     response: web.StreamResponse | None = None
     # ``view.units`` + the tool schemas measured once; see measured_prompt
     prompt_size: PromptSize | None = None
-    # The session's escalation record as pinch-prune read it with the ledger (one round trip),
-    # so the gate need not read it again; None: not read, an empty record: the session has none.
-    escalation_record: EscalationRecord | None = None
     trace: list[StageRecord] = field(default_factory=list)
     # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
     upstream_wait: float = 0.0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.core.tokens import TokenEstimator
+from router.metrics import MULTIPROCESS_DIR_ENV
 from router.recorder import Recorder
 from router.session_store import SessionStore
 from router.stage import Handler, Middleware, Stage
@@ -98,16 +100,26 @@ class LiveChain:
         self._edges: list[EdgeFactory] = []
         self.current = self.build(config)
         registry = recorder.metrics.registry
+        # Under --workers: 0 while any worker's last reload failed; the oldest worker's load; every hash served.
         self._reload_ok = Gauge(
-            "pinch_router_config_last_reload_successful", "1 if the last config reload was applied (or none was tried)", registry=registry
+            "pinch_router_config_last_reload_successful",
+            "1 if the last config reload was applied (or none was tried)",
+            registry=registry,
+            multiprocess_mode="livemin",
         )
         self._reload_time = Gauge(
-            "pinch_router_config_last_reload_success_timestamp_seconds", "When the serving config was last loaded", registry=registry
+            "pinch_router_config_last_reload_success_timestamp_seconds",
+            "When the serving config was last loaded",
+            registry=registry,
+            multiprocess_mode="livemin",
         )
-        self._info = Gauge("pinch_router_config_info", "The serving config's hash (config_hash)", ["config_hash"], registry=registry)
+        self._info = Gauge(
+            "pinch_router_config_info", "The serving config's hash (config_hash)", ["config_hash"], registry=registry, multiprocess_mode="livemax"
+        )
+        self._hash = config_hash(config)
         self._reload_ok.set(1)
         self._reload_time.set(time.time())
-        self._info.labels(config_hash(config)).set(1)
+        self._info.labels(self._hash).set(1)
 
     @property
     def config(self) -> Config:
@@ -192,8 +204,12 @@ class LiveChain:
         self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories))
         logging.getLogger().setLevel(config.logging.level.upper())
         self._reload_time.set(time.time())
-        self._info.clear()
-        self._info.labels(config_hash(config)).set(1)
+        if MULTIPROCESS_DIR_ENV in os.environ:  # a worker's file cannot drop a series: zero it
+            self._info.labels(self._hash).set(0)
+        else:
+            self._info.clear()
+        self._hash = config_hash(config)
+        self._info.labels(self._hash).set(1)
         log.info("config_reloaded", extra={"path": str(path), "changed": list(applied), "config_hash": config_hash(config)})
         for key in needs_restart:
             log.warning("config_change_needs_restart", extra={"key": key, "detail": f"{key} changed; restart to apply it"})

@@ -12,6 +12,15 @@ worker of ``serve --workers N`` makes every observation in prometheus-client at
 once instead, as before: another worker may answer the scrape from the shared
 files, and handing each request's tally over at once cost more than observing
 (measured: 31 µs against 18 µs a request).
+
+Under ``serve --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set) every worker
+writes its values to that directory and any worker's ``/metrics`` renders all
+of them: counters and histograms added up; each gauge as its
+``multiprocess_mode`` says — what is open now (requests in flight, upstream
+responses, asyncio tasks) summed over the live workers, ``state_backend_up``
+the lowest (0 while any worker serves degraded). A worker's asyncio tasks,
+read at scrape time by one process, are sampled every second instead
+(:func:`sample_worker_gauges`).
 """
 
 from __future__ import annotations
@@ -92,12 +101,13 @@ class Metrics:
             "Session-state calls served from the process's memory because the shared backend (Redis) could not answer",
             registry=r,
         )
-        self.state_up = Gauge("pinch_router_state_backend_up", "1 while the configured state backend answers", registry=r)
+        self.state_up = Gauge("pinch_router_state_backend_up", "1 while the configured state backend answers", registry=r, multiprocess_mode="livemin")
         # Read at scrape time: what is alive now (load tests check these return to idle).
-        self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r)
-        self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r)
-        self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r)
-        self.tasks.set_function(_task_count)
+        self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
+        self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
+        self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r, multiprocess_mode="livesum")
+        if MULTIPROCESS_DIR_ENV not in os.environ:
+            self.tasks.set_function(_task_count)
 
     def set_catalogue(self, models: list[str], categories: list[str]) -> None:
         """The label values allowed from now on (a reloaded config's models and categories)."""
@@ -208,6 +218,13 @@ def _count_at_once(counter: Any, amount: float = 1) -> None:
 
 def _time_at_once(histogram: Any, seconds: float) -> None:
     histogram.observe(seconds)
+
+
+async def sample_worker_gauges(metrics: Metrics, every_seconds: float = 1.0) -> None:
+    """Under ``--workers``: write this worker's task count for the others' scrapes, until cancelled."""
+    while True:
+        metrics.tasks.set(_task_count())
+        await asyncio.sleep(every_seconds)
 
 
 def _task_count() -> float:

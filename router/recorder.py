@@ -46,6 +46,15 @@ class RecentRequest:
 RECENT_REQUESTS = Space("request", 1, RECENT_SECONDS, RECENT_SESSIONS, RecentRequest.encode, RecentRequest.decode)
 
 
+def remember_request(state: SessionStore, request_id: str, session: str | None, now: float) -> None:
+    """Queue the request's id for ``POST /v1/outcome`` (on Redis: for every replica), not waited for.
+
+    upstream-forward does it as the request goes upstream, and sends the request's
+    writes with it; the recorder for a request that never got there.
+    """
+    state.put_later(RECENT_REQUESTS, request_id, RecentRequest(session), now)
+
+
 class Recorder:
     def __init__(
         self,
@@ -76,7 +85,9 @@ class Recorder:
             decision = replace(decision, status=503, error_code="server_shutdown")
         if self.redactor.any_in(_foreign_texts(decision)):  # rare: rebuilding the record costs ~100 µs
             decision = self.redactor.record(decision)
-        self.state.put_later(RECENT_REQUESTS, decision.request_id, RecentRequest(decision.session), self.clock())
+        if not decision.attempts:  # never went upstream, so upstream-forward did not queue it
+            remember_request(self.state, decision.request_id, decision.session, self.clock())
+        self.state.flush_later()  # whatever the request still queued
         self.metrics.observe(decision)
         if self.decision_log is not None and not self.decision_log.submit(decision):
             self.metrics.decisions_dropped.inc()

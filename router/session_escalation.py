@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from router.core.escalation import Escalation, EscalationRecord
-from router.core.session_state import Space
-from router.session_store import SessionStore
+from router.core.session_state import SessionSnapshot, Space
+from router.session_store import SessionStore, read_session
 
 MAX_SESSIONS = 10_000  # the in-process store's bound
 
@@ -31,11 +31,15 @@ class SessionEscalation:
         record = await self.store.get(self.space, session, now) or EscalationRecord()
         await self.store.put(self.space, session, record.after_failure(now, self.failures, self.window), now)
 
-    async def escalate(self, session: str | None, tier: int, tiers: Sequence[int], now: float) -> Escalation | None:
-        """The escalation for a request of ``session`` at ``tier``, or None (one read)."""
+    async def escalate(
+        self, session: str | None, tier: int, tiers: Sequence[int], now: float, known: SessionSnapshot | None = None
+    ) -> Escalation | None:
+        """The escalation for a request of ``session`` at ``tier``, or None (from ``known``, the request's
+        read of its session, or one read of its own)."""
         if session is None:
             return None
-        return self.of(await self.store.get(self.space, session, now), tier, tiers, now)
+        [record] = await read_session(self.store, known, [(self.space, session)], now)
+        return self.of(record, tier, tiers, now)
 
     @staticmethod
     def of(record: EscalationRecord | None, tier: int, tiers: Sequence[int], now: float) -> Escalation | None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError
 from router.session_escalation import SessionEscalation
@@ -67,6 +68,9 @@ class StageDeps:
     # What the proxy remembers per session between requests (classifications, pinch ledgers):
     # one per process, kept across reloads, on Redis with state.backend: redis.
     state: SessionStore = field(default_factory=LocalStore)
+    # The session keys the chain's stages read on each request; session-fingerprint reads them
+    # all in one round trip into ctx.session_state. One per built chain.
+    session_reads: SessionReads = field(default_factory=SessionReads)
 
 
 class Stage(Protocol):

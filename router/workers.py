@@ -16,7 +16,9 @@ Across workers:
   connection) unless ``--allow-split-state`` says that is wanted;
 * metrics: prometheus-client's multiprocess mode — the supervisor gives the workers
   one directory (``PROMETHEUS_MULTIPROC_DIR``) and any worker's ``/metrics`` sums
-  every worker's counters and histograms; gauges appear once per worker (``pid``);
+  every worker's counters and histograms, and each gauge across the live workers
+  as it says (what is open now summed, the state backend's health the lowest; see
+  :mod:`router.metrics`);
 * the decision log is one SQLite file in WAL mode, written by each worker's own
   writer thread: SQLite serialises the writers (each waits up to its busy timeout).
 """
@@ -75,6 +77,10 @@ def supervise(argv: Sequence[str], workers: int, port: int) -> int:
     metrics_dir = tempfile.mkdtemp(prefix="pinch-router-metrics-")
     env = {**os.environ, WORKER_ENV: "1", MULTIPROCESS_DIR_ENV: metrics_dir}
     args = [sys.executable, "-m", "router", *worker_argv(argv, port)]
+    # Started with SIGHUP ignored (inherited across exec) until each installs its reload handler:
+    # a reload asked for while a worker still starts must not kill it, and with it the group.
+    # It reads the config as it starts, and its file watch sees a later edit.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     children = [subprocess.Popen(args, env=env) for _ in range(workers)]
 
     stop = {"signalled": False, "unexpected": False}

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
+import pytest
 import yaml
 
 from bench.harness import ROOT
@@ -21,6 +23,25 @@ def k8s(kind: str, name: str) -> dict[str, Any]:
     found = [doc for path in sorted((DEPLOY / "k8s").glob("*.yaml")) for doc in documents(path) if doc["kind"] == kind and doc["metadata"]["name"] == name]
     assert len(found) == 1, (kind, name)
     return found[0]
+
+
+KUBERNETES = "1.30"
+
+
+@pytest.mark.parametrize("version", [KUBERNETES, kubernetes_validate.latest_version()])
+@pytest.mark.parametrize("path", sorted((DEPLOY / "k8s").glob("*.yaml")), ids=lambda p: p.name)
+def test_each_k8s_manifest_is_valid_against_the_kubernetes_api_schema(path: Path, version: str) -> None:
+    """Against an older and the newest API schema the package ships (offline); strict: a misspelt field is an error."""
+    for doc in documents(path):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_the_schema_check_rejects_a_misspelt_field() -> None:
+    deployment = k8s("Deployment", "pinch-router")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["readinesProbe"] = container.pop("readinessProbe")
+    with pytest.raises(kubernetes_validate.ValidationError, match="readinesProbe"):
+        kubernetes_validate.validate(deployment, KUBERNETES, strict=True)
 
 
 def test_the_k8s_replicas_load_their_configmap_with_state_on_the_redis_service(tmp_path: Path) -> None:

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from middlewares.session_fingerprint import SessionFingerprint
 from router.config import DEFAULT_SESSION_HEADERS
+from router.context import Outcome, SessionKey
 from router.core.fingerprint import header_session_key
+from router.core.session_state import Space
+from router.core.tokens import TokenEstimator
+from router.session_store import LocalStore
+from router.stage import StageDeps, run_stage
 from tests.agent_captures import captured, client_headers
 from tests.conftest import chat_body, make_config
+from tests.factories import make_ctx
 
 URL = "/v1/chat/completions"
 
@@ -70,3 +79,18 @@ async def test_decisions_of_a_session_are_found_by_the_raw_id_or_the_key(proxy, 
     session = "ses_mine" if asked_by == "raw id" else mine.headers["x-router-session"]
     rows = (await (await client.get("/v1/decisions", params={"session": session})).json())["data"]
     assert [row["request_id"] for row in rows] == [mine.headers["x-router-request-id"]]
+
+
+class BrokenStore(LocalStore):
+    async def get_many(self, reads: Any, now: float) -> list[Any]:
+        raise RuntimeError("the state backend broke")
+
+
+async def test_a_failed_read_of_the_sessions_state_keeps_its_key_and_leaves_the_reads_to_the_stages() -> None:
+    deps = StageDeps(config=make_config(), http=None, estimator=TokenEstimator(), state=BrokenStore())  # type: ignore[arg-type]
+    deps.session_reads.add(Space("notes", 1, 60.0, 10, str.encode, bytes.decode))
+    ctx = make_ctx(headers={"x-router-session": "ses_1"})
+    record = await run_stage(SessionFingerprint(deps), ctx)
+    assert record.outcome is Outcome.ERROR
+    assert ctx.session == SessionKey(header_session_key("ses_1"), "header")
+    assert ctx.session_state is None

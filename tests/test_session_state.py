@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.core.session_cache import CachedClassification
-from router.core.session_state import MemorySessionState, Space
+from router.core.session_state import UNREAD, MemorySessionState, SessionReads, SessionSnapshot, Space
 
 
 def text_space(name: str = "notes", version: int = 1, ttl: float = 60.0, max_entries: int = 100) -> Space[str]:
@@ -64,3 +64,22 @@ def test_a_space_needs_a_positive_lifetime_and_bound(ttl: float, max_entries: in
 def test_a_cached_classification_survives_its_codec() -> None:
     value = CachedClassification("debugging", 3, 12.5)
     assert CachedClassification.decode(value.encode()) == value
+
+
+def test_the_reads_stages_register_are_one_per_space_each_with_its_own_key() -> None:
+    reads = SessionReads()
+    reads.add(text_space("classification"), lambda session: f"v1:{session}")
+    reads.add(text_space("pinch"))
+    reads.add(text_space("pinch"))  # the gate and pinch both read the escalation record, say
+    assert [(space.name, key) for space, key in reads.of("s1")] == [("classification", "v1:s1"), ("pinch", "s1")]
+    assert SessionReads().of("s1") == []
+
+
+def test_a_snapshot_tells_a_key_read_and_absent_from_a_key_not_read() -> None:
+    notes, other = text_space("notes"), text_space("other")
+    snapshot = SessionSnapshot.of([(notes, "s1"), (notes, "s2")], ["kept", None])
+    assert snapshot.value(notes, "s1") == "kept"
+    assert snapshot.value(notes, "s2") is None  # read: nothing there
+    assert snapshot.value(notes, "s3") is UNREAD
+    assert snapshot.value(other, "s1") is UNREAD
+    assert snapshot.value(text_space("notes", version=2), "s1") is UNREAD  # another schema version was not read

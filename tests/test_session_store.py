@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 import pytest
@@ -12,10 +14,10 @@ from redis.asyncio import Redis
 
 from bench.harness import free_port
 from router.config import Config, RedisSettings, parse_config
-from router.core.session_state import Space
+from router.core.session_state import SessionSnapshot, Space
 from router.doctor import Finding, state_backend_findings
 from router.recorder import RECENT_REQUESTS, RecentRequest
-from router.session_store import LocalStore, RedisStore, redis_store, without_password
+from router.session_store import LocalStore, RedisStore, read_session, redis_store, without_password
 from tests.conftest import model_entry
 from tests.processes import redis_server_binary, running, start_redis
 
@@ -73,6 +75,57 @@ async def test_an_unreachable_redis_serves_from_memory_counts_each_call_and_says
         assert len(fallbacks) == 2 and states == [False]
         problem = store.problem()
         assert problem is not None and "unavailable" in problem and "secret" not in problem
+    finally:
+        await store.close()
+
+
+async def test_stages_read_from_the_requests_snapshot_and_ask_the_store_only_for_what_it_lacks() -> None:
+    store, asked = LocalStore(), []
+    get_many = store.get_many
+
+    async def counted(reads: Any, now: float) -> list[Any]:
+        asked.append([key for _, key in reads])
+        return await get_many(reads, now)
+
+    store.get_many = counted  # type: ignore[method-assign]
+    await store.put(notes(), "s1", "stored", now=0.0)
+    await store.put(notes(), "s2", "stored too", now=0.0)
+    snapshot = SessionSnapshot.of([(notes(), "s1")], ["as read"])
+    assert await read_session(store, snapshot, [(notes(), "s1")], now=1.0) == ["as read"]
+    assert asked == []  # all in the snapshot: no round trip
+    assert await read_session(store, snapshot, [(notes(), "s1"), (notes(), "s2")], now=1.0) == ["as read", "stored too"]
+    assert await read_session(store, None, [(notes(), "s1")], now=1.0) == ["stored"]
+    assert asked == [["s2"], ["s1"]]  # one read each time, of what the snapshot lacked
+
+
+@needs_redis
+async def test_writes_not_waited_for_leave_together_when_a_request_ends_and_go_to_memory_while_redis_is_down(redis_port: int) -> None:
+    store = redis_store(RedisSettings(url=f"redis://127.0.0.1:{redis_port}/0", namespace="later"), on_fallback=lambda: None, on_state=lambda up: None)
+    await store.start()
+    pipelines: list[int] = []
+    put_many = store.redis.put_many
+
+    async def counted(writes: Any) -> None:
+        pipelines.append(len(writes))
+        await put_many(writes)
+
+    store.redis.put_many = counted  # type: ignore[method-assign]
+    try:
+        store.put_later(notes(), "ledger", "a", now=0.0)
+        store.put_later(notes(), "request", "b", now=0.0)
+        assert await store.redis.get_many([(notes(), "ledger")], now=0.0) == [None]  # queued until the request ends
+        store.flush_later()
+        await asyncio.sleep(0)  # the pipeline has left
+        store.put_later(notes(), "next", "c", now=0.0)  # by a request still running
+        await asyncio.sleep(0.1)
+        assert pipelines == [2]
+        assert await store.redis.get_many([(notes(), "ledger"), (notes(), "request"), (notes(), "next")], now=0.0) == ["a", "b", None]
+        store.flush_later()
+        await asyncio.sleep(0.1)
+        assert pipelines == [2, 1]
+        store.up = False  # the breaker is open: written to this process's memory at once
+        store.put_later(notes(), "down", "d", now=0.0)
+        assert await store.local.get(notes(), "down", now=0.0) == "d"
     finally:
         await store.close()
 

@@ -1,7 +1,8 @@
 """Two real proxy processes sharing session state on a real redis-server (started here, loopback).
 
 One session alternating between the replicas is classified once and gets the same
-pinched bytes from both; failed outcomes reported to either escalate on both; an
+pinched bytes from both — also behind nginx running the shipped deploy/nginx.conf;
+failed outcomes reported to either escalate on both; an
 outcome is accepted by the replica that did not serve the request. Then the faults:
 Redis stopped, back, and paused (SIGSTOP) — no request fails, and none waits much
 past the per-call timeout.
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -24,7 +27,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from bench.harness import free_port, wait_for_port
+from bench.harness import ROOT, free_port, wait_for_port
 from router.tools.mock_upstream import MockUpstream
 from tests.factories import assistant, system, tool, user
 from tests.processes import redis_server_binary, router, running, start_redis, write_config
@@ -172,6 +175,59 @@ async def test_a_session_alternating_between_replicas_is_classified_once_and_pin
     assert len(alternating) == len(one_replica) == 6
     for turn, (sent, reference) in enumerate(zip(alternating, one_replica, strict=True), start=2):
         assert orjson.dumps(sent) == orjson.dumps(reference), f"turn {turn}"
+
+
+def nginx_binary() -> str | None:
+    """``nginx`` (.ci/run installs it; Debian puts it in /usr/sbin, not on every user's PATH), else None."""
+    return shutil.which("nginx", path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+
+
+def loopback_nginx_conf(directory: Path, listen_port: int, replica_ports: list[int]) -> Path:
+    """deploy/nginx.conf with only its Docker specifics swapped: the replicas on loopback, not found by
+    Docker's DNS; the listening port; temporary files and logs here. Each swapped line must be there."""
+    text = (ROOT / "deploy" / "nginx.conf").read_text()
+    temp = "".join(f"    {kind}_temp_path {directory / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    swaps = {
+        "    resolver 127.0.0.11 valid=10s ipv6=off;\n": "",
+        "        server pinch-router:8787 resolve;\n": "".join(f"        server 127.0.0.1:{port};\n" for port in replica_ports),
+        "listen 8080;": f"listen 127.0.0.1:{listen_port};",
+        "http {\n": f"http {{\n    access_log off;\n{temp}",
+    }
+    for shipped, here in swaps.items():
+        assert text.count(shipped) == 1, f"deploy/nginx.conf changed: {shipped!r}"
+        text = text.replace(shipped, here)
+    path = directory / "nginx.conf"
+    path.write_text(text)
+    return path
+
+
+async def requests_served(http: aiohttp.ClientSession, url: str) -> float:
+    async with http.get(f"{url}/metrics") as response:
+        text = await response.text()
+    return sum(float(v) for v in re.findall(r'^pinch_router_requests_total\{[^}]*status="200"[^}]*\} (\S+)$', text, re.M))
+
+
+@pytest.mark.skipif(nginx_binary() is None, reason="nginx is not installed (.ci/run installs it)")
+async def test_behind_the_shipped_nginx_config_a_session_spread_over_both_replicas_is_classified_once(tmp_path: Path) -> None:
+    redis_port, port = free_port(), free_port()
+    with redis_on(redis_port):
+        async with recording_upstream() as (mock, upstream_port), replicas(tmp_path, upstream_port, redis_port) as urls:
+            conf = loopback_nginx_conf(tmp_path, port, [int(url.rsplit(":", 1)[1]) for url in urls])
+            binary = nginx_binary()
+            assert binary is not None
+            # one process, as the invoking user: no master, no switch to nginx's own user
+            args = [binary, "-p", str(tmp_path), "-c", str(conf), "-e", str(tmp_path / "nginx-error.log"), "-g", f"daemon off; master_process off; pid {tmp_path / 'nginx.pid'};"]
+            with running(subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port):
+                async with aiohttp.ClientSession() as http:
+                    sources = []
+                    for turn in range(2, 8):
+                        response = await chat(http, f"http://127.0.0.1:{port}", transcript(turn), session="behind-nginx")
+                        assert response.status == 200, response.content_text  # type: ignore[attr-defined]
+                        sources.append(response.headers["x-router-source"])
+                    served = [await requests_served(http, url) for url in urls]
+    assert sum(1 for r in mock.received if r.path == "/api/chat") == 1
+    assert sources == ["classifier"] + ["cached"] * 5
+    assert served == [3, 3]  # nginx's round robin: the session alternated between the replicas
 
 
 async def test_a_replica_never_embeds_again_what_the_other_embedded_for_the_session(tmp_path: Path) -> None:

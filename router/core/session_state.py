@@ -21,13 +21,17 @@ stages noticing. The contract a store keeps:
   store keeps the objects themselves and never pays for the codec.
 * A stage reads a key once and writes it at most once per request: one round
   trip each way to a remote store.
+* The keys a request's stages will read of its session are known once its
+  session is: each stage registers them in :class:`SessionReads` when it is
+  built, session-fingerprint reads them all at once (one round trip), and the
+  stages take their values from that :class:`SessionSnapshot`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 V = TypeVar("V")
@@ -47,6 +51,56 @@ class Space(Generic[V]):
     def __post_init__(self) -> None:
         if not self.name or self.ttl_seconds <= 0 or self.max_entries <= 0:
             raise ValueError(f"a space needs a name, ttl_seconds > 0 and max_entries > 0; got {self}")
+
+
+Read = tuple[Space[Any], str]  # a space and a key in it
+
+
+class _Unread:
+    """The answer for a key the snapshot did not read (unlike None: read, and absent)."""
+
+    def __repr__(self) -> str:
+        return "UNREAD"
+
+
+UNREAD: Any = _Unread()
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """What the store held for one session's keys when its request began.
+
+    ``value(space, key)`` is the value read (None: absent or expired), or
+    :data:`UNREAD` when that key was not part of the read (the stage reads it itself).
+    """
+
+    values: Mapping[tuple[str, int, str], Any] = field(default_factory=dict)
+
+    @staticmethod
+    def of(reads: Sequence[Read], values: Sequence[Any]) -> SessionSnapshot:
+        return SessionSnapshot({(space.name, space.version, key): value for (space, key), value in zip(reads, values, strict=True)})
+
+    def value(self, space: Space[V], key: str) -> V | None:
+        found: V | None = self.values.get((space.name, space.version, key), UNREAD)
+        return found
+
+
+class SessionReads:
+    """The session keys a chain's stages read on every request of a session, registered as they are built.
+
+    ``add(space, key_of)``: the stage reads ``key_of(session)`` in ``space`` (one key
+    per space: stages that read the same space register the same key);
+    ``of(session)`` is every registered read for one session, each once.
+    """
+
+    def __init__(self) -> None:
+        self._reads: dict[tuple[str, int], tuple[Space[Any], Callable[[str], str]]] = {}
+
+    def add(self, space: Space[Any], key_of: Callable[[str], str] = str) -> None:
+        self._reads[(space.name, space.version)] = (space, key_of)
+
+    def of(self, session: str) -> list[Read]:
+        return [(space, key_of(session)) for space, key_of in self._reads.values()]
 
 
 class SessionState(Protocol):
