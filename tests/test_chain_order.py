@@ -113,7 +113,10 @@ def test_each_order_is_checked_once_and_later_callers_trust_it(monkeypatch):
 # --- a bad order at each entry point: one clear error naming the stage, nothing served ---
 
 BAD_ORDER = ["classification-cache", "session-fingerprint", "capability-gate", "upstream-forward"]
-BAD_ORDER_ERROR = "middlewares: stage 'classification-cache' requires 'session'; 'session-fingerprint' provides it but comes later"
+BAD_ORDER_ERROR = (
+    "middlewares: stage 'classification-cache' requires 'session'; 'session-fingerprint' provides it but comes later\n"
+    "middlewares: stage 'classification-cache' reads 'session_state', but 'session-fingerprint', which provides it, comes after it"
+)
 
 
 def bad_order_config(tmp_path: Path) -> Path:
