@@ -40,7 +40,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.config import Config, PinchSettings
-from router.context import Outcome, PinchMode, PinchStats, RequestContext
+from router.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
@@ -51,6 +51,10 @@ from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.session_escalation import SessionEscalation
 from router.stage import FailMode, StageDeps, StageReport
+
+# Distinct (needs, tier, ...) whose windows are kept: few per deployment (a handful of
+# request kinds × tiers × output limits); cleared when full.
+WINDOWS_REMEMBERED = 1024
 
 
 class PinchPrune:
@@ -69,6 +73,9 @@ class PinchPrune:
             "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
         )
         self._aliases = frozenset(deps.config.routing.aliases)
+        # pinch_windows by what it depends on: the same for every turn of a session that keeps its
+        # tier and its kind of request. Built per config (a reload builds a new stage), bounded.
+        self._windows_of: dict[tuple[Capabilities, int, int | None, str | None], tuple[WindowLimit, ...]] = {}
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
@@ -160,8 +167,15 @@ class PinchPrune:
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None
-        routing = config.routing
-        return pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
+        key = (needs, tier, classified, pinned)
+        windows = self._windows_of.get(key)
+        if windows is None:
+            if len(self._windows_of) >= WINDOWS_REMEMBERED:
+                self._windows_of.clear()
+            routing = config.routing
+            windows = pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
+            self._windows_of[key] = windows
+        return windows
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.rewrites = None
