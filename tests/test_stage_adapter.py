@@ -185,6 +185,15 @@ async def test_the_deadline_counts_the_work_done_before_the_first_suspension():
     assert time.perf_counter() - started < 0.4  # cut at the first await, not after the sleep
 
 
+async def test_a_stages_deadline_counts_its_work_before_the_first_suspension():
+    async def work(ctx):
+        time.sleep(0.08)  # noqa: ASYNC251 - synchronous work past the 50 ms budget, then a short await
+        await asyncio.sleep(0.04)  # within 50 ms of the suspension, not of the start
+
+    record = await run_stage(ScriptedStage(work, timeout_seconds=0.05), make_ctx())
+    assert record.outcome is Outcome.TIMEOUT
+
+
 async def test_a_timeout_error_the_stage_raises_after_suspending_is_an_error_not_a_timeout():
     async def work(ctx):
         await asyncio.sleep(0)
