@@ -61,6 +61,8 @@ async def test_malformed_json_is_400(client, raw, code):
         ({"messages": [{"role": "assistant", "tool_calls": [{"id": "x", "function": {"name": "f"}}]}]}, "messages[0].tool_calls[0].function.arguments"),
         ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]}, "messages[0].tool_calls[0].id"),
         ({"messages": [{"role": "user", "content": "hi", "tool_calls": []}]}, "messages[0].tool_calls"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}, "x"]}]}, "messages[1].tool_calls[1]"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": "f"}]}]}, "messages[1].tool_calls[0].function"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": {"a": 1}}, "tools"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]}, "tools[0].function.name"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}, "tools[0].function.parameters"),
