@@ -227,6 +227,9 @@ def pinned(args: argparse.Namespace) -> int:
     if len(cpus) < 2 or shutil.which("taskset") is None:
         print("--pin needs two CPUs and taskset", file=sys.stderr)
         return 2
+    if args.loader == "wrk" and shutil.which("wrk") is None:
+        print("--loader wrk: wrk is not installed (apt-get install wrk); --loader python drives the load from this process", file=sys.stderr)
+        return 2
     use_wrk = args.loader == "wrk" or (args.loader == "auto" and shutil.which("wrk") is not None)
     proxy_core, load_cores = cpus[-1], cpus[:-1]
     os.sched_setaffinity(0, load_cores)  # this process (and wrk, its child) stays off the proxy's core
