@@ -327,10 +327,10 @@ def pinned(args: argparse.Namespace) -> int:
             rps >= PIN_TARGETS["rps"],
         )
         met += sum(marks)
-        cpu_text = f"{cpu:.2f}×" if cpu is not None else "-"
+        cpu_text = f"{cpu:.3f}×" if cpu is not None else "-"
         print(
-            f"{name:<34} {cpu_text + (' met' if marks[0] else ' MISSED'):>22} {f'{p50:.2f}×' + (' met' if marks[1] else ' MISSED'):>23} "
-            f"{f'{rps:.2f}×' + (' met' if marks[2] else ' MISSED'):>20}"
+            f"{name:<34} {cpu_text + (' met' if marks[0] else ' MISSED'):>22} {f'{p50:.3f}×' + (' met' if marks[1] else ' MISSED'):>23} "
+            f"{f'{rps:.3f}×' + (' met' if marks[2] else ' MISSED'):>20}"
         )
     # the bench itself keeps ~3 processes busy (load generator, mock upstream, proxy)
     load, cpus = os.getloadavg()[0], os.cpu_count() or 1
