@@ -18,7 +18,19 @@ goes to the run's temporary directory, so every run starts from an empty one.
 ``--rounds N`` measures each cell N times, the three targets taking turns, and
 pools the rounds: on a noisy machine this spreads slow spells over all targets.
 
+``--pin`` is the measurement of issue #19: the proxy measured (pinch-router or the
+floor, one at a time) alone on one core, the load generator and the mock
+upstream on the other(s), the shipped config (config.yaml: every stage,
+classification cache hits after the first request, decision log, access log,
+metrics), non-streamed, on three bodies — a small chat, a transcript within
+pinch's budget, a transcript pinch compresses. Per body it prints the CPU per
+request of each (from /proc, at concurrency 16), the added p50 at concurrency 1
+(over direct → upstream) and the req/s at concurrency 16, their ratios, and the
+targets (CPU ≤ 2.0×, added p50 ≤ 2.0×, req/s ≥ 0.5× the floor's). The load
+generator is wrk when installed (``apt-get install wrk``), else this process.
+
     .venv/bin/python -m bench.bench_proxy [--requests 300] [--rounds 1] [--body small|transcript]
+    .venv/bin/python -m bench.bench_proxy --pin [--seconds 5] [--rounds 2] [--loader auto|wrk|python]
 """
 
 from __future__ import annotations
@@ -26,14 +38,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
+import yaml
 
 from bench.harness import (
+    ROOT,
+    Cell,
     LoadResult,
     cpu_seconds,
     drive,
@@ -43,6 +60,7 @@ from bench.harness import (
     proxy,
     spawn,
     transcript_body,
+    wrk_cell,
     write_config,
 )
 from router.config import DEFAULT_CHAIN
@@ -88,10 +106,19 @@ def pooled(results: list[Measured]) -> tuple[LoadResult, float | None]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=300, help="requests per cell")
-    parser.add_argument("--rounds", type=int, default=1, help="measure each cell this many times, targets taking turns")
+    parser.add_argument("--rounds", type=int, help="measure each cell this many times, targets taking turns (default 1; 2 with --pin)")
     parser.add_argument("--body", choices=["small", "transcript"], default="transcript")
     parser.add_argument("--chain", help="comma-separated stages instead of the full registered chain")
+    parser.add_argument("--pin", action="store_true", help="the proxy measured alone on one core, the shipped config, three bodies (issue #19)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="with --pin and wrk: seconds per cell")
+    parser.add_argument("--loader", choices=["auto", "wrk", "python"], default="auto", help="with --pin: the load generator")
     args = parser.parse_args()
+    if args.rounds is None:
+        # pinned, the floor and pinch-router are measured one after the other: taking turns
+        # twice spreads a busy spell of the machine over both
+        args.rounds = 2 if args.pin else 1
+    if args.pin:
+        return pinned(args)
 
     if args.body == "small":
         body_obj = {"model": "auto", "messages": [{"role": "user", "content": "hello"}]}
@@ -171,6 +198,159 @@ def main() -> int:
                 print(f"{cell:<14} {latency_ratio:>19.2f}× {rps_ratio:>20.2f}× {cpu_text}  {ok}")
             print(f"\n{os.cpu_count()} CPUs, shared by the load generator (this process), the mock upstream and the proxy measured.")
     return 0
+
+
+# --- --pin ------------------------------------------------------------------------------
+
+SMALL_CHAT = {
+    "model": "auto",
+    "messages": [
+        {"role": "system", "content": "You are a coding assistant working in the user's repository."},
+        {"role": "user", "content": "Rename the helper `x` to `count` in utils.py and keep the tests passing."},
+    ],
+}
+PIN_BODIES = {  # name → body: ~200 B; ~62 KB, within pinch's budget; ~230 KB, over it (pinched)
+    "small chat": lambda: SMALL_CHAT,
+    "transcript, within budget": lambda: transcript_body("sweagent-gpt4__pydicom__pydicom-1458"),
+    "transcript, pinched": lambda: transcript_body("mswea-deepseek-chat__django__django-15695"),
+}
+PIN_TARGETS = {"cpu": 2.0, "p50": 2.0, "rps": 0.5}
+
+
+def shipped_sections(decision_log: Path) -> dict:
+    """config.yaml's chain and settings (pinch, caches, decision log, logging at info), its models replaced by the bench's."""
+    shipped = yaml.safe_load((ROOT / "config.yaml").read_text())
+    sections = {key: value for key, value in shipped.items() if key not in ("server", "providers", "models")}
+    sections["classifier"] = {**shipped["classifier"], "provider": "mock", "model": "mock-classifier"}
+    sections["decision_log"] = {**shipped["decision_log"], "path": str(decision_log)}
+    return sections
+
+
+def pinned(args: argparse.Namespace) -> int:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2 or shutil.which("taskset") is None:
+        print("--pin needs two CPUs and taskset", file=sys.stderr)
+        return 2
+    if args.loader == "wrk" and shutil.which("wrk") is None:
+        print("--loader wrk: wrk is not installed (apt-get install wrk); --loader python drives the load from this process", file=sys.stderr)
+        return 2
+    use_wrk = args.loader == "wrk" or (args.loader == "auto" and shutil.which("wrk") is not None)
+    proxy_core, load_cores = cpus[-1], cpus[:-1]
+    os.sched_setaffinity(0, load_cores)  # this process (and wrk, its child) stays off the proxy's core
+    on_proxy_core = ["taskset", "-c", str(proxy_core)]
+    on_load_cores = ["taskset", "-c", ",".join(map(str, load_cores))]
+
+    def cell(url: str, body: bytes, concurrency: int, pid: int | None) -> tuple[Cell, float | None]:
+        """One cell after a short warm-up: the load, and the CPU ms per answered request of ``pid``."""
+        if use_wrk:
+            wrk_cell(url, body, 1, concurrency)
+            before = cpu_seconds(pid) if pid else None
+            load = wrk_cell(url, body, args.seconds, concurrency)
+        else:
+            asyncio.run(drive(url, body, max(20, args.requests // 10), concurrency, False))
+            before = cpu_seconds(pid) if pid else None
+            load = Cell.of(asyncio.run(drive(url, body, args.requests, concurrency, False)))
+        after = cpu_seconds(pid) if pid else None
+        cpu_ms = 1000 * (after - before) / load.requests if before is not None and after is not None and load.requests else None
+        return load, cpu_ms
+
+    up_port, floor_port, proxy_port = free_port(), free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        config = write_config(Path(tmp) / "bench.yaml", proxy_port, upstream, **shipped_sections(Path(tmp) / "decisions.sqlite3"))
+        with (
+            spawn(on_load_cores + mock_upstream(up_port), up_port),
+            spawn(on_proxy_core + [sys.executable, "bench/floor_proxy.py", "--port", str(floor_port), "--upstream", upstream], floor_port) as floor_process,
+            spawn(on_proxy_core + proxy(config), proxy_port) as proxy_process,
+        ):
+            urls = {
+                "direct": f"http://127.0.0.1:{up_port}/v1/chat/completions",
+                "floor": f"http://127.0.0.1:{floor_port}/v1/chat/completions",
+                "pinch-router": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
+            }
+            pids = {"direct": None, "floor": floor_process.pid, "pinch-router": proxy_process.pid}
+            loader = f"wrk, {args.seconds:g} s a cell" if use_wrk else f"this process (no wrk), {args.requests} requests a cell"
+            rounds = f", {args.rounds} rounds pooled" if args.rounds > 1 else ""
+            print(f"--pin: the proxy measured on CPU {proxy_core} alone; load ({loader}) and mock upstream on CPU {','.join(map(str, load_cores))}{rounds}")
+            print(f"shipped chain: {' → '.join(shipped_sections(Path(tmp))['middlewares'])}; non-stream\n")
+            header = (
+                f"{'body':<34} {'target':<13} {'p50 c=1':>8} {'+p50 c=1':>9} {'cpu/req c=1':>12} "
+                f"{'req/s c=16':>11} {'cpu/req c=16':>13} {'err':>4}"
+            )
+            print(header)
+            print("-" * len(header))
+            verdicts = []
+            for name, make in PIN_BODIES.items():
+                body = orjson.dumps({**make(), "stream": False})
+                runs: dict[tuple[str, int], list[tuple[Cell, float | None]]] = {}
+                for _ in range(args.rounds):
+                    for concurrency in (1, 16):
+                        for target, url in urls.items():
+                            if target == "direct" and concurrency != 1:
+                                continue
+                            runs.setdefault((target, concurrency), []).append(cell(url, body, concurrency, pids[target]))
+                pooled_runs = {key: _pooled_cells(measured) for key, measured in runs.items()}
+                direct_p50 = pooled_runs["direct", 1][0].p50_ms
+                row: dict[str, tuple[float, float, float | None]] = {}
+                for target in urls:
+                    one, cpu1 = pooled_runs[target, 1]
+                    many, cpu16 = pooled_runs.get((target, 16), (None, None))
+                    added = one.p50_ms - direct_p50
+                    errors = one.errors + (many.errors if many is not None else 0)
+                    print(
+                        f"{name + f' ({len(body) / 1024:,.1f} KB)':<34} {target:<13} {one.p50_ms:>8.3f} "
+                        f"{(added if target != 'direct' else 0):>9.3f} {_ms(cpu1):>12} "
+                        f"{(f'{many.rps:,.0f}' if many is not None else '-'):>11} {_ms(cpu16):>13} {errors:>4}"
+                    )
+                    if many is not None:
+                        row[target] = (added, many.rps, cpu16)
+                print()
+                floor, ours = row["floor"], row["pinch-router"]
+                verdicts.append(
+                    (
+                        name,
+                        ours[2] / floor[2] if ours[2] is not None and floor[2] else None,
+                        ours[0] / max(floor[0], 0.001),
+                        ours[1] / floor[1] if floor[1] else 0.0,
+                    )
+                )
+    print(
+        f"{'body':<34} {'cpu/req c=16 vs floor':>22} {'added p50 c=1 vs floor':>23} {'req/s c=16 vs floor':>20}"
+    )
+    print(f"{'  target':<34} {'≤ 2.0×':>22} {'≤ 2.0×':>23} {'≥ 0.5×':>20}")
+    met = 0
+    for name, cpu, p50, rps in verdicts:
+        marks = (
+            cpu is not None and cpu <= PIN_TARGETS["cpu"],
+            p50 <= PIN_TARGETS["p50"],
+            rps >= PIN_TARGETS["rps"],
+        )
+        met += sum(marks)
+        cpu_text = f"{cpu:.3f}×" if cpu is not None else "-"
+        print(
+            f"{name:<34} {cpu_text + (' met' if marks[0] else ' MISSED'):>22} {f'{p50:.3f}×' + (' met' if marks[1] else ' MISSED'):>23} "
+            f"{f'{rps:.3f}×' + (' met' if marks[2] else ' MISSED'):>20}"
+        )
+    # the bench itself keeps ~3 processes busy (load generator, mock upstream, proxy)
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    busy = f"load average {load:.1f} on {cpus} CPUs: other processes shared the cores, expect noise" if load > cpus + 1.5 else f"load average {load:.1f}"
+    print(f"\n{met} of {3 * len(verdicts)} target cells met; {time.monotonic() - started:.0f} s; {busy}.")
+    return 0
+
+
+def _pooled_cells(measured: list[tuple[Cell, float | None]]) -> tuple[Cell, float | None]:
+    """Rounds of one cell as one: requests, errors and seconds summed, the median round's percentiles, CPU per request overall."""
+    cells = [c for c, _ in measured]
+    middle = sorted(cells, key=lambda c: c.p50_ms)[len(cells) // 2]
+    requests = sum(c.requests for c in cells)
+    pooled = Cell(requests, sum(c.errors for c in cells), sum(c.seconds for c in cells), middle.p50_ms, middle.p99_ms)
+    cpus = [cpu * c.requests for c, cpu in measured if cpu is not None]
+    return pooled, sum(cpus) / requests if len(cpus) == len(measured) and requests else None
+
+
+def _ms(value: float | None) -> str:
+    return f"{value:.3f} ms" if value is not None else "-"
 
 
 if __name__ == "__main__":

@@ -270,3 +270,59 @@ async def scrape_metrics(url: str) -> dict[str, list[tuple[dict[str, str], float
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((sample.labels, sample.value))
     return samples
+
+
+# --- wrk, the load generator of the pinned bench when installed ------------------------
+
+# Reports the run as one JSON line: exact percentiles (wrk's own histogram, in µs), requests, errors, µs elapsed.
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = assert(io.open(os.getenv("WRK_BODY_FILE"), "rb"))
+wrk.body = f:read("*a")
+f:close()
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK_RESULT {"requests": %d, "errors": %d, "us": %d, "p50": %d, "p99": %d}\\n',
+    summary.requests, e.connect + e.read + e.write + e.status + e.timeout, summary.duration,
+    latency:percentile(50), latency:percentile(99)))
+end
+"""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured cell of load, from wrk or :func:`drive`: answered requests, errors, seconds, latency percentiles."""
+
+    requests: int
+    errors: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
+
+    @classmethod
+    def of(cls, load: LoadResult) -> Cell:
+        return cls(len(load.latencies_ms), load.errors, load.seconds, percentile(load.latencies_ms, 50), percentile(load.latencies_ms, 99))
+
+
+def wrk_cell(url: str, body: bytes, seconds: float, concurrency: int) -> Cell:
+    """``seconds`` of POSTs of ``body`` with ``concurrency`` connections, by wrk (one thread)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        script, body_file = Path(tmp) / "post.lua", Path(tmp) / "body.json"
+        script.write_text(WRK_SCRIPT)
+        body_file.write_bytes(body)
+        run = subprocess.run(
+            ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "--timeout", "30s", "-s", str(script), url],
+            env={**os.environ, "WRK_BODY_FILE": str(body_file)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    line = next(line for line in run.stdout.splitlines() if line.startswith("WRK_RESULT "))
+    result = orjson.loads(line.removeprefix("WRK_RESULT "))
+    answered = result["requests"] - result["errors"]
+    return Cell(answered, result["errors"], result["us"] / 1e6, result["p50"] / 1000, result["p99"] / 1000)

@@ -41,7 +41,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.config import Config, PinchSettings
-from router.context import Outcome, PinchMode, PinchStats, RequestContext
+from router.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
@@ -53,6 +53,10 @@ from router.core.tokens import TokenEstimator
 from router.session_escalation import SessionEscalation
 from router.session_store import read_session
 from router.stage import FailMode, StageDeps, StageReport
+
+# Distinct (needs, tier, ...) whose windows are kept: few per deployment (a handful of
+# request kinds × tiers × output limits); cleared when full.
+WINDOWS_REMEMBERED = 1024
 
 
 class PinchPrune:
@@ -75,6 +79,9 @@ class PinchPrune:
             deps.session_reads.add(self.space)
         if self.settings.enabled and self.escalation is not None:
             deps.session_reads.add(self.escalation.space)
+        # pinch_windows by what it depends on: the same for every turn of a session that keeps its
+        # tier and its kind of request. Built per config (a reload builds a new stage), bounded.
+        self._windows_of: dict[tuple[Capabilities, int, int | None, str | None], tuple[WindowLimit, ...]] = {}
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
@@ -164,8 +171,15 @@ class PinchPrune:
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None
-        routing = config.routing
-        return pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
+        key = (needs, tier, classified, pinned)
+        windows = self._windows_of.get(key)
+        if windows is None:
+            if len(self._windows_of) >= WINDOWS_REMEMBERED:
+                self._windows_of.clear()
+            routing = config.routing
+            windows = pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
+            self._windows_of[key] = windows
+        return windows
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.rewrites = None

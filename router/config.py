@@ -80,6 +80,8 @@ class ServerSettings(_Strict):
     max_bodies_in_flight_mb: PositiveFloat = 256
     # Reading one request body, from its first byte to its last (a trickling body is cut).
     body_timeout_seconds: PositiveFloat = 60
+    # The event loop `serve` runs on: uvloop (less CPU per request), or the standard library's.
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
     @field_validator("api_keys")
     @classmethod

@@ -21,12 +21,13 @@ Every such call goes through here, so each rule holds in one place:
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
 import aiohttp
 import orjson
+
+from router.stage_timeout import within_timeout
 
 
 # upstream.max_response_mb's default, for clients built without a config.
@@ -70,8 +71,7 @@ async def read_bounded(response: aiohttp.ClientResponse, max_bytes: int, idle_se
     chunks: list[bytes] = []
     size = 0
     while True:
-        async with asyncio.timeout(idle_seconds):
-            chunk = await response.content.readany()
+        chunk = await within_timeout(response.content.readany(), idle_seconds)  # no timer for a chunk already received
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)

@@ -18,7 +18,6 @@ Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from aiohttp import web
 from router.config import ServerSettings
 from router.core.json_body import faithful_loads, json_shape
 from router.errors import ApiError, invalid_request
+from router.stage_timeout import within_timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +52,8 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
         )
     if request.content_length is not None and request.content_length > limits.max_bytes:
         return dataclasses.replace(_too_large(limits.max_bytes), close_connection=True)  # not read: no keep-alive
-    try:
-        async with asyncio.timeout(limits.timeout_seconds):
-            raw = await request.read()
+    try:  # a body that is already in (most are) arms no timer
+        raw = await within_timeout(request.read(), limits.timeout_seconds)
     except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
         # The rest of the body is never read, so the connection cannot carry another request.
         return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)

@@ -72,10 +72,28 @@ class ServeOptions:
 def serve(config: Config, options: ServeOptions, console: LineWriter) -> int:
     """Run until stopped; 0 after a clean stop, 2 when start-up failed (the line is printed)."""
     try:
-        return asyncio.run(Service(config, options, console).run())
+        with asyncio.Runner(loop_factory=event_loop_factory(config.server.event_loop)) as runner:
+            return runner.run(Service(config, options, console).run())
     except StartupError as error:
         print(f"pinch-router: {error}", file=sys.stderr, flush=True)
         return 2
+
+
+def event_loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """``server.event_loop``: uvloop's loop, or None (asyncio's own) when asked for or where uvloop is not installed.
+
+    uvloop is the default because it runs the same requests on less CPU (README,
+    Benchmarks). Where it cannot be imported (Windows), the standard loop serves
+    and a warning says so.
+    """
+    if name != "uvloop":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        log.warning("uvloop_unavailable", extra={"detail": "server.event_loop: uvloop, but uvloop is not installed; serving on asyncio's loop"})
+        return None
+    return uvloop.new_event_loop
 
 
 class Service:

@@ -10,6 +10,7 @@ place that catches stage errors: on timeout or exception it calls the stage's
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import time
@@ -26,7 +27,7 @@ from router.core.tokens import TokenEstimator
 from router.errors import ApiError
 from router.session_escalation import SessionEscalation
 from router.session_store import LocalStore, SessionStore
-from router.stage_timeout import StageTimeout, within_timeout
+from router.stage_timeout import StageTimeout, resumed_within, within_timeout
 
 if TYPE_CHECKING:
     import aiohttp
@@ -131,11 +132,25 @@ class CarryOver(Protocol):
     def carry_over(self, previous: Any) -> None: ...
 
 
+_OK = StageReport()
+
+
 async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     """Run one stage's own work under its timeout; append and return its trace record."""
     started = perf_counter()
     try:
-        report = await within_timeout(stage.run(ctx), stage.timeout_seconds) or StageReport()
+        # within_timeout's first step, inlined: most stages end without suspending, and then
+        # the coroutine within_timeout would be is all the adapter costs (the timer is armed
+        # only from the first suspension, its deadline counted from ``started``).
+        run = stage.run(ctx)
+        try:
+            suspended_on = run.send(None)
+        except StopIteration as done:
+            report = done.value or _OK
+        else:
+            seconds = stage.timeout_seconds
+            deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds - (perf_counter() - started)
+            report = await resumed_within(run, suspended_on, deadline) or _OK
         outcome, detail = report.outcome, report.detail
     except StageTimeout:
         outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"

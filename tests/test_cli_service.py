@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import socket
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -15,7 +17,9 @@ import yaml
 
 from bench.harness import ROOT, free_port
 from router.cli import MOCK_UPSTREAM_PORT, build_parser, main, starter_config
+from router.config import ServerSettings
 from router.locations import LocationError, find_config, state_dir, user_config_path
+from router.service import event_loop_factory
 from tests.processes import router, running, write_config
 
 
@@ -232,3 +236,26 @@ def test_a_relative_decision_log_path_lands_in_the_state_directory_with_its_fold
     database = state / "logs" / "decisions.sqlite3"
     assert config.decision_log.path == str(database) and database.is_file()
     assert stat.S_IMODE(state.stat().st_mode) == 0o700
+
+
+# --- server.event_loop: uvloop by default, asyncio's own on request or where uvloop is missing ----
+
+
+@pytest.mark.parametrize(("setting", "loop_type"), [("uvloop", "uvloop.Loop"), ("asyncio", "asyncio.unix_events._UnixSelectorEventLoop")])
+def test_serve_runs_on_the_configured_event_loop(setting, loop_type):
+    factory = event_loop_factory(setting)
+    loop = factory() if factory is not None else asyncio.new_event_loop()
+    try:
+        assert f"{type(loop).__module__}.{type(loop).__qualname__}" == loop_type
+    finally:
+        loop.close()
+
+
+def test_uvloop_is_the_default_event_loop():
+    assert ServerSettings().event_loop == "uvloop"
+
+
+def test_without_uvloop_installed_serve_falls_back_to_asyncios_loop_and_says_so(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
+    assert event_loop_factory("uvloop") is None
+    assert any(record.message == "uvloop_unavailable" for record in caplog.records)

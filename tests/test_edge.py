@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+
 import pytest
 
+from router.edge import RequestIds
 from tests.conftest import chat_body, make_config
 
 URL = "/v1/chat/completions"
@@ -57,6 +61,8 @@ async def test_malformed_json_is_400(client, raw, code):
         ({"messages": [{"role": "assistant", "tool_calls": [{"id": "x", "function": {"name": "f"}}]}]}, "messages[0].tool_calls[0].function.arguments"),
         ({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]}, "messages[0].tool_calls[0].id"),
         ({"messages": [{"role": "user", "content": "hi", "tool_calls": []}]}, "messages[0].tool_calls"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}, "x"]}]}, "messages[1].tool_calls[1]"),
+        ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"id": "a", "function": "f"}]}]}, "messages[1].tool_calls[0].function"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": {"a": 1}}, "tools"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {}}]}, "tools[0].function.name"),
         ({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}, "tools[0].function.parameters"),
@@ -186,3 +192,28 @@ async def test_a_served_request_leaves_no_reference_cycle_holding_its_context(pr
         gc.set_debug(0)
         gc.garbage.clear()
     assert left_to_the_gc == []
+
+
+# --- request ids: unguessable, unique, drawn from the OS in batches ------------------------------
+
+
+def test_request_ids_are_96_random_bits_and_unique_across_batches():
+    ids = RequestIds()
+    drawn = [ids.next() for _ in range(3 * RequestIds.BATCH + 7)]
+    assert all(re.fullmatch(r"req_[0-9a-f]{24}", request_id) for request_id in drawn)
+    assert len(set(drawn)) == len(drawn)
+
+
+def test_a_forked_worker_does_not_hand_out_its_parents_ids():
+    ids = RequestIds()
+    ids.next()  # the parent holds a partly used batch
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the worker
+        os.write(write, ids.next().encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    from_child = os.read(read, 64).decode()
+    os.close(read)
+    assert from_child.startswith("req_") and from_child != ids.next()

@@ -13,7 +13,7 @@ import pytest
 from middlewares.pinch_prune import PinchPrune
 from router.chain import StageDeps
 from router.config import ConfigError, load_config
-from router.context import Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
+from router.context import Classification, ClassificationSource, Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
 from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed, prune_context
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turns import trim_candidates
@@ -324,3 +324,24 @@ async def test_a_ledger_evicted_from_the_session_state_means_one_fresh_batch_not
     again = await turn("a", 10)
     assert again.reapplied == 0 and again.newly_compressed > 0
     assert again.reason == "over budget; cache cold (new session)"
+
+
+async def test_the_windows_to_fit_are_worked_out_once_per_kind_of_request_and_tier(http, monkeypatch):
+    import middlewares.pinch_prune as module
+
+    worked_out = []
+    real = module.pinch_windows
+    monkeypatch.setattr(module, "pinch_windows", lambda *args: worked_out.append(args[2]) or real(*args))
+    prune = stage(http)
+
+    async def turn(results: int, tier: int) -> None:
+        ctx = make_ctx({"model": "auto", "messages": session(results)})
+        ctx.session = SessionKey("s", "header")
+        ctx.classification = Classification("coding_general", tier, ClassificationSource.CLASSIFIER)
+        assert (await run_stage(prune, ctx)).outcome is Outcome.OK and ctx.pinch is not None
+
+    for results in (4, 5, 6):  # a session's turns: the prompt grows, its kind and tier stay
+        await turn(results, 2)
+    assert worked_out == [2]
+    await turn(7, 3)  # escalated or reclassified: another tier, other windows
+    assert worked_out == [2, 3]

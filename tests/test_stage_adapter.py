@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from router.dependency_http import read_bounded
 from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
 from router.errors import invalid_request
 from router.stage import (
@@ -184,6 +185,15 @@ async def test_the_deadline_counts_the_work_done_before_the_first_suspension():
     assert time.perf_counter() - started < 0.4  # cut at the first await, not after the sleep
 
 
+async def test_a_stages_deadline_counts_its_work_before_the_first_suspension():
+    async def work(ctx):
+        time.sleep(0.08)  # noqa: ASYNC251 - synchronous work past the 50 ms budget, then a short await
+        await asyncio.sleep(0.04)  # within 50 ms of the suspension, not of the start
+
+    record = await run_stage(ScriptedStage(work, timeout_seconds=0.05), make_ctx())
+    assert record.outcome is Outcome.TIMEOUT
+
+
 async def test_a_timeout_error_the_stage_raises_after_suspending_is_an_error_not_a_timeout():
     async def work(ctx):
         await asyncio.sleep(0)
@@ -210,6 +220,32 @@ async def test_cancelling_the_request_reaches_a_suspended_stage_under_a_timer():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled == [True] and stage.fallback_reasons == []
+
+
+class _Received:
+    """An answer body already in the client's buffer: each read returns at once, then b'' (EOF)."""
+
+    content_length = None
+
+    def __init__(self, *chunks: bytes) -> None:
+        self.chunks = list(chunks)
+        self.content = self
+
+    async def readany(self) -> bytes:
+        if self.chunks:
+            return self.chunks.pop(0)
+        end = asyncio.get_running_loop().create_future()
+        end.get_loop().call_soon(end.set_result, b"")  # the end of the body arrives later: this read waits
+        return await end
+
+
+async def test_reading_an_answer_arms_a_timer_only_for_the_reads_that_wait(monkeypatch):
+    loop = asyncio.get_running_loop()
+    armed = []
+    real = loop.call_at
+    monkeypatch.setattr(loop, "call_at", lambda when, *args, **kw: armed.append(when) or real(when, *args, **kw))
+    assert await read_bounded(_Received(b'{"a":', b"1}"), 1024, 5.0) == b'{"a":1}'  # type: ignore[arg-type]
+    assert len(armed) == 1  # two chunks at hand, no timer; the wait for EOF got its idle timer
 
 
 async def serve(stages, endpoint) -> TestClient:

@@ -53,7 +53,7 @@ def validate_chat_body(body: Any) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array of message objects", "messages")
     for i, message in enumerate(messages):
-        _check_message(message, f"messages[{i}]")
+        _check_message(message, i)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -94,57 +94,53 @@ def _check_object(body: dict[str, Any], key: str, required_str: str | None = Non
         raise InvalidRequest(f"'{key}.{required_str}' must be a string", f"{key}.{required_str}")
 
 
-def _check_message(message: Any, where: str) -> None:
+def _message_error(index: int, field: str, problem: str) -> InvalidRequest:
+    """The error for ``messages[index]`` + ``field``: the place is spelled out only here, never for a valid message."""
+    where = f"messages[{index}]{field}"
+    return InvalidRequest(f"'{where}' {problem}", where)
+
+
+def _check_message(message: Any, index: int) -> None:
     if not isinstance(message, dict):
-        raise InvalidRequest(f"'{where}' must be an object", where)
+        raise _message_error(index, "", "must be an object")
     role = message.get("role")
     if not isinstance(role, str):
-        raise InvalidRequest(f"'{where}.role' is missing or not a string", f"{where}.role")
+        raise _message_error(index, ".role", "is missing or not a string")
     if role not in ROLES:
-        raise InvalidRequest(
-            f"'{where}.role' is {clip(role, 40)!r}, not one of {', '.join(ROLES)}", f"{where}.role"
-        )
+        raise _message_error(index, ".role", f"is {clip(role, 40)!r}, not one of {', '.join(ROLES)}")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         if not isinstance(content, list):
-            raise InvalidRequest(
-                f"'{where}.content' must be a string, an array of content parts, or null",
-                f"{where}.content",
-            )
+            raise _message_error(index, ".content", "must be a string, an array of content parts, or null")
         for j, part in enumerate(content):
             if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-                raise InvalidRequest(
-                    f"'{where}.content[{j}]' must be an object with a string 'type'",
-                    f"{where}.content[{j}]",
-                )
+                raise _message_error(index, f".content[{j}]", "must be an object with a string 'type'")
             if part["type"] == "text" and not isinstance(part.get("text"), str):
-                raise InvalidRequest(
-                    f"'{where}.content[{j}].text' must be a string", f"{where}.content[{j}].text"
-                )
+                raise _message_error(index, f".content[{j}].text", "must be a string")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise InvalidRequest(f"'{where}.tool_call_id' must be a string on a tool message", f"{where}.tool_call_id")
+        raise _message_error(index, ".tool_call_id", "must be a string on a tool message")
     calls = message.get("tool_calls")
     if calls is not None:
         if role != "assistant":
-            raise InvalidRequest(f"'{where}.tool_calls' is only allowed on assistant messages", f"{where}.tool_calls")
+            raise _message_error(index, ".tool_calls", "is only allowed on assistant messages")
         if not isinstance(calls, list):
-            raise InvalidRequest(f"'{where}.tool_calls' must be an array", f"{where}.tool_calls")
+            raise _message_error(index, ".tool_calls", "must be an array")
         for j, call in enumerate(calls):
-            _check_tool_call(call, f"{where}.tool_calls[{j}]")
+            _check_tool_call(call, index, j)
 
 
-def _check_tool_call(call: Any, where: str) -> None:
+def _check_tool_call(call: Any, index: int, j: int) -> None:
     if not isinstance(call, dict):
-        raise InvalidRequest(f"'{where}' must be an object", where)
+        raise _message_error(index, f".tool_calls[{j}]", "must be an object")
     if not isinstance(call.get("id"), str):
-        raise InvalidRequest(f"'{where}.id' must be a string", f"{where}.id")
+        raise _message_error(index, f".tool_calls[{j}].id", "must be a string")
     function = call.get("function")
     if not isinstance(function, dict):
-        raise InvalidRequest(f"'{where}.function' must be an object", f"{where}.function")
+        raise _message_error(index, f".tool_calls[{j}].function", "must be an object")
     if not isinstance(function.get("name"), str):
-        raise InvalidRequest(f"'{where}.function.name' must be a string", f"{where}.function.name")
+        raise _message_error(index, f".tool_calls[{j}].function.name", "must be a string")
     if not isinstance(function.get("arguments"), str):
-        raise InvalidRequest(f"'{where}.function.arguments' must be a string (JSON text)", f"{where}.function.arguments")
+        raise _message_error(index, f".tool_calls[{j}].function.arguments", "must be a string (JSON text)")
 
 
 def _check_tool(tool: Any, where: str) -> None:
