@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import enum
 import math
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,10 +72,12 @@ from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
 from router.core.chat_view import ChatConversation, messages_with
 from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, _checked_order, _rewrite
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites, ToolResult
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
 from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
 from router.core.turns import candidate_results
 
+# A max_summarize_chars no text reaches: every text compressed with it becomes a placeholder.
+PLACEHOLDER_ONLY = 1 << 62
 # A session's ledger keeps at most this many results; the oldest are forgotten first.
 MAX_LEDGER_RESULTS = 4096
 
@@ -99,8 +100,7 @@ def content_digest(content: Any) -> str:
 
 def result_id(message: Message, index: int) -> str:
     """How the ledger names a tool result: its ``tool_call_id``, else its position."""
-    call_id = message.get("tool_call_id")
-    return call_id if type(call_id) is str and call_id else f"#{index}"
+    return stable_id(message.get("tool_call_id"), index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +206,7 @@ def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> S
     when none changes), exact stats and the session's new ledger."""
     conversation = ChatConversation(messages)
     done = pinch_conversation(conversation, ledger, **settings)
-    sent = messages_with(messages, conversation.tool_results(), done.rewrites) if done.rewrites else messages
+    sent = messages_with(messages, conversation.result_units(), done.rewrites) if done.rewrites else messages
     return SessionPinch(sent, done.stats, done.ledger)
 
 
@@ -249,16 +249,18 @@ def pinch_conversation(
     if not ledger.compressed and original <= min(budget_tokens, early_from) and (not windows or original <= windows[0].prompt_limit):
         # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it
         return SessionRewrites(NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
-    results = conversation.tool_results()
-    work = _Rewrites(conversation, results, sizes, max_summarize_chars)
+    work = _Rewrites(conversation, sizes, max_summarize_chars)
+    result_units, units, key, id_key = work.result_units, work.units, work.key, conversation.result_id_key
     candidates = candidate_results(conversation, keep_last_turns)
 
     # 1. the ledger, before anything is decided (the loop runs on every request: kept flat)
     fresh: list[int] = []  # candidate positions not in the ledger
     held, saved_at, rewrites = ledger.compressed, work.saved, work.rewrites
     for position, result_position in enumerate(candidates):
-        unit, rid, content = results[result_position]
-        digests = held.get(rid) if held else None
+        unit = result_units[result_position]
+        holder = units[unit]
+        content = holder.get(key)
+        digests = held.get(stable_id(holder.get(id_key), unit)) if held else None
         sent = digests.get(content_digest(content), _ABSENT) if digests is not None else _ABSENT
         if sent is _ABSENT:
             fresh.append(position)
@@ -301,7 +303,7 @@ def pinch_conversation(
         fresh_positions = set(fresh)
         order = [p for p in _checked_order(relevance_order, len(candidates)) if p in fresh_positions]
     elif batch_order is BatchOrder.LARGEST:
-        order = sorted(fresh, key=lambda p: -sizes[results[candidates[p]].unit])
+        order = sorted(fresh, key=lambda p: -sizes[result_units[candidates[p]]])
     else:
         order = fresh
     # steps: (result position, its rewrite, the tokens it saves beyond what is sent for it already)
@@ -331,7 +333,7 @@ def pinch_conversation(
         current -= step[2]
     if pays_check:
         saved = sum(step[2] for step in batch)
-        first = min((results[step[0]].unit for step in batch), default=len(sizes))
+        first = min((result_units[step[0]] for step in batch), default=len(sizes))
         if not batch or not rewrite_pays(saved, work.tokens_from(first, estimator) - saved, cache.requests):
             return work.result(original, budget_tokens, ledger, reapplied, reason + ", rewrite does not pay", batched=None)
         reason += ", rewrite pays"
@@ -344,8 +346,9 @@ def pinch_conversation(
 class _Rewrites:
     """The compressions one request makes, in application order, and what they save."""
 
-    def __init__(self, conversation: Conversation, results: Sequence[ToolResult], sizes: list[int], max_chars: int) -> None:
-        self.conversation, self.results, self.sizes, self.max_chars = conversation, results, sizes, max_chars
+    def __init__(self, conversation: Conversation, sizes: list[int], max_chars: int) -> None:
+        self.conversation, self.sizes, self.max_chars = conversation, sizes, max_chars
+        self.result_units, self.units, self.key = conversation.result_units(), conversation.units, conversation.result_key
         self.rewrites: dict[int, Any] = {}  # result position → new content
         self.saved: dict[int, int] = {}  # unit index → tokens saved
         self.total_saved = self.elided = 0
@@ -353,29 +356,32 @@ class _Rewrites:
         self.turned_from_ledger = 0  # ledger results this batch made placeholders
         self.kinds: dict[int, Any] = {}  # result position → CompressionKind, every compression sent
 
+    def content(self, position: int) -> Any:
+        return self.units[self.result_units[position]].get(self.key)
+
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
-        result = self.results[position]
-        return _rewrite(result.content, self.conversation, position, self.max_chars, self.sizes[result.unit])
+        unit = self.result_units[position]
+        return _rewrite(self.units[unit].get(self.key), self.conversation, position, self.max_chars, self.sizes[unit])
 
     def placeholder_steps(self, plan: Sequence[tuple[int, tuple[Any, Any, int], int]]) -> list[tuple[int, tuple[Any, Any, int], int]]:
         """Steps turning each elided string result (sent elided already, or elided by ``plan``) into a
         placeholder, oldest first, each with the tokens it saves beyond its elision."""
-        elided = {rp: self.saved[self.results[rp].unit] for rp, kind in self.kinds.items() if kind is _ELIDED}
+        result_units = self.result_units
+        elided = {rp: self.saved[result_units[rp]] for rp, kind in self.kinds.items() if kind is _ELIDED}
         elided.update((rp, saved) for rp, (_, kind, _), saved in plan if kind is _ELIDED)
         steps = []
         for rp in sorted(elided):
-            result = self.results[rp]
-            if type(result.content) is not str:
+            content = self.content(rp)
+            if type(content) is not str:
                 continue  # the ledger recomputes a list of parts: it stays elided
-            # no text is longer than this limit, so every text becomes a placeholder
-            rewrite = _rewrite(result.content, self.conversation, rp, sys.maxsize, self.sizes[result.unit])
+            rewrite = _rewrite(content, self.conversation, rp, PLACEHOLDER_ONLY, self.sizes[result_units[rp]])
             if rewrite is not None and rewrite[2] > elided[rp]:
                 steps.append((rp, rewrite, rewrite[2] - elided[rp]))
         return steps
 
     def apply(self, position: int, rewrite: tuple[Any, Any, int]) -> None:
         """Send ``rewrite`` for result ``position``, a new batch member (or a deeper rewrite of one sent already)."""
-        unit = self.results[position].unit
+        unit = self.result_units[position]
         previous = self.kinds.get(position)
         if previous is not None:
             # an elided result made a placeholder: it counts as new, no longer as reapplied
@@ -415,8 +421,11 @@ class _Rewrites:
             compressions=tuple(sorted(self.kinds.items())),
         )
         if self.new:
-            results, rewrites = self.results, self.rewrites
-            ledger = ledger.with_results(
-                (results[p].id, content_digest(results[p].content), _placeholder_text(rewrites[p], kind)) for p, kind in self.new.items()
-            )
+            ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
         return SessionRewrites(self.rewrites, stats, ledger)
+
+    def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
+        """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""
+        unit = self.result_units[position]
+        holder = self.units[unit]
+        return stable_id(holder.get(self.conversation.result_id_key), unit), content_digest(holder.get(self.key)), _placeholder_text(self.rewrites[position], kind)
