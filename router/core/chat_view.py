@@ -121,7 +121,8 @@ class ChatConversation(ToolNames):
         return self._turns
 
     def tool_name(self, position: int) -> str:
-        return self.name(self.result_units()[position])
+        units = self._units  # scanned already when pinch asks: its positions came from the scan
+        return self.name((units if units is not None else self._scan())[position])
 
 
 def _call_name(calls: Any, call_id: Any) -> Any:
