@@ -112,13 +112,6 @@ class PinchRelevance:
         ctx.relevance = Relevance(RelevanceStatus.OK, tuple(order), embedded=embedded, cached=cached)
         return StageReport(detail=f"{len(candidates)} candidates ranked; {embedded} embedded, {cached} cached")
 
-    @property
-    def _batch_from(self) -> int:
-        """The prompt size from which pinch-prune may make a batch: the budget, or with the ledger the
-        share of it where a cold cache gets an early batch (``pinch.cold_batch_from``)."""
-        pinch = self.pinch
-        return int(pinch.cold_batch_from * pinch.budget_tokens) if pinch.ledger else pinch.budget_tokens
-
     def _candidates(self, ctx: RequestContext) -> tuple[list[int], str]:
         """The trim candidates, or why relevance does not apply to this request."""
         if not self.pinch.enabled:
@@ -126,8 +119,8 @@ class PinchRelevance:
         if not self.settings.enabled:
             return [], "relevance disabled"
         tokens = ctx.measured_prompt(self.estimator).tokens
-        if tokens <= self._batch_from:
-            return [], f"within budget ({tokens} <= {self._batch_from} tokens)"
+        if tokens <= self.pinch.budget_tokens:
+            return [], f"within budget ({tokens} <= {self.pinch.budget_tokens} tokens)"
         candidates = candidate_results(ctx.view.conversation, self.pinch.keep_last_turns)
         if len(candidates) < self.settings.min_candidates:
             return [], f"{len(candidates)} candidates, fewer than min_candidates {self.settings.min_candidates}"

@@ -70,14 +70,11 @@ LOW_WATERMARK = 1.0
 WITHOUT_ORDER_VERBATIM = {"call_3"}  # no relevance order: the oldest are compressed first
 
 
-def relevance_config(
-    upstream_url: str = "http://127.0.0.1:9/v1", *, api: str = "openai", pinch: dict[str, Any] | None = None, **relevance: Any
-) -> Config:
-    """``relevance`` overrides pinch.relevance's settings, ``pinch`` pinch's own."""
+def relevance_config(upstream_url: str = "http://127.0.0.1:9/v1", *, api: str = "openai", **relevance: Any) -> Config:
     settings: dict[str, Any] = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": api, "min_candidates": 2}
     settings.update(relevance)
-    shared = {"enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": settings}
-    return make_config(upstream_url, middlewares=CHAIN, pinch={**shared, **(pinch or {})})
+    pinch = {"enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": settings}
+    return make_config(upstream_url, middlewares=CHAIN, pinch=pinch)
 
 
 @dataclass

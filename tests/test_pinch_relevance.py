@@ -245,22 +245,6 @@ async def test_skipped_with_the_reason_and_no_call(
     assert reason in record.detail
 
 
-@pytest.mark.parametrize(("ledger", "ranked"), [(True, True), (False, False)], ids=["ledger: ranked", "ledger off: within budget"])
-async def test_a_prompt_past_cold_batch_from_is_ranked_for_the_early_batch_a_cold_cache_may_get(
-    http: aiohttp.ClientSession, ledger: bool, ranked: bool
-) -> None:
-    messages = session()
-    budget = int(ESTIMATOR.prompt_tokens(messages) / 0.95)  # the prompt is 95 % of the budget, past 0.9
-    config = relevance_config(pinch={"budget_tokens": budget, "ledger": ledger, "cold_batch_from": 0.9})
-    stage = PinchRelevance(StageDeps(config=config, http=http, estimator=ESTIMATOR))
-    ctx = make_ctx({"model": "auto", "messages": messages})
-    with mocked_embeddings() as mock:
-        mock.post(EMBED_URL["openai"], callback=FakeEmbedder("openai").answer, repeat=True)
-        await run_stage(stage, ctx)
-    assert ctx.relevance is not None
-    assert ctx.relevance.status is (RelevanceStatus.OK if ranked else RelevanceStatus.SKIPPED)
-
-
 async def test_pinch_disabled_skips(http: aiohttp.ClientSession) -> None:
     config = make_config(middlewares=CHAIN, pinch={"enabled": False})
     stage = PinchRelevance(StageDeps(config=config, http=http, estimator=ESTIMATOR))
