@@ -27,7 +27,7 @@ from router.core.pinch_ledger import EMPTY_LEDGER, BatchOrder, WindowLimit, pinc
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.tools.transcripts import Transcript, load_transcript
 
-KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, LOW_WATERMARK = 4, 4000, 0.6
+KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS, LOW_WATERMARK, COLD_BATCH_FROM = 4, 4000, 0.6, 0.9
 MIN_OUTPUT_TOKENS = 1024
 SCENARIOS = ("warm", "cold", "window")
 
@@ -47,6 +47,7 @@ def replay(transcript: Transcript, budget: int, scenario: str, order: BatchOrder
             result = pinch_session(
                 messages, ledger, budget_tokens=budget, low_watermark=LOW_WATERMARK, keep_last_turns=KEEP_LAST_TURNS,
                 max_summarize_chars=MAX_SUMMARIZE_CHARS, cache=cache, windows=windows, batch_order=order, tools=transcript.tools,
+                cold_batch_from=COLD_BATCH_FROM,
             )
             out, ledger, last_seen = result.messages, result.ledger, now
         tokens = DEFAULT_ESTIMATOR.prompt_tokens(out, transcript.tools)

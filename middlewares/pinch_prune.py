@@ -151,6 +151,8 @@ class PinchPrune:
             session.ledger,
             budget_tokens=settings.budget_tokens,
             low_watermark=settings.low_watermark,
+            cold_batch_from=settings.cold_batch_from,
+            no_cache_watermark=settings.no_cache_watermark,
             keep_last_turns=settings.keep_last_turns,
             max_summarize_chars=settings.max_summarize_chars,
             cache=cache,

@@ -284,6 +284,12 @@ class PinchSettings(_Strict):
     # A batch compresses new results until the prompt is down to this fraction of the budget
     # (or of the model's window when that is smaller), so one rewrite buys many turns.
     low_watermark: Annotated[float, Field(gt=0, le=1)] = 0.6
+    # On a cold cache a batch is made once the prompt passes this fraction of the budget, before it
+    # is over: the rewrite is free now, and once the budget is crossed on a warm cache it is not. 1 = never early.
+    cold_batch_from: Annotated[float, Field(gt=0, le=1)] = 0.9
+    # With a provider that caches nothing a batch stops at this fraction of the budget: 1 = at the
+    # budget (no more lost than the budget asks); lower sends fewer tokens and keeps fewer results verbatim.
+    no_cache_watermark: Annotated[float, Field(gt=0, le=1)] = 1.0
     # A session's ledger is forgotten this long after its last request (a miss means one fresh batch).
     ledger_ttl_minutes: PositiveFloat = 1440
     # Sessions whose ledger is kept in memory (LRU).

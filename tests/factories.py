@@ -88,7 +88,7 @@ def sent_messages(ctx: RequestContext) -> list[dict[str, Any]]:
     """The chat messages upstream-forward would send for ``ctx``: its messages with pinch's rewrites."""
     conversation = ctx.view.conversation
     assert isinstance(conversation, ChatConversation)
-    return messages_with(conversation.messages, conversation.tool_results(), ctx.rewrites or {})
+    return messages_with(conversation.messages, conversation.result_units(), ctx.rewrites or {})
 
 
 def decision_row(**fields: Any) -> dict[str, Any]:

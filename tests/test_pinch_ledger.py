@@ -16,7 +16,7 @@ from router.core.cache_timing import (
     cache_state,
     rewrite_pays,
 )
-from router.core.pinch import is_compressed
+from router.core.pinch import is_compressed, prune_context
 from router.core.pinch_ledger import (
     EMPTY_LEDGER,
     MAX_LEDGER_RESULTS,
@@ -46,6 +46,15 @@ def pinch(
 ) -> SessionPinch:
     options.setdefault("low_watermark", 0.6)
     return pinch_session(messages, ledger, budget_tokens=budget, keep_last_turns=KEEP, max_summarize_chars=MAX_CHARS, cache=cache, **options)
+
+
+def elided_all(messages: list[dict[str, Any]]) -> int:
+    """The prompt's tokens with every old result compressed once (elided or a placeholder, none turned)."""
+    return prune_context(messages, 0, KEEP, MAX_CHARS)[1].final_tokens
+
+
+def placeholder_ids(messages: list[dict[str, Any]]) -> list[str]:
+    return [m["tool_call_id"] for m in messages if m.get("role") == "tool" and m["content"].startswith("[pinch-router: old ")]
 
 
 def compressed_ids(messages: list[dict[str, Any]]) -> list[str]:
@@ -81,11 +90,17 @@ def test_within_budget_after_reapplying_nothing_new_is_compressed() -> None:
     assert result.ledger is first.ledger
 
 
-@pytest.mark.parametrize(("cache", "watermark"), [(COLD, 0.6), (NO_CACHE, 1.0)], ids=["cold: to the watermark", "no cache: to the budget"])
-def test_over_budget_one_batch_compresses_oldest_first_down_to_the_low_watermark(cache: CacheState, watermark: float) -> None:
+@pytest.mark.parametrize(
+    ("cache", "no_cache_watermark", "watermark"),
+    [(COLD, 0.7, 0.6), (NO_CACHE, 1.0, 1.0), (NO_CACHE, 0.7, 0.7)],
+    ids=["cold: to the low watermark", "no cache: to the budget", "no cache: to no_cache_watermark"],
+)
+def test_over_budget_one_batch_compresses_oldest_first_down_to_the_low_watermark(
+    cache: CacheState, no_cache_watermark: float, watermark: float
+) -> None:
     messages = agent_session(12)
     budget = tokens(messages) * 3 // 4
-    result = pinch(messages, budget=budget, cache=cache)
+    result = pinch(messages, budget=budget, cache=cache, no_cache_watermark=no_cache_watermark)
     target = int(watermark * budget)
     assert result.stats.final_tokens <= target
     ids = compressed_ids(result.messages)
@@ -165,6 +180,85 @@ def test_ledger_results_in_the_protected_turns_are_never_touched() -> None:
     messages = agent_session(6)
     result = pinch_session(messages, ledger, budget_tokens=10**9, low_watermark=0.6, keep_last_turns=6, max_summarize_chars=MAX_CHARS, cache=WARM)
     assert result.messages is messages and result.stats.reapplied == 0
+
+
+# --- elided results made placeholders, and the early batch on a cold cache ----------------------
+
+
+@pytest.mark.parametrize("cache", [COLD, NO_CACHE], ids=["cold", "no cache"])
+def test_a_batch_that_eliding_cannot_finish_turns_elided_results_into_placeholders_oldest_first(cache: CacheState) -> None:
+    first = pinch(agent_session(6), budget=elided_all(agent_session(6)), low_watermark=1.0)
+    assert placeholder_ids(first.messages) == [] and first.stats.elided == 5
+    messages = agent_session(9)
+    target = elided_all(messages) - 200  # eliding every old result leaves it ~200 tokens short (~85 per turned result)
+    result = pinch(messages, first.ledger, budget=target, low_watermark=1.0, cache=cache)
+    turned = placeholder_ids(result.messages)
+    assert turned and turned == [f"call_{i}" for i in range(len(turned))], "oldest first, none skipped"
+    assert result.stats.final_tokens <= target and len(turned) < 8, "it stops once the target is reached"
+    stats = result.stats
+    assert stats.compressed == stats.reapplied + stats.newly_compressed and stats.newly_compressed == 3 + len(turned)
+    # the ledger now holds the placeholder: resent as it is, never elided (or whole) again
+    assert result.ledger.compressed["call_0"][content_digest(messages[3]["content"])] == result.messages[3]["content"]
+    later = pinch(agent_session(10), result.ledger, budget=10**9, cache=WARM)
+    assert orjson.dumps(later.messages[: len(result.messages) - 2]) == orjson.dumps(result.messages[:-2])
+
+
+def test_a_warm_batch_never_turns_elided_results_into_placeholders() -> None:
+    first = pinch(agent_session(6), budget=elided_all(agent_session(6)), low_watermark=1.0)
+    messages = agent_session(9)
+    warm = CacheState(CacheVerdict.WARM, "warm", requests=PAYBACK_REQUESTS)
+    result = pinch(messages, first.ledger, budget=1, cache=warm)
+    assert placeholder_ids(result.messages) == [] and result.stats.reapplied == 5
+
+
+def test_the_window_turns_elided_results_into_placeholders_whatever_the_cache() -> None:
+    first = pinch(agent_session(6), budget=elided_all(agent_session(6)), low_watermark=1.0)
+    messages = agent_session(9)
+    window = WindowLimit("local-coder", "ollama", 32768, elided_all(messages) - 200)
+    result = pinch(messages, first.ledger, budget=10**9, cache=WARM, windows=[window], low_watermark=1.0)
+    assert placeholder_ids(result.messages)[:1] == ["call_0"] and result.stats.final_tokens <= window.prompt_limit
+
+
+def test_a_list_of_parts_stays_elided() -> None:
+    messages = agent_session(6)
+    messages[3] = tool("call_0", [{"type": "text", "text": tool_output("parts", 4000)}])
+    result = pinch(messages, budget=1)
+    assert "[... pinch-router removed " in result.messages[3]["content"][0]["text"]
+    assert result.messages[5]["content"].startswith("[pinch-router: old ")  # the strings were turned
+
+
+@pytest.mark.parametrize(
+    ("cache", "share_of_budget", "cold_batch_from", "batch"),
+    [
+        (COLD, 0.95, 0.9, True),
+        (COLD, 0.85, 0.9, False),
+        (COLD, 0.95, None, False),
+        (COLD, 0.95, 1.0, False),
+        (WARM, 0.95, 0.9, False),
+        (NO_CACHE, 0.95, 0.9, False),
+    ],
+    ids=["cold, past the share", "cold, below it", "cold, no early batch", "cold, share 1", "warm", "no cache"],
+)
+def test_a_cold_cache_gets_an_early_batch_once_the_prompt_passes_cold_batch_from(
+    cache: CacheState, share_of_budget: float, cold_batch_from: float | None, batch: bool
+) -> None:
+    messages = agent_session(12)
+    budget = int(tokens(messages) / share_of_budget)
+    result = pinch(messages, budget=budget, cache=cache, cold_batch_from=cold_batch_from)
+    if batch:
+        assert result.stats.reason == f"near budget; {cache.reason}" and result.stats.newly_compressed > 0
+        assert result.stats.final_tokens <= int(0.6 * budget)
+    else:
+        assert result.messages is messages and result.stats.reason == "within budget"
+
+
+def test_an_early_batch_counts_what_the_ledger_already_saves() -> None:
+    first = pinch(agent_session(6), budget=elided_all(agent_session(6)), low_watermark=1.0)
+    messages = agent_session(12)
+    after_ledger = tokens(messages) - (tokens(agent_session(6)) - first.stats.final_tokens)
+    # past 0.9 of the budget before the ledger, below it after: no early batch
+    result = pinch(messages, first.ledger, budget=int(after_ledger / 0.85), cache=COLD, cold_batch_from=0.9)
+    assert result.stats.reason == "within budget" and result.stats.reapplied == 5 and result.stats.newly_compressed == 0
 
 
 # --- cache timing and the hard window -----------------------------------------------------------
@@ -259,7 +353,7 @@ def test_the_ledger_keeps_both_contents_of_a_reused_call_id_and_is_bounded() -> 
 def test_placeholders_are_resent_as_stored_and_elided_results_recomputed_to_the_same_bytes() -> None:
     messages = agent_session(6)
     messages[5] = tool("call_1", "short output " * 20)  # becomes a placeholder
-    first = pinch(messages, budget=1)
+    first = pinch(messages, budget=elided_all(messages), low_watermark=1.0)  # eliding reaches the target: none turned
     stored = first.ledger.compressed["call_1"][content_digest(messages[5]["content"])]
     assert stored == first.messages[5]["content"] and stored.startswith("[pinch-router: old bash result omitted")
     assert first.ledger.compressed["call_0"][content_digest(messages[3]["content"])] is None  # elided

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ from middlewares.pinch_prune import PinchPrune
 from router.chain import StageDeps
 from router.config import ConfigError, load_config
 from router.context import Classification, ClassificationSource, Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
+from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed, prune_context
+from router.core.pinch_ledger import EMPTY_LEDGER, pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turns import trim_candidates
 from router.stage import run_stage
@@ -52,7 +55,12 @@ async def test_an_over_budget_session_goes_upstream_pinched_and_the_header_says_
     response = await client.post(URL, json=body)
     assert response.status == 200
     sent = mock.received[-1].body
-    expected, stats = prune_context(messages, 1000, KEEP, MAX_CHARS, tools=TOOLS)
+    # a new session's first request: one batch to the low watermark, as the ledger core makes it
+    fresh = pinch_session(
+        messages, EMPTY_LEDGER, budget_tokens=1000, low_watermark=0.6, keep_last_turns=KEEP, max_summarize_chars=MAX_CHARS,
+        cache=CacheState(CacheVerdict.COLD, "cache cold (new session)"), tools=TOOLS,
+    )
+    expected, stats = fresh.messages, fresh.stats
     assert sent["messages"] == expected and sent["messages"] != messages
     assert {k: v for k, v in sent.items() if k not in ("messages", "model")} == {k: v for k, v in body.items() if k not in ("messages", "model")}
     saved = int(response.headers["x-router-pinch-saved"])
@@ -283,7 +291,7 @@ async def test_a_session_over_its_models_window_is_compressed_to_stay_on_that_mo
 async def test_when_the_preferred_window_cannot_be_fitted_pinch_compresses_toward_the_largest_capable_one(proxy, mock_upstream):
     mock, url = mock_upstream
     messages = session(results=20)
-    everything, _ = prune_context(messages, 0, KEEP, MAX_CHARS)
+    everything, _ = prune_context(messages, 0, KEEP, sys.maxsize)  # every old result a placeholder: the most pinch can do
     client = await proxy(windows_config(url, small_window=tokens(everything) + 1024 - 1, large_window=12_000))
     response = await client.post(URL, json={"model": "auto", "messages": messages})
     assert response.status == 200 and response.headers["x-router-model"] == "large"
@@ -293,7 +301,7 @@ async def test_when_the_preferred_window_cannot_be_fitted_pinch_compresses_towar
 async def test_only_when_even_the_fully_pinched_prompt_fits_no_window_does_the_gate_answer_400_naming_the_gap(proxy, mock_upstream):
     mock, url = mock_upstream
     messages = session(results=20)
-    everything, _ = prune_context(messages, 0, KEEP, MAX_CHARS)
+    everything, _ = prune_context(messages, 0, KEEP, sys.maxsize)  # every old result a placeholder: the most pinch can do
     client = await proxy(windows_config(url, small_window=1_500, large_window=tokens(everything) - 1))
     response = await client.post(URL, json={"model": "auto", "messages": messages})
     assert response.status == 400

@@ -53,7 +53,7 @@ def test_pinch_on_a_responses_transcript_keeps_every_invariant(items, budget, ke
     candidates = candidate_results(conversation, keep_last_turns)
     order = list(reversed(range(len(candidates)))) if by_relevance else None
     rewrites, stats = prune_results(conversation, budget, keep_last_turns, max_chars, order)
-    out = items_with(items, results, rewrites)
+    out = items_with(items, conversation.result_units(), rewrites)
 
     assert items == frozen  # the input is not mutated
     assert len(out) == len(items)
@@ -76,7 +76,7 @@ def test_pinch_on_a_responses_transcript_keeps_every_invariant(items, budget, ke
     assert stats.final_tokens <= stats.original_tokens
     # compressing what was compressed changes nothing
     again, _ = prune_results(ResponsesConversation(out), budget, keep_last_turns, max_chars, order)
-    assert items_with(out, ResponsesConversation(out).tool_results(), again) == out
+    assert items_with(out, ResponsesConversation(out).result_units(), again) == out
 
 
 @settings(max_examples=60, deadline=None)

@@ -74,7 +74,7 @@ def test_the_output_limit_is_max_output_tokens() -> None:
 def test_rewrites_replace_only_the_outputs_they_name() -> None:
     items = [input_message("user", "go"), reasoning_item("r"), function_call("c1"), function_call_output("c1", "long"), function_call("c2"), function_call_output("c2", "kept")]
     view = view_of(responses_body(*items, tools=[EXEC_COMMAND]))
-    results = view.conversation.tool_results()
+    results = view.conversation.result_units()
     out = items_with(items, results, {0: "[compressed]"})
     assert out[3] == {**items[3], "output": "[compressed]"} and items[3]["output"] == "long"
     assert all(out[i] is items[i] for i in (0, 1, 2, 4, 5))

@@ -114,8 +114,13 @@ class BlocksConversation:
     def turn_starts(self) -> list[int]:
         return [i for i, u in enumerate(self.units) if u.get("role") == "assistant"]
 
+    result_key, result_id_key = "content", "tool_use_id"
+
+    def result_units(self) -> list[int]:
+        return [i for i, u in enumerate(self.units) if u.get("type") == "tool_result"]
+
     def tool_results(self) -> list[ToolResult]:
-        return [ToolResult(i, u["tool_use_id"], u["content"]) for i, u in enumerate(self.units) if u.get("type") == "tool_result"]
+        return [ToolResult(i, self.units[i]["tool_use_id"], self.units[i]["content"]) for i in self.result_units()]
 
     def tool_name(self, position: int) -> str:
         return "Read"

@@ -44,7 +44,9 @@ ANTHROPIC_MESSAGES = "anthropic-messages"
 class MessagesConversation:
     """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``."""
 
-    __slots__ = ("messages", "units", "proxy_thinking", "_results", "_where", "_turns", "_names")
+    __slots__ = ("messages", "units", "proxy_thinking", "_results", "_units", "_where", "_turns", "_names")
+    result_key = "content"
+    result_id_key = "tool_use_id"
 
     def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False) -> None:
         """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it)."""
@@ -76,6 +78,7 @@ class MessagesConversation:
                 units.append({"role": role, "content": others})
         self.units = units
         self._results = results
+        self._units = [result.unit for result in results]
         self._where = where
         self._turns = turns
         self._names: dict[str, Any] | None = None
@@ -85,6 +88,9 @@ class MessagesConversation:
 
     def tool_results(self) -> list[ToolResult]:
         return self._results
+
+    def result_units(self) -> list[int]:
+        return self._units
 
     def tool_name(self, position: int) -> str:
         if self._names is None:

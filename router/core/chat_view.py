@@ -5,7 +5,8 @@ A unit is a message; a tool result is a ``tool`` message (its id the
 assistant message. A result's tool is named by the call whose ``id`` is its
 ``tool_call_id`` in the assistant message it answers (the nearest one before
 it), else by the message's ``name``, else ``tool``. Tool results and turn starts come from one pass over the
-messages, made the first time pinch asks (a request within budget never does).
+messages, made the first time pinch asks (a request within budget never does); it records the
+results' indexes only (:meth:`ChatConversation.result_units`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from router.core.chat_request import ChatRequest, offers_tools, requested_max_tokens
 from router.core.fingerprint import opening_parts
 from router.core.messages import Message, has_image_part
-from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, units_with
+from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
 from router.core.turn_text import extract_turn_text
 from router.core.upstream_body import usage_must_be_injected
 
@@ -75,46 +76,53 @@ class ChatConversation(ToolNames):
     the name costs one call, not a second object and a lookup of the results each time.
     """
 
-    __slots__ = ("_results", "_turns")
+    __slots__ = ("_units", "_turns", "_results")
+    result_key = "content"
+    result_id_key = "tool_call_id"
 
     def __init__(self, messages: list[Message]) -> None:
         super().__init__(messages)
-        self._results: list[ToolResult] | None = None
+        self._units: list[int] | None = None  # the index of each tool message
         self._turns: list[int] = []
+        self._results: list[ToolResult] | None = None
 
     @property
     def units(self) -> list[Message]:
         return self.messages
 
-    def _scan(self) -> list[ToolResult]:
-        # Runs once per request over every message: kept flat (tuple.__new__ skips the
-        # NamedTuple constructor's extra call, a third of this loop's time).
-        results: list[ToolResult] = []
-        add_result, add_turn, new = results.append, self._turns.append, tuple.__new__
+    def _scan(self) -> list[int]:
+        # Runs once per request over every message: kept flat, and it records indexes only
+        # (pinch reads a candidate's content and id from its message).
+        units: list[int] = []
+        add_unit, add_turn = units.append, self._turns.append
         index = 0
         for message in self.messages:
             role = message.get("role")
             if role == "tool":
-                call_id = message.get("tool_call_id")
-                add_result(new(ToolResult, (index, call_id if type(call_id) is str and call_id else f"#{index}", message.get("content"))))
+                add_unit(index)
             elif role == "assistant":
                 add_turn(index)
             index += 1
-        self._results = results
-        return results
+        self._units = units
+        return units
+
+    def result_units(self) -> list[int]:
+        units = self._units
+        return units if units is not None else self._scan()
 
     def tool_results(self) -> list[ToolResult]:
-        results = self._results
-        return results if results is not None else self._scan()
+        if self._results is None:
+            self._results = tool_results_of(self)
+        return self._results
 
     def turn_starts(self) -> list[int]:
-        if self._results is None:
+        if self._units is None:
             self._scan()
         return self._turns
 
     def tool_name(self, position: int) -> str:
-        results = self._results
-        return self.name((results if results is not None else self._scan())[position][0])
+        units = self._units  # scanned already when pinch asks: its positions came from the scan
+        return self.name((units if units is not None else self._scan())[position])
 
 
 def _call_name(calls: Any, call_id: Any) -> Any:
@@ -150,6 +158,6 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
     )
 
 
-def messages_with(messages: list[Message], results: Sequence[ToolResult], rewrites: Rewrites) -> list[Message]:
+def messages_with(messages: list[Message], result_units: Sequence[int], rewrites: Rewrites) -> list[Message]:
     """``messages`` with each rewritten result's content replaced (:func:`units_with`)."""
-    return units_with(messages, results, rewrites, "content")
+    return units_with(messages, result_units, rewrites, "content")

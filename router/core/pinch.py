@@ -147,13 +147,13 @@ def prune_results(
     rewrites: dict[int, Any] = {}
     kinds: dict[int, CompressionKind] = {}
     saved = elided = 0
-    results = conversation.tool_results()
+    result_units, units, key = conversation.result_units(), conversation.units, conversation.result_key
     for position in order:
         if saved >= deficit:
             break
         result_position = candidates[position]
-        result = results[result_position]
-        rewrite = _rewrite(result[2], conversation, result_position, max_summarize_chars, sizes[result[0]])
+        unit = result_units[result_position]
+        rewrite = _rewrite(units[unit].get(key), conversation, result_position, max_summarize_chars, sizes[unit])
         if rewrite is None:
             continue
         rewrites[result_position], kinds[result_position], tokens_saved = rewrite
@@ -183,7 +183,7 @@ def prune_context(
     rewrites, stats = prune_results(
         conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
     )
-    return (messages_with(messages, conversation.tool_results(), rewrites) if rewrites else messages), stats
+    return (messages_with(messages, conversation.result_units(), rewrites) if rewrites else messages), stats
 
 
 def compress_tool_result(

@@ -32,10 +32,26 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   the prompt is down to ``low_watermark`` × the budget (or × the window when
   that is smaller), so one rewrite buys many turns of stable prefix — except
   for a provider that caches nothing, where there is no prefix to keep and a
-  batch stops at the budget (unless the window forces it further). With a
+  batch stops at ``no_cache_watermark`` × the budget (1: at the budget, losing
+  no more than it must), unless the window forces it further. With a
   relevance order, the least relevant new candidates go first; without one
   the oldest go first (:class:`BatchOrder`; ``bench/bench_batch_order``
-  measures it against largest-first: never dearer, cheaper on 3 of 24 replays).
+  measures it against largest-first: they tie on 18 of 24 replays and each is
+  cheaper on 3, but largest-first misses the cold-gaps target on one).
+* **Placeholders for elided results, when the cache allows.** When a batch
+  has compressed every new candidate and the prompt is still above its target,
+  and the cache is not warm (cold, none) or the window forces it, the batch
+  goes on turning the results that are elided (head and tail kept, in the
+  ledger or in this batch) into placeholders, oldest first. The ledger then
+  holds the placeholder: the result is sent as that from then on — it never
+  returns to its elided form, let alone to the original. Only string results
+  are turned so (a list of parts stays elided: the ledger recomputes those).
+* **An early batch on a cold cache.** When the cache is cold (not for a
+  provider that caches nothing) and the prompt is within the budget but above ``cold_batch_from`` ×
+  the budget, a batch is made anyway: the prompt will cross the budget soon,
+  most likely while the cache is warm, where a rewrite does not pay and the
+  request would go out over budget until the next cold moment. Now the rewrite
+  costs nothing extra.
 * The invariants of :func:`prune_context` hold: no message added, removed or
   reordered; every message but a compressed candidate is the same object; the
   input is never mutated; stats are exact.
@@ -57,10 +73,12 @@ from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
 from router.core.chat_view import ChatConversation, messages_with
 from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, _checked_order, _rewrite
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites, ToolResult
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
 from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
 from router.core.turns import candidate_results
 
+# A max_summarize_chars no text reaches: every text compressed with it becomes a placeholder.
+PLACEHOLDER_ONLY = 1 << 62
 # A session's ledger keeps at most this many results; the oldest are forgotten first.
 MAX_LEDGER_RESULTS = 4096
 
@@ -83,8 +101,7 @@ def content_digest(content: Any) -> str:
 
 def result_id(message: Message, index: int) -> str:
     """How the ledger names a tool result: its ``tool_call_id``, else its position."""
-    call_id = message.get("tool_call_id")
-    return call_id if type(call_id) is str and call_id else f"#{index}"
+    return stable_id(message.get("tool_call_id"), index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +207,7 @@ def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> S
     when none changes), exact stats and the session's new ledger."""
     conversation = ChatConversation(messages)
     done = pinch_conversation(conversation, ledger, **settings)
-    sent = messages_with(messages, conversation.tool_results(), done.rewrites) if done.rewrites else messages
+    sent = messages_with(messages, conversation.result_units(), done.rewrites) if done.rewrites else messages
     return SessionPinch(sent, done.stats, done.ledger)
 
 
@@ -209,6 +226,8 @@ def pinch_conversation(
     estimator: TokenEstimator = DEFAULT_ESTIMATOR,
     tools: Any = None,
     measured: PromptSize | None = None,
+    cold_batch_from: float | None = None,
+    no_cache_watermark: float = 1.0,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -216,8 +235,11 @@ def pinch_conversation(
     ``windows``: the hard limits in the order to try (the preferred model's
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
-    only when a batch is made). Returns the rewrites by result position, exact
-    stats (with the reason a batch was or was not made) and the session's new ledger.
+    only when a batch is made). ``cold_batch_from``: the share of the budget
+    above which a cold cache gets an early batch (None: never early);
+    ``no_cache_watermark``: where a batch stops when the provider caches nothing. Returns the
+    rewrites by result position, exact stats (with the reason a batch was or was
+    not made) and the session's new ledger.
     """
     if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS or not 0 < low_watermark <= 1:
         raise ValueError(
@@ -225,19 +247,22 @@ def pinch_conversation(
             f"0 < low_watermark <= 1; got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}, {low_watermark}"
         )
     sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
-    if not ledger.compressed and original <= budget_tokens and (not windows or original <= windows[0].prompt_limit):
+    early_from = math.inf if cold_batch_from is None or cold_batch_from >= 1 or cache.verdict is not CacheVerdict.COLD else cold_batch_from * budget_tokens
+    if not ledger.compressed and original <= min(budget_tokens, early_from) and (not windows or original <= windows[0].prompt_limit):
         # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it
         return SessionRewrites(NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
-    results = conversation.tool_results()
-    work = _Rewrites(conversation, results, sizes, max_summarize_chars)
+    work = _Rewrites(conversation, sizes, max_summarize_chars)
+    result_units, units, key, id_key = work.result_units, work.units, work.key, conversation.result_id_key
     candidates = candidate_results(conversation, keep_last_turns)
 
     # 1. the ledger, before anything is decided (the loop runs on every request: kept flat)
     fresh: list[int] = []  # candidate positions not in the ledger
     held, saved_at, rewrites = ledger.compressed, work.saved, work.rewrites
     for position, result_position in enumerate(candidates):
-        unit, rid, content = results[result_position]
-        digests = held.get(rid) if held else None
+        unit = result_units[result_position]
+        holder = units[unit]
+        content = holder.get(key)
+        digests = held.get(stable_id(holder.get(id_key), unit)) if held else None
         sent = digests.get(content_digest(content), _ABSENT) if digests is not None else _ABSENT
         if sent is _ABSENT:
             fresh.append(position)
@@ -262,11 +287,14 @@ def pinch_conversation(
 
     # 2. is a batch needed, and down to what?
     hard = windows[0] if windows else None
+    forced = hard is not None and current > hard.prompt_limit
     pays_check = False
-    if hard is not None and current > hard.prompt_limit:
+    if forced:
         reason = f"over the {hard.context_window}-token window of {hard.model}"
     elif current <= budget_tokens:
-        return work.result(original, budget_tokens, ledger, reapplied, "within budget", batched=None)
+        if current <= early_from:
+            return work.result(original, budget_tokens, ledger, reapplied, "within budget", batched=None)
+        reason = f"near budget; {cache.reason}"
     elif cache.verdict is CacheVerdict.WARM:
         reason, pays_check = "over budget; warm cache", True
     else:
@@ -277,36 +305,41 @@ def pinch_conversation(
         fresh_positions = set(fresh)
         order = [p for p in _checked_order(relevance_order, len(candidates)) if p in fresh_positions]
     elif batch_order is BatchOrder.LARGEST:
-        order = sorted(fresh, key=lambda p: -sizes[results[candidates[p]].unit])
+        order = sorted(fresh, key=lambda p: -sizes[result_units[candidates[p]]])
     else:
         order = fresh
-    plan = [(rp, rewrite) for rp in (candidates[p] for p in order) if (rewrite := work.rewrite(rp)) is not None]
+    # steps: (result position, its rewrite, the tokens it saves beyond what is sent for it already)
+    plan = [(rp, rewrite, rewrite[2]) for rp in (candidates[p] for p in order) if (rewrite := work.rewrite(rp)) is not None]
+    if forced or cache.verdict is not CacheVerdict.WARM:
+        plan += work.placeholder_steps(plan)
     limit = budget_tokens
     if hard is not None:
-        reachable = current - sum(saved for _, (_, _, saved) in plan)
+        reachable = current - sum(step[2] for step in plan)
         window = next((w for w in windows if reachable <= w.prompt_limit), windows[-1])
         if reachable > window.prompt_limit:
             reason += "; fits no window even with every old result compressed"
         elif window is not hard:
             reason += f"; toward the {window.context_window}-token window of {window.model}"
         limit = min(limit, window.prompt_limit)
-    # The watermark buys turns of stable prefix; a provider that caches nothing has none to keep,
-    # so there a batch (not forced by the window) stops at the budget and loses no more than it must.
+    # The low watermark buys turns of stable prefix. A provider that caches nothing has none to keep,
+    # so there a batch (not forced by the window) stops at no_cache_watermark × the budget: at the
+    # budget by default, losing no more than it must.
     soft_only = hard is None or current <= hard.prompt_limit
-    target = limit if cache.verdict is CacheVerdict.NONE and soft_only else math.floor(low_watermark * limit)
-    batch: list[tuple[int, tuple[Any, Any, int]]] = []
+    share = no_cache_watermark if cache.verdict is CacheVerdict.NONE and soft_only else low_watermark
+    target = math.floor(share * limit)
+    batch: list[tuple[int, tuple[Any, Any, int], int]] = []
     for step in plan:
         if current <= target:
             break
         batch.append(step)
-        current -= step[1][2]
+        current -= step[2]
     if pays_check:
-        saved = sum(rewrite[2] for _, rewrite in batch)
-        first = min((results[rp].unit for rp, _ in batch), default=len(sizes))
+        saved = sum(step[2] for step in batch)
+        first = min((result_units[step[0]] for step in batch), default=len(sizes))
         if not batch or not rewrite_pays(saved, work.tokens_from(first, estimator) - saved, cache.requests):
             return work.result(original, budget_tokens, ledger, reapplied, reason + ", rewrite does not pay", batched=None)
         reason += ", rewrite pays"
-    for rp, rewrite in batch:
+    for rp, rewrite, _ in batch:
         work.apply(rp, rewrite)
     mode = PinchMode.UNIFORM if relevance_order is None else PinchMode.RELEVANCE
     return work.result(original, budget_tokens, ledger, reapplied, reason, batched=mode)
@@ -315,24 +348,52 @@ def pinch_conversation(
 class _Rewrites:
     """The compressions one request makes, in application order, and what they save."""
 
-    def __init__(self, conversation: Conversation, results: Sequence[ToolResult], sizes: list[int], max_chars: int) -> None:
-        self.conversation, self.results, self.sizes, self.max_chars = conversation, results, sizes, max_chars
+    def __init__(self, conversation: Conversation, sizes: list[int], max_chars: int) -> None:
+        self.conversation, self.sizes, self.max_chars = conversation, sizes, max_chars
+        self.result_units, self.units, self.key = conversation.result_units(), conversation.units, conversation.result_key
         self.rewrites: dict[int, Any] = {}  # result position → new content
         self.saved: dict[int, int] = {}  # unit index → tokens saved
         self.total_saved = self.elided = 0
-        self.new: list[tuple[int, Any]] = []  # (result position, CompressionKind) of the batch's members
+        self.new: dict[int, Any] = {}  # result position → CompressionKind, the batch's members
+        self.turned_from_ledger = 0  # ledger results this batch made placeholders
         self.kinds: dict[int, Any] = {}  # result position → CompressionKind, every compression sent
 
+    def content(self, position: int) -> Any:
+        return self.units[self.result_units[position]].get(self.key)
+
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
-        result = self.results[position]
-        return _rewrite(result.content, self.conversation, position, self.max_chars, self.sizes[result.unit])
+        unit = self.result_units[position]
+        return _rewrite(self.units[unit].get(self.key), self.conversation, position, self.max_chars, self.sizes[unit])
+
+    def placeholder_steps(self, plan: Sequence[tuple[int, tuple[Any, Any, int], int]]) -> list[tuple[int, tuple[Any, Any, int], int]]:
+        """Steps turning each elided string result (sent elided already, or elided by ``plan``) into a
+        placeholder, oldest first, each with the tokens it saves beyond its elision."""
+        result_units = self.result_units
+        elided = {rp: self.saved[result_units[rp]] for rp, kind in self.kinds.items() if kind is _ELIDED}
+        elided.update((rp, saved) for rp, (_, kind, _), saved in plan if kind is _ELIDED)
+        steps = []
+        for rp in sorted(elided):
+            content = self.content(rp)
+            if type(content) is not str:
+                continue  # the ledger recomputes a list of parts: it stays elided
+            rewrite = _rewrite(content, self.conversation, rp, PLACEHOLDER_ONLY, self.sizes[result_units[rp]])
+            if rewrite is not None and rewrite[2] > elided[rp]:
+                steps.append((rp, rewrite, rewrite[2] - elided[rp]))
+        return steps
 
     def apply(self, position: int, rewrite: tuple[Any, Any, int]) -> None:
-        """Send ``rewrite`` for result ``position``, a new batch member."""
+        """Send ``rewrite`` for result ``position``, a new batch member (or a deeper rewrite of one sent already)."""
+        unit = self.result_units[position]
+        previous = self.kinds.get(position)
+        if previous is not None:
+            # an elided result made a placeholder: it counts as new, no longer as reapplied
+            self.total_saved -= self.saved[unit]
+            self.elided -= previous is _ELIDED
+            self.turned_from_ledger += position not in self.new
         self.rewrites[position], kind, saved = rewrite
-        self.new.append((position, kind))
+        self.new[position] = kind
         self.kinds[position] = kind
-        self.saved[self.results[position].unit] = saved
+        self.saved[unit] = saved
         self.total_saved += saved
         self.elided += kind is _ELIDED
 
@@ -356,14 +417,17 @@ class _Rewrites:
             compressed,
             self.elided,
             compressed - self.elided,
-            reapplied=reapplied,
+            reapplied=reapplied - self.turned_from_ledger,
             newly_compressed=len(self.new),
             reason=reason,
             compressions=tuple(sorted(self.kinds.items())),
         )
         if self.new:
-            results, rewrites = self.results, self.rewrites
-            ledger = ledger.with_results(
-                (results[p].id, content_digest(results[p].content), _placeholder_text(rewrites[p], kind)) for p, kind in self.new
-            )
+            ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
         return SessionRewrites(self.rewrites, stats, ledger)
+
+    def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
+        """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""
+        unit = self.result_units[position]
+        holder = self.units[unit]
+        return stable_id(holder.get(self.conversation.result_id_key), unit), content_digest(holder.get(self.key)), _placeholder_text(self.rewrites[position], kind)

@@ -27,6 +27,15 @@ of parts where text parts are ``{"type": "text" | "input_text", "text": str}``
 and every other part is kept as it is. Pinch returns its rewrites by result
 (position in :meth:`Conversation.tool_results` → new content of the same kind),
 and the adapter puts each back where the result came from.
+
+A result's unit is the dict that holds it, under the format's
+``result_key`` (its content: ``content``, Responses' ``output``) and
+``result_id_key`` (its call id). The pass that finds the results records only
+their units (:meth:`Conversation.result_units`, a list of ints), and pinch
+reads each candidate's content and id from its unit, so a request pays for
+the results pinch considers, not a :class:`ToolResult` per result
+(:class:`ResultsByUnit` builds those on first use, for the stages that want
+them all).
 """
 
 from __future__ import annotations
@@ -52,14 +61,15 @@ class ToolResult(NamedTuple):
     content: Any
 
 
-def units_with(units: list[Any], results: Sequence[ToolResult], rewrites: Rewrites, key: str) -> list[Any]:
+def units_with(units: list[Any], result_units: Sequence[int], rewrites: Rewrites, key: str) -> list[Any]:
     """``units`` with each rewritten result's ``key`` (``content``, ``output``) replaced; the very
-    same list when none is. Every other unit is the same object; no unit is mutated."""
+    same list when none is. Every other unit is the same object; no unit is mutated.
+    ``result_units``: :meth:`Conversation.result_units`."""
     if not rewrites:
         return units
     out = list(units)
     for position, value in rewrites.items():
-        index = results[position][0]  # the result's unit
+        index = result_units[position]
         out[index] = {**units[index], key: value}
     return out
 
@@ -80,9 +90,34 @@ class Conversation(Protocol):
         """Every tool result, in order of appearance."""
         ...
 
+    def result_units(self) -> Sequence[int]:
+        """The unit of each tool result, in order of appearance (``tool_results()[p].unit``, without building them)."""
+        ...
+
+    @property
+    def result_key(self) -> str:
+        """The key of a result's unit that holds its content."""
+        ...
+
+    @property
+    def result_id_key(self) -> str:
+        """The key of a result's unit that holds its call id."""
+        ...
+
     def tool_name(self, position: int) -> str:
         """The tool that produced ``tool_results()[position]``: one clean line, for its placeholder."""
         ...
+
+
+def tool_results_of(conversation: Conversation) -> list[ToolResult]:
+    """Every result of ``conversation`` as a :class:`ToolResult`, read from its unit."""
+    units, key, id_key = conversation.units, conversation.result_key, conversation.result_id_key
+    return [ToolResult(unit, stable_id(units[unit].get(id_key), unit), units[unit].get(key)) for unit in conversation.result_units()]
+
+
+def stable_id(call_id: Any, unit: int) -> str:
+    """A result's id: its call id when that is a non-empty string, else ``#<unit>``."""
+    return call_id if type(call_id) is str and call_id else f"#{unit}"
 
 
 @dataclass(frozen=True, slots=True)

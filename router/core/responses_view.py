@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
-from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, units_with
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
 from router.core.responses_request import Item, ResponsesRequest, is_proxy_reasoning, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
@@ -39,48 +39,54 @@ def is_model_item(item: Item) -> bool:
 class ResponsesConversation:
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "proxy_reasoning", "_results", "_turns", "_names")
+    __slots__ = ("items", "proxy_reasoning", "_units", "_turns", "_names", "_results")
+    result_key = "output"
+    result_id_key = "call_id"
 
     def __init__(self, items: list[Item], proxy_reasoning: bool = False) -> None:
         """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it)."""
         self.items = items
         self.proxy_reasoning = proxy_reasoning
-        self._results: list[ToolResult] | None = None
+        self._units: list[int] | None = None  # the index of each function_call_output item
         self._turns: list[int] = []
         self._names: dict[str, Any] = {}
+        self._results: list[ToolResult] | None = None
 
     @property
     def units(self) -> list[Item]:
         return self.items
 
-    def _scan(self) -> list[ToolResult]:
-        results: list[ToolResult] = []
+    def _scan(self) -> list[int]:
+        units: list[int] = []
         in_turn = False
         for index, item in enumerate(self.items):
             kind = item_type(item)
             if kind == "function_call_output":
-                call_id = item.get("call_id")
-                results.append(ToolResult(index, call_id if isinstance(call_id, str) and call_id else f"#{index}", item.get("output")))
+                units.append(index)
             elif kind == "function_call" and isinstance(item.get("call_id"), str):
                 self._names.setdefault(item["call_id"], item.get("name"))
             model_item = is_model_item(item)
             if model_item and not in_turn:
                 self._turns.append(index)
             in_turn = model_item
-        self._results = results
-        return results
+        self._units = units
+        return units
+
+    def result_units(self) -> list[int]:
+        return self._units if self._units is not None else self._scan()
 
     def tool_results(self) -> list[ToolResult]:
-        return self._results if self._results is not None else self._scan()
+        if self._results is None:
+            self._results = tool_results_of(self)
+        return self._results
 
     def turn_starts(self) -> list[int]:
-        if self._results is None:
+        if self._units is None:
             self._scan()
         return self._turns
 
     def tool_name(self, position: int) -> str:
-        result = self.tool_results()[position]
-        return clean_tool_name(self._names.get(self.items[result.unit].get("call_id")))
+        return clean_tool_name(self._names.get(self.items[self.result_units()[position]].get("call_id")))
 
 
 def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int) -> RequestView:
@@ -136,9 +142,9 @@ def _recent_as_chat(items: list[Item]) -> list[dict[str, Any]]:
     return responses_to_chat({}, items[start:]).body["messages"]
 
 
-def items_with(items: list[Item], results: Sequence[ToolResult], rewrites: Rewrites) -> list[Item]:
+def items_with(items: list[Item], result_units: Sequence[int], rewrites: Rewrites) -> list[Item]:
     """``items`` with each rewritten result's ``output`` replaced (:func:`units_with`)."""
-    return units_with(items, results, rewrites, "output")
+    return units_with(items, result_units, rewrites, "output")
 
 
 def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
@@ -155,7 +161,7 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
     conversation = view.conversation
     assert isinstance(conversation, ResponsesConversation)
     if changes.rewrites:
-        out["input"] = items_with(conversation.items, conversation.tool_results(), changes.rewrites)
+        out["input"] = items_with(conversation.items, conversation.result_units(), changes.rewrites)
     if conversation.proxy_reasoning and not changes.translated:  # a translation drops every reasoning item itself
         out["input"] = [item for item in out["input"] if not is_proxy_reasoning(item)]
     limit = body.get("max_output_tokens")

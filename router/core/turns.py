@@ -14,7 +14,7 @@ from bisect import bisect_left
 from typing import Any
 
 from router.core.messages import TEXT_PART_TYPES, Message
-from router.core.request_view import Conversation, ToolResult
+from router.core.request_view import Conversation
 
 
 def protected_from(messages: list[Message], keep_last_turns: int) -> int:
@@ -60,15 +60,11 @@ def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[
     if len(turns) < keep_last_turns:
         return []
     end = turns[-keep_last_turns]
-    results = conversation.tool_results()
+    result_units = conversation.result_units()
+    units, key = conversation.units, conversation.result_key
     # results are in unit order: the candidates are a prefix of them
-    cut = bisect_left(results, end, key=_unit_of)
     return [
         position
-        for position in range(cut)
-        if type(content := results[position][2]) is str or has_text(content)  # strings first: the usual case
+        for position in range(bisect_left(result_units, end))
+        if type(content := units[result_units[position]].get(key)) is str or has_text(content)  # strings first: the usual case
     ]
-
-
-def _unit_of(result: ToolResult) -> int:
-    return result[0]

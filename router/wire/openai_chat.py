@@ -51,7 +51,7 @@ class OpenAIChat:
         payload["model"] = changes.upstream_model
         conversation = view.conversation
         assert isinstance(conversation, ChatConversation)
-        payload["messages"] = messages_with(conversation.messages, conversation.tool_results(), changes.rewrites)
+        payload["messages"] = messages_with(conversation.messages, conversation.result_units(), changes.rewrites)
         return orjson.dumps(payload)
 
     def read_usage(self, body: bytes) -> Usage | None:

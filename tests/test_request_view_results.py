@@ -1,0 +1,53 @@
+"""Every wire format's conversation finds its tool results as units; each result's content and id
+are read from its unit (``result_key``, ``result_id_key``), the same as ``tool_results()`` says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from router.core.anthropic_view import MessagesConversation
+from router.core.chat_view import ChatConversation
+from router.core.request_view import Conversation, stable_id
+from router.core.responses_view import ResponsesConversation
+from tests import anthropic_factories as anthropic
+from tests.factories import agent_session, tool
+from tests.wire_factories import function_call, function_call_output, input_message
+
+
+def chat() -> ChatConversation:
+    messages = agent_session(3)
+    messages.append({"role": "tool", "content": "no id"})  # known by its position
+    messages.append(tool("call_x", [{"type": "text", "text": "parts"}]))
+    return ChatConversation(messages)
+
+
+def responses() -> ResponsesConversation:
+    items = [input_message("user", "go"), function_call("c1"), function_call_output("c1", "one"), function_call("c2"),
+             function_call_output("c2", [{"type": "input_text", "text": "two"}]), {"type": "function_call_output", "output": "no id"}]
+    return ResponsesConversation(items)
+
+
+def messages() -> MessagesConversation:
+    turns = [anthropic.user("go"), anthropic.assistant(anthropic.tool_use("t1"), anthropic.tool_use("t2")),
+             anthropic.user(anthropic.tool_result("t1", "a"), anthropic.tool_result("t2", [anthropic.text("b")]), anthropic.reminder())]
+    return MessagesConversation([anthropic.text("sys")], turns)
+
+
+@pytest.mark.parametrize("make", [chat, responses, messages], ids=["openai chat", "responses", "anthropic"])
+def test_results_read_from_their_units_are_the_tool_results(make: Any) -> None:
+    conversation: Conversation = make()
+    results = conversation.tool_results()
+    units = conversation.units
+    assert list(conversation.result_units()) == [r.unit for r in results] and results
+    for result in results:
+        holder = units[result.unit]
+        assert holder.get(conversation.result_key) is result.content
+        assert stable_id(holder.get(conversation.result_id_key), result.unit) == result.id
+
+
+def test_a_result_without_a_call_id_is_known_by_its_unit() -> None:
+    conversation = chat()
+    assert [r.id for r in conversation.tool_results()][-2:] == [f"#{len(conversation.units) - 2}", "call_x"]
+    assert responses().tool_results()[-1].id == "#5"
