@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--timeout", type=positive_float, default=60.0, help="seconds for each real model call (default 60: a first call loads the model)")
     doctor.set_defaults(func=cmd_doctor)
 
-    mock = sub.add_parser("mock-upstream", help="run a local fake OpenAI-compatible upstream (for trying the proxy)")
+    mock = sub.add_parser("mock-upstream", help="run a local fake upstream: OpenAI chat, Ollama, Anthropic Messages, OpenAI Responses (for trying the proxy)")
     mock.add_argument("--host", default="127.0.0.1")
     mock.add_argument("--port", type=int, default=MOCK_UPSTREAM_PORT, help=f"default {MOCK_UPSTREAM_PORT}, where the shipped config expects Ollama")
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a client header, e.g. 'x-router-tier: 3' (repeatable)"
     )
     explain.add_argument("--offline", action="store_true", help="no classifier or embeddings calls: show the fallbacks instead")
-    explain.add_argument("request", metavar="REQUEST.json", help='a chat request body, or a transcript {"messages", "tools"}')
+    explain.add_argument("request", metavar="REQUEST.json", help='a chat, Anthropic Messages or Responses request body, a transcript {"messages", "tools"}, or a list of messages')
     explain.set_defaults(func=cmd_explain)
     return parser
 
