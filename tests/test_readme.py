@@ -191,6 +191,11 @@ def test_every_metric_the_readme_names_exists():
     assert unknown == []
 
 
+def test_the_readme_names_every_metric():
+    named = {re.sub(r"_(total|count|sum|bucket)$", "", n) for n in re.findall(r"\b(pinch_router_[a-z_]+)", section("Observability"))}
+    assert sorted(metric_names() - named) == []
+
+
 def test_the_reload_gauges_the_readme_names_are_registered_by_the_live_chain():
     source = (ROOT / "router" / "live.py").read_text()
     for name in ("pinch_router_config_last_reload_successful", "pinch_router_config_last_reload_success_timestamp_seconds", "pinch_router_config_info"):
