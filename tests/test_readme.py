@@ -216,6 +216,16 @@ def test_every_served_endpoint_is_in_the_endpoints_table():
     assert sorted(e for e in SUPPORTED_ENDPOINTS if e not in listed_paths) == []
 
 
+def test_the_stage_table_lists_every_stage_in_order_with_its_fail_mode():
+    from router.config import DEFAULT_CHAIN
+    from router.registry import stage_registry
+
+    text = README[README.index("\n| stage | fail mode | what it does |"):]
+    rows = [(CODE_SPAN.findall(cells[0])[0], cells[1]) for cells in table_rows(text.split("\n\n")[0])]
+    stages = stage_registry()
+    assert rows == [(name, str(stages[name].fail_mode.value).lower()) for name in DEFAULT_CHAIN]
+
+
 # ---- the layout -----------------------------------------------------------------------------------------------------
 
 
