@@ -214,6 +214,7 @@ def test_every_served_endpoint_is_in_the_endpoints_table():
     listed = {CODE_SPAN.findall(cells[0])[0] for cells in table_rows(section("Endpoints"))}
     listed_paths = {p.split("?")[0] for p in listed}
     assert sorted(e for e in SUPPORTED_ENDPOINTS if e not in listed_paths) == []
+    assert sorted(listed_paths - set(SUPPORTED_ENDPOINTS) - {"GET /"}) == []  # the root lists the others
 
 
 def test_the_stage_table_lists_every_stage_in_order_with_its_fail_mode():
