@@ -227,6 +227,18 @@ def test_the_stage_table_lists_every_stage_in_order_with_its_fail_mode():
     assert rows == [(name, str(stages[name].fail_mode.value).lower()) for name in DEFAULT_CHAIN]
 
 
+SCRIPT_RUNS = sorted({m.group(0) for m in re.finditer(r"-m (?:bench|docs)\.\w+[^`\n]*", README)})
+
+
+@pytest.mark.parametrize("run", SCRIPT_RUNS)
+def test_every_bench_and_docs_script_the_readme_runs_exists_with_the_options_it_is_given(run):
+    module = run.split()[1]
+    path = ROOT / f"{module.replace('.', '/')}.py"
+    assert path.is_file(), f"{run}: no {path.relative_to(ROOT)}"
+    source = path.read_text()
+    assert [o for o in re.findall(r"(--[a-z][a-z-]*)", run) if f'"{o}"' not in source] == []
+
+
 # ---- the layout -----------------------------------------------------------------------------------------------------
 
 
