@@ -239,6 +239,12 @@ def test_every_bench_and_docs_script_the_readme_runs_exists_with_the_options_it_
     assert [o for o in re.findall(r"(--[a-z][a-z-]*)", run) if f'"{o}"' not in source] == []
 
 
+def test_every_repository_path_the_readme_names_exists():
+    paths = {m.rstrip(".,:;") for m in re.findall(r"(?<![\w/.-])(?:router|middlewares|bench|docs|deploy|tests|\.ci)/[\w./-]*", README)}
+    assert len(paths) > 30
+    assert sorted(p for p in paths if not (ROOT / p.split(":")[0]).exists()) == []
+
+
 # ---- the layout -----------------------------------------------------------------------------------------------------
 
 
