@@ -18,8 +18,10 @@ import yaml
 from pydantic import BaseModel
 
 from router.cli import build_parser
-from router.config import Config, ProviderSettings, load_config
+from router.config import DEFAULT_CHAIN, Config, ProviderSettings, load_config
 from router.metrics import Metrics
+from router.registry import STAGES, stage_registry
+from router.unknown_paths import SUPPORTED_ENDPOINTS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -96,8 +98,6 @@ def as_written(value: Any) -> str:
         return str(value).lower()
     if value is None:
         return "none"
-    if isinstance(value, float) and value.is_integer() and value >= 10:
-        return str(int(value))
     if isinstance(value, (int, float)) or value == "—":
         return str(value)
     if isinstance(value, list):
@@ -146,14 +146,14 @@ def test_where_the_shipped_config_differs_from_a_default_the_table_says_so():
     differs = sorted(
         key for key in CODE_KEYS
         if "<name>" not in key and key != "models[]" and key in raw
-        and (eval_key(shipped, key) != CODE_KEYS[key] or "${" in str(raw[key]))
+        and (setting_at(shipped, key) != CODE_KEYS[key] or "${" in str(raw[key]))
         and key not in ("pinch.relevance.base_url",)  # ${OLLAMA_URL:-…}: the default itself unless set, like the provider's
     )
     unsaid = [key for key in differs if "shipped" not in documented_keys()[key]]
     assert unsaid == []
 
 
-def eval_key(config: Config, key: str) -> Any:
+def setting_at(config: Config, key: str) -> Any:
     value: Any = config
     for part in key.split("."):
         value = getattr(value, part)
@@ -209,8 +209,6 @@ def test_every_response_header_is_in_the_response_headers_section():
 
 
 def test_every_served_endpoint_is_in_the_endpoints_table():
-    from router.unknown_paths import SUPPORTED_ENDPOINTS
-
     listed = {CODE_SPAN.findall(cells[0])[0] for cells in table_rows(section("Endpoints"))}
     listed_paths = {p.split("?")[0] for p in listed}
     assert sorted(e for e in SUPPORTED_ENDPOINTS if e not in listed_paths) == []
@@ -218,9 +216,6 @@ def test_every_served_endpoint_is_in_the_endpoints_table():
 
 
 def test_the_stage_table_lists_every_stage_in_order_with_its_fail_mode():
-    from router.config import DEFAULT_CHAIN
-    from router.registry import stage_registry
-
     text = README[README.index("\n| stage | fail mode | what it does |"):]
     rows = [(CODE_SPAN.findall(cells[0])[0], cells[1]) for cells in table_rows(text.split("\n\n")[0])]
     stages = stage_registry()
@@ -271,8 +266,6 @@ def test_every_module_is_in_the_layout(folder):
     text = layout_blocks()[folder]
     modules = sorted(p.stem for p in (ROOT / folder).glob("*.py") if p.stem not in ("__init__", "__main__"))
     if folder == "middlewares/":  # "one module per stage, named after it"
-        from router.registry import STAGES
-
         assert modules == sorted(stage.name.replace("-", "_") for stage in STAGES)
         return
     assert [m for m in modules if not re.search(rf"\b{m}\b", text)] == []
