@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from router.cli import build_parser
 from router.config import DEFAULT_CHAIN, Config, ProviderSettings, load_config
+from router.core.anthropic_messages import ERROR_TYPES
 from router.metrics import Metrics
 from router.registry import STAGES, stage_registry
 from router.unknown_paths import SUPPORTED_ENDPOINTS
@@ -213,6 +214,11 @@ def test_every_served_endpoint_is_in_the_endpoints_table():
     listed_paths = {p.split("?")[0] for p in listed}
     assert sorted(e for e in SUPPORTED_ENDPOINTS if e not in listed_paths) == []
     assert sorted(listed_paths - set(SUPPORTED_ENDPOINTS) - {"GET /"}) == []  # the root lists the others
+
+
+def test_every_anthropic_error_type_is_in_the_endpoints_section():
+    text = section("Endpoints")
+    assert sorted({t for t in ERROR_TYPES.values() if f"`{t}`" not in text}) == []
 
 
 def test_the_stage_table_lists_every_stage_in_order_with_its_fail_mode():
