@@ -20,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable
 from time import perf_counter
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import aiohttp
 import orjson
@@ -143,12 +143,14 @@ class UpstreamForward:
                 self._answered(result, candidate, response.status, sent)
                 await relay.run(first, decision_headers)
             else:
-                body = await self._wait_upstream(ctx, self._read_body(response))
+                body, answer = await self._wait_upstream(ctx, self._read_body(response))
                 self._answered(result, candidate, response.status, sent)
                 content_type = response.headers.get("Content-Type", JSON)
                 if translation is not None:
                     body, content_type = translation.response(body), JSON
-                result.usage = ctx.wire.read_usage(body)
+                    result.usage = ctx.wire.read_usage(body)
+                else:  # the answer as parsed for the not-JSON check: not parsed a second time
+                    result.usage = ctx.wire.usage_of(answer)
                 ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:
@@ -156,8 +158,8 @@ class UpstreamForward:
             if self.open_gauge is not None:
                 self.open_gauge.dec()
 
-    async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
-        """The answer body, bounded and under the idle gap; one that is not JSON is this provider failing."""
+    async def _read_body(self, response: aiohttp.ClientResponse) -> tuple[bytes, Any]:
+        """The answer body and its JSON, bounded and under the idle gap; one that is not JSON is this provider failing."""
         try:
             body = await read_bounded(response, self.settings.max_response_bytes, self.settings.idle_timeout_seconds)
         except TimeoutError:
@@ -167,10 +169,9 @@ class UpstreamForward:
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"answer body broke off ({type(exc).__name__})") from None
         try:
-            orjson.loads(body)
+            return body, orjson.loads(body)
         except orjson.JSONDecodeError:
             raise AttemptFailure("read", f"answered {response.status} with a body that is not JSON ({len(body)} bytes)") from None
-        return body
 
     @staticmethod
     def _answered(result: UpstreamResult, candidate: Candidate, status: int, sent: float) -> None:

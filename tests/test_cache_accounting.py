@@ -86,6 +86,28 @@ async def test_the_cache_figures_reach_the_decision_log_and_the_metrics(
     assert value(samples, "pinch_router_prompt_cache_tokens_total", model="main", kind="written") == (written or 0)
 
 
+async def test_a_whole_answer_is_parsed_once_for_its_json_check_and_its_usage(proxy, mock_upstream, monkeypatch) -> None:
+    """The not-JSON check of a non-streamed answer parses it; its usage is read from that parse (#19)."""
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    mock.then(Behaviour(usage=OPENAI_USAGE))
+    answers_parsed = []
+    loads = orjson.loads
+
+    def counted_loads(data: Any) -> Any:
+        value = loads(data)
+        if isinstance(value, dict) and value.get("object") == "chat.completion":
+            answers_parsed.append(value)
+        return value
+
+    monkeypatch.setattr(orjson, "loads", counted_loads)
+    resp = await client.post("/v1/chat/completions", json=chat_body("hi"))
+    assert resp.status == 200 and (await resp.json())["usage"] == OPENAI_USAGE
+    (row,) = await decisions(client)
+    assert (row["prompt_tokens"], row["cached_tokens"]) == (2000, 1536)
+    assert len(answers_parsed) == 1
+
+
 async def test_an_answer_without_cache_accounting_counts_no_cached_or_uncached_tokens(proxy, mock_upstream) -> None:
     _, url = mock_upstream
     client = await proxy(make_config(url))

@@ -107,6 +107,21 @@ async def test_close_flushes_everything_queued(tmp_path):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+async def test_nulls_and_booleans_are_stored_as_sqlite_nulls_and_integers(tmp_path):
+    """The adapters decision_log registers for None and bool (a cheaper bind) store what sqlite3 always stored."""
+    path = tmp_path / "log.sqlite3"
+    log = DecisionLog(str(path))
+    await log.start()
+    log.submit(Decision(request_id="streamed", ts=1.0, status=200, duration_ms=1.0, stream=True, error_code=None))
+    log.submit(Decision(request_id="whole", ts=1.0, status=200, duration_ms=1.0, stream=False, error_code=None))
+    await log.close()
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT request_id, stream, typeof(stream), error_code, typeof(error_code) FROM decisions ORDER BY request_id"
+        ).fetchall()
+    assert rows == [("streamed", 1, "integer", None, "null"), ("whole", 0, "integer", None, "null")]
+
+
 async def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
     log = DecisionLog(str(tmp_path / "log.sqlite3"), queue_size=2)
     # not started: nothing drains the queue

@@ -159,6 +159,22 @@ async def test_a_suspending_stage_gets_every_wake_up_value_and_exception():
     assert await within_timeout(work(), 1.0) == ["one", "two"]
 
 
+async def test_the_deadline_counts_from_the_call_including_work_before_the_first_suspension(monkeypatch):
+    loop = asyncio.get_running_loop()
+    armed = []
+    real = loop.call_at
+    monkeypatch.setattr(loop, "call_at", lambda when, *args, **kw: armed.append(when) or real(when, *args, **kw))
+
+    async def works_then_waits():
+        time.sleep(0.05)  # synchronous work before the first await
+        await loop.create_future()
+
+    called_at = loop.time()
+    with pytest.raises(StageTimeout):
+        await within_timeout(works_then_waits(), 0.1)
+    assert len(armed) == 1 and called_at + 0.1 - 0.005 < armed[0] < called_at + 0.1 + 0.03  # not 0.1 after the 0.05 of work
+
+
 async def test_the_timer_cancels_a_suspended_stage_and_lets_it_clean_up():
     cleaned = []
 

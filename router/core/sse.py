@@ -66,6 +66,11 @@ def read_usage(data: bytes) -> Usage | None:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
+    return usage_of(obj)
+
+
+def usage_of(obj: Any) -> Usage | None:
+    """:func:`read_usage` of a body already parsed (a whole answer the proxy has parsed anyway)."""
     if not isinstance(obj, dict):
         return None
     usage = obj.get("usage")

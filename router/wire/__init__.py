@@ -29,7 +29,8 @@ what the rest of the proxy relies on:
   (the Anthropic thinking and the Responses reasoning items made from a chat
   model's reasoning), left out unless ``changes.translated`` says the body is the
   source of a translation instead.
-* the answer: ``read_usage(body)`` for a whole answer, ``stream_error(message,
+* the answer: ``read_usage(body)`` for a whole answer (``usage_of(answer)`` for one
+  already parsed), ``stream_error(message,
   code)`` for the event that ends a broken stream, ``is_usage_only_event`` (the
   usage report the proxy asked for on the client's behalf, dropped) and
   ``is_stream_end`` (chat's ``[DONE]``, Anthropic's ``message_stop``, the
@@ -63,6 +64,8 @@ class WireAdapter(Protocol):
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes: ...
 
     def read_usage(self, body: bytes) -> Usage | None: ...
+
+    def usage_of(self, answer: Any) -> Usage | None: ...
 
     def stream_error(self, message: str, code: str) -> bytes: ...
 

@@ -38,7 +38,7 @@ from router.core.anthropic_messages import (
 )
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
-from router.core.sse import read_usage
+from router.core.sse import read_usage, usage_of
 from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 
 class AnthropicMessages:
@@ -80,6 +80,9 @@ class AnthropicMessages:
 
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
+
+    def usage_of(self, answer: Any) -> Usage | None:
+        return usage_of(answer)
 
     def stream_error(self, message: str, code: str) -> bytes:
         return anthropic_error_event(message, "overloaded_error" if code == "server_shutting_down" else "api_error")

@@ -24,7 +24,7 @@ from router.context import Usage
 from router.core.chat_request import InvalidRequest, validate_chat_body
 from router.core.chat_view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
 from router.core.request_view import BodyChanges, RequestView
-from router.core.sse import KEEP_ALIVE_COMMENT, error_event, read_usage
+from router.core.sse import KEEP_ALIVE_COMMENT, error_event, read_usage, usage_of
 from router.core.upstream_body import is_usage_only_event, upstream_body
 from router.errors import ApiError, invalid_request
 
@@ -56,6 +56,9 @@ class OpenAIChat:
 
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
+
+    def usage_of(self, answer: Any) -> Usage | None:
+        return usage_of(answer)
 
     def stream_error(self, message: str, code: str) -> bytes:
         return error_event(message, code)

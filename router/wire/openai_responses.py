@@ -33,7 +33,7 @@ from router.core.request_view import BodyChanges, RequestView
 from router.core.responses_request import validate_responses_body
 from router.core.responses_to_chat import responses_to_chat
 from router.core.responses_view import OPENAI_RESPONSES, body_with_changes, responses_view
-from router.core.sse import KEEP_ALIVE_COMMENT, SseRelay, is_event_of_type, read_usage
+from router.core.sse import KEEP_ALIVE_COMMENT, SseRelay, is_event_of_type, read_usage, usage_of
 from router.errors import ApiError, invalid_request
 
 # The events that end a Responses stream (it has no [DONE]).
@@ -60,6 +60,9 @@ class OpenAIResponses:
 
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
+
+    def usage_of(self, answer: Any) -> Usage | None:
+        return usage_of(answer)
 
     def stream_error(self, message: str, code: str) -> bytes:
         """The Responses API's ``error`` event (the stream's sequence is the provider's: no number is made up)."""
