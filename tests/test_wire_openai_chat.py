@@ -12,7 +12,7 @@ from middlewares.capability_gate import CapabilityGate
 
 from router.core.pinch import prune_results
 from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
-from router.core.request_view import BodyChanges, ToolResult
+from router.core.request_view import BodyChanges, ToolResult, start_of_last_turns
 from router.core.sse import SseRelay
 from router.errors import ApiError, invalid_request
 from router.stage import StageDeps, run_stage
@@ -113,6 +113,9 @@ class BlocksConversation:
 
     def turn_starts(self) -> list[int]:
         return [i for i, u in enumerate(self.units) if u.get("role") == "assistant"]
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self.turn_starts(), count)
 
     result_key, result_id_key = "content", "tool_use_id"
 

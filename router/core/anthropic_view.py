@@ -34,7 +34,7 @@ from router.core.anthropic_messages import (
     wants_thinking,
 )
 from router.core.messages import Message
-from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name
+from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText
 
@@ -85,6 +85,9 @@ class MessagesConversation:
 
     def turn_starts(self) -> list[int]:
         return self._turns
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self._turns, count)
 
     def tool_results(self) -> list[ToolResult]:
         return self._results

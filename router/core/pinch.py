@@ -43,16 +43,16 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from router.core.results import PinchMode, PinchStats
-from router.core.chat_view import ChatConversation, ToolNames, messages_with
+from router.core.chat_view import ChatConversation, ToolNames
 from router.core.messages import TEXT_PART_TYPES, Message
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, units_with
 from router.core.tokens import (
     CHARS_PER_TOKEN,
     DEFAULT_ESTIMATOR,
     PromptSize,
     TokenEstimator,
 )
-from router.core.turns import candidate_results
+from router.core.turns import candidate_results, old_results
 
 # Head and tail each keep this share of max_summarize_chars; the marker fits in the rest.
 HEAD_TAIL_EIGHTHS = 3
@@ -137,32 +137,36 @@ def prune_results(
     if original <= budget_tokens:
         return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
 
-    candidates = candidate_results(conversation, keep_last_turns)
     if relevance_order is None:
-        # uniform compresses every candidate: no deficit stops it
-        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), math.inf
+        # Uniform compresses every candidate, so no deficit stops it and the candidates need no
+        # list: it visits every result before the protected turns, and one without text is no
+        # candidate because it has nothing to compress (_rewrite makes no rewrite of it).
+        mode, order, deficit = PinchMode.UNIFORM, range(old_results(conversation, keep_last_turns)), math.inf
     else:
-        mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
+        candidates = candidate_results(conversation, keep_last_turns)
+        checked = _checked_order(relevance_order, len(candidates))
+        mode, order, deficit = PinchMode.RELEVANCE, [candidates[position] for position in checked], original - budget_tokens
 
     rewrites: dict[int, Any] = {}
-    kinds: dict[int, CompressionKind] = {}
-    saved = elided = 0
+    kinds: list[CompressionKind] = []  # in the order of rewrites
+    saved = 0
     result_units, units, key = conversation.result_units(), conversation.units, conversation.result_key
-    for position in order:
+    for result_position in order:
         if saved >= deficit:
             break
-        result_position = candidates[position]
         unit = result_units[result_position]
         rewrite = _rewrite(units[unit].get(key), conversation, result_position, max_summarize_chars, sizes[unit])
         if rewrite is None:
             continue
-        rewrites[result_position], kinds[result_position], tokens_saved = rewrite
+        rewrites[result_position], kind, tokens_saved = rewrite
+        kinds.append(kind)
         saved += tokens_saved
     compressed = len(kinds)
-    if compressed:
-        elided = sum([kind is _ELIDED for kind in kinds.values()])
-    # uniform visits the candidates in order, so its compressions are already by position
-    compressions = tuple(kinds.items()) if relevance_order is None else tuple(sorted(kinds.items()))
+    elided = kinds.count(_ELIDED)
+    # uniform visits the results in order, so its compressions are already by position
+    compressions = tuple(zip(rewrites, kinds))
+    if relevance_order is not None:
+        compressions = tuple(sorted(compressions))
     stats = PinchStats(mode, original, original - saved, compressed, elided, compressed - elided, compressions=compressions)
     return rewrites, stats
 
@@ -183,7 +187,7 @@ def prune_context(
     rewrites, stats = prune_results(
         conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
     )
-    return (messages_with(messages, conversation.result_units(), rewrites) if rewrites else messages), stats
+    return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
 
 
 def compress_tool_result(

@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
-from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, start_of_last_turns, tool_results_of, units_with
 from router.core.responses_request import Item, ResponsesRequest, is_proxy_reasoning, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
@@ -84,6 +84,9 @@ class ResponsesConversation:
         if self._units is None:
             self._scan()
         return self._turns
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self.turn_starts(), count)
 
     def tool_name(self, position: int) -> str:
         return clean_tool_name(self._names.get(self.items[self.result_units()[position]].get("call_id")))
