@@ -60,7 +60,7 @@ def test_the_view_says_what_the_stages_need_without_the_body():
     assert view.units is body["messages"]
     assert view.conversation.turn_starts() == [2, 4, 6]
     assert [r[:2] for r in view.conversation.tool_results()] == [(3, "call_1"), (5, "call_2")]
-    assert view.conversation.tool_name(0) == "read_file"
+    assert view.conversation.tool_name(view.conversation.result_units()[0]) == "read_file"
 
 
 @pytest.mark.parametrize(
@@ -125,7 +125,7 @@ class BlocksConversation:
     def tool_results(self) -> list[ToolResult]:
         return [ToolResult(i, self.units[i]["tool_use_id"], self.units[i]["content"]) for i in self.result_units()]
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         return "Read"
 
 

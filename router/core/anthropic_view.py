@@ -95,7 +95,7 @@ class MessagesConversation:
     def result_units(self) -> list[int]:
         return self._units
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         if self._names is None:
             self._names = {
                 b.get("id"): b.get("name")
@@ -104,7 +104,7 @@ class MessagesConversation:
                 for b in blocks_of(m.get("content"))
                 if b.get("type") == "tool_use"
             }
-        return clean_tool_name(self._names.get(self._results[position].id))
+        return clean_tool_name(self._names.get(self.units[unit].get("tool_use_id")))
 
     def messages_with(self, rewrites: Rewrites) -> list[Message]:
         """The client's messages with each rewritten result's ``content`` replaced — nothing else of its

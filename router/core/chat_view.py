@@ -28,7 +28,7 @@ JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
 
 
 class ToolNames:
-    """Tool names by result index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
+    """Tool names by message index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
 
     Each lookup walks back to the nearest assistant message, remembering the
     answer for every message it passes, so naming all of a transcript's
@@ -43,7 +43,8 @@ class ToolNames:
         # message index -> index of the nearest assistant message at or before it (-1: none)
         self._answers: dict[int, int] = {}
 
-    def name(self, index: int) -> str:
+    def tool_name(self, index: int) -> str:
+        """The tool that produced the result ``messages[index]`` (see the module doc)."""
         messages = self.messages
         message = messages[index]
         # most results directly follow the call they answer
@@ -83,8 +84,8 @@ class ToolNames:
 class ChatConversation(ToolNames):
     """:class:`router.core.request_view.Conversation` over a list of chat messages.
 
-    It names its results itself (a :class:`ToolNames`): a placeholder asks once per result, so
-    the name costs one call, not a second object and a lookup of the results each time.
+    It names its results itself (a :class:`ToolNames`, by message index, which is the unit):
+    a placeholder asks once per result, so the name costs one call.
     """
 
     __slots__ = ("_units", "_results")
@@ -119,10 +120,6 @@ class ChatConversation(ToolNames):
     def last_turns_start(self, count: int) -> int:
         # walks back only to the protected turns, not over the whole transcript
         return protected_from(self.messages, count)
-
-    def tool_name(self, position: int) -> str:
-        units = self._units  # found already when pinch asks: its positions came from them
-        return self.name((units if units is not None else self.result_units())[position])
 
 
 def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> RequestView:

@@ -155,7 +155,7 @@ def prune_results(
         if saved >= deficit:
             break
         unit = result_units[result_position]
-        rewrite = _rewrite(units[unit].get(key), conversation, result_position, max_summarize_chars, sizes[unit])
+        rewrite = _rewrite(units[unit].get(key), conversation, unit, max_summarize_chars, sizes[unit])
         if rewrite is None:
             continue
         rewrites[result_position], kind, tokens_saved = rewrite
@@ -212,26 +212,26 @@ def compress_tool_result(
 
 
 class _Names(Protocol):
-    def tool_name(self, position: int) -> str: ...
+    def tool_name(self, unit: int) -> str: ...
 
 
-def _rewrite(content: Any, names: _Names, position: int, max_chars: int, size: int) -> tuple[Any, CompressionKind, int] | None:
+def _rewrite(content: Any, names: _Names, unit: int, max_chars: int, size: int) -> tuple[Any, CompressionKind, int] | None:
     """A tool result's compressed content, how, and the tokens it saves; None when it would save none.
 
     Only the result's content changes, so the saving follows from the length
     change of its unit's ``size`` (weighted characters) alone: the per-unit
-    overhead and any images cancel out. ``names.tool_name(position)`` is asked
+    overhead and any images cancel out. ``names.tool_name(unit)`` is asked
     only when a placeholder is made.
     """
     if type(content) is str:
-        new_content: Any = _compress_text(content, names, position, max_chars)
+        new_content: Any = _compress_text(content, names, unit, max_chars)
         if new_content is None:
             return None
         delta = len(new_content) - len(content)
         # a text is elided exactly when it is longer than max_chars, else it became a placeholder
         kind = _ELIDED if len(content) > max_chars else _PLACEHOLDER
     elif isinstance(content, list):
-        new_content, parts_kind, delta = _compress_parts(content, names, position, max_chars)
+        new_content, parts_kind, delta = _compress_parts(content, names, unit, max_chars)
         if parts_kind is None:
             return None
         kind = parts_kind
@@ -250,13 +250,13 @@ class _FixedName:
     def __init__(self, tool_name: str | Callable[[], str]) -> None:
         self.name = tool_name
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         return self.name if isinstance(self.name, str) else self.name()
 
 
 def tool_name_for(messages: list[Message], index: int) -> str:
     """The tool that produced chat message ``messages[index]``, for its placeholder (see :class:`ToolNames`)."""
-    return ToolNames(messages).name(index)
+    return ToolNames(messages).tool_name(index)
 
 
 def is_compressed(text: str) -> bool:
@@ -266,10 +266,10 @@ def is_compressed(text: str) -> bool:
     return text.startswith(_PLACEHOLDER_OPEN) and _PLACEHOLDER_RE.fullmatch(text) is not None
 
 
-def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str | None:
+def _compress_text(text: str, names: _Names, unit: int, max_chars: int) -> str | None:
     """The shorter text: elided when longer than ``max_chars``, else a placeholder; None when it stays.
 
-    ``names.tool_name(index)`` names the tool; it is asked only when a placeholder is made.
+    ``names.tool_name(unit)`` names the tool; it is asked only when a placeholder is made.
     """
     length = len(text)
     if length > max_chars:
@@ -283,7 +283,7 @@ def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str 
     # shorter one can only be our placeholder: skip the marker scan for it.
     if (length >= max_chars * HEAD_TAIL_EIGHTHS // 8 or text.startswith(_PLACEHOLDER_OPEN)) and is_compressed(text):
         return None
-    short = placeholder(names.tool_name(index), length)
+    short = placeholder(names.tool_name(unit), length)
     return short if len(short) < length else None
 
 
@@ -304,7 +304,7 @@ def _elide(text: str, max_chars: int) -> str:
 
 
 def _compress_parts(
-    parts: list[Any], names: _Names, index: int, max_chars: int
+    parts: list[Any], names: _Names, unit: int, max_chars: int
 ) -> tuple[list[Any], CompressionKind | None, int]:
     """Each text part compressed on its own; every other part, and every key, kept.
 
@@ -315,7 +315,7 @@ def _compress_parts(
     delta = 0
     for part in parts:
         if isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str):
-            text = _compress_text(part["text"], names, index, max_chars)
+            text = _compress_text(part["text"], names, unit, max_chars)
             if text is not None:
                 part_kind = _ELIDED if len(part["text"]) > max_chars else _PLACEHOLDER
                 delta += len(text) - len(part["text"])

@@ -115,8 +115,9 @@ class Conversation(Protocol):
         """The key of a result's unit that holds its call id."""
         ...
 
-    def tool_name(self, position: int) -> str:
-        """The tool that produced ``tool_results()[position]``: one clean line, for its placeholder."""
+    def tool_name(self, unit: int) -> str:
+        """The tool that produced the result ``units[unit]`` holds: one clean line, for its placeholder.
+        Asked by unit, not position: a unit holds at most one result, and pinch has the unit at hand."""
         ...
 
 

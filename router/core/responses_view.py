@@ -88,8 +88,10 @@ class ResponsesConversation:
     def last_turns_start(self, count: int) -> int:
         return start_of_last_turns(self.turn_starts(), count)
 
-    def tool_name(self, position: int) -> str:
-        return clean_tool_name(self._names.get(self.items[self.result_units()[position]].get("call_id")))
+    def tool_name(self, unit: int) -> str:
+        if self._units is None:
+            self._scan()  # the calls' names are found by the same pass
+        return clean_tool_name(self._names.get(self.items[unit].get("call_id")))
 
 
 def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int) -> RequestView:
