@@ -27,73 +27,25 @@ OPENAI_CHAT = "openai-chat"
 JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
 
 
-class ToolNames:
-    """Tool names by message index for one transcript: :func:`router.core.pinch.tool_name_for`, amortised.
-
-    Each lookup walks back to the nearest assistant message, remembering the
-    answer for every message it passes, so naming all of a transcript's
-    results costs one pass over it in total, in any order (relevance mode
-    asks in relevance order) — never a walk per result.
-    """
-
-    __slots__ = ("messages", "_answers")
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
-        # message index -> index of the nearest assistant message at or before it (-1: none)
-        self._answers: dict[int, int] = {}
-
-    def tool_name(self, index: int) -> str:
-        """The tool that produced the result ``messages[index]`` (see the module doc)."""
-        messages = self.messages
-        message = messages[index]
-        # most results directly follow the call they answer
-        assistant = index - 1 if index and messages[index - 1].get("role") == "assistant" else self._nearest_assistant(index - 1)
-        name = None
-        if assistant >= 0:
-            # the call this result answers, inline: a placeholder asks once per result
-            calls, call_id = messages[assistant].get("tool_calls"), message.get("tool_call_id")
-            if type(calls) is list and type(call_id) is str:
-                for call in calls:
-                    if type(call) is dict and call.get("id") == call_id:
-                        function = call.get("function")
-                        name = function.get("name") if type(function) is dict else None
-                        break
-        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
-            return name  # the usual case, clean already: clean_tool_name would return it as it is
-        return clean_tool_name(name, message.get("name"))
-
-    def _nearest_assistant(self, start: int) -> int:
-        messages, answers = self.messages, self._answers
-        passed = []
-        found = -1
-        for index in range(start, -1, -1):
-            known = answers.get(index)
-            if known is not None:
-                found = known
-                break
-            if messages[index].get("role") == "assistant":
-                found = index
-                break
-            passed.append(index)
-        for index in passed:
-            answers[index] = found
-        return found
-
-
-class ChatConversation(ToolNames):
+class ChatConversation:
     """:class:`router.core.request_view.Conversation` over a list of chat messages.
 
-    It names its results itself (a :class:`ToolNames`, by message index, which is the unit):
-    a placeholder asks once per result, so the name costs one call.
+    Built for every request, so it holds only the messages until asked. It names its results
+    itself (a placeholder asks once per result, so a name costs one call), and
+    :func:`router.core.pinch.tool_name_for` is its lookup on its own: each lookup walks back to
+    the nearest assistant message, remembering the answer for every message it passes, so
+    naming all of a transcript's results costs one pass over it in total, in any order
+    (relevance mode asks in relevance order) — never a walk per result.
     """
 
-    __slots__ = ("_units", "_results")
+    __slots__ = ("messages", "_answers", "_units", "_results")
     result_key = "content"
     result_id_key = "tool_call_id"
 
     def __init__(self, messages: list[Message]) -> None:
-        super().__init__(messages)
+        self.messages = messages
+        # message index -> index of the nearest assistant message at or before it (-1: none)
+        self._answers: dict[int, int] | None = None
         self._units: list[int] | None = None  # the index of each tool message
         self._results: list[ToolResult] | None = None
 
@@ -120,6 +72,48 @@ class ChatConversation(ToolNames):
     def last_turns_start(self, count: int) -> int:
         # walks back only to the protected turns, not over the whole transcript
         return protected_from(self.messages, count)
+
+    def tool_name(self, index: int) -> str:
+        """The tool that produced the result ``messages[index]`` (a message is a unit; see the module doc)."""
+        messages = self.messages
+        message = messages[index]
+        # most results directly follow the call they answer
+        answered = messages[index - 1] if index else None
+        if answered is None or answered.get("role") != "assistant":
+            assistant = self._nearest_assistant(index - 1)
+            answered = messages[assistant] if assistant >= 0 else None
+        name = None
+        if answered is not None:
+            # the call this result answers, inline: a placeholder asks once per result
+            calls, call_id = answered.get("tool_calls"), message.get("tool_call_id")
+            if type(calls) is list and type(call_id) is str:
+                for call in calls:
+                    if type(call) is dict and call.get("id") == call_id:
+                        function = call.get("function")
+                        name = function.get("name") if type(function) is dict else None
+                        break
+        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+            return name  # the usual case, clean already: clean_tool_name would return it as it is
+        return clean_tool_name(name, message.get("name"))
+
+    def _nearest_assistant(self, start: int) -> int:
+        messages, answers = self.messages, self._answers
+        if answers is None:
+            answers = self._answers = {}
+        passed = []
+        found = -1
+        for index in range(start, -1, -1):
+            known = answers.get(index)
+            if known is not None:
+                found = known
+                break
+            if messages[index].get("role") == "assistant":
+                found = index
+                break
+            passed.append(index)
+        for index in passed:
+            answers[index] = found
+        return found
 
 
 def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> RequestView:

@@ -37,13 +37,12 @@ rewrites one candidate. Contract, in the order the algorithm applies it:
 from __future__ import annotations
 
 import enum
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from router.core.results import PinchMode, PinchStats
-from router.core.chat_view import ChatConversation, ToolNames
+from router.core.chat_view import ChatConversation
 from router.core.messages import TEXT_PART_TYPES, Message
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, units_with
 from router.core.tokens import (
@@ -127,21 +126,41 @@ def prune_results(
     ``measured`` is ``estimator.measure(conversation.units, tools)`` when the caller
     already has it (pinch-relevance measured the same prompt); else it is made here.
     """
+    measured, within = _measured(conversation.units, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured)
+    if within is not None:
+        return NO_REWRITES, within
+    return _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
+
+
+def _measured(
+    units: Sequence[Any], budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
+    estimator: TokenEstimator, tools: Any, measured: PromptSize | None,
+) -> tuple[PromptSize, PinchStats | None]:
+    """The settings checked and the prompt measured (or ``measured``), with the stats when it is within budget."""
     if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
         raise ValueError(
             f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
             f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
         )
     # the sizes let a rewrite be re-counted from its length change alone
-    sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
-    if original <= budget_tokens:
-        return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
+    if measured is None:
+        measured = estimator.measure(units, tools)
+    original = measured.tokens
+    return measured, (PinchStats(PinchMode.WITHIN_BUDGET, original, original) if original <= budget_tokens else None)
 
+
+def _prune(
+    conversation: Conversation, measured: PromptSize, budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
+    relevance_order: Sequence[int] | None,
+) -> tuple[Rewrites, PinchStats]:
+    """:func:`prune_results` past its budget check: the prompt is over ``budget_tokens``."""
+    sizes, original = measured
     if relevance_order is None:
-        # Uniform compresses every candidate, so no deficit stops it and the candidates need no
-        # list: it visits every result before the protected turns, and one without text is no
-        # candidate because it has nothing to compress (_rewrite makes no rewrite of it).
-        mode, order, deficit = PinchMode.UNIFORM, range(old_results(conversation, keep_last_turns)), math.inf
+        # Uniform compresses every candidate, so no deficit stops it (none can save more than the
+        # whole prompt) and the candidates need no list: it visits every result before the
+        # protected turns, and one without text is no candidate because it has nothing to
+        # compress (_rewrite makes no rewrite of it).
+        mode, order, deficit = PinchMode.UNIFORM, range(old_results(conversation, keep_last_turns)), original + 1
     else:
         candidates = candidate_results(conversation, keep_last_turns)
         checked = _checked_order(relevance_order, len(candidates))
@@ -183,10 +202,11 @@ def prune_context(
     measured: PromptSize | None = None,
 ) -> tuple[list[Message], PinchStats]:
     """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
+    measured, within = _measured(messages, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured)
+    if within is not None:
+        return messages, within  # no conversation built: nothing to look for in it
     conversation = ChatConversation(messages)
-    rewrites, stats = prune_results(
-        conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
-    )
+    rewrites, stats = _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
     return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
 
 
@@ -227,9 +247,10 @@ def _rewrite(content: Any, names: _Names, unit: int, max_chars: int, size: int) 
         new_content: Any = _compress_text(content, names, unit, max_chars)
         if new_content is None:
             return None
-        delta = len(new_content) - len(content)
+        length = len(content)
+        delta = len(new_content) - length
         # a text is elided exactly when it is longer than max_chars, else it became a placeholder
-        kind = _ELIDED if len(content) > max_chars else _PLACEHOLDER
+        kind = _ELIDED if length > max_chars else _PLACEHOLDER
     elif isinstance(content, list):
         new_content, parts_kind, delta = _compress_parts(content, names, unit, max_chars)
         if parts_kind is None:
@@ -255,8 +276,9 @@ class _FixedName:
 
 
 def tool_name_for(messages: list[Message], index: int) -> str:
-    """The tool that produced chat message ``messages[index]``, for its placeholder (see :class:`ToolNames`)."""
-    return ToolNames(messages).tool_name(index)
+    """The tool that produced chat message ``messages[index]``, for its placeholder
+    (:meth:`~router.core.chat_view.ChatConversation.tool_name`)."""
+    return ChatConversation(messages).tool_name(index)
 
 
 def is_compressed(text: str) -> bool:
@@ -283,7 +305,8 @@ def _compress_text(text: str, names: _Names, unit: int, max_chars: int) -> str |
     # shorter one can only be our placeholder: skip the marker scan for it.
     if (length >= max_chars * HEAD_TAIL_EIGHTHS // 8 or text.startswith(_PLACEHOLDER_OPEN)) and is_compressed(text):
         return None
-    short = placeholder(names.tool_name(unit), length)
+    # placeholder(), inline: this runs once per placeholder made, and a call is a tenth of it
+    short = f"{_PLACEHOLDER_OPEN}{names.tool_name(unit)} result omitted ({length} characters)]"
     return short if len(short) < length else None
 
 
