@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.messages import IMAGE_PART_TYPES
-from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, start_of_last_turns, tool_results_of, units_with
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
 from router.core.responses_request import Item, ResponsesRequest, is_proxy_reasoning, item_type
 from router.core.responses_to_chat import responses_to_chat
 from router.core.turn_text import extract_turn_text
@@ -39,7 +39,7 @@ def is_model_item(item: Item) -> bool:
 class ResponsesConversation:
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "proxy_reasoning", "_units", "_turns", "_names", "_results")
+    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results")
     result_key = "output"
     result_id_key = "call_id"
 
@@ -48,7 +48,6 @@ class ResponsesConversation:
         self.items = items
         self.proxy_reasoning = proxy_reasoning
         self._units: list[int] | None = None  # the index of each function_call_output item
-        self._turns: list[int] = []
         self._names: dict[str, Any] = {}
         self._results: list[ToolResult] | None = None
 
@@ -57,18 +56,15 @@ class ResponsesConversation:
         return self.items
 
     def _scan(self) -> list[int]:
+        # once per pruned request, over every item: the results and the calls' names (the turns
+        # pinch needs are found by walking back from the end, last_turns_start)
         units: list[int] = []
-        in_turn = False
         for index, item in enumerate(self.items):
             kind = item_type(item)
             if kind == "function_call_output":
                 units.append(index)
             elif kind == "function_call" and isinstance(item.get("call_id"), str):
                 self._names.setdefault(item["call_id"], item.get("name"))
-            model_item = is_model_item(item)
-            if model_item and not in_turn:
-                self._turns.append(index)
-            in_turn = model_item
         self._units = units
         return units
 
@@ -81,12 +77,21 @@ class ResponsesConversation:
         return self._results
 
     def turn_starts(self) -> list[int]:
-        if self._units is None:
-            self._scan()
-        return self._turns
+        items = self.items
+        return [index for index, item in enumerate(items) if is_model_item(item) and not (index and is_model_item(items[index - 1]))]
 
     def last_turns_start(self, count: int) -> int:
-        return start_of_last_turns(self.turn_starts(), count)
+        items, seen, index = self.items, 0, len(self.items)
+        while index > 0:
+            index -= 1
+            if not is_model_item(items[index]):
+                continue
+            while index > 0 and is_model_item(items[index - 1]):
+                index -= 1  # back to the start of this run of the model's items
+            seen += 1
+            if seen == count:
+                return index
+        return 0
 
     def tool_name(self, unit: int) -> str:
         if self._units is None:
