@@ -126,27 +126,22 @@ def prune_results(
     ``measured`` is ``estimator.measure(conversation.units, tools)`` when the caller
     already has it (pinch-relevance measured the same prompt); else it is made here.
     """
-    measured, within = _measured(conversation.units, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured)
-    if within is not None:
-        return NO_REWRITES, within
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
+        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
+    # the sizes let a rewrite be re-counted from its length change alone
+    if measured is None:
+        measured = estimator.measure(conversation.units, tools)
+    original = measured.tokens
+    if original <= budget_tokens:
+        return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
     return _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
 
 
-def _measured(
-    units: Sequence[Any], budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
-    estimator: TokenEstimator, tools: Any, measured: PromptSize | None,
-) -> tuple[PromptSize, PinchStats | None]:
-    """The settings checked and the prompt measured (or ``measured``), with the stats when it is within budget."""
-    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
-        raise ValueError(
-            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
-            f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
-        )
-    # the sizes let a rewrite be re-counted from its length change alone
-    if measured is None:
-        measured = estimator.measure(units, tools)
-    original = measured.tokens
-    return measured, (PinchStats(PinchMode.WITHIN_BUDGET, original, original) if original <= budget_tokens else None)
+def _bad_settings(budget_tokens: int, keep_last_turns: int, max_summarize_chars: int) -> ValueError:
+    return ValueError(
+        f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
+        f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
+    )
 
 
 def _prune(
@@ -202,9 +197,14 @@ def prune_context(
     measured: PromptSize | None = None,
 ) -> tuple[list[Message], PinchStats]:
     """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
-    measured, within = _measured(messages, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured)
-    if within is not None:
-        return messages, within  # no conversation built: nothing to look for in it
+    # prune_results' first steps, here so that a prompt within budget builds no conversation
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
+        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
+    if measured is None:
+        measured = estimator.measure(messages, tools)
+    original = measured.tokens
+    if original <= budget_tokens:
+        return messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
     conversation = ChatConversation(messages)
     rewrites, stats = _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
     return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
