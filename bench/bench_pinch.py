@@ -27,14 +27,25 @@ pinch's exact final count. So what a request pays for estimate + prune is one
 is judged on; "est+prune" adds a second, separate estimate on top, as a request
 would if it measured twice (none does).
 
-    .venv/bin/python -m bench.bench_pinch [--runs 25] [--budgets 20000 50000]
+``--against REV [REV ...]`` adds the before/after table: the path in this
+tree and in each git revision (extracted with ``git archive``), each tree in
+its own process (bench/pinch_path_timer.py), the trees taking turns for
+``--rounds`` rounds, each round the median of ``--runs`` runs; a tree's figure
+is the median of its rounds, so load on the machine hits every tree alike.
+
+    .venv/bin/python -m bench.bench_pinch [--runs 25] [--budgets 20000 50000] [--against REV ... [--rounds 10]]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from time import perf_counter_ns
@@ -42,7 +53,7 @@ from typing import Any
 
 import orjson
 
-from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
+from bench.harness import ROOT, TRANSCRIPTS, load_bodies, with_scaled
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import prune_context
 from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, pinch_session
@@ -115,11 +126,53 @@ def bench(name: str, body: dict[str, Any], budgets: list[int], runs: int) -> dic
     return row
 
 
+def path_against(revisions: list[str], bodies: dict[str, Any], budgets: list[int], runs: int, rounds: int) -> dict[str, dict[str, float]]:
+    """The path (ms) per tree — this one, then each revision — per body, the trees taking turns (module doc)."""
+    with tempfile.TemporaryDirectory(prefix="bench-pinch-") as tmp:
+        trees = {"this tree": ROOT}
+        for revision in revisions:
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], capture_output=True, check=True).stdout
+            trees[revision] = Path(tmp) / revision.replace("/", "_")
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(trees[revision], filter="data")
+        bodies_file = Path(tmp) / "bodies.json"
+        bodies_file.write_bytes(orjson.dumps(bodies))
+        rounds_of: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+        for turn in range(rounds):
+            # each tree goes first as often as last
+            for name in list(trees) if turn % 2 == 0 else list(reversed(trees)):
+                env = {**os.environ, "PYTHONPATH": str(trees[name]), "PYTHONHASHSEED": "0"}
+                command = [sys.executable, str(ROOT / "bench" / "pinch_path_timer.py"), str(bodies_file), str(runs), *map(str, budgets)]
+                out = subprocess.run(command, cwd=trees[name], env=env, capture_output=True, check=True).stdout
+                rounds_of[name].append(orjson.loads(out))
+    return {name: {body: statistics.median(r[body] for r in results) for body in bodies} for name, results in rounds_of.items()}
+
+
+def print_against(paths: dict[str, dict[str, float]], runs: int, rounds: int) -> bool:
+    """The before/after table; True when this tree's path is no slower than every revision's on every body."""
+    this, *revisions = paths
+    print(f"path before/after, ms: median of {rounds} rounds, each the median of {runs} runs, the trees taking turns")
+    heads = "".join(f" {revision[:12]:>12} {'ratio':>6}" for revision in revisions)
+    print(f"{'transcript':<44} {this:>10}{heads}  target (no slower)")
+    met = True
+    for body, ms in paths[this].items():
+        ratios = [ms / paths[revision][body] for revision in revisions]
+        ok = all(ratio <= 1.0 for ratio in ratios)
+        met &= ok
+        cells = "".join(f" {paths[revision][body]:>12.4f} {ratio:>5.3f}×" for revision, ratio in zip(revisions, ratios))
+        print(f"{body[:44]:<44} {ms:>10.4f}{cells}  {'met' if ok else 'MISSED'}")
+    print()
+    print(f"target (the path no slower than in {', '.join(revisions)}): {'met on every transcript' if met else 'MISSED'}")
+    return met
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=25)
     parser.add_argument("--budgets", type=int, nargs="+", default=[20_000, 50_000])
     parser.add_argument("--transcripts", type=Path, default=TRANSCRIPTS)
+    parser.add_argument("--against", nargs="+", metavar="REV", default=[], help="also time the path in these git revisions, alternating (module doc)")
+    parser.add_argument("--rounds", type=int, default=10, help="with --against: rounds of --runs runs per tree")
     args = parser.parse_args(argv)
 
     bodies = load_bodies(args.transcripts)
@@ -171,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['name'][:44]:<44}{cells}  {'met' if ok else 'MISSED'} ({ratio:.2f}×)")
     print()
     print(f"target (a request that reapplies its session's ledger costs no more than today's prune): {'met on every transcript' if met else 'MISSED'}")
+    if args.against:
+        print()
+        print_against(path_against(args.against, bodies, args.budgets, args.runs, args.rounds), args.runs, args.rounds)
     return 0
 
 

@@ -24,7 +24,7 @@ def test_each_tool_result_is_its_own_unit_and_turns_start_at_assistants() -> Non
     results = conversation.tool_results()
     assert [(r.unit, r.id) for r in results] == [(3, "t1"), (4, "t2")]
     assert results[1].content == [text("b"), image()]
-    assert [conversation.tool_name(0), conversation.tool_name(1)] == ["Bash", "Read"]
+    assert [conversation.tool_name(r.unit) for r in results] == ["Bash", "Read"]
 
 
 def test_rewrites_replace_only_the_results_content() -> None:

@@ -51,3 +51,13 @@ def test_a_result_without_a_call_id_is_known_by_its_unit() -> None:
     conversation = chat()
     assert [r.id for r in conversation.tool_results()][-2:] == [f"#{len(conversation.units) - 2}", "call_x"]
     assert responses().tool_results()[-1].id == "#5"
+
+
+@pytest.mark.parametrize("make", [chat, responses, messages], ids=["openai chat", "responses", "anthropic"])
+def test_the_last_turns_start_where_turn_starts_says_and_fewer_turns_protect_from_the_first_unit(make: Any) -> None:
+    conversation: Conversation = make()
+    turns = list(conversation.turn_starts())
+    assert turns == sorted(turns) and turns
+    for count in range(1, len(turns) + 1):
+        assert conversation.last_turns_start(count) == turns[-count]
+    assert conversation.last_turns_start(len(turns) + 1) == 0  # fewer turns than asked: nothing is a candidate

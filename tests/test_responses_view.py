@@ -33,7 +33,7 @@ def test_codex_transcript_units_results_and_turns() -> None:
     assert conversation.tool_results()[0].content == body["input"][6]["output"]
     # each run of the model's items (reasoning, call / assistant message) is one turn
     assert conversation.turn_starts() == [4, 7, 10]
-    assert [conversation.tool_name(p) for p in (0, 1)] == ["exec_command", "exec_command"]
+    assert [conversation.tool_name(r.unit) for r in conversation.tool_results()] == ["exec_command", "exec_command"]
     assert view.offers_tools and view.tools_present and not view.has_images and not view.json_output
     assert view.tools == body["tools"]
     assert view.turn_text.task == "which of them is Python?"

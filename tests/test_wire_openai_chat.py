@@ -12,7 +12,7 @@ from middlewares.capability_gate import CapabilityGate
 
 from router.core.pinch import prune_results
 from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
-from router.core.request_view import BodyChanges, ToolResult
+from router.core.request_view import BodyChanges, ToolResult, start_of_last_turns
 from router.core.sse import SseRelay
 from router.errors import ApiError, invalid_request
 from router.stage import StageDeps, run_stage
@@ -60,7 +60,7 @@ def test_the_view_says_what_the_stages_need_without_the_body():
     assert view.units is body["messages"]
     assert view.conversation.turn_starts() == [2, 4, 6]
     assert [r[:2] for r in view.conversation.tool_results()] == [(3, "call_1"), (5, "call_2")]
-    assert view.conversation.tool_name(0) == "read_file"
+    assert view.conversation.tool_name(view.conversation.result_units()[0]) == "read_file"
 
 
 @pytest.mark.parametrize(
@@ -114,6 +114,9 @@ class BlocksConversation:
     def turn_starts(self) -> list[int]:
         return [i for i, u in enumerate(self.units) if u.get("role") == "assistant"]
 
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self.turn_starts(), count)
+
     result_key, result_id_key = "content", "tool_use_id"
 
     def result_units(self) -> list[int]:
@@ -122,7 +125,7 @@ class BlocksConversation:
     def tool_results(self) -> list[ToolResult]:
         return [ToolResult(i, self.units[i]["tool_use_id"], self.units[i]["content"]) for i in self.result_units()]
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         return "Read"
 
 

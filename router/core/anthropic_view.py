@@ -34,7 +34,7 @@ from router.core.anthropic_messages import (
     wants_thinking,
 )
 from router.core.messages import Message
-from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name
+from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText
 
@@ -86,13 +86,16 @@ class MessagesConversation:
     def turn_starts(self) -> list[int]:
         return self._turns
 
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self._turns, count)
+
     def tool_results(self) -> list[ToolResult]:
         return self._results
 
     def result_units(self) -> list[int]:
         return self._units
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         if self._names is None:
             self._names = {
                 b.get("id"): b.get("name")
@@ -101,7 +104,7 @@ class MessagesConversation:
                 for b in blocks_of(m.get("content"))
                 if b.get("type") == "tool_use"
             }
-        return clean_tool_name(self._names.get(self._results[position].id))
+        return clean_tool_name(self._names.get(self.units[unit].get("tool_use_id")))
 
     def messages_with(self, rewrites: Rewrites) -> list[Message]:
         """The client's messages with each rewritten result's ``content`` replaced — nothing else of its

@@ -37,22 +37,21 @@ rewrites one candidate. Contract, in the order the algorithm applies it:
 from __future__ import annotations
 
 import enum
-import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from router.core.results import PinchMode, PinchStats
-from router.core.chat_view import ChatConversation, ToolNames, messages_with
+from router.core.chat_view import ChatConversation
 from router.core.messages import TEXT_PART_TYPES, Message
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, units_with
 from router.core.tokens import (
     CHARS_PER_TOKEN,
     DEFAULT_ESTIMATOR,
     PromptSize,
     TokenEstimator,
 )
-from router.core.turns import candidate_results
+from router.core.turns import candidate_results, old_results
 
 # Head and tail each keep this share of max_summarize_chars; the marker fits in the rest.
 HEAD_TAIL_EIGHTHS = 3
@@ -128,41 +127,60 @@ def prune_results(
     already has it (pinch-relevance measured the same prompt); else it is made here.
     """
     if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
-        raise ValueError(
-            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
-            f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
-        )
+        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
     # the sizes let a rewrite be re-counted from its length change alone
-    sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
+    if measured is None:
+        measured = estimator.measure(conversation.units, tools)
+    original = measured.tokens
     if original <= budget_tokens:
         return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
+    return _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
 
-    candidates = candidate_results(conversation, keep_last_turns)
+
+def _bad_settings(budget_tokens: int, keep_last_turns: int, max_summarize_chars: int) -> ValueError:
+    return ValueError(
+        f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
+        f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
+    )
+
+
+def _prune(
+    conversation: Conversation, measured: PromptSize, budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
+    relevance_order: Sequence[int] | None,
+) -> tuple[Rewrites, PinchStats]:
+    """:func:`prune_results` past its budget check: the prompt is over ``budget_tokens``."""
+    sizes, original = measured
     if relevance_order is None:
-        # uniform compresses every candidate: no deficit stops it
-        mode, order, deficit = PinchMode.UNIFORM, range(len(candidates)), math.inf
+        # Uniform compresses every candidate, so no deficit stops it (none can save more than the
+        # whole prompt) and the candidates need no list: it visits every result before the
+        # protected turns, and one without text is no candidate because it has nothing to
+        # compress (_rewrite makes no rewrite of it).
+        mode, order, deficit = PinchMode.UNIFORM, range(old_results(conversation, keep_last_turns)), original + 1
     else:
-        mode, order, deficit = PinchMode.RELEVANCE, _checked_order(relevance_order, len(candidates)), original - budget_tokens
+        candidates = candidate_results(conversation, keep_last_turns)
+        checked = _checked_order(relevance_order, len(candidates))
+        mode, order, deficit = PinchMode.RELEVANCE, [candidates[position] for position in checked], original - budget_tokens
 
     rewrites: dict[int, Any] = {}
-    kinds: dict[int, CompressionKind] = {}
-    saved = elided = 0
+    kinds: list[CompressionKind] = []  # in the order of rewrites
+    saved = 0
     result_units, units, key = conversation.result_units(), conversation.units, conversation.result_key
-    for position in order:
+    for result_position in order:
         if saved >= deficit:
             break
-        result_position = candidates[position]
         unit = result_units[result_position]
-        rewrite = _rewrite(units[unit].get(key), conversation, result_position, max_summarize_chars, sizes[unit])
+        rewrite = _rewrite(units[unit].get(key), conversation, unit, max_summarize_chars, sizes[unit])
         if rewrite is None:
             continue
-        rewrites[result_position], kinds[result_position], tokens_saved = rewrite
+        rewrites[result_position], kind, tokens_saved = rewrite
+        kinds.append(kind)
         saved += tokens_saved
     compressed = len(kinds)
-    if compressed:
-        elided = sum([kind is _ELIDED for kind in kinds.values()])
-    # uniform visits the candidates in order, so its compressions are already by position
-    compressions = tuple(kinds.items()) if relevance_order is None else tuple(sorted(kinds.items()))
+    elided = kinds.count(_ELIDED)
+    # uniform visits the results in order, so its compressions are already by position
+    compressions = tuple(zip(rewrites, kinds))
+    if relevance_order is not None:
+        compressions = tuple(sorted(compressions))
     stats = PinchStats(mode, original, original - saved, compressed, elided, compressed - elided, compressions=compressions)
     return rewrites, stats
 
@@ -179,11 +197,17 @@ def prune_context(
     measured: PromptSize | None = None,
 ) -> tuple[list[Message], PinchStats]:
     """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
+    # prune_results' first steps, here so that a prompt within budget builds no conversation
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
+        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
+    if measured is None:
+        measured = estimator.measure(messages, tools)
+    original = measured.tokens
+    if original <= budget_tokens:
+        return messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
     conversation = ChatConversation(messages)
-    rewrites, stats = prune_results(
-        conversation, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order, estimator, tools=tools, measured=measured
-    )
-    return (messages_with(messages, conversation.result_units(), rewrites) if rewrites else messages), stats
+    rewrites, stats = _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
+    return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
 
 
 def compress_tool_result(
@@ -208,26 +232,27 @@ def compress_tool_result(
 
 
 class _Names(Protocol):
-    def tool_name(self, position: int) -> str: ...
+    def tool_name(self, unit: int) -> str: ...
 
 
-def _rewrite(content: Any, names: _Names, position: int, max_chars: int, size: int) -> tuple[Any, CompressionKind, int] | None:
+def _rewrite(content: Any, names: _Names, unit: int, max_chars: int, size: int) -> tuple[Any, CompressionKind, int] | None:
     """A tool result's compressed content, how, and the tokens it saves; None when it would save none.
 
     Only the result's content changes, so the saving follows from the length
     change of its unit's ``size`` (weighted characters) alone: the per-unit
-    overhead and any images cancel out. ``names.tool_name(position)`` is asked
+    overhead and any images cancel out. ``names.tool_name(unit)`` is asked
     only when a placeholder is made.
     """
     if type(content) is str:
-        new_content: Any = _compress_text(content, names, position, max_chars)
+        new_content: Any = _compress_text(content, names, unit, max_chars)
         if new_content is None:
             return None
-        delta = len(new_content) - len(content)
+        length = len(content)
+        delta = len(new_content) - length
         # a text is elided exactly when it is longer than max_chars, else it became a placeholder
-        kind = _ELIDED if len(content) > max_chars else _PLACEHOLDER
+        kind = _ELIDED if length > max_chars else _PLACEHOLDER
     elif isinstance(content, list):
-        new_content, parts_kind, delta = _compress_parts(content, names, position, max_chars)
+        new_content, parts_kind, delta = _compress_parts(content, names, unit, max_chars)
         if parts_kind is None:
             return None
         kind = parts_kind
@@ -246,13 +271,14 @@ class _FixedName:
     def __init__(self, tool_name: str | Callable[[], str]) -> None:
         self.name = tool_name
 
-    def tool_name(self, position: int) -> str:
+    def tool_name(self, unit: int) -> str:
         return self.name if isinstance(self.name, str) else self.name()
 
 
 def tool_name_for(messages: list[Message], index: int) -> str:
-    """The tool that produced chat message ``messages[index]``, for its placeholder (see :class:`ToolNames`)."""
-    return ToolNames(messages).name(index)
+    """The tool that produced chat message ``messages[index]``, for its placeholder
+    (:meth:`~router.core.chat_view.ChatConversation.tool_name`)."""
+    return ChatConversation(messages).tool_name(index)
 
 
 def is_compressed(text: str) -> bool:
@@ -262,10 +288,10 @@ def is_compressed(text: str) -> bool:
     return text.startswith(_PLACEHOLDER_OPEN) and _PLACEHOLDER_RE.fullmatch(text) is not None
 
 
-def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str | None:
+def _compress_text(text: str, names: _Names, unit: int, max_chars: int) -> str | None:
     """The shorter text: elided when longer than ``max_chars``, else a placeholder; None when it stays.
 
-    ``names.tool_name(index)`` names the tool; it is asked only when a placeholder is made.
+    ``names.tool_name(unit)`` names the tool; it is asked only when a placeholder is made.
     """
     length = len(text)
     if length > max_chars:
@@ -279,7 +305,8 @@ def _compress_text(text: str, names: _Names, index: int, max_chars: int) -> str 
     # shorter one can only be our placeholder: skip the marker scan for it.
     if (length >= max_chars * HEAD_TAIL_EIGHTHS // 8 or text.startswith(_PLACEHOLDER_OPEN)) and is_compressed(text):
         return None
-    short = placeholder(names.tool_name(index), length)
+    # placeholder(), inline: this runs once per placeholder made, and a call is a tenth of it
+    short = f"{_PLACEHOLDER_OPEN}{names.tool_name(unit)} result omitted ({length} characters)]"
     return short if len(short) < length else None
 
 
@@ -300,7 +327,7 @@ def _elide(text: str, max_chars: int) -> str:
 
 
 def _compress_parts(
-    parts: list[Any], names: _Names, index: int, max_chars: int
+    parts: list[Any], names: _Names, unit: int, max_chars: int
 ) -> tuple[list[Any], CompressionKind | None, int]:
     """Each text part compressed on its own; every other part, and every key, kept.
 
@@ -311,7 +338,7 @@ def _compress_parts(
     delta = 0
     for part in parts:
         if isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str):
-            text = _compress_text(part["text"], names, index, max_chars)
+            text = _compress_text(part["text"], names, unit, max_chars)
             if text is not None:
                 part_kind = _ELIDED if len(part["text"]) > max_chars else _PLACEHOLDER
                 delta += len(text) - len(part["text"])

@@ -274,7 +274,7 @@ def pinch_conversation(
             new_content, kind = sent, _PLACEHOLDER
             saved = (size + len(sent) - len(content)) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
         else:
-            rewrite = _rewrite(content, conversation, result_position, max_summarize_chars, sizes[unit])
+            rewrite = _rewrite(content, conversation, unit, max_summarize_chars, sizes[unit])
             if rewrite is None:
                 continue  # it no longer saves anything (the settings changed): it stays as it is
             new_content, kind, saved = rewrite
@@ -363,7 +363,7 @@ class _Rewrites:
 
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
         unit = self.result_units[position]
-        return _rewrite(self.units[unit].get(self.key), self.conversation, position, self.max_chars, self.sizes[unit])
+        return _rewrite(self.units[unit].get(self.key), self.conversation, unit, self.max_chars, self.sizes[unit])
 
     def placeholder_steps(self, plan: Sequence[tuple[int, tuple[Any, Any, int], int]]) -> list[tuple[int, tuple[Any, Any, int], int]]:
         """Steps turning each elided string result (sent elided already, or elided by ``plan``) into a
@@ -376,7 +376,8 @@ class _Rewrites:
             content = self.content(rp)
             if type(content) is not str:
                 continue  # the ledger recomputes a list of parts: it stays elided
-            rewrite = _rewrite(content, self.conversation, rp, PLACEHOLDER_ONLY, self.sizes[result_units[rp]])
+            unit = result_units[rp]
+            rewrite = _rewrite(content, self.conversation, unit, PLACEHOLDER_ONLY, self.sizes[unit])
             if rewrite is not None and rewrite[2] > elided[rp]:
                 steps.append((rp, rewrite, rewrite[2] - elided[rp]))
         return steps

@@ -68,10 +68,15 @@ def units_with(units: list[Any], result_units: Sequence[int], rewrites: Rewrites
     if not rewrites:
         return units
     out = list(units)
-    for position, value in rewrites.items():
-        index = result_units[position]
+    # runs on every pinched request, once per rewrite: the lookups stay in C
+    for index, value in zip(map(result_units.__getitem__, rewrites), rewrites.values()):
         out[index] = {**units[index], key: value}
     return out
+
+
+def start_of_last_turns(turn_starts: Sequence[int], count: int) -> int:
+    """:meth:`Conversation.last_turns_start` from a conversation's :meth:`~Conversation.turn_starts`."""
+    return turn_starts[-count] if len(turn_starts) >= count else 0
 
 
 class Conversation(Protocol):
@@ -84,6 +89,12 @@ class Conversation(Protocol):
 
     def turn_starts(self) -> Sequence[int]:
         """The unit index where each assistant turn starts, ascending."""
+        ...
+
+    def last_turns_start(self, count: int) -> int:
+        """The unit index where the last ``count`` assistant turns start (``turn_starts()[-count]``);
+        0 when there are fewer. Pinch asks it on every request it prunes: a format may find it
+        without listing every turn (chat walks back from the end)."""
         ...
 
     def tool_results(self) -> Sequence[ToolResult]:
@@ -104,8 +115,9 @@ class Conversation(Protocol):
         """The key of a result's unit that holds its call id."""
         ...
 
-    def tool_name(self, position: int) -> str:
-        """The tool that produced ``tool_results()[position]``: one clean line, for its placeholder."""
+    def tool_name(self, unit: int) -> str:
+        """The tool that produced the result ``units[unit]`` holds: one clean line, for its placeholder.
+        Asked by unit, not position: a unit holds at most one result, and pinch has the unit at hand."""
         ...
 
 

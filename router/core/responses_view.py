@@ -39,7 +39,7 @@ def is_model_item(item: Item) -> bool:
 class ResponsesConversation:
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "proxy_reasoning", "_units", "_turns", "_names", "_results")
+    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results")
     result_key = "output"
     result_id_key = "call_id"
 
@@ -48,7 +48,6 @@ class ResponsesConversation:
         self.items = items
         self.proxy_reasoning = proxy_reasoning
         self._units: list[int] | None = None  # the index of each function_call_output item
-        self._turns: list[int] = []
         self._names: dict[str, Any] = {}
         self._results: list[ToolResult] | None = None
 
@@ -57,18 +56,15 @@ class ResponsesConversation:
         return self.items
 
     def _scan(self) -> list[int]:
+        # once per pruned request, over every item: the results and the calls' names (the turns
+        # pinch needs are found by walking back from the end, last_turns_start)
         units: list[int] = []
-        in_turn = False
         for index, item in enumerate(self.items):
             kind = item_type(item)
             if kind == "function_call_output":
                 units.append(index)
             elif kind == "function_call" and isinstance(item.get("call_id"), str):
                 self._names.setdefault(item["call_id"], item.get("name"))
-            model_item = is_model_item(item)
-            if model_item and not in_turn:
-                self._turns.append(index)
-            in_turn = model_item
         self._units = units
         return units
 
@@ -81,12 +77,26 @@ class ResponsesConversation:
         return self._results
 
     def turn_starts(self) -> list[int]:
-        if self._units is None:
-            self._scan()
-        return self._turns
+        items = self.items
+        return [index for index, item in enumerate(items) if is_model_item(item) and not (index and is_model_item(items[index - 1]))]
 
-    def tool_name(self, position: int) -> str:
-        return clean_tool_name(self._names.get(self.items[self.result_units()[position]].get("call_id")))
+    def last_turns_start(self, count: int) -> int:
+        items, seen, index = self.items, 0, len(self.items)
+        while index > 0:
+            index -= 1
+            if not is_model_item(items[index]):
+                continue
+            while index > 0 and is_model_item(items[index - 1]):
+                index -= 1  # back to the start of this run of the model's items
+            seen += 1
+            if seen == count:
+                return index
+        return 0
+
+    def tool_name(self, unit: int) -> str:
+        if self._units is None:
+            self._scan()  # the calls' names are found by the same pass
+        return clean_tool_name(self._names.get(self.items[unit].get("call_id")))
 
 
 def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int) -> RequestView:

@@ -56,15 +56,17 @@ def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
 def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[int]:
     """The trim candidates of any wire format's conversation: positions in its
     ``tool_results()`` of the results with text before the protected turns, oldest first."""
-    turns = conversation.turn_starts()
-    if len(turns) < keep_last_turns:
-        return []
-    end = turns[-keep_last_turns]
     result_units = conversation.result_units()
     units, key = conversation.units, conversation.result_key
-    # results are in unit order: the candidates are a prefix of them
     return [
         position
-        for position in range(bisect_left(result_units, end))
+        for position in range(old_results(conversation, keep_last_turns))
         if type(content := units[result_units[position]].get(key)) is str or has_text(content)  # strings first: the usual case
     ]
+
+
+def old_results(conversation: Conversation, keep_last_turns: int) -> int:
+    """How many tool results come before the protected turns: the candidates are among the first
+    that many (results are in unit order), the ones with text."""
+    end = conversation.last_turns_start(keep_last_turns)
+    return bisect_left(conversation.result_units(), end) if end else 0

@@ -107,7 +107,7 @@ def compressed_messages(ctx: RequestContext, estimator: TokenEstimator) -> list[
         out.append(
             CompressedMessage(
                 index=result.unit,
-                tool=conversation.tool_name(position),
+                tool=conversation.tool_name(result.unit),
                 kind=CompressionKind(kind),
                 chars_before=len(content_text(before.get(key))),
                 chars_after=len(content_text(after.get(key))),
