@@ -190,7 +190,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from router.doctor import warn_at_startup
     from router.logs import configure_logging
     from router.service import ServeOptions, serve
-    from router.workers import is_worker, split_state_refusal, supervise
+    from router.workers import is_worker, split_state_refusal, stop_when_orphaned, supervise
 
     path = _config_path(args)
     directory = _state(args)
@@ -227,7 +227,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=port,
         prepare=prepare,
         on_startup=(tune_gc_for_serving,),  # last: after the app's own start-up hooks
-        after_listening=(warn_at_startup,),
+        after_listening=(warn_at_startup, stop_when_orphaned) if is_worker() else (warn_at_startup,),
         reuse_port=is_worker(),
     )
     code = serve(config, options, log_writer)

@@ -19,6 +19,7 @@ import logging
 import operator
 import os
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,7 @@ COLUMNS = (
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
     "wire_in", "wire_out", "wire_dropped",
 )  # fmt: skip
+OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS decisions (
@@ -151,10 +153,21 @@ class DecisionLog:
         if self.path != ":memory:":
             open_owner_only(Path(self.path))
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.executescript(SCHEMA)
-        self._add_missing_columns()
+        # The workers of `serve --workers N` open one file at the same moment. Switching a new
+        # file to WAL and creating its schema take locks for which SQLite may answer "locked"
+        # at once rather than wait (to avoid a deadlock), so the set-up is retried for a while.
+        deadline = time.monotonic() + OPEN_RETRY_SECONDS
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(SCHEMA)
+                self._add_missing_columns()
+                return
+            except sqlite3.OperationalError as error:
+                if not _is_contention(error) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def _add_missing_columns(self) -> None:
         """A log file written by an older version lacks the newer columns: add them (old rows read NULL)."""
@@ -195,6 +208,12 @@ class DecisionLog:
         assert self._conn is not None
         row = self._conn.execute("SELECT session FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
         return (row is not None, row[0] if row else None)
+
+
+def _is_contention(error: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock (as opposed to a broken or read-only file)."""
+    message = str(error)
+    return "locked" in message or "busy" in message
 
 
 def open_owner_only(path: Path) -> None:

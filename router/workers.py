@@ -6,7 +6,10 @@ with SO_REUSEPORT: the kernel spreads connections over them. It forwards SIGTERM
 and SIGINT (each worker drains as a single process does), and SIGHUP (each reloads);
 it exits when all have, with the worst exit status. A worker that exits while the
 others serve ends the whole group (code 1), so a supervisor above (systemd, an
-orchestrator) sees one failure and restarts one thing.
+orchestrator) sees one failure and restarts one thing. A supervisor that dies without
+stopping them (SIGKILL, an OOM kill) takes the workers with it: each notices within
+a second that its parent is gone and stops as on SIGTERM, draining what it serves,
+instead of holding the port unsupervised.
 
 Across workers:
 
@@ -25,6 +28,7 @@ Across workers:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -37,11 +41,25 @@ from collections.abc import Sequence
 from router.metrics import MULTIPROCESS_DIR_ENV
 
 WORKER_ENV = "PINCH_ROUTER_WORKER"
+SUPERVISOR_ENV = "PINCH_ROUTER_SUPERVISOR"  # the supervisor's pid, as its workers were started by it
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def is_worker() -> bool:
     return WORKER_ENV in os.environ
+
+
+async def stop_when_orphaned(_config: object, every_seconds: float = 1.0) -> None:
+    """In a worker: once the supervisor that started it is gone, stop as on SIGTERM (the drain applies).
+
+    The pid comes from the environment, not from ``getppid()`` at start-up, so a supervisor
+    that died before this check began is still noticed."""
+    supervisor = int(os.environ.get(SUPERVISOR_ENV, "0") or 0)
+    if supervisor <= 0:
+        return
+    while os.getppid() == supervisor:
+        await asyncio.sleep(every_seconds)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def split_state_refusal(backend: str, workers: int, allowed: bool) -> str | None:
@@ -75,7 +93,7 @@ def worker_argv(argv: Sequence[str], port: int) -> list[str]:
 def supervise(argv: Sequence[str], workers: int, port: int) -> int:
     """Run ``workers`` serving processes until they have all exited; the worst exit status."""
     metrics_dir = tempfile.mkdtemp(prefix="pinch-router-metrics-")
-    env = {**os.environ, WORKER_ENV: "1", MULTIPROCESS_DIR_ENV: metrics_dir}
+    env = {**os.environ, WORKER_ENV: "1", SUPERVISOR_ENV: str(os.getpid()), MULTIPROCESS_DIR_ENV: metrics_dir}
     args = [sys.executable, "-m", "router", *worker_argv(argv, port)]
     # Started with SIGHUP ignored (inherited across exec) until each installs its reload handler:
     # a reload asked for while a worker still starts must not kill it, and with it the group.

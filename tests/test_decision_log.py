@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import sqlite3
 from datetime import UTC
+from typing import Any
 
 import pytest
 
@@ -298,3 +300,38 @@ async def test_the_database_and_its_journal_files_are_owner_only(tmp_path, lefto
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     await log.close()
     assert modes == {"decisions.sqlite3": 0o600, "decisions.sqlite3-wal": 0o600, "decisions.sqlite3-shm": 0o600}
+
+
+def _open_at_once(path: str, ready: Any, errors: Any) -> None:
+    """One process of several opening the same new decision log at the same moment."""
+
+    async def open_and_close() -> None:
+        log = DecisionLog(path)
+        await log.start()
+        await log.close()
+
+    ready.wait()
+    try:
+        asyncio.run(open_and_close())
+    except Exception as error:  # reported to the test, which names it
+        errors.put(repr(error))
+
+
+def test_processes_opening_one_new_log_at_the_same_moment_all_start(tmp_path) -> None:
+    # What the workers of `serve --workers N` do at start-up: without waiting out the others'
+    # set-up, one in a few dozen such starts failed with "database is locked".
+    context = multiprocessing.get_context("fork")
+    errors = context.Queue()
+    for round_ in range(60):
+        path = str(tmp_path / f"decisions-{round_}.sqlite3")
+        ready = context.Barrier(6)
+        processes = [context.Process(target=_open_at_once, args=(path, ready, errors)) for _ in range(6)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(30)
+        assert [p.exitcode for p in processes] == [0] * 6
+    failures = []
+    while not errors.empty():
+        failures.append(errors.get())
+    assert failures == []

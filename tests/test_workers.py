@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import signal
 import subprocess
@@ -148,6 +149,34 @@ def test_a_reload_asked_for_while_the_workers_start_kills_none_of_them(tmp_path:
                 time.sleep(0.01)
             supervisor.send_signal(signal.SIGHUP)
             assert len(wait_for_workers(supervisor, port)) == 2, log.read_text()
+
+
+def test_workers_whose_supervisor_is_killed_stop_instead_of_serving_on_unsupervised(tmp_path: Path) -> None:
+    port = free_port()
+    config = write_config(tmp_path, free_port(), port)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        supervisor = router(["serve", "--config", str(config), "--workers", "2", "--allow-split-state"], stdout=out, stderr=subprocess.STDOUT)
+    with running(supervisor):
+        workers = wait_for_workers(supervisor, port)
+        supervisor.send_signal(signal.SIGKILL)  # no chance to forward a signal to them
+        supervisor.wait(5)
+    deadline = time.monotonic() + 20
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in workers if _running(pid)]
+    for pid in alive:  # leave nothing behind, whatever the outcome
+        os.kill(pid, signal.SIGKILL)
+    assert alive == [], log.read_text()
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an orphan's zombie is reaped by init, not by us)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 @pytest.mark.parametrize(
