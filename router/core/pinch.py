@@ -44,7 +44,7 @@ from typing import Any, NamedTuple, Protocol
 from router.core.results import PinchMode, PinchStats
 from router.core.chat_view import ChatConversation
 from router.core.messages import TEXT_PART_TYPES, Message
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites, units_with
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, Unit, units_with
 from router.core.tokens import (
     CHARS_PER_TOKEN,
     DEFAULT_ESTIMATOR,
@@ -126,22 +126,31 @@ def prune_results(
     ``measured`` is ``estimator.measure(conversation.units, tools)`` when the caller
     already has it (pinch-relevance measured the same prompt); else it is made here.
     """
-    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
-        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
-    # the sizes let a rewrite be re-counted from its length change alone
-    if measured is None:
-        measured = estimator.measure(conversation.units, tools)
-    original = measured.tokens
-    if original <= budget_tokens:
-        return NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
+    measured, within = _measure_against_budget(
+        conversation.units, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured
+    )
+    if within is not None:
+        return NO_REWRITES, within
     return _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
 
 
-def _bad_settings(budget_tokens: int, keep_last_turns: int, max_summarize_chars: int) -> ValueError:
-    return ValueError(
-        f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
-        f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
-    )
+def _measure_against_budget(
+    units: list[Unit], budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
+    estimator: TokenEstimator, tools: Any, measured: PromptSize | None,
+) -> tuple[PromptSize, PinchStats | None]:
+    """Pruning's first steps, which need no conversation: the settings checked, the prompt
+    measured (unless it was), and the stats when it is within budget (else None)."""
+    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
+        raise ValueError(
+            f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}; "
+            f"got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}"
+        )
+    # the sizes let a rewrite be re-counted from its length change alone
+    if measured is None:
+        measured = estimator.measure(units, tools)
+    if measured.tokens <= budget_tokens:
+        return measured, PinchStats(PinchMode.WITHIN_BUDGET, measured.tokens, measured.tokens)
+    return measured, None
 
 
 def _prune(
@@ -197,14 +206,12 @@ def prune_context(
     measured: PromptSize | None = None,
 ) -> tuple[list[Message], PinchStats]:
     """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
-    # prune_results' first steps, here so that a prompt within budget builds no conversation
-    if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS:
-        raise _bad_settings(budget_tokens, keep_last_turns, max_summarize_chars)
-    if measured is None:
-        measured = estimator.measure(messages, tools)
-    original = measured.tokens
-    if original <= budget_tokens:
-        return messages, PinchStats(PinchMode.WITHIN_BUDGET, original, original)
+    # prune_results' first steps on the messages themselves: a prompt within budget builds no conversation
+    measured, within = _measure_against_budget(
+        messages, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured
+    )
+    if within is not None:
+        return messages, within
     conversation = ChatConversation(messages)
     rewrites, stats = _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
     return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
