@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -60,16 +61,23 @@ def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
     return {"model": "auto", "messages": [{"role": "user", "content": text}], **extra}
 
 
+@contextlib.asynccontextmanager
+async def loopback_server(app: web.Application) -> AsyncIterator[str]:
+    """``app`` served on a free loopback port; yields its ``/v1`` base URL and closes it however the block ends."""
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield str(server.make_url("/v1"))
+    finally:
+        await server.close()
+
+
 @pytest.fixture
 async def mock_upstream() -> AsyncIterator[tuple[MockUpstream, str]]:
     """A MockUpstream on a free loopback port; yields (mock, base_url)."""
     mock = MockUpstream()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield mock, str(server.make_url("/v1"))
-    finally:
-        await server.close()
+    async with loopback_server(mock.app()) as url:
+        yield mock, url
 
 
 ProxyFactory = Callable[..., Any]

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from bench.harness import ROOT, free_port, wait_for_port
 from router.doctor import Finding, key_findings, pull_commands
-from tests.conftest import make_config, model_entry
+from tests.conftest import loopback_server, make_config, model_entry
 
 SHIPPED = ROOT / "config.yaml"
 SHIPPED_MODELS = ["qwen2.5-coder:7b", "qwen3:14b", "llama3.2-vision:11b", "qwen2.5:3b"]
@@ -29,12 +28,8 @@ async def ollama() -> AsyncIterator[tuple[list[str], str]]:
     pulled: list[str] = []
     mock = MockUpstream(record=False)
     mock.ollama_models = pulled
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield pulled, str(server.make_url("/v1"))
-    finally:
-        await server.close()
+    async with loopback_server(mock.app()) as url:
+        yield pulled, url
 
 
 async def run_cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:

@@ -13,10 +13,9 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from router.config import ConfigError
-from tests.conftest import chat_body, make_config, model_entry
+from tests.conftest import chat_body, loopback_server, make_config, model_entry
 
 Line = dict[str, Any]
 
@@ -71,12 +70,8 @@ class NativeOllama:
 @pytest.fixture
 async def ollama() -> AsyncIterator[tuple[NativeOllama, str]]:
     mock = NativeOllama()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield mock, str(server.make_url("/v1"))
-    finally:
-        await server.close()
+    async with loopback_server(mock.app()) as url:
+        yield mock, url
 
 
 def native_config(url: str, native: bool = True, windows: tuple[int, ...] = (32_768,), vision: bool = False):
@@ -192,14 +187,10 @@ async def test_without_native_chat_ollama_gets_the_openai_compatible_request(pro
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", compatible)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        client = await proxy(native_config(str(server.make_url("/v1")), native=False))
+    async with loopback_server(app) as url:
+        client = await proxy(native_config(url, native=False))
         response = await client.post("/v1/chat/completions", json=chat_body())
         assert (await response.json()) == mock_answer
-    finally:
-        await server.close()
     assert mock.paths == ["/v1/chat/completions"] and "options" not in mock.received[0]
 
 
@@ -214,13 +205,9 @@ async def test_an_ollama_client_error_reaches_the_client_as_an_openai_error(prox
 
     app = web.Application()
     app.router.add_post("/api/chat", refuses)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        client = await proxy(native_config(str(server.make_url("/v1"))))
+    async with loopback_server(app) as url:
+        client = await proxy(native_config(url))
         response = await client.post("/v1/chat/completions", json=chat_body())
         error = (await response.json())["error"]
-    finally:
-        await server.close()
     assert response.status == 400 and error["code"] == "upstream_400"
     assert "model 'up-m0' not found" in error["message"]

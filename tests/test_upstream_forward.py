@@ -10,12 +10,11 @@ from collections.abc import AsyncIterator, Iterator
 import orjson
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from bench.harness import free_port
 from router.tools.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.agent_captures import captured
-from tests.conftest import chat_body, make_config, model_entry
+from tests.conftest import chat_body, loopback_server, make_config, model_entry
 
 URL = "/v1/chat/completions"
 TOOLS = [
@@ -64,10 +63,8 @@ def unanswered_connect_url() -> Iterator[str]:
 @pytest.fixture
 async def second_upstream() -> AsyncIterator[tuple[MockUpstream, str]]:
     mock = MockUpstream()
-    server = TestServer(mock.app(), host="127.0.0.1")
-    await server.start_server()
-    yield mock, str(server.make_url("/v1"))
-    await server.close()
+    async with loopback_server(mock.app()) as url:
+        yield mock, url
 
 
 async def read_sse(resp) -> list[bytes]:
@@ -218,18 +215,14 @@ async def test_first_event_reaches_the_client_before_the_upstream_finishes(proxy
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", slow_stream)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        client = await proxy(make_config(str(server.make_url("/v1"))))
+    async with loopback_server(app) as url:
+        client = await proxy(make_config(url))
         resp = await client.post(URL, json=chat_body(stream=True))
         first = await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 5)
         assert b"first" in first
         assert not release.is_set()  # the upstream is still holding the rest
         release.set()
         assert (await resp.read()).endswith(b"data: [DONE]\n\n")
-    finally:
-        await server.close()
 
 
 @pytest.mark.parametrize(
@@ -263,15 +256,11 @@ async def test_a_stream_that_closes_without_done_is_reported(proxy):
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", short_stream)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        client = await proxy(make_config(str(server.make_url("/v1"))))
+    async with loopback_server(app) as url:
+        client = await proxy(make_config(url))
         events = await read_sse(await client.post(URL, json=chat_body(stream=True)))
         assert b"closed the stream before [DONE]" in events[-2]
         assert events[-1] == b"data: [DONE]"
-    finally:
-        await server.close()
 
 
 async def test_a_client_that_disconnects_cancels_the_upstream_stream(proxy, mock_upstream):
