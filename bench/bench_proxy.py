@@ -81,6 +81,12 @@ class Measured:
     cpu_seconds: float | None  # CPU the proxy process (floor or pinch-router) used for these requests
 
 
+def target_urls(upstream_port: int, floor_port: int, proxy_port: int) -> dict[str, str]:
+    """The chat endpoint of each target: the upstream itself, the floor and pinch-router."""
+    ports = {"direct": upstream_port, "floor": floor_port, "pinch-router": proxy_port}
+    return {name: f"http://127.0.0.1:{port}/v1/chat/completions" for name, port in ports.items()}
+
+
 async def measure(url: str, body: bytes, requests: int, concurrency: int, stream: bool, pid: int | None) -> Measured:
     await drive(url, body, max(20, requests // 10), concurrency, stream)  # warm-up
     before = cpu_seconds(pid) if pid is not None else None
@@ -141,11 +147,7 @@ def main() -> int:
             spawn(proxy(config), proxy_port) as proxy_process,
         ):
             pids = {"direct": None, "floor": floor_process.pid, "pinch-router": proxy_process.pid}
-            targets = {
-                "direct": f"http://127.0.0.1:{up_port}/v1/chat/completions",
-                "floor": f"http://127.0.0.1:{floor_port}/v1/chat/completions",
-                "pinch-router": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
-            }
+            targets = target_urls(up_port, floor_port, proxy_port)
             rounds = f" × {args.rounds} rounds" if args.rounds > 1 else ""
             print(f"body: {args.body} ({len(orjson.dumps(body_obj)):,} bytes), {args.requests} requests per cell{rounds}")
             print(f"chain: {' → '.join(sections['middlewares'])}\n")
@@ -264,11 +266,7 @@ def pinned(args: argparse.Namespace) -> int:
             spawn(on_proxy_core + [sys.executable, "bench/floor_proxy.py", "--port", str(floor_port), "--upstream", upstream], floor_port) as floor_process,
             spawn(on_proxy_core + proxy(config), proxy_port) as proxy_process,
         ):
-            urls = {
-                "direct": f"http://127.0.0.1:{up_port}/v1/chat/completions",
-                "floor": f"http://127.0.0.1:{floor_port}/v1/chat/completions",
-                "pinch-router": f"http://127.0.0.1:{proxy_port}/v1/chat/completions",
-            }
+            urls = target_urls(up_port, floor_port, proxy_port)
             pids = {"direct": None, "floor": floor_process.pid, "pinch-router": proxy_process.pid}
             loader = f"wrk, {args.seconds:g} s a cell" if use_wrk else f"this process (no wrk), {args.requests} requests a cell"
             rounds = f", {args.rounds} rounds pooled" if args.rounds > 1 else ""
