@@ -202,6 +202,22 @@ def test_a_target_is_met_only_on_every_transcript_that_exceeds_the_budget() -> N
     assert target.worst(results, cold, 20_000, [UNIFORM_LEDGER]) == (True, f"worst: cost 0.800× ({UNIFORM_LEDGER.name}, small)")
 
 
+def test_together_sums_the_transcripts_over_the_budget_and_leaves_out_the_rest() -> None:
+    cold = SCENARIO["cold"]
+    results = Results(["big", "small", "short"], (cold,), (20_000,), (NO_PINCH, UNIFORM_LEDGER))
+    results.runs[("big", "cold", 0, NO_PINCH.name)] = session_run([300, 300])
+    results.runs[("big", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([210, 210])  # 0.70×
+    results.runs[("small", "cold", 0, NO_PINCH.name)] = session_run([100, 100])
+    results.runs[("small", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([90, 90])  # 0.90×: missed alone
+    # never over budget: summing it in would pull the ratio toward 1.00×
+    results.runs[("short", "cold", 0, NO_PINCH.name)] = session_run([1_000])
+    results.runs[("short", "cold", 20_000, UNIFORM_LEDGER.name)] = session_run([1_000], over_budget=0)
+    target = Target("cold", 20_000, "cost ≤ 0.80×", cost_at_most(0.80))
+    assert not target.worst(results, cold, 20_000, [UNIFORM_LEDGER])[0]
+    # (210 + 210 + 90 + 90) / (300 + 300 + 100 + 100) = 0.75
+    assert target.together(results, cold, 20_000, [UNIFORM_LEDGER]) == (True, f"worst: cost 0.750× ({UNIFORM_LEDGER.name}, 2 of 3 transcripts)")
+
+
 def test_per_transcript_tables_follow_each_total(capsys: pytest.CaptureFixture[str]) -> None:
     other = SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json"
     args = ["eval-pinch", "--config", str(SHIPPED_CONFIG), "--budget", "20000", "--scenario", "nocache", "--per-transcript", str(SMALL), str(other)]
@@ -250,6 +266,7 @@ def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: 
     assert f"no prompt cache: the provider caches nothing — budget {BUDGET_SMALL:,}" in out
     assert "hashed bag-of-words embeddings (not a real model)" in out
     assert "targets (issue #11)" in out and "warm 8k: cost ≤ 1.00×" in out
+    assert "the transcripts over the budget together — " in out
     assert "turns" in err
 
 
