@@ -117,7 +117,7 @@ class UpstreamForward:
         if translation is not None:
             payload = translation.request(payload, candidate)
         # this attempt's: a failover overwrites them
-        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else ())
+        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else view.passthrough_dropped)
         sent = perf_counter()
         opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)

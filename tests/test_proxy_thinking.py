@@ -17,7 +17,13 @@ import pytest
 from yarl import URL
 
 from router.core.anthropic_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
-from router.core.anthropic_messages import PROXY_THINKING_SIGNATURE, validate_messages_body, without_proxy_thinking
+from router.core.anthropic_messages import (
+    PROXY_THINKING_SIGNATURE,
+    tool_loop_without_thinking,
+    validate_messages_body,
+    with_thinking_off,
+    without_proxy_thinking,
+)
 from router.tools.mock_answers import seal
 from tests.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user
 from tests.anthropic_factories import two_wire_config
@@ -100,8 +106,9 @@ def test_a_tool_loop_whose_thinking_was_the_proxys_goes_on_with_thinking_off() -
         user("list"), assistant(PROXY_MADE, tool_use("toolu_1")), user(tool_result("toolu_1", "a.py")),
         thinking={"type": "adaptive"}, context_management=MANAGED, output_config={"effort": "high"},
     )
-    sent = without_proxy_thinking(request)
-    assert "thinking" not in sent
+    assert tool_loop_without_thinking(request["messages"])
+    sent = with_thinking_off(without_proxy_thinking(request))
+    assert sent["thinking"] == {"type": "disabled"}
     assert sent["context_management"] == {"edits": [{"type": "clear_tool_uses_20250919"}]}
     assert sent["output_config"] == {"effort": "high"}
 
@@ -118,6 +125,7 @@ def test_a_tool_loop_whose_thinking_was_the_proxys_goes_on_with_thinking_off() -
 )
 def test_thinking_stays_on_when_the_current_tool_turn_does_not_need_the_proxys_block(history) -> None:
     request = body(user("list"), *history, thinking={"type": "adaptive"}, context_management=MANAGED)
+    assert not tool_loop_without_thinking(request["messages"])
     sent = without_proxy_thinking(request)
     assert sent["thinking"] == {"type": "adaptive"} and sent["context_management"] == MANAGED
 
@@ -125,8 +133,9 @@ def test_thinking_stays_on_when_the_current_tool_turn_does_not_need_the_proxys_b
 def test_clear_thinking_as_the_only_edit_takes_context_management_with_it() -> None:
     request = body(user("list"), assistant(PROXY_MADE, tool_use("toolu_1")), user(tool_result("toolu_1", "a.py")),
                    thinking={"type": "enabled", "budget_tokens": 2000}, context_management={"edits": [{"type": "clear_thinking_20251015"}]})
-    sent = without_proxy_thinking(request)
-    assert "thinking" not in sent and "context_management" not in sent
+    sent = with_thinking_off(request)
+    assert sent["thinking"] == {"type": "disabled"} and "context_management" not in sent
+    assert request["context_management"] == {"edits": [{"type": "clear_thinking_20251015"}]}  # the client's body is never changed
 
 
 def test_a_chat_clients_reasoning_content_never_becomes_unsigned_thinking_for_anthropic() -> None:
@@ -175,7 +184,7 @@ async def test_the_proxys_thinking_is_never_sent_to_anthropic_which_would_refuse
     assert answer.content[-1].type == "text"  # the mock checks every signature: the proxy's would be a 400 there
     (sent,) = [r.body for r in mock.received if r.path == "/v1/messages"]
     assert [b["type"] for b in sent["messages"][1]["content"]] == ["tool_use"]
-    assert "thinking" not in sent  # its tool turn has no thinking of Anthropic's left: thinking off for this request
+    assert sent["thinking"] == {"type": "disabled"}  # its tool turn has no thinking of Anthropic's left: thinking off for this request
 
 
 async def test_the_proxys_thinking_still_reaches_the_chat_model_that_needs_it(sdk):

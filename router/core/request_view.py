@@ -166,6 +166,9 @@ class RequestView:
     body_session: str | None = None
     # The client asked for extended thinking (Anthropic ``thinking``), for the gate and the record.
     thinking: bool = False
+    # What a provider of the client's own format is not sent of what the client asked (Anthropic
+    # thinking switched off mid tool loop), named as a translation names what it dropped.
+    passthrough_dropped: tuple[str, ...] = ()
 
     @property
     def units(self) -> Sequence[Unit]:
