@@ -112,7 +112,9 @@ class UpstreamForward:
             translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
-        changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None)
+        changes = BodyChanges(
+            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None, candidate.thinking_off
+        )
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
         if translation is not None:
             payload = translation.request(payload, candidate)

@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp
 import orjson
 import pytest
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.core.anthropic_messages import (
     PROXY_THINKING_SIGNATURE,
@@ -30,8 +31,12 @@ from router.core.anthropic_messages import (
 )
 from router.core.anthropic_view import messages_view
 from router.tools import mock_anthropic
+from router.tools.decision_text import decision_detail
+from router.tools.explain import explain_request, render_explanation
 from router.tools.mock_answers import seal
+from router.config import ConfigError, parse_config
 from tests.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user, two_wire_config
+from tests.conftest import model_entry
 from tests.wire_factories import function_call, function_call_output, input_message, responses_body
 
 SIGNED = thinking("Claude reasoned", seal("Claude reasoned"))  # what the mock signed, so it accepts it back
@@ -106,18 +111,29 @@ def budgeted(budget: int, max_tokens: int) -> dict[str, Any]:
         (100_000, 128_000, 64_000, {"type": "enabled", "budget_tokens": 50_000}),  # scaled with the limit
         (31_999, 32_000, 16_000, {"type": "enabled", "budget_tokens": 15_999}),  # Claude Code's old pair: all but one token
         (1_500, 128_000, 1_200, {"type": "enabled", "budget_tokens": 1_024}),  # never below Anthropic's floor
-        (2_000, 128_000, 1_024, {"type": "disabled"}),  # no room for the floor: off
-        (8_000, 128_000, 64_000, None),  # still below the lowered limit
-        (130_000, 128_000, 64_000, None),  # the client's own pair (interleaved-thinking beta): not the proxy's
+        (2_000, 128_000, 1_024, None),  # no room for the floor: off (left out, the default form)
     ],
-    ids=["scaled", "all but one", "floor", "no room", "fits", "client's own"],
+    ids=["scaled", "all but one", "floor", "no room"],
 )
 def test_a_thinking_budget_the_lowered_limit_would_reach_comes_down_with_it(budget, asked, sent, expected) -> None:
-    request = budgeted(budget, asked)
-    fitted = thinking_within_output_limit({**request, "max_tokens": sent}, asked)
-    assert (fitted["thinking"] if fitted is not None else None) == expected
-    if fitted is not None:
-        assert mock_anthropic.request_error(fitted) is None
+    lowered = {**budgeted(budget, asked), "max_tokens": sent}
+    assert mock_anthropic.request_error(lowered) is not None  # what the clamp alone would send
+    fitted = thinking_within_output_limit(lowered, asked)
+    assert fitted is not None and fitted.get("thinking") == expected
+    assert mock_anthropic.request_error(fitted) is None
+
+
+@pytest.mark.parametrize(("form", "expected"), [("disabled", {"type": "disabled"}), ("between_tools", {"type": "between_tools"})])
+def test_with_no_room_for_a_budget_thinking_goes_off_in_the_models_form(form, expected) -> None:
+    lowered = {**budgeted(2_000, 128_000), "max_tokens": 1_024}
+    assert thinking_within_output_limit(lowered, 128_000, form)["thinking"] == expected
+
+
+@pytest.mark.parametrize(("budget", "asked", "sent"), [(8_000, 128_000, 64_000), (130_000, 128_000, 64_000)], ids=["fits", "client's own"])
+def test_a_budget_the_proxy_did_not_break_goes_as_sent(budget, asked, sent) -> None:
+    """Still below the lowered limit; or the client's own pair already had it at or above its limit
+    (the interleaved-thinking beta allows that): not the proxy's to mend."""
+    assert thinking_within_output_limit({**budgeted(budget, asked), "max_tokens": sent}, asked) is None
 
 
 @pytest.mark.parametrize("asked", [ADAPTIVE, {"type": "disabled"}, None], ids=["adaptive", "disabled", "absent"])
@@ -139,10 +155,10 @@ def test_the_mock_refuses_a_budget_anthropic_refuses(budget, max_tokens, message
 
 
 @pytest.fixture
-async def client(proxy, mock_upstream, monkeypatch):
+async def client(proxy, mock_upstream, monkeypatch, request):
     monkeypatch.setenv("MOCK_PROVIDER_KEY", "provider-secret")
     mock, url = mock_upstream
-    client = await proxy(two_wire_config(url))
+    client = await proxy(two_wire_config(url, thinking_off=getattr(request, "param", "omit")))  # claude-main's form
     client.mock = mock
     return client
 
@@ -167,6 +183,7 @@ async def chat_models_step(client) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 async def test_claude_code_moving_to_claude_mid_tool_loop_gets_its_answer_with_thinking_off(client, stream) -> None:
+    """The default form (``omit``): ``thinking`` left out, as for models that think only when asked."""
     history = await chat_models_step(client)
     context_management = {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}, {"type": "clear_tool_uses_20250919"}]}
     request = {"model": "claude-main", "max_tokens": 2000, "tools": [BASH], "messages": history, "thinking": ADAPTIVE,
@@ -177,11 +194,37 @@ async def test_claude_code_moving_to_claude_mid_tool_loop_gets_its_answer_with_t
     assert b"a.py" in raw  # the answer quotes the tool's result
     assert response.headers["x-router-dropped"] == THINKING_OFF_MID_TOOL_LOOP
     (sent,) = sent_to_anthropic(client)
-    assert sent.body["thinking"] == {"type": "disabled"}
+    assert "thinking" not in sent.body
     assert sent.body["context_management"] == {"edits": [{"type": "clear_tool_uses_20250919"}]}  # clear_thinking needs thinking on
     assert sent.body["messages"] == history and sent.body["output_config"] == {"effort": "high"}  # nothing else changes
     rows = (await (await client.get("/v1/decisions", headers=HEADERS)).json())["data"]
     assert rows[0]["model"] == "claude-main" and rows[0]["wire_dropped"] == THINKING_OFF_MID_TOOL_LOOP
+    assert f"anthropic-messages → anthropic-messages, passed through, dropped {THINKING_OFF_MID_TOOL_LOOP}" in decision_detail(rows[0])  # top's detail
+
+
+async def test_explain_says_thinking_would_go_off(mock_upstream) -> None:
+    request = body(*loop_after(assistant(tool_use("toolu_1"))), model="claude-main", thinking=ADAPTIVE)
+    config = two_wire_config(mock_upstream[1])
+    ctx = await explain_request(config, request, CIMultiDictProxy(CIMultiDict(HEADERS)))
+    assert f"would go to claude-main (anthropic-messages → anthropic-messages, passed through, dropped {THINKING_OFF_MID_TOOL_LOOP})" in render_explanation(ctx, config)
+
+
+@pytest.mark.parametrize(
+    ("client", "sent_thinking"),
+    [("disabled", {"type": "disabled"}), ("between_tools", {"type": "between_tools"})],
+    indirect=["client"],
+)
+async def test_a_model_that_thinks_by_default_gets_thinking_off_in_its_own_form(client, sent_thinking) -> None:
+    history = await chat_models_step(client)
+    response, answer = await claude_code_turn(client, "claude-main", history)
+    assert response.status == 200, answer
+    assert sent_to_anthropic(client)[-1].body["thinking"] == sent_thinking
+
+
+def test_a_form_anthropic_does_not_have_is_a_config_error() -> None:
+    raw = {"providers": {"anth": {"base_url": "http://127.0.0.1:9", "api": "anthropic"}}, "models": [model_entry("c", provider="anth", thinking_off="off")]}
+    with pytest.raises(ConfigError, match="thinking_off"):
+        parse_config(raw, environ={})
 
 
 async def test_the_next_user_turn_has_thinking_again(client) -> None:

@@ -345,9 +345,8 @@ def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 # What ``x-router-dropped`` and the decision row say when thinking is switched off for one request.
-THINKING_OFF_MID_TOOL_LOOP = "thinking (the tool loop in progress has none Anthropic signed)"
+THINKING_OFF_MID_TOOL_LOOP = "thinking (tool loop without Anthropic's thinking)"
 THINKING_BLOCKS = ("thinking", "redacted_thinking")
-THINKING_OFF = {"type": "disabled"}
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for ``thinking.budget_tokens``
 
 
@@ -368,27 +367,33 @@ def tool_loop_without_thinking(messages: list[Any]) -> bool:
     return first is None or first.get("type") not in THINKING_BLOCKS
 
 
-def with_thinking_off(body: dict[str, Any]) -> dict[str, Any]:
-    """The body with thinking switched off for this one request: ``thinking: {"type": "disabled"}``
-    (explicit: on a model that thinks by default, leaving the field out would not switch it off) and
-    the ``clear_thinking_*`` edits of ``context_management``, which Anthropic accepts only with
-    thinking on, left out. Anthropic's advice for a tool loop without its thinking ("To avoid this
-    requirement, disable `thinking`"), and its rule of one thinking configuration per assistant
-    turn: the loop began without thinking; the next user turn has it again."""
-    sent = {**body, "thinking": dict(THINKING_OFF)}
+def with_thinking_off(body: dict[str, Any], form: str = "omit") -> dict[str, Any]:
+    """The body with thinking switched off for this one request, in the model's ``form``
+    (``models[].thinking_off``): ``omit`` leaves ``thinking`` out (models that think only when
+    asked), ``disabled`` and ``between_tools`` send that type (models that think by default; the
+    newest refuse ``disabled`` and take ``between_tools``). The ``clear_thinking_*`` edits of
+    ``context_management``, which Anthropic accepts only with thinking on, are left out. This is
+    Anthropic's advice for a tool loop without its thinking ("To avoid this requirement, disable
+    `thinking`"), and its rule of one thinking configuration per assistant turn: the loop began
+    without thinking; the next user turn has it again."""
+    sent = dict(body)
+    if form == "omit":
+        sent.pop("thinking", None)
+    else:
+        sent["thinking"] = {"type": form}
     _drop_thinking_edits(sent)
     return sent
 
 
-def thinking_within_output_limit(body: dict[str, Any], asked: int) -> dict[str, Any] | None:
+def thinking_within_output_limit(body: dict[str, Any], asked: int, off_form: str = "omit") -> dict[str, Any] | None:
     """The body whose ``max_tokens`` the proxy lowered from the client's ``asked``, with its thinking
     budget fitted to the new limit; None when ``thinking`` goes as the client sent it. Anthropic
     requires ``budget_tokens`` below ``max_tokens``: a budget the client kept below its own limit
     but at or above the lowered one is scaled down with the limit (at least Anthropic's floor of
-    1024), and with no room for even that, thinking is off (:func:`with_thinking_off`). Not the
-    proxy's to mend: a budget that still fits, thinking other than ``enabled`` with a budget
-    (``adaptive`` has none), or the client's own budget at or above its own limit (the
-    interleaved-thinking beta allows that)."""
+    1024), and with no room for even that, thinking is off (:func:`with_thinking_off` in the
+    model's ``off_form``). Not the proxy's to mend: a budget that still fits, thinking other than
+    ``enabled`` with a budget (``adaptive`` has none), or the client's own budget at or above its
+    own limit (the interleaved-thinking beta allows that)."""
     thinking, sent = body.get("thinking"), body.get("max_tokens")
     if not isinstance(thinking, dict) or thinking.get("type") != "enabled" or not isinstance(sent, int):
         return None
@@ -396,7 +401,7 @@ def thinking_within_output_limit(body: dict[str, Any], asked: int) -> dict[str, 
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < sent or budget >= asked:
         return None
     if sent <= MIN_THINKING_BUDGET:
-        return with_thinking_off(body)
+        return with_thinking_off(body, off_form)
     return {**body, "thinking": {**thinking, "budget_tokens": max(MIN_THINKING_BUDGET, budget * sent // asked)}}
 
 

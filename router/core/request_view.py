@@ -188,7 +188,8 @@ class BodyChanges:
     ``translated``: the body is the source of a translation to the provider's other
     wire format, not what a provider of the client's format receives (what only such
     a provider must not see — the Anthropic thinking the proxy made — stays for the
-    translation to carry).
+    translation to carry). ``thinking_off``: how the chosen model takes thinking switched off
+    for this request, when the request needs it (``models[].thinking_off``).
     """
 
     upstream_model: str
@@ -197,6 +198,7 @@ class BodyChanges:
     request_usage: bool = False
     prompt_cache_key: str | None = None
     translated: bool = False
+    thinking_off: str = "omit"
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

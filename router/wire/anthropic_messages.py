@@ -74,7 +74,7 @@ class AnthropicMessages:
             if conversation.proxy_thinking:
                 payload = without_proxy_thinking(payload) or payload
             if conversation.thinking_off:
-                payload = with_thinking_off(payload)
+                payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
     def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
@@ -87,7 +87,7 @@ class AnthropicMessages:
         limit = body.get("max_tokens")
         if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
             payload["max_tokens"] = changes.output_tokens
-            payload = thinking_within_output_limit(payload, limit) or payload  # the budget must stay below it
+            payload = thinking_within_output_limit(payload, limit, changes.thinking_off) or payload  # the budget must stay below it
         return payload
 
     def read_usage(self, body: bytes) -> Usage | None:
