@@ -84,7 +84,7 @@ def test_the_view_says_what_the_provider_is_not_sent_only_when_thinking_was_aske
     request = body(*loop_after(assistant(tool_use("toolu_1"))), **({"thinking": asked} if asked else {}))
     view = messages_view(request, validate_messages_body(request), 2000)
     assert view.passthrough_dropped == ((THINKING_OFF_MID_TOOL_LOOP,) if turned_off else ())
-    assert view.conversation.thinking_off is turned_off
+    assert view.conversation.needs_thinking_off is turned_off
 
 
 def test_the_mocks_wording_is_anthropics() -> None:

@@ -73,7 +73,7 @@ class AnthropicMessages:
         if not changes.translated:
             if conversation.proxy_thinking:
                 payload = without_proxy_thinking(payload) or payload
-            if conversation.thinking_off:
+            if conversation.needs_thinking_off:
                 payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
