@@ -71,8 +71,8 @@ def loop_after(step: dict[str, Any]) -> list[dict[str, Any]]:
 )
 def test_anthropic_refuses_thinking_when_the_last_tool_step_has_none_it_signed(messages, refused) -> None:
     assert tool_loop_without_thinking(messages) is refused
-    error = mock_anthropic.request_error(body(*messages, thinking=ADAPTIVE, max_tokens=2000))
-    assert (error is not None and "Expected `thinking` or `redacted_thinking`" in error) is (refused and messages[1]["content"][0] is not PROXY_MADE)
+    # the mock, as Anthropic, refuses each of them (the proxy's block already for its signature)
+    assert (mock_anthropic.request_error(body(*messages, thinking=ADAPTIVE, max_tokens=2000)) is not None) is refused
 
 
 @pytest.mark.parametrize(
