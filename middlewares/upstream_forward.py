@@ -112,12 +112,14 @@ class UpstreamForward:
             translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
-        changes = BodyChanges(candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None)
+        changes = BodyChanges(
+            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None, candidate.thinking_off
+        )
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
         if translation is not None:
             payload = translation.request(payload, candidate)
         # this attempt's: a failover overwrites them
-        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else ())
+        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else view.passthrough_dropped)
         sent = perf_counter()
         opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)

@@ -183,6 +183,12 @@ class ModelSettings(_Strict):
     # that require their reasoning returned on tool-call turns (DeepSeek's and the like). Off:
     # thinking is dropped in the translation.
     reasoning_content: bool = False
+    # How an `api: anthropic` model takes thinking switched off for one request (a session that
+    # reached it mid tool loop without Anthropic's thinking): `omit` leaves `thinking` out (models
+    # that think only when asked), `disabled` sends {"type": "disabled"} (models that think by
+    # default but accept it), `between_tools` sends {"type": "between_tools"} (models that refuse
+    # `disabled` and take this as their lowest setting).
+    thinking_off: Literal["omit", "disabled", "between_tools"] = "omit"
 
 
 class RoutingSettings(_Strict):

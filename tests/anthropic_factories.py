@@ -68,10 +68,10 @@ def body(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
 SUPPORTS = {"tools": True, "vision": True, "json_mode": True}
 
 
-def two_wire_config(url: str, anthropic_url: str | None = None, reasoning_content: bool = False, **sections: Any) -> Any:
+def two_wire_config(url: str, anthropic_url: str | None = None, reasoning_content: bool = False, thinking_off: str = "omit", **sections: Any) -> Any:
     """The proxy on one mock (``url`` ends in /v1) speaking both APIs: ``claude-main`` behind an
-    ``api: anthropic`` provider, ``chat-main`` behind an OpenAI-compatible one, ``plain`` (no tools)
-    too; both keyed by MOCK_PROVIDER_KEY; clients need ``local-key``."""
+    ``api: anthropic`` provider (``thinking_off``: its models[].thinking_off), ``chat-main`` behind an
+    OpenAI-compatible one, ``plain`` (no tools) too; both keyed by MOCK_PROVIDER_KEY; clients need ``local-key``."""
     from tests.conftest import make_config, model_entry
 
     return make_config(
@@ -81,7 +81,8 @@ def two_wire_config(url: str, anthropic_url: str | None = None, reasoning_conten
             "chat": {"base_url": url, "api_key_env": "MOCK_PROVIDER_KEY"},
         },
         models=[
-            model_entry("claude-main", provider="anth", upstream_model="claude-up", supports=SUPPORTS, max_output_tokens=64000, context_window=200000),
+            model_entry("claude-main", provider="anth", upstream_model="claude-up", supports=SUPPORTS, max_output_tokens=64000, context_window=200000,
+                        thinking_off=thinking_off),
             model_entry("chat-main", provider="chat", upstream_model="chat-up", supports=SUPPORTS, context_window=200000, reasoning_content=reasoning_content),
             model_entry("plain", provider="chat", supports={}),
         ],

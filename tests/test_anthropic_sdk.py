@@ -66,8 +66,8 @@ def history() -> list[dict[str, Any]]:
 async def test_non_stream_passes_through_byte_faithfully(sdk, mock):
     messages = history()
     raw = await sdk.messages.with_raw_response.create(
-        model="claude-main", max_tokens=1000, messages=messages, tools=[BASH], system=[text("be brief", cache_control=CACHED)],
-        thinking={"type": "enabled", "budget_tokens": 500}, extra_headers={"anthropic-beta": BETAS},
+        model="claude-main", max_tokens=2000, messages=messages, tools=[BASH], system=[text("be brief", cache_control=CACHED)],
+        thinking={"type": "enabled", "budget_tokens": 1024}, extra_headers={"anthropic-beta": BETAS},
         extra_body={"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}},
     )
     message = await raw.parse()
@@ -86,8 +86,8 @@ async def test_non_stream_passes_through_byte_faithfully(sdk, mock):
 
 
 async def test_stream_is_relayed_event_by_event_unchanged(proxy_url, mock):
-    request = {"model": "claude-main", "max_tokens": 1000, "stream": True, "tools": [BASH],
-               "messages": [{"role": "user", "content": "list the files"}], "thinking": {"type": "enabled", "budget_tokens": 500}}
+    request = {"model": "claude-main", "max_tokens": 2000, "stream": True, "tools": [BASH],
+               "messages": [{"role": "user", "content": "list the files"}], "thinking": {"type": "enabled", "budget_tokens": 1024}}
     async with aiohttp.ClientSession() as http:
         # Claude Code's own headers: Accept application/json although it streams
         headers = {"x-api-key": "local-key", "anthropic-version": "2023-06-01", "Accept": "application/json"}

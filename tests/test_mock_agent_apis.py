@@ -49,7 +49,7 @@ async def test_anthropic_non_streamed_message(claude: anthropic.AsyncAnthropic) 
 
 async def test_anthropic_streamed_tool_round_trip_with_thinking(claude: anthropic.AsyncAnthropic, served: tuple[MockUpstream, str]) -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "list the files"}]
-    ask: dict[str, Any] = {"model": "claude-mock", "max_tokens": 1000, "tools": [READ, BASH], "thinking": {"type": "enabled", "budget_tokens": 500}}
+    ask: dict[str, Any] = {"model": "claude-mock", "max_tokens": 2000, "tools": [READ, BASH], "thinking": {"type": "enabled", "budget_tokens": 1024}}
     async with claude.messages.stream(messages=messages, **ask) as stream:  # type: ignore[arg-type]
         first = await stream.get_final_message()
     assert first.stop_reason == "tool_use"

@@ -17,7 +17,13 @@ import pytest
 from yarl import URL
 
 from router.core.anthropic_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
-from router.core.anthropic_messages import PROXY_THINKING_SIGNATURE, validate_messages_body, without_proxy_thinking
+from router.core.anthropic_messages import (
+    PROXY_THINKING_SIGNATURE,
+    tool_loop_without_thinking,
+    validate_messages_body,
+    with_thinking_off,
+    without_proxy_thinking,
+)
 from router.tools.mock_answers import seal
 from tests.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user
 from tests.anthropic_factories import two_wire_config
@@ -100,7 +106,8 @@ def test_a_tool_loop_whose_thinking_was_the_proxys_goes_on_with_thinking_off() -
         user("list"), assistant(PROXY_MADE, tool_use("toolu_1")), user(tool_result("toolu_1", "a.py")),
         thinking={"type": "adaptive"}, context_management=MANAGED, output_config={"effort": "high"},
     )
-    sent = without_proxy_thinking(request)
+    assert tool_loop_without_thinking(request["messages"])
+    sent = with_thinking_off(without_proxy_thinking(request))
     assert "thinking" not in sent
     assert sent["context_management"] == {"edits": [{"type": "clear_tool_uses_20250919"}]}
     assert sent["output_config"] == {"effort": "high"}
@@ -118,6 +125,7 @@ def test_a_tool_loop_whose_thinking_was_the_proxys_goes_on_with_thinking_off() -
 )
 def test_thinking_stays_on_when_the_current_tool_turn_does_not_need_the_proxys_block(history) -> None:
     request = body(user("list"), *history, thinking={"type": "adaptive"}, context_management=MANAGED)
+    assert not tool_loop_without_thinking(request["messages"])
     sent = without_proxy_thinking(request)
     assert sent["thinking"] == {"type": "adaptive"} and sent["context_management"] == MANAGED
 
@@ -125,8 +133,9 @@ def test_thinking_stays_on_when_the_current_tool_turn_does_not_need_the_proxys_b
 def test_clear_thinking_as_the_only_edit_takes_context_management_with_it() -> None:
     request = body(user("list"), assistant(PROXY_MADE, tool_use("toolu_1")), user(tool_result("toolu_1", "a.py")),
                    thinking={"type": "enabled", "budget_tokens": 2000}, context_management={"edits": [{"type": "clear_thinking_20251015"}]})
-    sent = without_proxy_thinking(request)
+    sent = with_thinking_off(request)
     assert "thinking" not in sent and "context_management" not in sent
+    assert request["context_management"] == {"edits": [{"type": "clear_thinking_20251015"}]}  # the client's body is never changed
 
 
 def test_a_chat_clients_reasoning_content_never_becomes_unsigned_thinking_for_anthropic() -> None:

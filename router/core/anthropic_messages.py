@@ -322,11 +322,8 @@ def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
     Anthropic rejects a thinking block it did not sign, so it is left out (a chat model that
     needs its reasoning back still gets it: translations read the body before this). Real signed
     blocks, redacted thinking and every other block stay as they are; an assistant message left
-    with nothing is left out (Anthropic joins the user turns around it). With thinking on, the
-    assistant message of the current tool loop must start with a thinking block: when it does not
-    (its thinking was the proxy's, or it came from a chat model with none), thinking is switched off for this request (``thinking`` and the ``clear_thinking_*``
-    edits of ``context_management``, which require it, are left out) — Anthropic's own advice
-    for a history without the thinking — rather than sending a request Anthropic refuses.
+    with nothing is left out (Anthropic joins the user turns around it). Whether thinking must
+    then go off is :func:`tool_loop_without_thinking`'s question, asked of the client's body.
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -344,19 +341,68 @@ def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
             out.append({**message, "content": kept})
     if not dropped:
         return None
-    sent = {**body, "messages": out}
-    if wants_thinking(body) and _tool_turn_without_thinking(out):
-        del sent["thinking"]
-        _drop_thinking_edits(sent)
+    return {**body, "messages": out}
+
+
+# What ``x-router-dropped`` and the decision row say when thinking is switched off for one request.
+THINKING_OFF_MID_TOOL_LOOP = "thinking (tool loop without Anthropic's thinking)"
+THINKING_BLOCKS = ("thinking", "redacted_thinking")
+MIN_THINKING_BUDGET = 1024  # Anthropic's floor for ``thinking.budget_tokens``
+
+
+def tool_loop_without_thinking(messages: list[Any]) -> bool:
+    """Whether Anthropic would refuse this conversation with thinking on: while thinking is on, the
+    last assistant message, when it calls tools (the tool loop the request continues), must start
+    with a ``thinking`` or ``redacted_thinking`` block Anthropic signed ("Expected `thinking` or
+    `redacted_thinking`, but found `tool_use`…"). It does not when that step came from another
+    provider mid loop — an OpenAI-chat or Ollama model gives none, and the thinking the proxy made
+    from a chat model's reasoning is left out (:func:`without_proxy_thinking`). Only the last
+    assistant message counts: a loop that ended with the assistant's text and a new user turn
+    needs no thinking from the turns before it."""
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
+    blocks = blocks_of(last.get("content")) if last is not None else []
+    if not any(b.get("type") == "tool_use" for b in blocks):
+        return False
+    first = next((b for b in blocks if not is_proxy_thinking(b)), None)
+    return first is None or first.get("type") not in THINKING_BLOCKS
+
+
+def with_thinking_off(body: dict[str, Any], form: str = "omit") -> dict[str, Any]:
+    """The body with thinking switched off for this one request, in the model's ``form``
+    (``models[].thinking_off``): ``omit`` leaves ``thinking`` out (models that think only when
+    asked), ``disabled`` and ``between_tools`` send that type (models that think by default; the
+    newest refuse ``disabled`` and take ``between_tools``). The ``clear_thinking_*`` edits of
+    ``context_management``, which Anthropic accepts only with thinking on, are left out. This is
+    Anthropic's advice for a tool loop without its thinking ("To avoid this requirement, disable
+    `thinking`"), and its rule of one thinking configuration per assistant turn: the loop began
+    without thinking; the next user turn has it again."""
+    sent = dict(body)
+    if form == "omit":
+        sent.pop("thinking", None)
+    else:
+        sent["thinking"] = {"type": form}
+    _drop_thinking_edits(sent)
     return sent
 
 
-def _tool_turn_without_thinking(messages: list[Any]) -> bool:
-    """Whether the last assistant message calls tools without starting with a thinking block."""
-    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
-    blocks = blocks_of(last.get("content")) if last is not None else []
-    calls = any(b.get("type") == "tool_use" for b in blocks)
-    return calls and blocks[0].get("type") not in ("thinking", "redacted_thinking")
+def thinking_within_output_limit(body: dict[str, Any], asked: int, off_form: str = "omit") -> dict[str, Any] | None:
+    """The body whose ``max_tokens`` the proxy lowered from the client's ``asked``, with its thinking
+    budget fitted to the new limit; None when ``thinking`` goes as the client sent it. Anthropic
+    requires ``budget_tokens`` below ``max_tokens``: a budget the client kept below its own limit
+    but at or above the lowered one is scaled down with the limit (at least Anthropic's floor of
+    1024), and with no room for even that, thinking is off (:func:`with_thinking_off` in the
+    model's ``off_form``). Not the proxy's to mend: a budget that still fits, thinking other than
+    ``enabled`` with a budget (``adaptive`` has none), or the client's own budget at or above its
+    own limit (the interleaved-thinking beta allows that)."""
+    thinking, sent = body.get("thinking"), body.get("max_tokens")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled" or not isinstance(sent, int):
+        return None
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < sent or budget >= asked:
+        return None
+    if sent <= MIN_THINKING_BUDGET:
+        return with_thinking_off(body, off_form)
+    return {**body, "thinking": {**thinking, "budget_tokens": max(MIN_THINKING_BUDGET, budget * sent // asked)}}
 
 
 def _drop_thinking_edits(body: dict[str, Any]) -> None:
@@ -371,7 +417,6 @@ def _drop_thinking_edits(body: dict[str, Any]) -> None:
         body["context_management"] = {**management, "edits": kept}
     else:
         del body["context_management"]
-
 
 
 MESSAGE_STOP = frozenset({"message_stop"})

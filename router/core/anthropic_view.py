@@ -24,12 +24,14 @@ from typing import Any
 import orjson
 
 from router.core.anthropic_messages import (
+    THINKING_OFF_MID_TOOL_LOOP,
     MessagesRequest,
     blocks_of,
     is_billing_line,
     is_reminder,
     metadata_session,
     system_blocks,
+    tool_loop_without_thinking,
     wants_json_output,
     wants_thinking,
 )
@@ -44,14 +46,18 @@ ANTHROPIC_MESSAGES = "anthropic-messages"
 class MessagesConversation:
     """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``."""
 
-    __slots__ = ("messages", "units", "proxy_thinking", "_results", "_units", "_where", "_turns", "_names")
+    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_results", "_units", "_where", "_turns", "_names")
     result_key = "content"
     result_id_key = "tool_use_id"
 
-    def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False) -> None:
-        """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it)."""
+    def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False) -> None:
+        """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it).
+        ``needs_thinking_off``: the client asked for thinking mid a tool loop that has none Anthropic signed
+        (:func:`~router.core.anthropic_messages.tool_loop_without_thinking`): an Anthropic provider
+        gets this request with thinking off."""
         self.messages = messages
         self.proxy_thinking = proxy_thinking
+        self.needs_thinking_off = needs_thinking_off
         units: list[Unit] = []
         results: list[ToolResult] = []
         where: list[tuple[int, int]] = []  # each result's (message index, block index)
@@ -186,11 +192,13 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
     history_tools = any(
         b.get("type") in ("tool_use", "tool_result") for m in messages if isinstance(m.get("content"), list) for b in blocks_of(m["content"])
     )
+    thinking = wants_thinking(body)
+    needs_thinking_off = thinking and tool_loop_without_thinking(messages)
     return RequestView(
         wire=ANTHROPIC_MESSAGES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking),
+        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking, needs_thinking_off),
         tools=parsed.tools,
         offers_tools=offers,
         tools_present=offers or history_tools,
@@ -201,7 +209,8 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
         opening=opening(body.get("system"), messages),
         usage_requested=True,  # an Anthropic stream always reports its usage
         body_session=metadata_session(body),
-        thinking=wants_thinking(body),
+        thinking=thinking,
+        passthrough_dropped=(THINKING_OFF_MID_TOOL_LOOP,) if needs_thinking_off else (),
     )
 
 

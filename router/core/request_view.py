@@ -166,6 +166,9 @@ class RequestView:
     body_session: str | None = None
     # The client asked for extended thinking (Anthropic ``thinking``), for the gate and the record.
     thinking: bool = False
+    # What a provider of the client's own format is not sent of what the client asked (Anthropic
+    # thinking switched off mid tool loop), named as a translation names what it dropped.
+    passthrough_dropped: tuple[str, ...] = ()
 
     @property
     def units(self) -> Sequence[Unit]:
@@ -185,7 +188,8 @@ class BodyChanges:
     ``translated``: the body is the source of a translation to the provider's other
     wire format, not what a provider of the client's format receives (what only such
     a provider must not see — the Anthropic thinking the proxy made — stays for the
-    translation to carry).
+    translation to carry). ``thinking_off``: how the chosen model takes thinking switched off
+    for this request, when the request needs it (``models[].thinking_off``).
     """
 
     upstream_model: str
@@ -194,6 +198,7 @@ class BodyChanges:
     request_usage: bool = False
     prompt_cache_key: str | None = None
     translated: bool = False
+    thinking_off: str = "omit"
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

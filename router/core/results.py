@@ -144,6 +144,8 @@ class Candidate:
     max_output_tokens: int | None = None
     # Anthropic clients' thinking is sent to this model as `reasoning_content`, and back (models[].reasoning_content).
     reasoning_content: bool = False
+    # How this model takes thinking switched off for one request (models[].thinking_off).
+    thinking_off: str = "omit"
 
 
 @dataclass(frozen=True, slots=True)

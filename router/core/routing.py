@@ -227,7 +227,8 @@ def select_route(
     )
     return Route(
         candidates=tuple(Candidate(
-                m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens, m.reasoning_content
+                m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens, m.reasoning_content,
+                m.thinking_off,
             ) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,

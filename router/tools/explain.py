@@ -207,7 +207,9 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
         fields.append(("refused", refusal(refused)))
     elif route and route.candidates:
         provider = config.providers[route.chosen.provider]
-        fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, provider_adapter(provider).chat_wire(provider))})"))
+        wire_out = provider_adapter(provider).chat_wire(provider)
+        dropped = ", ".join(ctx.view.passthrough_dropped) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
+        fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, wire_out, dropped)})"))
     else:
         fields.append(("forward", "(no route)"))
     lines += field_lines(fields)

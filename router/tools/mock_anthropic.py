@@ -36,12 +36,54 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def request_error(body: dict[str, Any]) -> str | None:
-    """What Anthropic would reject with a 400 among what the mock can check: required fields, thinking signatures."""
+    """What Anthropic would reject with a 400 among what the mock can check: required fields, thinking
+    signatures, tool results split from their calls, and thinking on where Anthropic refuses it."""
     if not isinstance(body.get("model"), str):
         return "model: Field required"
     if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool) or body["max_tokens"] < 1:
         return "max_tokens: Field required (a positive integer)"
-    return _messages_error(body)
+    return _thinking_config_error(body) or _messages_error(body) or _thinking_turn_error(body)
+
+
+THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+
+
+def _thinks(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _thinking_config_error(body: dict[str, Any]) -> str | None:
+    """Anthropic's rules for a manual thinking budget: at least 1024, and below ``max_tokens`` (as
+    without the interleaved-thinking beta, which the mock does not model)."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if body["max_tokens"] <= budget:
+        return f"`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at {THINKING_DOCS}#max-tokens-and-context-window-size"
+    return None
+
+
+def _thinking_turn_error(body: dict[str, Any]) -> str | None:
+    """Anthropic's rule (its wording) with thinking on: the last assistant message, when it calls
+    tools, starts with a thinking or redacted thinking block — what a session that reached Claude
+    mid tool loop from a model without Anthropic's thinking breaks."""
+    if not _thinks(body):
+        return None
+    messages = body["messages"]
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
+    blocks = _blocks(messages[at].get("content")) if at is not None else []
+    if not any(b.get("type") == "tool_use" for b in blocks) or blocks[0].get("type") in ("thinking", "redacted_thinking"):
+        return None
+    return (
+        f"messages.{at}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{blocks[0].get('type')}`. "
+        "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+        "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking "
+        f"blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at {THINKING_DOCS}"
+    )
 
 
 def count_tokens_error(body: dict[str, Any]) -> str | None:

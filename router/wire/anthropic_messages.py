@@ -13,7 +13,11 @@
   everything else — thinking blocks and their signatures, ``cache_control``,
   ``context_management``, ``safeguards``, ``metadata`` — goes out as sent, except
   the thinking blocks the proxy itself made from a chat model's reasoning
-  (:func:`~router.core.anthropic_messages.without_proxy_thinking`).
+  (:func:`~router.core.anthropic_messages.without_proxy_thinking`), and thinking
+  itself when the tool loop in progress has none Anthropic signed (the session
+  moved to Anthropic mid loop: :func:`~router.core.anthropic_messages.with_thinking_off`,
+  named in ``x-router-dropped``); a clamped ``max_tokens`` takes a thinking
+  budget that would reach it down with it.
 * Answers: Anthropic SSE (``event:`` + ``data:`` pairs ending in ``message_stop``),
   relayed event by event; usage from ``message_start`` and ``message_delta``.
 * Streaming is decided by the body's ``stream``, never by ``Accept`` (Claude Code
@@ -33,7 +37,9 @@ from router.core.anthropic_messages import (
     AnthropicInvalid,
     error_payload,
     is_message_stop,
+    thinking_within_output_limit,
     validate_messages_body,
+    with_thinking_off,
     without_proxy_thinking,
 )
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
@@ -58,12 +64,17 @@ class AnthropicMessages:
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         """To an Anthropic-format provider without the thinking the proxy made (it is unsigned
-        there); a translation's source keeps it, for a chat model that needs its reasoning back."""
+        there), and with thinking off mid a tool loop that has none Anthropic signed (it would
+        refuse thinking on there); a translation's source keeps both, for a chat model that needs
+        its reasoning back."""
         payload = self.upstream_dict(body, view, changes)
         conversation = view.conversation
         assert isinstance(conversation, MessagesConversation)
-        if conversation.proxy_thinking and not changes.translated:
-            payload = without_proxy_thinking(payload) or payload
+        if not changes.translated:
+            if conversation.proxy_thinking:
+                payload = without_proxy_thinking(payload) or payload
+            if conversation.needs_thinking_off:
+                payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
     def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
@@ -76,6 +87,7 @@ class AnthropicMessages:
         limit = body.get("max_tokens")
         if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
             payload["max_tokens"] = changes.output_tokens
+            payload = thinking_within_output_limit(payload, limit, changes.thinking_off) or payload  # the budget must stay below it
         return payload
 
     def read_usage(self, body: bytes) -> Usage | None:
