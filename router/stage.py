@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.core.results import round_ms
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError
@@ -158,7 +159,7 @@ async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     except Exception as exc:  # the one failure boundary around stages (a stage's own TimeoutError included)
         outcome, detail = Outcome.ERROR, _describe(exc)
         _fail(stage, ctx, outcome, detail)
-    record = StageRecord(stage.name, outcome, round((perf_counter() - started) * 1000, 3), detail)
+    record = StageRecord(stage.name, outcome, round_ms((perf_counter() - started) * 1000), detail)
     ctx.trace.append(record)
     return record
 

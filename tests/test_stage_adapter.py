@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.dependency_http import BodyTooLarge, read_bounded
 from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
+from router.core.results import round_ms
 from router.errors import invalid_request
 from router.stage import (
     FailMode,
@@ -236,6 +237,17 @@ async def test_cancelling_the_request_reaches_a_suspended_stage_under_a_timer():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cancelled == [True] and stage.fallback_reasons == []
+
+
+@pytest.mark.parametrize("ms", [0.0, 0.0004, 0.0123456, 0.31875, 1.23449, 2.6751, 17.0, 123.4567891, 98765.4321])
+def test_durations_are_recorded_to_the_microsecond_as_round_gives(ms):
+    assert round_ms(ms) == round(ms, 3)
+
+
+def test_measured_durations_round_as_round_does():
+    # the stage adapter's and the decision row's durations: perf_counter differences in ms
+    samples = [(time.perf_counter() - time.perf_counter() + i * 0.0137) * 1000 for i in range(2000)]
+    assert [round_ms(ms) for ms in samples] == [round(ms, 3) for ms in samples]
 
 
 class _Received:
