@@ -1,13 +1,17 @@
 """Instructions per request of pinch-router and of the floor, counted by callgrind (issue #19).
 
 Wall clock on a shared machine moves by ±30 % between minutes; instruction counts
-repeat to ~1 %, so each change to the fixed cost per request is judged by these.
+repeat far better, so each change to the fixed cost per request is judged by these.
 The proxy measured runs under ``valgrind --tool=callgrind`` with counting off,
 pinned to one CPU (the mock upstream and the load on the other(s)); after a
 warm-up counting is switched on (``callgrind_control -i on``), a fixed number of
 requests is sent one at a time, and the total over every thread of the process
 (so the decision-log and log writer threads' recording is included) is divided
 by that number. pinch-router runs the shipped config as ``bench_proxy --pin`` does.
+The total moves by ~±1 % between runs with how the writer threads batch; the event
+loop's thread alone, printed beside it, repeats to ~±0.3 % and is what tells a
+change to the request path. ``--keep DIR`` leaves callgrind's files for
+``callgrind_annotate``; ``--tree DIR`` serves another source tree (``git archive``).
 
     .venv/bin/python -m bench.bench_instructions [--target pinch-router floor] [--body small pinched] [--requests 300]
 """
