@@ -52,7 +52,9 @@ def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen[by
 
 
 @contextlib.contextmanager
-def spawn(args: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT) -> Iterator[subprocess.Popen[bytes]]:
+def spawn(
+    args: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT, startup_seconds: float = 20.0
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server in a subprocess until the block ends (``cwd``: the tree whose ``router`` ``-m router`` runs).
 
     Its output goes to a temporary file, never to a pipe nobody reads: a full
@@ -61,7 +63,7 @@ def spawn(args: list[str], port: int, env: dict[str, str] | None = None, cwd: Pa
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(args, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_for_port(port)
+        wait_for_port(port, startup_seconds)
         yield process
     finally:
         process.terminate()

@@ -14,6 +14,7 @@ from typing import Any
 
 from router.context import Attempt, Candidate, Rejection, RequestContext, Route, StageRecord, UpstreamResult
 from router.core.redaction import clip
+from router.core.results import round_ms
 
 # Status recorded when the client went away before the answer was complete
 # (nginx's convention; no HTTP response carried it).
@@ -155,4 +156,4 @@ def _answering_candidate(route: Route | None, upstream: UpstreamResult | None) -
 
 
 def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
+    return None if value is None else round_ms(value)

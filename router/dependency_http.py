@@ -70,14 +70,17 @@ async def read_bounded(response: aiohttp.ClientResponse, max_bytes: int, idle_se
         raise BodyTooLarge(max_bytes)
     chunks: list[bytes] = []
     size = 0
+    content = response.content
     while True:
-        chunk = await within_timeout(response.content.readany(), idle_seconds)  # no timer for a chunk already received
+        chunk = await within_timeout(content.readany(), idle_seconds)  # no timer for a chunk already received
         if not chunk:
             return b"".join(chunks)
         size += len(chunk)
         if size > max_bytes:
             raise BodyTooLarge(max_bytes)
         chunks.append(chunk)
+        if content.at_eof():  # the rest has been read already (most answers come whole): no read for the empty end
+            return b"".join(chunks)
 
 
 # aiohttp's parse errors quote what they received after a colon; other errors quote it.

@@ -109,7 +109,9 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         recorder.metrics.in_flight.inc()
         try:
             response = await handler(request)
-            status, code = response.status, response.get(ERROR_CODE_KEY)
+            status = response.status
+            # only an error response carries a code: a lookup that misses raises KeyError inside aiohttp
+            code = response.get(ERROR_CODE_KEY) if status >= 400 else None
             if not response.prepared:
                 response.headers.update(decision_headers(ctx))
             return response

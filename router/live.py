@@ -136,14 +136,21 @@ class LiveChain:
         current = self.current
         self.current = Generation(current.config, current.stages, current.chain, {**current.edges, edge: edge(current.config, self.recorder)})
 
+        # The chain composed for the last generation and end handler seen: aiohttp hands the same
+        # end handler to every request (it caches its own composition), so the partials are made
+        # once per generation, not per request (~0.5 % of a small request's instructions).
+        composed: tuple[Generation, Handler, Handler] | None = None
+
         @web.middleware
         async def dispatch(request: web.Request, handler: Handler) -> web.StreamResponse:
-            # Composing the chain per request (eight partials) measured ~2 µs, under 1%
-            # of the proxy's own time per request; no cache to keep bounded.
+            nonlocal composed
             generation = self.current
-            for middleware in reversed(generation.chain):
-                handler = partial(middleware, handler=handler)
-            return await generation.edges[edge](request, handler)
+            if composed is None or composed[0] is not generation or composed[1] is not handler:
+                chain = handler
+                for middleware in reversed(generation.chain):
+                    chain = partial(middleware, handler=chain)
+                composed = (generation, handler, chain)
+            return await generation.edges[edge](request, composed[2])
 
         return dispatch
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.core.results import round_ms
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
 from router.errors import ApiError
@@ -137,28 +138,56 @@ _OK = StageReport()
 
 async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
     """Run one stage's own work under its timeout; append and return its trace record."""
+    rest = start_stage(stage, ctx)
+    return ctx.trace[-1] if rest is None else await rest
+
+
+def start_stage(stage: Stage, ctx: RequestContext) -> Awaitable[StageRecord] | None:
+    """Take a stage's first step now: None when it ended there (its record is in the trace),
+    else the rest of its work to await, under its timeout.
+
+    Most stages end without suspending, and then no coroutine but the stage's own is made:
+    this is within_timeout's first step, inlined (the timer is armed only from the first
+    suspension, its deadline counted from the start).
+    """
     started = perf_counter()
     try:
-        # within_timeout's first step, inlined: most stages end without suspending, and then
-        # the coroutine within_timeout would be is all the adapter costs (the timer is armed
-        # only from the first suspension, its deadline counted from ``started``).
         run = stage.run(ctx)
         try:
             suspended_on = run.send(None)
         except StopIteration as done:
             report = done.value or _OK
         else:
-            seconds = stage.timeout_seconds
-            deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds - (perf_counter() - started)
-            report = await resumed_within(run, suspended_on, deadline) or _OK
+            return _rest_of_stage(stage, ctx, run, suspended_on, started)
         outcome, detail = report.outcome, report.detail
-    except StageTimeout:
-        outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"
-        _fail(stage, ctx, outcome, detail)
     except Exception as exc:  # the one failure boundary around stages (a stage's own TimeoutError included)
+        outcome, detail = _failed(stage, ctx, exc)
+    _record(stage, ctx, outcome, detail, started)
+    return None
+
+
+async def _rest_of_stage(stage: Stage, ctx: RequestContext, run: Any, suspended_on: Any, started: float) -> StageRecord:
+    try:
+        seconds = stage.timeout_seconds
+        deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds - (perf_counter() - started)
+        report = await resumed_within(run, suspended_on, deadline) or _OK
+        outcome, detail = report.outcome, report.detail
+    except Exception as exc:
+        outcome, detail = _failed(stage, ctx, exc)
+    return _record(stage, ctx, outcome, detail, started)
+
+
+def _failed(stage: Stage, ctx: RequestContext, exc: Exception) -> tuple[Outcome, str]:
+    if isinstance(exc, StageTimeout):
+        outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"
+    else:
         outcome, detail = Outcome.ERROR, _describe(exc)
-        _fail(stage, ctx, outcome, detail)
-    record = StageRecord(stage.name, outcome, round((perf_counter() - started) * 1000, 3), detail)
+    _fail(stage, ctx, outcome, detail)
+    return outcome, detail
+
+
+def _record(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str, started: float) -> StageRecord:
+    record = StageRecord(stage.name, outcome, round_ms((perf_counter() - started) * 1000), detail)
     ctx.trace.append(record)
     return record
 
@@ -190,8 +219,8 @@ def stage_middleware(stage: Stage) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         ctx = request[CTX_KEY]
-        if ctx.response is None:
-            await run_stage(stage, ctx)
+        if ctx.response is None and (rest := start_stage(stage, ctx)) is not None:
+            await rest
         if ctx.response is not None:
             return ctx.response
         if after is None:

@@ -10,8 +10,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router.dependency_http import read_bounded
+from router.dependency_http import BodyTooLarge, read_bounded
 from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
+from router.core.results import round_ms
 from router.errors import invalid_request
 from router.stage import (
     FailMode,
@@ -238,16 +239,37 @@ async def test_cancelling_the_request_reaches_a_suspended_stage_under_a_timer():
     assert cancelled == [True] and stage.fallback_reasons == []
 
 
+@pytest.mark.parametrize("ms", [0.0, 0.0004, 0.0123456, 0.31875, 1.23449, 2.6751, 17.0, 123.4567891, 98765.4321])
+def test_durations_are_recorded_to_the_microsecond_as_round_gives(ms):
+    assert round_ms(ms) == round(ms, 3)
+
+
+def test_measured_durations_round_as_round_does():
+    # the stage adapter's and the decision row's durations: perf_counter differences in ms
+    samples = [(time.perf_counter() - time.perf_counter() + i * 0.0137) * 1000 for i in range(2000)]
+    assert [round_ms(ms) for ms in samples] == [round(ms, 3) for ms in samples]
+
+
 class _Received:
-    """An answer body already in the client's buffer: each read returns at once, then b'' (EOF)."""
+    """An answer body already in the client's buffer: each read returns at once, then b'' (EOF).
+
+    ``whole``: the end of the body has been received with it (``at_eof`` once the chunks are read);
+    otherwise it arrives later, and the read for it waits.
+    """
 
     content_length = None
 
-    def __init__(self, *chunks: bytes) -> None:
+    def __init__(self, *chunks: bytes, whole: bool = False) -> None:
         self.chunks = list(chunks)
+        self.whole = whole
+        self.reads = 0
         self.content = self
 
+    def at_eof(self) -> bool:
+        return self.whole and not self.chunks
+
     async def readany(self) -> bytes:
+        self.reads += 1
         if self.chunks:
             return self.chunks.pop(0)
         end = asyncio.get_running_loop().create_future()
@@ -262,6 +284,21 @@ async def test_reading_an_answer_arms_a_timer_only_for_the_reads_that_wait(monke
     monkeypatch.setattr(loop, "call_at", lambda when, *args, **kw: armed.append(when) or real(when, *args, **kw))
     assert await read_bounded(_Received(b'{"a":', b"1}"), 1024, 5.0) == b'{"a":1}'  # type: ignore[arg-type]
     assert len(armed) == 1  # two chunks at hand, no timer; the wait for EOF got its idle timer
+
+
+async def test_an_answer_received_to_its_end_is_read_without_a_read_for_the_end(monkeypatch):
+    loop = asyncio.get_running_loop()
+    armed = []
+    real = loop.call_at
+    monkeypatch.setattr(loop, "call_at", lambda when, *args, **kw: armed.append(when) or real(when, *args, **kw))
+    answer = _Received(b'{"a":', b"1}", whole=True)
+    assert await read_bounded(answer, 1024, 5.0) == b'{"a":1}'  # type: ignore[arg-type]
+    assert (answer.reads, armed) == (2, [])  # the two chunks, no wait for an empty read, no timer
+
+
+async def test_an_answer_over_the_cap_is_refused_when_it_is_all_received_at_once():
+    with pytest.raises(BodyTooLarge):
+        await read_bounded(_Received(b"x" * 600, b"y" * 600, whole=True), 1024, 5.0)  # type: ignore[arg-type]
 
 
 async def serve(stages, endpoint) -> TestClient:

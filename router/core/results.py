@@ -11,6 +11,16 @@ import enum
 from dataclasses import dataclass, field, fields, replace
 
 
+def round_ms(ms: float) -> float:
+    """A duration in milliseconds to the microsecond, as recorded in traces and decision rows.
+
+    The same value as ``round(ms, 3)`` for any measured duration, without its round trip through
+    a decimal string (~2,800 instructions a call, several a request); only an exact decimal tie,
+    which a measured time does not hit, may round the other way.
+    """
+    return round(ms * 1000) / 1000
+
+
 class Outcome(enum.StrEnum):
     """How one stage ended for one request (the trace's vocabulary)."""
 

@@ -1,0 +1,115 @@
+"""Instructions per request of pinch-router and of the floor, counted by callgrind (issue #19).
+
+Wall clock on a shared machine moves by ±30 % between minutes; instruction counts
+repeat far better, so each change to the fixed cost per request is judged by these.
+The proxy measured runs under ``valgrind --tool=callgrind`` with counting off,
+pinned to one CPU (the mock upstream and the load on the other(s)); after a
+warm-up counting is switched on (``callgrind_control -i on``), a fixed number of
+requests is sent one at a time, and the total over every thread of the process
+(so the decision-log and log writer threads' recording is included) is divided
+by that number. pinch-router runs the shipped config as ``bench_proxy --pin`` does.
+The total moves by ~±1 % between runs with how the writer threads batch; the event
+loop's thread alone, printed beside it, repeats to ~±0.3 % and is what tells a
+change to the request path. ``--keep DIR`` leaves callgrind's files for
+``callgrind_annotate``; ``--tree DIR`` serves another source tree (``git archive``).
+
+    .venv/bin/python -m bench.bench_instructions [--target pinch-router floor] [--body small pinched] [--requests 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from bench.bench_proxy import PIN_BODIES, shipped_sections, target_urls
+from bench.harness import ROOT, drive, free_port, mock_upstream, proxy, spawn, write_config
+
+BODIES = dict(zip(("small", "within", "pinched"), PIN_BODIES))  # short name → bench_proxy's body name
+STARTUP_SECONDS = 180.0  # Python under callgrind starts ~50× slower
+
+
+def counted(callgrind_out: Path) -> tuple[int, int]:
+    """The instructions (Ir) callgrind counted: all threads together, and the event loop's (thread 1) alone."""
+    total = loop = 0
+    for path in callgrind_out.parent.glob(callgrind_out.name + "*"):
+        text = path.read_text(errors="replace")
+        match = re.search(r"^totals: (\d+)", text, re.MULTILINE)  # "summary:" may say 0
+        if match:
+            total += int(match.group(1))
+            if re.search(r"^thread: 1$", text, re.MULTILINE):
+                loop += int(match.group(1))
+    return total, loop
+
+
+def measure(target: str, body: bytes, requests: int, warmup: int, cpu: int, load_cpus: str, tree: Path, keep: Path | None = None) -> tuple[float, float]:
+    """Millions of instructions per request of ``target`` (``pinch-router`` or ``floor``) on ``body``: all threads, the loop's thread."""
+    up_port, port = free_port(), free_port()
+    upstream = f"http://127.0.0.1:{up_port}/v1"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        if target == "floor":
+            command = [sys.executable, str(ROOT / "bench" / "floor_proxy.py"), "--port", str(port), "--upstream", upstream]
+        else:
+            config = write_config(Path(tmp) / "bench.yaml", port, upstream, **shipped_sections(Path(tmp) / "decisions.sqlite3"))
+            command = proxy(config)
+        valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes", f"--callgrind-out-file={out}"]
+        env = {"PYTHONHASHSEED": "0"}
+        with (
+            spawn(["taskset", "-c", load_cpus, *mock_upstream(up_port)], up_port),
+            spawn(["taskset", "-c", str(cpu), *valgrind, *command], port, env=env, cwd=tree, startup_seconds=STARTUP_SECONDS) as process,
+        ):
+            url = target_urls(up_port, port, port)["floor"]
+            asyncio.run(drive(url, body, warmup, 1, False))
+            subprocess.run(["callgrind_control", "-i", "on", str(process.pid)], check=True, capture_output=True)
+            load = asyncio.run(drive(url, body, requests, 1, False))
+            subprocess.run(["callgrind_control", "-i", "off", str(process.pid)], check=True, capture_output=True)
+            # dumped now: a server slow to stop under valgrind may be killed before it writes its counts
+            subprocess.run(["callgrind_control", "-d", str(process.pid)], check=True, capture_output=True)
+            if load.errors:
+                raise RuntimeError(f"{target}: {load.errors} of {requests} requests failed")
+        instructions, on_loop = counted(out)
+        if keep is not None:  # for callgrind_annotate
+            keep.mkdir(parents=True, exist_ok=True)
+            for path in out.parent.glob(out.name + "*"):
+                shutil.copy(path, keep / f"{target}-{path.name}")
+        if not instructions:
+            raise RuntimeError(f"{target}: callgrind counted nothing (is the counting toggled by pid?)")
+        return instructions / requests / 1e6, on_loop / requests / 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", nargs="+", choices=["pinch-router", "floor"], default=["pinch-router"])
+    parser.add_argument("--body", nargs="+", choices=list(BODIES), default=["small"])
+    parser.add_argument("--requests", type=int, default=300, help="requests counted, one at a time")
+    parser.add_argument("--warmup", type=int, default=100, help="requests sent before counting starts")
+    parser.add_argument("--keep", type=Path, help="copy callgrind's output files here (for callgrind_annotate)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("taskset") is None:
+        print("needs valgrind (apt-get install valgrind) and taskset", file=sys.stderr)
+        return 2
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu, load_cpus = cpus[-1], ",".join(map(str, cpus[:-1] or cpus))
+    os.sched_setaffinity(0, [int(c) for c in load_cpus.split(",")])
+    print(f"{'body':<28} {'target':<13} {'M instructions / request':>25} {'on the loop thread':>19}")
+    for short in args.body:
+        name = BODIES[short]
+        body = orjson.dumps({**PIN_BODIES[name](), "stream": False})
+        for target in args.target:
+            total, on_loop = measure(target, body, args.requests, args.warmup, cpu, load_cpus, args.tree.resolve(), args.keep)
+            print(f"{name:<28} {target:<13} {total:>25.4f} {on_loop:>19.4f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
