@@ -144,13 +144,16 @@ class PinchSession:
     """What pinch remembers about one session between its requests (a session-state value).
 
     ``last_seen``: the clock when its previous request was pinched; ``provider``:
-    where that request was meant to go; ``requests``: how many it has had.
+    where that request was meant to go; ``requests``: how many it has had;
+    ``unbound``: the signed thinking blocks whose prefix its batches changed, left out
+    of every later request (:func:`router.core.thinking_binding.unbind`), oldest first.
     """
 
     ledger: Ledger = EMPTY_LEDGER
     last_seen: float | None = None
     provider: str | None = None
     requests: int = 0
+    unbound: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -159,6 +162,7 @@ class PinchSession:
                 "last_seen": self.last_seen,
                 "provider": self.provider,
                 "requests": self.requests,
+                "unbound": self.unbound,
             }
         )
 
@@ -166,7 +170,8 @@ class PinchSession:
     def decode(cls, data: bytes) -> PinchSession:
         raw = orjson.loads(data)
         ledger = Ledger(raw["ledger"])
-        return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"])
+        # "unbound" came later: a value stored before it has none recorded
+        return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"], tuple(raw.get("unbound", ())))
 
 
 class BatchOrder(enum.StrEnum):
@@ -195,11 +200,14 @@ class SessionPinch:
 
 @dataclass(frozen=True, slots=True)
 class SessionRewrites:
-    """:func:`pinch_conversation`'s answer: the rewrites by result position, exact stats, the new ledger."""
+    """:func:`pinch_conversation`'s answer: the rewrites by result position, exact stats, the new ledger,
+    and ``first_changed``: the position of the first result sent otherwise than on the session's
+    previous request (None: every result went as before), from which on the prompt's bytes differ."""
 
     rewrites: Rewrites
     stats: PinchStats
     ledger: Ledger
+    first_changed: int | None = None
 
 
 def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> SessionPinch:
@@ -425,7 +433,7 @@ class _Rewrites:
         )
         if self.new:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
-        return SessionRewrites(self.rewrites, stats, ledger)
+        return SessionRewrites(self.rewrites, stats, ledger, min(self.new, default=None))
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
         """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""
