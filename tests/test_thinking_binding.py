@@ -23,12 +23,16 @@ import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.core.anthropic_messages import THINKING_OFF_MID_TOOL_LOOP
-from router.core.pinch_ledger import PinchSession
+from router.core.cache_timing import CacheState, CacheVerdict
+from router.core.chat_view import ChatConversation
+from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, pinch_conversation
+from router.core.tokens import DEFAULT_ESTIMATOR
 from router.core.thinking_binding import BINDING_MODELS, binds_thinking, block_key, unbind
 from router.tools import mock_anthropic
 from router.tools.explain import explain_request, render_explanation
 from tests.anthropic_factories import SUPPORTS, assistant, body, streamed_message, text, thinking, tool_result, tool_use, user
 from tests.conftest import make_config, model_entry
+from tests.factories import agent_session
 
 ADAPTIVE = {"type": "adaptive"}
 BINDING = "thinking bound to a prefix pinch changed"
@@ -88,6 +92,23 @@ def test_redacted_thinking_is_unbound_and_the_proxys_own_thinking_is_not_counted
     messages = [user("q"), assistant(thinking("mine", signature=""), tool_use("toolu_1")), user(tool_result("toolu_1", "x")),
                 assistant(redacted, text("ok")), user("next")]
     assert unbind(messages, changed_from=0).positions == ((3, 0),)
+
+
+def session_pinch(messages: list[dict[str, Any]], ledger: Ledger, budget: int) -> Any:
+    return pinch_conversation(ChatConversation(messages), ledger, budget_tokens=budget, low_watermark=0.6, keep_last_turns=1,
+                              max_summarize_chars=400, cache=CacheState(CacheVerdict.COLD, "cache cold"))
+
+
+def test_the_ledger_says_from_which_result_on_a_request_differs_from_the_sessions_previous_one() -> None:
+    """The first result sent otherwise than before (newly compressed, or an elided one turned into a
+    placeholder); none when only the ledger was resent, the very same bytes."""
+    messages = agent_session(6)
+    first = session_pinch(messages, EMPTY_LEDGER, budget=DEFAULT_ESTIMATOR.prompt_tokens(messages) - 1)
+    assert first.first_changed == min(first.rewrites)
+    again = session_pinch(agent_session(7), first.ledger, budget=10**9)
+    assert again.first_changed is None and again.rewrites
+    batch = session_pinch(agent_session(9), again.ledger, budget=1)  # elided results turn placeholders too
+    assert batch.first_changed == min(p for p, sent in batch.rewrites.items() if again.rewrites.get(p) != sent)
 
 
 @pytest.mark.parametrize("model", [*BINDING_MODELS, "claude-opus-5-5-20261101", "anthropic.claude-fable-5-1-v1:0", "us.anthropic.claude-sonnet-5-5"])
