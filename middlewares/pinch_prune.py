@@ -24,6 +24,8 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   (new session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
+* On a model that checks thinking's prefix, a batch only the budget calls for waits while the
+  tool loop in progress opens with signed thinking (it would unbind it); the window still forces one.
 * Anthropic's signed thinking after the first result whose bytes changed, and every block the
   session already recorded so (:func:`router.core.thinking_binding.unbind`), goes in
   ``ctx.pinch.unbound``: left out for a model that checks thinking's prefix, recorded beside the
@@ -54,7 +56,7 @@ from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversati
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
-from router.core.thinking_binding import ThinkingUnbound, unbind
+from router.core.thinking_binding import HOLD_FOR_LOOP_THINKING, ThinkingUnbound, loop_thinking_at_stake, unbind
 from router.core.tokens import TokenEstimator
 from router.session_escalation import SessionEscalation
 from router.session_store import read_session
@@ -171,10 +173,22 @@ class PinchPrune:
             estimator=self.estimator,
             tools=tools,
             measured=measured,
+            soft_hold=self._soft_hold(ctx, windows),
         )
         unbound, keys = self._unbound(ctx, result.first_changed, session.unbound)
         stats = replace(result.stats, unbound=unbound) if unbound is not None else result.stats
         return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys)
+
+    @staticmethod
+    def _soft_hold(ctx: RequestContext, windows: tuple[WindowLimit, ...]) -> str | None:
+        """Why a batch only the budget calls for waits: the preferred model checks thinking's prefix and
+        the tool loop in progress opens with signed thinking, which a batch would unbind (thinking would
+        then be off for the rest of the loop). The loop's end, or the window, makes the batch."""
+        conversation = ctx.view.conversation
+        binds = bool(windows) and windows[0].thinking_binding
+        if binds and isinstance(conversation, MessagesConversation) and loop_thinking_at_stake(conversation.messages):
+            return HOLD_FOR_LOOP_THINKING
+        return None
 
     @staticmethod
     def _unbound(ctx: RequestContext, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[ThinkingUnbound | None, tuple[str, ...]]:

@@ -25,9 +25,17 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from router.core.anthropic_messages import THINKING_OFF_MID_TOOL_LOOP
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.chat_view import ChatConversation
-from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, pinch_conversation
+from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, WindowLimit, pinch_conversation
+from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.core.thinking_binding import BINDING_MODELS, binds_thinking, block_key, unbind
+from router.core.thinking_binding import (
+    BINDING_MODELS,
+    HOLD_FOR_LOOP_THINKING,
+    binds_thinking,
+    block_key,
+    loop_thinking_at_stake,
+    unbind,
+)
 from router.tools import mock_anthropic
 from router.tools.explain import explain_request, render_explanation
 from tests.anthropic_factories import SUPPORTS, assistant, body, streamed_message, text, thinking, tool_result, tool_use, user
@@ -87,6 +95,15 @@ def test_the_loop_in_progress_losing_its_thinking_is_named(changed_from, off) ->
     assert unbind(LOOP, changed_from).loop_without_thinking is off
 
 
+@pytest.mark.parametrize(
+    ("messages", "at_stake"),
+    [(LOOP, True), (LOOP[:6], False), ([*LOOP[:6], user("next"), assistant(tool_use("toolu_9")), user(tool_result("toolu_9", "x"))], False)],
+    ids=["loop opened with signed thinking", "loop ended", "loop without thinking"],
+)
+def test_the_loops_thinking_is_at_stake_only_while_a_signed_block_opens_it(messages, at_stake) -> None:
+    assert loop_thinking_at_stake(messages) is at_stake
+
+
 def test_redacted_thinking_is_unbound_and_the_proxys_own_thinking_is_not_counted() -> None:
     redacted = {"type": "redacted_thinking", "data": "opaque"}
     messages = [user("q"), assistant(thinking("mine", signature=""), tool_use("toolu_1")), user(tool_result("toolu_1", "x")),
@@ -94,9 +111,9 @@ def test_redacted_thinking_is_unbound_and_the_proxys_own_thinking_is_not_counted
     assert unbind(messages, changed_from=0).positions == ((3, 0),)
 
 
-def session_pinch(messages: list[dict[str, Any]], ledger: Ledger, budget: int) -> Any:
+def session_pinch(messages: list[dict[str, Any]], ledger: Ledger, budget: int, **options: Any) -> Any:
     return pinch_conversation(ChatConversation(messages), ledger, budget_tokens=budget, low_watermark=0.6, keep_last_turns=1,
-                              max_summarize_chars=400, cache=CacheState(CacheVerdict.COLD, "cache cold"))
+                              max_summarize_chars=400, cache=CacheState(CacheVerdict.COLD, "cache cold"), **options)
 
 
 def test_the_ledger_says_from_which_result_on_a_request_differs_from_the_sessions_previous_one() -> None:
@@ -109,6 +126,16 @@ def test_the_ledger_says_from_which_result_on_a_request_differs_from_the_session
     assert again.first_changed is None and again.rewrites
     batch = session_pinch(agent_session(9), again.ledger, budget=1)  # elided results turn placeholders too
     assert batch.first_changed == min(p for p, sent in batch.rewrites.items() if again.rewrites.get(p) != sent)
+
+
+def test_a_held_batch_waits_for_the_budget_but_never_for_the_window() -> None:
+    messages = agent_session(6)
+    size = DEFAULT_ESTIMATOR.prompt_tokens(messages)
+    held = session_pinch(messages, EMPTY_LEDGER, budget=size // 2, soft_hold="held: why")
+    assert held.stats.mode is PinchMode.DEFERRED and not held.rewrites and held.stats.reason == "over budget; cache cold; held: why"
+    window = WindowLimit("m", "p", size, size // 2)
+    forced = session_pinch(messages, EMPTY_LEDGER, budget=size // 2, soft_hold="held: why", windows=[window])
+    assert forced.stats.newly_compressed and forced.stats.final_tokens <= window.prompt_limit
 
 
 @pytest.mark.parametrize("model", [*BINDING_MODELS, "claude-opus-5-5-20261101", "anthropic.claude-fable-5-1-v1:0", "us.anthropic.claude-sonnet-5-5"])
@@ -258,6 +285,11 @@ async def test_a_claude_code_session_on_a_binding_model_survives_pinch(proxy, mo
     assert batches and any(BINDING in r.headers.get("x-router-dropped", "") for r in responses)
     for i, row in enumerate(rows):
         assert (BINDING in row["wire_dropped"]) == (BINDING in responses[i].headers.get("x-router-dropped", ""))
+    if "fable_window" not in setting:
+        # only the budget calls for batches: they wait for the tool loop's end, so its thinking stays on
+        assert all(THINKING_OFF_MID_TOOL_LOOP not in row["wire_dropped"] for row in rows)
+        held = [i for i, row in enumerate(rows) if HOLD_FOR_LOOP_THINKING in row["pinch_reason"]]
+        assert held and all(not rows[i]["pinch_newly_compressed"] and sent[i]["messages"][-1]["content"][0]["type"] == "tool_result" for i in held)
     # Between batches the upstream sees an append-only session: each request starts with the
     # previous one's messages, byte for byte but for the moving breakpoint — the prompt cache stays warm.
     for i in range(1, len(sent)):
@@ -265,8 +297,9 @@ async def test_a_claude_code_session_on_a_binding_model_survives_pinch(proxy, mo
         assert (now[: len(before)] == before) or i in batches, f"request {i} rewrote its prefix without a batch"
 
 
-async def test_the_request_that_unbinds_the_loops_thinking_goes_with_thinking_off(proxy, mock) -> None:
-    client = await proxy(binding_config(mock[1], cache_lifetime=0))
+async def test_a_batch_the_window_forces_mid_loop_goes_with_thinking_off(proxy, mock) -> None:
+    """The window wins over the loop's thinking: that request, and the rest of its loop, go without it."""
+    client = await proxy(binding_config(mock[1], fable_window=4000))
     responses = await run_session(client, "fable", stream=False)
     sent = [r.body for r in mock[0].received if r.path == "/v1/messages"]
     off = [i for i, r in enumerate(responses) if THINKING_OFF_MID_TOOL_LOOP in r.headers.get("x-router-dropped", "")]

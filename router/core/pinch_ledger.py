@@ -189,6 +189,7 @@ class WindowLimit:
     provider: str
     context_window: int
     prompt_limit: int  # context_window − the room kept for the answer
+    thinking_binding: bool = False  # the model checks the prefix of signed thinking (models[].thinking_binding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +237,7 @@ def pinch_conversation(
     measured: PromptSize | None = None,
     cold_batch_from: float | None = None,
     no_cache_watermark: float = 1.0,
+    soft_hold: str | None = None,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -245,7 +247,8 @@ def pinch_conversation(
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
     only when a batch is made). ``cold_batch_from``: the share of the budget
     above which a cold cache gets an early batch (None: never early);
-    ``no_cache_watermark``: where a batch stops when the provider caches nothing. Returns the
+    ``no_cache_watermark``: where a batch stops when the provider caches nothing; ``soft_hold``: why a
+    batch only the budget calls for waits (None: it does not; the window always forces one). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger.
     """
@@ -307,6 +310,8 @@ def pinch_conversation(
         reason, pays_check = "over budget; warm cache", True
     else:
         reason = f"over budget; {cache.reason}"
+    if soft_hold is not None and not forced:
+        return work.result(original, budget_tokens, ledger, reapplied, f"{reason}; {soft_hold}", batched=None)
 
     # 3. the batch: new candidates in order, down to the low watermark
     if relevance_order is not None:

@@ -264,4 +264,7 @@ def pinch_windows(
     capable = [by_name[c.model] for c in route.candidates]
     preferred = capable[0]
     larger = sorted((m for m in capable if m.context_window > preferred.context_window), key=lambda m: m.context_window)
-    return tuple(WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens) for m in [preferred, *larger])
+    return tuple(
+        WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens, binds_thinking(m.upstream_model, m.thinking_binding))
+        for m in [preferred, *larger]
+    )

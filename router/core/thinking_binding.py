@@ -132,6 +132,21 @@ def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterab
 
 
 
+# Why pinch holds a batch only the budget calls for (the trace's reason).
+HOLD_FOR_LOOP_THINKING = "held: a batch would unbind the signed thinking of the tool loop in progress"
+
+
+def loop_thinking_at_stake(messages: Sequence[Any]) -> bool:
+    """Whether the tool loop in progress starts with thinking Claude signed: the last assistant message
+    calls tools and opens with a signed block. Any rewrite before it unbinds that block, and the rest
+    of the loop then goes without thinking (one thinking configuration per assistant turn)."""
+    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
+    content = last.get("content") if last is not None else None
+    if not isinstance(content, list) or not content:
+        return False
+    return block_key(content[0]) is not None and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
+
+
 def leaves_thinking_off(thinking: bool, unbound: ThinkingUnbound | None) -> bool:
     """Whether leaving ``unbound`` out means sending this request with thinking off: the client asked
     for thinking and the tool loop in progress has lost its leading thinking."""
