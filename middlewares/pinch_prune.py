@@ -48,10 +48,10 @@ from typing import ClassVar
 
 from router.config import Config, PinchSettings
 from router.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
+from router.core.anthropic_view import MessagesConversation
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
-from router.core.anthropic_view import MessagesConversation
 from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows

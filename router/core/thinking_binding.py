@@ -35,7 +35,6 @@ from router.core.anthropic_messages import (
     THINKING_OFF_MID_TOOL_LOOP,
     is_proxy_thinking,
     tool_loop_without_thinking,
-    without_blocks,
 )
 
 if TYPE_CHECKING:
@@ -127,8 +126,18 @@ def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterab
     if not positions:
         return ThinkingUnbound(keys=tuple(record))
     keys = tuple((record + added)[-MAX_UNBOUND:])
-    left = without_blocks(list(messages), frozenset(positions))
-    return ThinkingUnbound(tuple(positions), keys, len(added), tool_loop_without_thinking(left))
+    return ThinkingUnbound(tuple(positions), keys, len(added), _loop_left_without_thinking(messages, positions))
+
+
+def _loop_left_without_thinking(messages: Sequence[Any], positions: list[tuple[int, int]]) -> bool:
+    """Whether leaving ``positions`` out leaves the tool loop in progress without its leading thinking
+    (only the last assistant message counts, so only it is rebuilt)."""
+    last = next((m for m in range(len(messages) - 1, -1, -1) if isinstance(messages[m], dict) and messages[m].get("role") == "assistant"), None)
+    if last is None or not any(m == last for m, _ in positions):
+        return False
+    gone = {b for m, b in positions if m == last}
+    kept = [block for b, block in enumerate(messages[last]["content"]) if b not in gone]
+    return tool_loop_without_thinking([{"role": "assistant", "content": kept}])
 
 
 
