@@ -24,6 +24,12 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   (new session, evicted, restarted) is a fresh session.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
+* On a model that checks thinking's prefix, a batch only the budget calls for waits while the
+  tool loop in progress opens with signed thinking (it would unbind it); the window still forces one.
+* Anthropic's signed thinking after the first result whose bytes changed, and every block the
+  session already recorded so (:func:`router.core.thinking_binding.unbind`), goes in
+  ``ctx.pinch.unbound``: left out for a model that checks thinking's prefix, recorded beside the
+  ledger so every later request leaves out the very same blocks.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
   upstream and ``ctx.pinch`` stays None (no pinch header).
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
@@ -42,6 +48,7 @@ from typing import ClassVar
 
 from router.config import Config, PinchSettings
 from router.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
+from router.core.anthropic_view import MessagesConversation
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
@@ -49,6 +56,7 @@ from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversati
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
+from router.core.thinking_binding import HOLD_FOR_LOOP_THINKING, ThinkingUnbound, loop_thinking_at_stake, unbind
 from router.core.tokens import TokenEstimator
 from router.session_escalation import SessionEscalation
 from router.session_store import read_session
@@ -108,6 +116,8 @@ class PinchPrune:
             f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
             f"({stats.reapplied} from the ledger, {stats.newly_compressed} new); {stats.reason}"
         )
+        if stats.unbound is not None:
+            detail += f"; {len(stats.unbound.positions)} signed thinking blocks after a changed result ({stats.unbound.new} new)"
         return StageReport(outcome, detail + note)
 
     async def _read(self, ctx: RequestContext) -> tuple[PinchSession | None, EscalationRecord | None]:
@@ -136,7 +146,9 @@ class PinchPrune:
             )
             why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
             why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
-            return sent, replace(stats, newly_compressed=stats.compressed, reason=why), None
+            # no record of what the previous request sent: every compressed result may be new to it
+            unbound = self._unbound(ctx, min(sent, default=None), ())
+            return sent, replace(stats, newly_compressed=stats.compressed, reason=why, unbound=unbound[0]), None
         now = self.clock()
         provider = windows[0].provider if windows else None
         target = self.config.providers.get(provider) if provider is not None else None
@@ -161,8 +173,32 @@ class PinchPrune:
             estimator=self.estimator,
             tools=tools,
             measured=measured,
+            soft_hold=self._soft_hold(ctx, windows),
         )
-        return result.rewrites, result.stats, PinchSession(result.ledger, now, provider, session.requests + 1)
+        unbound, keys = self._unbound(ctx, result.first_changed, session.unbound)
+        stats = replace(result.stats, unbound=unbound) if unbound is not None else result.stats
+        return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys)
+
+    @staticmethod
+    def _soft_hold(ctx: RequestContext, windows: tuple[WindowLimit, ...]) -> str | None:
+        """Why a batch only the budget calls for waits: the preferred model checks thinking's prefix and
+        the tool loop in progress opens with signed thinking, which a batch would unbind (thinking would
+        then be off for the rest of the loop). The loop's end, or the window, makes the batch."""
+        conversation = ctx.view.conversation
+        binds = bool(windows) and windows[0].thinking_binding
+        if binds and isinstance(conversation, MessagesConversation) and loop_thinking_at_stake(conversation.messages):
+            return HOLD_FOR_LOOP_THINKING
+        return None
+
+    @staticmethod
+    def _unbound(ctx: RequestContext, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[ThinkingUnbound | None, tuple[str, ...]]:
+        """The Anthropic thinking blocks this request's rewrites (from result ``first_changed`` on) or the
+        session's earlier ones unbound, and the session's record of them; only Messages carry such blocks."""
+        conversation = ctx.view.conversation
+        if not isinstance(conversation, MessagesConversation) or (first_changed is None and not remembered):
+            return None, remembered
+        found = unbind(conversation.messages, conversation.message_of(first_changed) if first_changed is not None else None, remembered)
+        return (found if found.positions else None), found.keys
 
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""

@@ -30,6 +30,7 @@ from router.config import UpstreamSettings
 from router.context import Attempt, Candidate, RequestContext, UpstreamResult
 from router.dependency_http import BodyTooLarge, read_bounded
 from router.core.request_view import NO_REWRITES, BodyChanges
+from router.core.thinking_binding import passthrough_dropped
 from router.errors import JSON, ApiError
 from router.headers import decision_headers
 from router.providers import Untranslatable, provider_adapter, translator
@@ -112,14 +113,17 @@ class UpstreamForward:
             translation = translator(ctx.wire.name, wire_out)
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
+        # thinking whose prefix pinch changed is left out only where it is checked (a passed-through request)
+        unbound = ctx.pinch.unbound if ctx.pinch is not None and candidate.thinking_binding and translation is None else None
         changes = BodyChanges(
-            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None, candidate.thinking_off
+            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None, candidate.thinking_off,
+            unbound,
         )
         payload = ctx.wire.upstream_body(ctx.body, view, changes)
         if translation is not None:
             payload = translation.request(payload, candidate)
         # this attempt's: a failover overwrites them
-        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else view.passthrough_dropped)
+        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else passthrough_dropped(view, unbound))
         sent = perf_counter()
         opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)

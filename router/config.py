@@ -189,6 +189,11 @@ class ModelSettings(_Strict):
     # default but accept it), `between_tools` sends {"type": "between_tools"} (models that refuse
     # `disabled` and take this as their lowest setting).
     thinking_off: Literal["omit", "disabled", "between_tools"] = "omit"
+    # Whether this `api: anthropic` model checks the prefix of the signed thinking sent back
+    # (Anthropic's preserved thinking): then the thinking blocks whose prefix pinch changed are
+    # left out. None: as Anthropic documents it for the upstream model id (Claude Fable 5.1/5.2,
+    # Mythos 5.1/5.2, Opus/Sonnet/Haiku 5.5).
+    thinking_binding: bool | None = None
 
 
 class RoutingSettings(_Strict):

@@ -89,3 +89,34 @@ def two_wire_config(url: str, anthropic_url: str | None = None, reasoning_conten
         server={"api_keys": ["local-key"]},
         **sections,
     )
+
+
+def streamed_message(raw: bytes) -> dict[str, Any]:
+    """The ``message`` an Anthropic stream carries, reassembled as a client does (thinking with its
+    signature, text, ``tool_use`` input from its JSON fragments)."""
+    message: dict[str, Any] = {}
+    partial: dict[int, str] = {}
+    for line in raw.decode().splitlines():
+        if not line.startswith("data: "):
+            continue
+        event = json.loads(line[6:])
+        kind = event["type"]
+        if kind == "message_start":
+            message = {**event["message"], "content": []}
+        elif kind == "content_block_start":
+            message["content"].append(dict(event["content_block"]))
+        elif kind == "content_block_delta":
+            block, delta = message["content"][event["index"]], event["delta"]
+            if delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+            elif delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "input_json_delta":
+                partial[event["index"]] = partial.get(event["index"], "") + delta["partial_json"]
+        elif kind == "content_block_stop" and event["index"] in partial:
+            message["content"][event["index"]]["input"] = json.loads(partial.pop(event["index"]))
+        elif kind == "message_delta":
+            message.update(event["delta"])
+    return message

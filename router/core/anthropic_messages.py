@@ -322,26 +322,36 @@ def without_proxy_thinking(body: dict[str, Any]) -> dict[str, Any] | None:
     Anthropic rejects a thinking block it did not sign, so it is left out (a chat model that
     needs its reasoning back still gets it: translations read the body before this). Real signed
     blocks, redacted thinking and every other block stay as they are; an assistant message left
-    with nothing is left out (Anthropic joins the user turns around it). Whether thinking must
-    then go off is :func:`tool_loop_without_thinking`'s question, asked of the client's body.
+    with nothing is left out (:func:`without_blocks`). Whether thinking must then go off is
+    :func:`tool_loop_without_thinking`'s question, asked of the client's body.
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
         return None
+    made = frozenset(
+        (m, b)
+        for m, message in enumerate(messages)
+        if isinstance(message, dict) and message.get("role") == "assistant" and isinstance(message.get("content"), list)
+        for b, block in enumerate(message["content"])
+        if is_proxy_thinking(block)
+    )
+    return {**body, "messages": without_blocks(messages, made)} if made else None
+
+
+def without_blocks(messages: list[Any], positions: frozenset[tuple[int, int]]) -> list[Any]:
+    """``messages`` without the blocks at ``positions`` (message index, block index); an assistant
+    message left with nothing is left out (Anthropic joins the user turns around it). Every other
+    message is the very same object."""
     out: list[Any] = []
-    dropped = False
-    for message in messages:
+    for m, message in enumerate(messages):
         content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list) or message.get("role") != "assistant" or not any(is_proxy_thinking(b) for b in content):
+        if not isinstance(content, list) or not any((m, b) in positions for b in range(len(content))):
             out.append(message)
             continue
-        dropped = True
-        kept = [b for b in content if not is_proxy_thinking(b)]
-        if kept:
+        kept = [block for b, block in enumerate(content) if (m, b) not in positions]
+        if kept or message.get("role") != "assistant":
             out.append({**message, "content": kept})
-    if not dropped:
-        return None
-    return {**body, "messages": out}
+    return out
 
 
 # What ``x-router-dropped`` and the decision row say when thinking is switched off for one request.

@@ -101,6 +101,10 @@ class MessagesConversation:
     def result_units(self) -> list[int]:
         return self._units
 
+    def message_of(self, position: int) -> int:
+        """The index in ``messages`` of the message holding tool result ``position``."""
+        return self._where[position][0]
+
     def tool_name(self, unit: int) -> str:
         if self._names is None:
             self._names = {

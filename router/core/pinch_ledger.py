@@ -144,13 +144,16 @@ class PinchSession:
     """What pinch remembers about one session between its requests (a session-state value).
 
     ``last_seen``: the clock when its previous request was pinched; ``provider``:
-    where that request was meant to go; ``requests``: how many it has had.
+    where that request was meant to go; ``requests``: how many it has had;
+    ``unbound``: the signed thinking blocks whose prefix its batches changed, left out
+    of every later request (:func:`router.core.thinking_binding.unbind`), oldest first.
     """
 
     ledger: Ledger = EMPTY_LEDGER
     last_seen: float | None = None
     provider: str | None = None
     requests: int = 0
+    unbound: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -159,6 +162,7 @@ class PinchSession:
                 "last_seen": self.last_seen,
                 "provider": self.provider,
                 "requests": self.requests,
+                "unbound": self.unbound,
             }
         )
 
@@ -166,7 +170,8 @@ class PinchSession:
     def decode(cls, data: bytes) -> PinchSession:
         raw = orjson.loads(data)
         ledger = Ledger(raw["ledger"])
-        return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"])
+        # "unbound" came later: a value stored before it has none recorded
+        return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"], tuple(raw.get("unbound", ())))
 
 
 class BatchOrder(enum.StrEnum):
@@ -184,6 +189,7 @@ class WindowLimit:
     provider: str
     context_window: int
     prompt_limit: int  # context_window − the room kept for the answer
+    thinking_binding: bool = False  # the model checks the prefix of signed thinking (models[].thinking_binding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +201,14 @@ class SessionPinch:
 
 @dataclass(frozen=True, slots=True)
 class SessionRewrites:
-    """:func:`pinch_conversation`'s answer: the rewrites by result position, exact stats, the new ledger."""
+    """:func:`pinch_conversation`'s answer: the rewrites by result position, exact stats, the new ledger,
+    and ``first_changed``: the position of the first result sent otherwise than on the session's
+    previous request (None: every result went as before), from which on the prompt's bytes differ."""
 
     rewrites: Rewrites
     stats: PinchStats
     ledger: Ledger
+    first_changed: int | None = None
 
 
 def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> SessionPinch:
@@ -228,6 +237,7 @@ def pinch_conversation(
     measured: PromptSize | None = None,
     cold_batch_from: float | None = None,
     no_cache_watermark: float = 1.0,
+    soft_hold: str | None = None,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -237,7 +247,8 @@ def pinch_conversation(
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
     only when a batch is made). ``cold_batch_from``: the share of the budget
     above which a cold cache gets an early batch (None: never early);
-    ``no_cache_watermark``: where a batch stops when the provider caches nothing. Returns the
+    ``no_cache_watermark``: where a batch stops when the provider caches nothing; ``soft_hold``: why a
+    batch only the budget calls for waits (None: it does not; the window always forces one). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger.
     """
@@ -299,6 +310,8 @@ def pinch_conversation(
         reason, pays_check = "over budget; warm cache", True
     else:
         reason = f"over budget; {cache.reason}"
+    if soft_hold is not None and not forced:
+        return work.result(original, budget_tokens, ledger, reapplied, f"{reason}; {soft_hold}", batched=None)
 
     # 3. the batch: new candidates in order, down to the low watermark
     if relevance_order is not None:
@@ -425,7 +438,7 @@ class _Rewrites:
         )
         if self.new:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
-        return SessionRewrites(self.rewrites, stats, ledger)
+        return SessionRewrites(self.rewrites, stats, ledger, min(self.new, default=None))
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
         """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""

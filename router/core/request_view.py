@@ -43,9 +43,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from router.core.turn_text import TurnText
+
+if TYPE_CHECKING:
+    from router.core.thinking_binding import ThinkingUnbound
 
 Unit = dict[str, Any]
 Rewrites = Mapping[int, Any]  # tool-result position → its new content
@@ -189,7 +192,9 @@ class BodyChanges:
     wire format, not what a provider of the client's format receives (what only such
     a provider must not see — the Anthropic thinking the proxy made — stays for the
     translation to carry). ``thinking_off``: how the chosen model takes thinking switched off
-    for this request, when the request needs it (``models[].thinking_off``).
+    for this request, when the request needs it (``models[].thinking_off``). ``unbound``: the
+    signed thinking blocks to leave out, their prefix changed by pinch, for a model that checks it
+    (``models[].thinking_binding``; None: none).
     """
 
     upstream_model: str
@@ -199,6 +204,7 @@ class BodyChanges:
     prompt_cache_key: str | None = None
     translated: bool = False
     thinking_off: str = "omit"
+    unbound: ThinkingUnbound | None = None
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

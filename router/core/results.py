@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from router.core.thinking_binding import ThinkingUnbound
 
 
 def round_ms(ms: float) -> float:
@@ -108,6 +112,9 @@ class PinchStats:
     # Each compressed result, by its position in the view's tool results, and how
     # (pinch's CompressionKind: "elided" or "placeholder"), in position order: what explain shows.
     compressions: tuple[tuple[int, str], ...] = ()
+    # The signed thinking blocks whose prefix pinch changed (Anthropic's preserved thinking), left
+    # out for a model that checks it (models[].thinking_binding); None: none.
+    unbound: ThinkingUnbound | None = None
 
     @property
     def saved_tokens(self) -> int:
@@ -156,6 +163,8 @@ class Candidate:
     reasoning_content: bool = False
     # How this model takes thinking switched off for one request (models[].thinking_off).
     thinking_off: str = "omit"
+    # This model checks the prefix of the signed thinking sent back (models[].thinking_binding, resolved).
+    thinking_binding: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from router.core.results import Candidate, Capabilities, Rejection, Route
 from router.core.pinch_ledger import WindowLimit
 from router.core.request_view import RequestView
+from router.core.thinking_binding import binds_thinking
 from router.core.tokens import TokenEstimator
 
 
@@ -228,7 +229,7 @@ def select_route(
     return Route(
         candidates=tuple(Candidate(
                 m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens, m.reasoning_content,
-                m.thinking_off,
+                m.thinking_off, binds_thinking(m.upstream_model, m.thinking_binding),
             ) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,
@@ -263,4 +264,7 @@ def pinch_windows(
     capable = [by_name[c.model] for c in route.candidates]
     preferred = capable[0]
     larger = sorted((m for m in capable if m.context_window > preferred.context_window), key=lambda m: m.context_window)
-    return tuple(WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens) for m in [preferred, *larger])
+    return tuple(
+        WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens, binds_thinking(m.upstream_model, m.thinking_binding))
+        for m in [preferred, *larger]
+    )

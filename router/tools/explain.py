@@ -45,6 +45,7 @@ from router.context import Message, RequestContext
 from router.core.messages import content_text
 from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
+from router.core.thinking_binding import passthrough_dropped
 from router.core.tokens import TokenEstimator
 from router.decision_record import decision_from_context, wire_route
 from router.edge import context_from_body
@@ -208,7 +209,8 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     elif route and route.candidates:
         provider = config.providers[route.chosen.provider]
         wire_out = provider_adapter(provider).chat_wire(provider)
-        dropped = ", ".join(ctx.view.passthrough_dropped) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
+        unbound = ctx.pinch.unbound if ctx.pinch is not None and route.chosen.thinking_binding else None
+        dropped = ", ".join(passthrough_dropped(ctx.view, unbound)) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
         fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, wire_out, dropped)})"))
     else:
         fields.append(("forward", "(no route)"))

@@ -6,16 +6,26 @@ it: a ``message`` object, or the stream ``message_start``, ``ping``,
 ``signature_delta``, ``text_delta``, ``input_json_delta``) /
 ``content_block_stop`` per block, ``message_delta`` (stop reason, output usage),
 ``message_stop``. Errors are ``{"type": "error", "error": {"type", "message"}}``.
+
+Models that check thinking's prefix (:func:`router.core.thinking_binding.binds_thinking`:
+the ids Anthropic documents, e.g. ``claude-fable-5-1``) sign each thinking block over a
+digest of its prefix — ``system``, ``tools``, the messages and blocks before it, without
+``cache_control`` (Claude Code moves its breakpoints every turn, and Anthropic says Claude
+Code needs no change) — and refuse a later request whose prefix of a block differs, with
+Anthropic's wording: what a proxy that rewrites history before signed thinking gets.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from dataclasses import replace
 from typing import Any
 
 import orjson
 
 from router.core.anthropic_messages import error_type
+from router.core.thinking_binding import binds_thinking
 from router.tools.mock_answers import (
     FunctionTool,
     MockWire,
@@ -42,7 +52,7 @@ def request_error(body: dict[str, Any]) -> str | None:
         return "model: Field required"
     if not isinstance(body.get("max_tokens"), int) or isinstance(body.get("max_tokens"), bool) or body["max_tokens"] < 1:
         return "max_tokens: Field required (a positive integer)"
-    return _thinking_config_error(body) or _messages_error(body) or _thinking_turn_error(body)
+    return _thinking_config_error(body) or _messages_error(body, bound=binds_thinking(body["model"])) or _thinking_turn_error(body)
 
 
 THINKING_DOCS = "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
@@ -87,21 +97,74 @@ def _thinking_turn_error(body: dict[str, Any]) -> str | None:
 
 
 def count_tokens_error(body: dict[str, Any]) -> str | None:
-    """``count_tokens`` takes what ``messages`` takes, minus ``max_tokens``."""
+    """``count_tokens`` takes what ``messages`` takes, minus ``max_tokens``; a thinking block's prefix is
+    not checked there (Anthropic's docs say nothing of count_tokens running that check)."""
     if not isinstance(body.get("model"), str):
         return "model: Field required"
     return _messages_error(body)
 
 
-def _messages_error(body: dict[str, Any]) -> str | None:
+def _messages_error(body: dict[str, Any], bound: bool = False) -> str | None:
+    """Shape, pairing, and each thinking block sent back as signed; with ``bound`` (a model that
+    checks thinking's prefix) also its prefix as it was when the block was produced."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         return "messages: a non-empty list of message objects is required"
     for m, message in enumerate(messages):
         for b, block in enumerate(_blocks(message.get("content"))):
-            if block.get("type") == "thinking" and block.get("signature") != seal(str(block.get("thinking", ""))):
+            if block.get("type") != "thinking":
+                continue
+            text, signature = str(block.get("thinking", "")), block.get("signature")
+            signed_over = _bound_to(text, signature)
+            if signed_over is None and signature != seal(text):
                 return f"messages.{m}.content.{b}: Invalid `signature` in `thinking` block"
+            if bound and signed_over is not None and signed_over != prefix_digest(body, m, b):
+                return f"messages.{m}.content.{b}: {BOUND_ELSEWHERE}"
     return _pairing_error(messages)
+
+
+BOUND_ELSEWHERE = (
+    "Invalid `signature` in `thinking` block. The block is bound to a different conversation. Remove the block, "
+    'or set `thinking.block_binding.prefix_mismatch_behavior` to "drop_block". That setting requires the '
+    "`thinking-binding-controls-2026-08-01` value in the `anthropic-beta` header."
+)
+_BOUND = b"\x01"  # a bound signature: this byte, the prefix digest, then the seal over text and digest
+
+
+def prefix_digest(body: dict[str, Any], message: int, block: int) -> bytes:
+    """What a thinking block at ``(message, block)`` is bound to: ``system``, ``tools``, the messages
+    before it and the blocks before it in its own, without ``cache_control`` (16 bytes)."""
+    messages = body.get("messages") or []
+    own = _blocks(messages[message].get("content"))[:block] if message < len(messages) else []
+    prefix = [body.get("system"), body.get("tools"), messages[:message], own]
+    return hashlib.sha256(orjson.dumps(without_cache_control(prefix), option=orjson.OPT_SORT_KEYS)).digest()[:16]
+
+
+def bound_seal(text: str, digest: bytes) -> str:
+    """The signature of a thinking block a binding model produced over the prefix ``digest``."""
+    mac = hashlib.sha256(b"pinch-router mock bound reasoning\0" + digest + text.encode()).digest()
+    return base64.b64encode(_BOUND + digest + mac).decode()
+
+
+def _bound_to(text: str, signature: Any) -> bytes | None:
+    """The prefix digest a bound signature of ``text`` commits to; None when it is not one (or forged)."""
+    try:
+        raw = base64.b64decode(signature, validate=True) if isinstance(signature, str) else b""
+    except ValueError:
+        return None
+    if len(raw) != 49 or raw[:1] != _BOUND:
+        return None
+    digest = raw[1:17]
+    return digest if bound_seal(text, digest) == signature else None
+
+
+def without_cache_control(value: Any) -> Any:
+    """``value`` with every ``cache_control`` key left out, at any depth."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
 
 
 def _pairing_error(messages: list[dict[str, Any]]) -> str | None:
@@ -162,10 +225,12 @@ def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
     return scripted
 
 
-def content_blocks(scripted: ScriptedAnswer) -> list[dict[str, Any]]:
+def content_blocks(scripted: ScriptedAnswer, bound_to: bytes | None = None) -> list[dict[str, Any]]:
+    """The answer's blocks; its thinking signed over the prefix digest ``bound_to`` (a binding model), else sealed alone."""
     blocks: list[dict[str, Any]] = []
     if scripted.reasoning is not None:
-        blocks.append({"type": "thinking", "thinking": scripted.reasoning, "signature": seal(scripted.reasoning)})
+        signature = seal(scripted.reasoning) if bound_to is None else bound_seal(scripted.reasoning, bound_to)
+        blocks.append({"type": "thinking", "thinking": scripted.reasoning, "signature": signature})
     if scripted.tool_call is not None:
         call = scripted.tool_call
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments})
@@ -179,7 +244,10 @@ def input_tokens(body: dict[str, Any]) -> int:
 
 
 def message(body: dict[str, Any], scripted: ScriptedAnswer) -> dict[str, Any]:
-    blocks = content_blocks(scripted)
+    model = body.get("model")
+    # the answer is the next message: its first block's prefix is the whole request
+    bound_to = prefix_digest(body, len(body.get("messages") or []), 0) if isinstance(model, str) and binds_thinking(model) else None
+    blocks = content_blocks(scripted, bound_to)
     return {
         "id": _message_id(body),
         "type": "message",

@@ -16,7 +16,10 @@
   (:func:`~router.core.anthropic_messages.without_proxy_thinking`), and thinking
   itself when the tool loop in progress has none Anthropic signed (the session
   moved to Anthropic mid loop: :func:`~router.core.anthropic_messages.with_thinking_off`,
-  named in ``x-router-dropped``); a clamped ``max_tokens`` takes a thinking
+  named in ``x-router-dropped``), and, for a model that checks thinking's prefix, the
+  signed thinking blocks whose prefix pinch changed
+  (:func:`~router.core.thinking_binding.unbind`; thinking off too when that leaves the
+  tool loop without it); a clamped ``max_tokens`` takes a thinking
   budget that would reach it down with it.
 * Answers: Anthropic SSE (``event:`` + ``data:`` pairs ending in ``message_stop``),
   relayed event by event; usage from ``message_start`` and ``message_delta``.
@@ -40,10 +43,12 @@ from router.core.anthropic_messages import (
     thinking_within_output_limit,
     validate_messages_body,
     with_thinking_off,
+    without_blocks,
     without_proxy_thinking,
 )
 from router.core.anthropic_view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.core.request_view import BodyChanges, RequestView
+from router.core.thinking_binding import leaves_thinking_off
 from router.core.sse import read_usage, usage_of
 from router.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
 
@@ -71,9 +76,11 @@ class AnthropicMessages:
         conversation = view.conversation
         assert isinstance(conversation, MessagesConversation)
         if not changes.translated:
+            if changes.unbound is not None:  # by position in the client's messages: before anything moves them
+                payload = {**payload, "messages": without_blocks(payload["messages"], frozenset(changes.unbound.positions))}
             if conversation.proxy_thinking:
                 payload = without_proxy_thinking(payload) or payload
-            if conversation.needs_thinking_off:
+            if conversation.needs_thinking_off or leaves_thinking_off(view.thinking, changes.unbound):
                 payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
