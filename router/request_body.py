@@ -70,7 +70,7 @@ async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
     """
     content = request.content
     # as request.read() does: the body is read whole anyway, so no pause between chunks
-    # (aiohttp before 3.14.5 has no such knob)
+    # (older aiohttp releases have no such knob; their request.read() sets none either)
     raise_limit = getattr(content, "set_read_chunk_size", None)
     if raise_limit is not None:
         raise_limit(max_bytes)
