@@ -10,10 +10,13 @@ requests is sent one at a time, and the total over every thread of the process
 by that number. pinch-router runs the shipped config as ``bench_proxy --pin`` does.
 The total moves by ~±1 % between runs with how the writer threads batch; the event
 loop's thread alone, printed beside it, repeats to ~±0.3 % and is what tells a
-change to the request path. ``--keep DIR`` leaves callgrind's files for
-``callgrind_annotate``; ``--tree DIR`` serves another source tree (``git archive``).
+change to the request path. The same body every time, as an agent's later turns
+resend their history: the session's ledger is warm and reapplied. ``--keep DIR``
+leaves callgrind's files for ``callgrind_annotate``; ``--tree DIR`` serves another
+source tree; ``--against REV...`` measures each git revision too (exported with
+``git archive``, served by the same bench), one after the other, in the same run.
 
-    .venv/bin/python -m bench.bench_instructions [--target pinch-router floor] [--body small pinched] [--requests 300]
+    .venv/bin/python -m bench.bench_instructions [--target pinch-router floor] [--body small within pinched] [--requests 300] [--against main]
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 import orjson
 
 from bench.bench_proxy import PIN_BODIES, shipped_sections, target_urls
+from bench.bench_recording import export
 from bench.harness import ROOT, drive, free_port, mock_upstream, proxy, spawn, write_config
 
 BODIES = dict(zip(("small", "within", "pinched"), PIN_BODIES))  # short name → bench_proxy's body name
@@ -94,6 +98,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=100, help="requests sent before counting starts")
     parser.add_argument("--keep", type=Path, help="copy callgrind's output files here (for callgrind_annotate)")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served")
+    parser.add_argument("--against", nargs="+", default=[], metavar="REV", help="git revisions whose pinch-router is measured too")
     args = parser.parse_args()
     if shutil.which("valgrind") is None or shutil.which("taskset") is None:
         print("needs valgrind (apt-get install valgrind) and taskset", file=sys.stderr)
@@ -101,13 +106,19 @@ def main() -> int:
     cpus = sorted(os.sched_getaffinity(0))
     cpu, load_cpus = cpus[-1], ",".join(map(str, cpus[:-1] or cpus))
     os.sched_setaffinity(0, [int(c) for c in load_cpus.split(",")])
-    print(f"{'body':<28} {'target':<13} {'M instructions / request':>25} {'on the loop thread':>19}")
-    for short in args.body:
-        name = BODIES[short]
-        body = orjson.dumps({**PIN_BODIES[name](), "stream": False})
-        for target in args.target:
-            total, on_loop = measure(target, body, args.requests, args.warmup, cpu, load_cpus, args.tree.resolve(), args.keep)
-            print(f"{name:<28} {target:<13} {total:>25.4f} {on_loop:>19.4f}", flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        trees = [("pinch-router", args.tree.resolve())] if "pinch-router" in args.target else []
+        trees += [(f"pinch-router@{rev}", export(rev, Path(scratch))) for rev in args.against]
+        targets = [("floor", args.tree.resolve())] if "floor" in args.target else []
+        print(f"{'body':<28} {'target':<24} {'M instructions / request':>25} {'on the loop thread':>19}")
+        for short in args.body:
+            name = BODIES[short]
+            body = orjson.dumps({**PIN_BODIES[name](), "stream": False})
+            for label, tree in targets + trees:
+                target = "floor" if label == "floor" else "pinch-router"
+                keep = args.keep / label.replace("@", "_") if args.keep else None
+                total, on_loop = measure(target, body, args.requests, args.warmup, cpu, load_cpus, tree, keep)
+                print(f"{name:<28} {label:<24} {total:>25.4f} {on_loop:>19.4f}", flush=True)
     return 0
 
 

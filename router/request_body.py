@@ -53,13 +53,35 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
     if request.content_length is not None and request.content_length > limits.max_bytes:
         return dataclasses.replace(_too_large(limits.max_bytes), close_connection=True)  # not read: no keep-alive
     try:  # a body that is already in (most are) arms no timer
-        raw = await within_timeout(request.read(), limits.timeout_seconds)
+        raw = await within_timeout(_read_bytes(request, limits.max_bytes), limits.timeout_seconds)
     except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
         # The rest of the body is never read, so the connection cannot carry another request.
         return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
-    if len(raw) > limits.max_bytes:
-        return _too_large(limits.max_bytes)
     return parse_json_body(raw, limits.max_depth)
+
+
+async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
+    """The whole body (decoded) as one bytes object; ``HTTPRequestEntityTooLarge`` past ``max_bytes``.
+
+    aiohttp's ``request.read()`` grows a bytearray chunk by chunk and copies it into
+    bytes at the end: three copies of the body (~0.7 M instructions on a 224 KB one).
+    Here the chunks are kept and joined once, and a body that came in one piece (the
+    usual case: ``readany`` hands over what has arrived at once) is not copied at all.
+    """
+    content = request.content
+    # as request.read() does: the body is read whole anyway, so no pause between chunks
+    # (older aiohttp releases have no such knob; their request.read() sets none either)
+    raise_limit = getattr(content, "set_read_chunk_size", None)
+    if raise_limit is not None:
+        raise_limit(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await content.readany():
+        size += len(chunk)
+        if size > max_bytes:
+            raise web.HTTPRequestEntityTooLarge(max_bytes, size)
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) -> ApiError:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
+import zlib
 
+import orjson
 import pytest
 
 from router.edge import RequestIds
@@ -107,6 +110,30 @@ async def test_body_over_the_limit_without_content_length_is_413(client):
 
     resp = await client.post(URL, data=chunks(), headers={"Content-Type": "application/json"})
     assert resp.status == 413
+
+
+@pytest.mark.parametrize("piece", [1, 7, 1000], ids=["byte by byte", "7 bytes", "1000 bytes"])
+async def test_a_body_sent_in_pieces_reaches_the_upstream_whole(client, mock_upstream, piece):
+    mock, _ = mock_upstream
+    raw = orjson.dumps(chat_body("é naïve ✓ " * 40))  # multi-byte characters split across pieces too
+
+    async def pieces():
+        for at in range(0, len(raw), piece):
+            yield raw[at : at + piece]
+
+    resp = await client.post(URL, data=pieces(), headers={"Content-Type": "application/json"})
+    assert resp.status == 200
+    assert mock.received[0].body["messages"] == orjson.loads(raw)["messages"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+async def test_a_compressed_body_that_inflates_past_the_limit_is_413(client, encoding):
+    inflated = orjson.dumps(chat_body("x" * 20_000))  # twice the fixture's 0.01 MB once decoded
+    packed = gzip.compress(inflated) if encoding == "gzip" else zlib.compress(inflated)
+    assert len(packed) < 10_000
+    resp = await client.post(URL, data=packed, headers={"Content-Type": "application/json", "Content-Encoding": encoding})
+    assert resp.status == 413
+    assert_openai_error(await resp.json(), "request_too_large")
 
 
 async def test_unknown_fields_pass_through_untouched(client, mock_upstream):

@@ -17,7 +17,7 @@ from typing import Any
 
 from router.core.chat_request import ChatRequest, offers_tools, requested_max_tokens
 from router.core.fingerprint import opening_parts
-from router.core.messages import Message, has_image_part
+from router.core.messages import Message
 from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
 from router.core.turn_text import extract_turn_text
 from router.core.turns import protected_from
@@ -120,7 +120,6 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
     """The view of a validated chat body (``parsed`` is :func:`router.core.chat_request.validate_chat_body`'s)."""
     messages = parsed.messages
     offers = offers_tools(body)
-    tools_present = offers or any(m.get("role") in ("tool", "function") or m.get("tool_calls") for m in messages)
     response_format = body.get("response_format")
     return RequestView(
         wire=OPENAI_CHAT,
@@ -129,8 +128,8 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
         conversation=ChatConversation(messages),
         tools=body.get("tools") or None,
         offers_tools=offers,
-        tools_present=tools_present,
-        has_images=any(has_image_part(m.get("content")) for m in messages),
+        tools_present=offers or parsed.tool_history,
+        has_images=parsed.has_images,
         json_output=isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS,
         output_limit=requested_max_tokens(body),
         turn_text=extract_turn_text(messages, turn_chars),
