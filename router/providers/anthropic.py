@@ -50,8 +50,13 @@ CLASSIFIER_MAX_TOKENS = 512  # its answer is one small JSON object
 
 
 def messages_url(base_url: str) -> str:
+    return f"{_v1(base_url)}/messages"
+
+
+def _v1(base_url: str) -> str:
+    """The API's ``/v1`` root, whether ``base_url`` ends in it or not."""
     base = base_url.rstrip("/")
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+    return base if base.endswith("/v1") else f"{base}/v1"
 
 
 def anthropic_headers(api_key: str | None, client_headers: Mapping[str, str] | None, configured: Mapping[str, str]) -> dict[str, str]:
@@ -76,6 +81,9 @@ class AnthropicProvider:
 
     def chat_url(self, provider: ProviderSettings) -> str:
         return messages_url(provider.url)
+
+    def models_url(self, provider: ProviderSettings) -> str:
+        return f"{_v1(provider.url)}/models"  # Anthropic's list: {"data": [{"id": …}]}, as OpenAI's
 
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         """Without a client's (the classifier, an OpenAI-chat client): the default version."""

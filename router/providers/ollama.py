@@ -60,6 +60,9 @@ class OllamaProvider:
         root = ollama_root(provider)
         return f"{root}/api/chat" if provider.native_chat else f"{root}/v1/chat/completions"
 
+    def models_url(self, provider: ProviderSettings) -> str:
+        return f"{ollama_root(provider)}/api/tags"  # the pulled models, as Ollama's own API lists them
+
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         return bearer_headers(provider)
 
