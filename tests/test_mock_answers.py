@@ -9,7 +9,7 @@ import pytest
 
 from router.tools import mock_anthropic, mock_responses
 from router.tools.mock_upstream import completion
-from tests.factories import assistant, tool
+from tests.factories import assistant, tool, user
 from router.tools.mock_answers import FunctionTool, ScriptedAnswer, ToolCall, call_tool, example_of, pick_tool, quoting_tool_result, reasoning_about, seal, words
 
 
@@ -115,6 +115,13 @@ def chat_turn(results: int) -> dict[str, Any]:
     return {"model": "m", "messages": messages, "tools": [{"type": "function", "function": {"name": "bash", "parameters": SHELL_SCHEMA}}]}
 
 
+def translated_claude_turn(results: int) -> dict[str, Any]:
+    """Claude Code's turns translated to chat: the reminder beside each tool_result becomes a user message after it."""
+    body = chat_turn(results)
+    body["messages"] = [m for message in body["messages"] for m in ([message, user("<system-reminder>x</system-reminder>")] if message["role"] == "tool" else [message])]
+    return body
+
+
 def anthropic_step(body: dict[str, Any]) -> tuple[str | None, str]:
     scripted = mock_anthropic.answer(body, "done", COMMANDS)
     return (scripted.tool_call.arguments["command"] if scripted.tool_call else None), scripted.text
@@ -131,7 +138,9 @@ def chat_step(body: dict[str, Any]) -> tuple[str | None, str]:
     return (orjson.loads(calls[0]["function"]["arguments"])["command"] if calls else None), message.get("content") or ""
 
 
-@pytest.mark.parametrize(("turn", "step"), [(anthropic_turn, anthropic_step), (responses_turn, responses_step), (chat_turn, chat_step)])
+@pytest.mark.parametrize(
+    ("turn", "step"), [(anthropic_turn, anthropic_step), (responses_turn, responses_step), (chat_turn, chat_step), (translated_claude_turn, chat_step)]
+)
 def test_the_mock_runs_each_tool_command_of_a_turn_in_order_then_answers(turn, step) -> None:
     assert [step(turn(results))[0] for results in range(3)] == list(COMMANDS)
     command, text = step(turn(3))
@@ -148,3 +157,10 @@ def test_a_new_user_message_starts_the_commands_again(turn, step) -> None:
     else:
         body[key] += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "again"}]
     assert step(body)[0] == COMMANDS[0]
+
+
+def test_the_chat_mocks_calls_have_ids_unique_in_the_conversation() -> None:
+    """A client answers each call by its id: Claude Code (translated) resent its request over and over when a
+    later call reused the id of an earlier one."""
+    ids = [completion(chat_turn(results), "done", COMMANDS)["choices"][0]["message"]["tool_calls"][0]["id"] for results in range(3)]
+    assert len(set(ids)) == 3

@@ -353,8 +353,14 @@ def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | N
     messages = body.get("messages") or []
     if not body.get("tools") or not messages:
         return None
-    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
-    return next_command(commands, sum(m.get("role") == "tool" for m in messages[last_user + 1 :]))
+    return next_command(commands, len(_turn_results(messages)))
+
+
+def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool messages since the user's own last message. A user message right after tool results carries
+    what came with them (Claude Code's reminders beside its tool_result blocks, translated), not a new question."""
+    own = (i for i, m in enumerate(messages) if m.get("role") == "user" and (i == 0 or messages[i - 1].get("role") != "tool"))
+    return [m for m in messages[max(own, default=-1) + 1 :] if m.get("role") == "tool"]
 
 
 def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
@@ -366,10 +372,11 @@ def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
     if shell is not None and shell.name.lower() in SHELL_TOOL_NAMES:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
         arguments = json.dumps(example_of(shell.schema, command=command), separators=(",", ":"), ensure_ascii=False)
-        return [{"id": "call_mock_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
+        return [{"id": f"call_mock_{len(body['messages'])}_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
     names = [f["name"] for f in functions][:2]
+    # ids unique in the conversation (a client answers each call by its id), as a real model's are
     return [
-        {"id": f"call_mock_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
+        {"id": f"call_mock_{len(body['messages'])}_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
         for i, name in enumerate(names)
     ]
 
@@ -385,8 +392,8 @@ def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_
         message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body, command)}
         finish = "tool_calls"
     else:
-        last = (body.get("messages") or [{}])[-1]
-        reply = f"{text} (tool said: {last.get('content')})" if last.get("role") == "tool" else text
+        results = _turn_results(body.get("messages") or [])
+        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
     return {
