@@ -23,6 +23,7 @@ from router.tools.mock_capture import REDACTED
 from tests.agent_captures import CAPTURES
 from tests.conftest import make_config, model_entry
 from tests.test_agent_fixtures import NOT_REPLAYED
+from tests.wire_factories import sse_events
 
 MARKER = b"pinch-router"  # in every form pinch sends a compressed result in
 
@@ -106,3 +107,23 @@ async def test_a_real_session_through_pinch_changes_what_was_sent_only_where_it_
     assert batches == sum(1 for _, _, new, _ in pinch[1:] if new) >= 1, pinch
     assert any(reapplied and not new for _, reapplied, new, _ in pinch), pinch  # the ledger resent, nothing new
     assert all("window" in reason for _, _, new, reason in pinch if new), pinch  # forced: the cache is warm throughout
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_every_answer_translated_for_claude_code_has_its_own_message_id(proxy, mock_upstream, stream):
+    """The chat mock, as many servers do, gives every answer the same id (Ollama: "chatcmpl-" and 0…998; its
+    native chat: none). Claude Code files the blocks of an answer by its message id: when the proxy made the
+    id from the provider's, five tool turns came back to it as one assistant turn with five calls, the history
+    it sent reordered (all calls, then all results) and the prompt's prefix changed on every request."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url, models=[model_entry("mock-claude", context_window=200_000)]))
+    ids = []
+    for record in session("claude-code"):
+        body = {**record["body"], "stream": stream}
+        response = await client.post("/v1/messages", json=body, headers=replayed_headers(record), params=record.get("query") or {})
+        assert response.status == 200, await response.text()
+        if stream:
+            ids.append(next(data["message"]["id"] for name, data in sse_events(await response.read()) if name == "message_start"))
+        else:
+            ids.append((await response.json())["id"])
+    assert len(set(ids)) == len(ids) == 6 and all(i.startswith("msg_") for i in ids)

@@ -132,7 +132,7 @@ def completion(message: dict, finish: str, usage: dict | None = None) -> dict:
 
 def test_a_tool_call_answer_becomes_a_tool_use_message() -> None:
     answer = completion(chat_assistant(None, [("call_1", "Bash", '{"command": "ls"}')]), "tool_calls")
-    message = chat_completion_to_message(answer, "claude-opus-5-5", input_estimate=99)
+    message = chat_completion_to_message(answer, "claude-opus-5-5", input_estimate=99, message_id="msg_1")
     assert message["content"] == [{"type": "tool_use", "id": "call_1", "name": "Bash", "input": {"command": "ls"}}]
     assert message["stop_reason"] == "tool_use" and message["type"] == "message" and message["model"] == "claude-opus-5-5"
     assert message["usage"] == {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 20, "output_tokens": 7}
@@ -140,11 +140,11 @@ def test_a_tool_call_answer_becomes_a_tool_use_message() -> None:
 
 @pytest.mark.parametrize("finish, stop", [("stop", "end_turn"), ("length", "max_tokens"), ("content_filter", "refusal"), (None, "end_turn")])
 def test_finish_reasons_become_stop_reasons(finish: str | None, stop: str) -> None:
-    assert chat_completion_to_message(completion(chat_assistant("hi"), finish), "m", 5)["stop_reason"] == stop
+    assert chat_completion_to_message(completion(chat_assistant("hi"), finish), "m", 5, message_id="msg_1")["stop_reason"] == stop
 
 
 def test_without_upstream_usage_the_input_is_the_estimate_never_zero() -> None:
-    message = chat_completion_to_message({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "m", 321)
+    message = chat_completion_to_message({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "m", 321, message_id="msg_1")
     assert message["usage"]["input_tokens"] == 321
 
 
@@ -177,7 +177,7 @@ def chat_stream_chunks() -> list[dict]:
 
 
 def test_a_chat_stream_becomes_anthropic_events_one_by_one() -> None:
-    stream = ChatToMessagesStream(model="claude-opus-5-5", input_estimate=3900)
+    stream = ChatToMessagesStream(model="claude-opus-5-5", input_estimate=3900, message_id="msg_1")
     raw = [frame for chunk in chat_stream_chunks() for frame in stream.chunk(chunk)] + stream.finish()
     events = sse_events(raw)
     names = [name for name, _ in events]
@@ -203,7 +203,7 @@ def test_a_chat_stream_becomes_anthropic_events_one_by_one() -> None:
 
 
 def test_reasoning_streams_as_a_thinking_block_when_carried() -> None:
-    stream = ChatToMessagesStream(model="m", input_estimate=10, reasoning_content=True)
+    stream = ChatToMessagesStream(model="m", input_estimate=10, message_id="msg_1", reasoning_content=True)
     chunks = [{"choices": [{"delta": {"reasoning_content": "hmm"}}]}, {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}]
     events = sse_events([f for c in chunks for f in stream.chunk(c)] + stream.finish())
     blocks = [d["content_block"]["type"] for n, d in events if n == "content_block_start"]

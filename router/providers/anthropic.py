@@ -21,6 +21,8 @@ client routed to an ``api: anthropic`` model). The pure translations are
 
 from __future__ import annotations
 
+import secrets
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -140,6 +142,9 @@ class MessagesToChatTranslator:
         self.input_tokens = 0
         self.reasoning = False
         self.dropped: tuple[str, ...] = ()
+        # the answer's own id, never the provider's: those repeat (a constant, Ollama's "chatcmpl-<0…998>",
+        # none at all), and Claude Code merges the answers that share one into one turn
+        self.message_id = f"msg_{secrets.token_hex(12)}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         messages_body = orjson.loads(body)
@@ -150,13 +155,15 @@ class MessagesToChatTranslator:
         return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(chat_completion_to_message(_object(body), self.model, self.input_tokens, reasoning_content=self.reasoning))
+        return orjson.dumps(
+            chat_completion_to_message(_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+        )
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
 
     def stream(self) -> _BrokenAsStreamBroken:
-        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens, reasoning_content=self.reasoning))
+        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning))
 
 
 class ChatToMessagesTranslator:
