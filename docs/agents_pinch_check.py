@@ -85,36 +85,36 @@ def report_part(n: int, chars: int = 6000) -> str:
 @dataclass(frozen=True)
 class Agent:
     name: str
-    model: str  # what the agent asks for: a catalogue name (pinned) or auto
-    # its command lines, given the binary folders, the proxy port and the workspace; each runs in the workspace
-    commands: Callable[[Path, Path, int], list[list[str]]]
-    # its environment (over a minimal PATH/HOME/LANG), given the proxy port
-    env: Callable[[int], dict[str, str]]
-    # files it reads its settings from, relative to HOME (or to the workspace, "work/…"), given the proxy port
-    files: Callable[[int], dict[str, str]]
+    model: str  # what the agent asks for by default: a catalogue name (pinned) or auto
+    # its command lines, given the binary folders, the proxy port and the model; each runs in the workspace
+    commands: Callable[[Path, Path, int, str], list[list[str]]]
+    # its environment (over a minimal PATH/HOME/LANG), given the proxy port and the model
+    env: Callable[[int, str], dict[str, str]]
+    # files it reads its settings from, relative to HOME (or to the workspace, "work/…"), given the proxy port and the model
+    files: Callable[[int, str], dict[str, str]]
     # its loop's requests offer tools (its title requests do not); aider has none: every request is its loop
     offers_tools: bool = True
 
 
-def _claude(npm: Path, npm_cc: Path, port: int) -> list[list[str]]:
-    return [[str(npm_cc / ".bin" / "claude"), "-p", PROMPT, "--model", "mock-claude", "--allowedTools", "Bash"]]
+def _claude(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
+    return [[str(npm_cc / ".bin" / "claude"), "-p", PROMPT, "--model", model, "--allowedTools", "Bash"]]
 
 
-def _codex(npm: Path, npm_cc: Path, port: int) -> list[list[str]]:
+def _codex(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
     return [[str(npm_cc / ".bin" / "codex"), "exec", "--skip-git-repo-check", PROMPT]]
 
 
-def _opencode(npm: Path, npm_cc: Path, port: int) -> list[list[str]]:
+def _opencode(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
     return [[str(npm / ".bin" / "opencode"), "run", PROMPT]]
 
 
-def _pi(npm: Path, npm_cc: Path, port: int) -> list[list[str]]:
-    return [[str(npm / ".bin" / "pi"), "--provider", "pinch-router", "--model", "auto", "-p", PROMPT]]
+def _pi(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
+    return [[str(npm / ".bin" / "pi"), "--provider", "pinch-router", "--model", model, "-p", PROMPT]]
 
 
-def _aider(npm: Path, npm_cc: Path, port: int) -> list[list[str]]:
+def _aider(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
     aider = npm.parent / "aider-venv" / "bin" / "aider"
-    common = [str(aider), "--model", "openai/auto", "--no-show-model-warnings", "--yes", "--no-git", "--no-check-update",
+    common = [str(aider), "--model", f"openai/{model}", "--no-show-model-warnings", "--yes", "--no-git", "--no-check-update",
               "--analytics-disable", "--no-show-release-notes", "--no-pretty", "--no-stream", "--restore-chat-history"]  # fmt: skip
     questions = ("what does part1.txt say?", "and part2.txt?", "which part is longest?")
     return [[*common, "--message", question, "part1.txt", "part2.txt"] for question in questions]
@@ -125,37 +125,37 @@ AGENTS = {
     for agent in (
         Agent(
             "claude-code", "mock-claude", _claude,
-            lambda port: {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
+            lambda port, model: {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}",
                           "ANTHROPIC_API_KEY": "test"},
-            lambda port: {},
+            lambda port, model: {},
         ),
         Agent(
             "codex", "mock-responses", _codex,
-            lambda port: {"PINCH_ROUTER_KEY": "unused"},
-            lambda port: {".codex/config.toml": f'model = "mock-responses"\nmodel_provider = "pinch"\n\n[model_providers.pinch]\n'
+            lambda port, model: {"PINCH_ROUTER_KEY": "unused"},
+            lambda port, model: {".codex/config.toml": f'model = "{model}"\nmodel_provider = "pinch"\n\n[model_providers.pinch]\n'
                           f'name = "pinch-router"\nbase_url = "http://127.0.0.1:{port}/v1"\nwire_api = "responses"\nenv_key = "PINCH_ROUTER_KEY"\n'},
         ),
         Agent(
             "opencode", "auto", _opencode,
-            lambda port: {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_SHARE": "1",
+            lambda port, model: {"OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_SHARE": "1",
                           "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"},
-            lambda port: {"work/opencode.json": json.dumps({
-                "$schema": "https://opencode.ai/config.json", "model": "pinch-router/auto",
+            lambda port, model: {"work/opencode.json": json.dumps({
+                "$schema": "https://opencode.ai/config.json", "model": f"pinch-router/{model}",
                 "provider": {"pinch-router": {"npm": "@ai-sdk/openai-compatible", "name": "pinch-router",
                                               "options": {"baseURL": f"http://127.0.0.1:{port}/v1"},
-                                              "models": {"auto": {"limit": {"context": 40960, "output": 16384}}}}}})},
+                                              "models": {model: {"limit": {"context": 40960, "output": 16384}}}}}})},
         ),
         Agent(
             "pi", "auto", _pi,
-            lambda port: {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
-            lambda port: {".pi/agent/models.json": json.dumps({"providers": {"pinch-router": {
-                "baseUrl": f"http://127.0.0.1:{port}/v1", "api": "openai-completions", "apiKey": "unused", "models": [{"id": "auto"}]}}})},
+            lambda port, model: {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
+            lambda port, model: {".pi/agent/models.json": json.dumps({"providers": {"pinch-router": {
+                "baseUrl": f"http://127.0.0.1:{port}/v1", "api": "openai-completions", "apiKey": "unused", "models": [{"id": model}]}}})},
         ),
         Agent(
             "aider", "auto", _aider,
-            lambda port: {"OPENAI_API_BASE": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "unused", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+            lambda port, model: {"OPENAI_API_BASE": f"http://127.0.0.1:{port}/v1", "OPENAI_API_KEY": "unused", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
             # the model described, else aider fetches litellm's model list from raw.githubusercontent.com at start
-            lambda port: {".aider.model.metadata.json": json.dumps({"openai/auto": {
+            lambda port, model: {".aider.model.metadata.json": json.dumps({f"openai/{model}": {
                 "max_input_tokens": 40960, "max_output_tokens": 16384, "litellm_provider": "openai", "mode": "chat",
                 "input_cost_per_token": 0, "output_cost_per_token": 0}})},
             offers_tools=False,
@@ -209,7 +209,8 @@ class Run:
 
 
 def run_agent(
-    agent: Agent, npm: Path, npm_cc: Path, budget: int | None, parts: int, scenario: Scenario, keep: Path | None = None, fixtures: bool = False
+    agent: Agent, npm: Path, npm_cc: Path, budget: int | None, parts: int, scenario: Scenario, keep: Path | None = None,
+    fixtures: bool = False, model: str | None = None,
 ) -> Run:
     """One run through the proxy; ``fixtures``: straight to the mock instead (no proxy, no decisions), and its
     requests as the agent sent them written to tests/data/agents/<agent>-tool-turns/."""
@@ -222,7 +223,7 @@ def run_agent(
             (work / f"part{n}.txt").write_text(report_part(n))
         mock_port, proxy_port = free_port(), free_port()
         agent_port = mock_port if fixtures else proxy_port  # for fixtures the agent talks to the mock itself
-        for relative, text in agent.files(agent_port).items():
+        for relative, text in agent.files(agent_port, model or agent.model).items():
             path = work / relative.removeprefix("work/") if relative.startswith("work/") else home / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
@@ -238,8 +239,8 @@ def run_agent(
         with spawn(mock, mock_port, log_path=scratch / "mock.log"), (
             contextlib.nullcontext() if fixtures else spawn(serve, proxy_port, {"MOCK_KEY": "mock-key"}, log_path=proxy_log)
         ):
-            for command in agent.commands(npm, npm_cc, agent_port):
-                done = subprocess.run(command, cwd=work, env={**env, **agent.env(agent_port)}, stdin=subprocess.DEVNULL,
+            for command in agent.commands(npm, npm_cc, agent_port, model or agent.model):
+                done = subprocess.run(command, cwd=work, env={**env, **agent.env(agent_port, model or agent.model)}, stdin=subprocess.DEVNULL,
                                       capture_output=True, text=True, timeout=AGENT_TIMEOUT_SECONDS)  # fmt: skip
                 exit_codes.append(done.returncode)
                 stdout.append(done.stdout)
@@ -400,6 +401,7 @@ def main() -> int:
     parser.add_argument("--parts", type=int, default=6, help="report parts, one tool turn each (default 6)")
     parser.add_argument("--window", type=int, help="pinch on: every model's context_window (window-bound: the hard limit forces batches on a warm cache)")
     parser.add_argument("--cache-lifetime", type=float, help="pinch on: every provider's cache_lifetime_seconds (0: caches nothing)")
+    parser.add_argument("--model", help="the model every agent asks for (default: claude-code mock-claude, codex mock-responses — passed through; the others auto); e.g. local-reasoner: translated to chat")
     parser.add_argument("--fixtures", action="store_true", help="instead: run each agent straight against the mock and write its requests to tests/data/agents/<agent>-tool-turns/")
     parser.add_argument("--keep", type=Path, help="copy each run's upstream recordings, logs and config here")
     args = parser.parse_args()
@@ -412,8 +414,8 @@ def main() -> int:
         return 0
     for name in args.agent or list(AGENTS):
         scenario = Scenario(args.window, args.cache_lifetime)
-        off = run_agent(AGENTS[name], npm, npm_cc, None, args.parts, Scenario(), args.keep)
-        on = run_agent(AGENTS[name], npm, npm_cc, args.pinch_budget, args.parts, scenario, args.keep)
+        off = run_agent(AGENTS[name], npm, npm_cc, None, args.parts, Scenario(), args.keep, model=args.model)
+        on = run_agent(AGENTS[name], npm, npm_cc, args.pinch_budget, args.parts, scenario, args.keep, model=args.model)
         settings = "".join(f", {key} {value:g}" for key, value in (("window", args.window), ("cache lifetime", args.cache_lifetime)) if value is not None)
         for budget, run in ((None, off), (args.pinch_budget, on)):
             text, _ = describe(name, budget, run, settings)
@@ -431,7 +433,14 @@ def main() -> int:
             *(["more than one session key in a run"] if split else []),
             *([f"pinch on changed what the previous request sent without a batch at requests {worse}"] if worse else []),
         ]
-        print(f"=> {name}: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)}\n")
+        pairs_on = prefix_shares(on.requests)
+        figures = (
+            f"{len(on.requests)} requests, {len({row.get('session') for row in on.rows})} session; unchanged prefix off "
+            f"{session_share(pairs_off):.1%}, on {session_share(pairs_on):.1%}; appends {sum(p.first_change is None for p in pairs_off)}/{len(pairs_off)} "
+            f"off, {sum(p.first_change is None for p in pairs_on)}/{len(pairs_on)} on; batches {sum(p.compressed for p in pairs_on)}; "
+            f"ledger resent {sum(row.get('pinch_reapplied') or 0 for row in on.rows)} results"
+        )
+        print(f"=> {name}: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)} — {figures}\n")
         failed |= bool(problems)
     return 1 if failed else 0
 
