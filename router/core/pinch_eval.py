@@ -116,13 +116,7 @@ def prompt_units(body: Mapping[str, Any]) -> list[Message]:
     inside a unit is as the client sent it: a byte that moved is a byte that changed.
     """
     units: list[Message] = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
-    for key in ("system", "instructions"):
-        value = body.get(key)
-        if isinstance(value, list):
-            units += [block for block in value if isinstance(block, dict)]
-        elif isinstance(value, str):
-            units.append({key: value})
-    for key in ("messages", "input"):
+    for key in ("system", "instructions", "messages", "input"):
         value = body.get(key)
         if isinstance(value, list):
             units += [unit for unit in value if isinstance(unit, dict)]
