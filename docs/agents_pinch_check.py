@@ -1,6 +1,6 @@
 """Real agents through `pinch-router serve` with pinch on a small budget: is the prompt cache kept warm?
 
-For each agent (Claude Code, Codex CLI, opencode, pi, aider), twice — pinch off, then pinch
+For each agent (Claude Code, Codex CLI, opencode, pi, the Continue CLI, aider), twice — pinch off, then pinch
 on with ``--pinch-budget`` — this starts ``pinch-router mock-upstream`` with one
 ``--tool-command "cat partN.txt"`` per report part (so the agent runs several tool turns in
 one session and the results pile up) and ``pinch-router serve`` on a config derived from the
@@ -112,6 +112,10 @@ def _pi(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
     return [[str(npm / ".bin" / "pi"), "--provider", "pinch-router", "--model", model, "-p", PROMPT]]
 
 
+def _continue(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
+    return [[str(npm / ".bin" / "cn"), "--config", "config.yaml", "--auto", "-p", PROMPT]]
+
+
 def _aider(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
     aider = npm.parent / "aider-venv" / "bin" / "aider"
     common = [str(aider), "--model", f"openai/{model}", "--no-show-model-warnings", "--yes", "--no-git", "--no-check-update",
@@ -150,6 +154,13 @@ AGENTS = {
             lambda port, model: {"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"},
             lambda port, model: {".pi/agent/models.json": json.dumps({"providers": {"pinch-router": {
                 "baseUrl": f"http://127.0.0.1:{port}/v1", "api": "openai-completions", "apiKey": "unused", "models": [{"id": model}]}}})},
+        ),
+        Agent(
+            "continue", "auto", _continue,
+            lambda port, model: {"CONTINUE_CLI_ENABLE_TELEMETRY": "0", "CONTINUE_METRICS_ENABLED": "0", "CONTINUE_CLI_DISABLE_COMMIT_SIGNATURE": "1", "CONTINUE_CLI_AUTO_UPDATED": "1"},
+            lambda port, model: {"work/config.yaml": "name: pinch-router\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: pinch-router\n"
+                                 f"    provider: openai\n    model: {model}\n    apiBase: http://127.0.0.1:{port}/v1\n    apiKey: unused\n"
+                                 "    roles: [chat, edit, apply]\n    capabilities: [tool_use]\n"},
         ),
         Agent(
             "aider", "auto", _aider,
@@ -230,7 +241,8 @@ def run_agent(
         config = scratch / "config.yaml"
         config.write_bytes(orjson.dumps(proxy_config(mock_port, budget, state, scenario)))  # JSON is YAML
         commands = [arg for n in range(1, parts + 1) for arg in ("--tool-command", f"cat part{n}.txt")]
-        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), *commands]
+        # its chat answers report cached_tokens as a 300 s prefix cache would: the proxy's cache accounting, seen
+        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--prompt-cache-seconds", "300", *commands]
         serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port)]
         proxy_log = scratch / "proxy.log"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -381,7 +393,8 @@ def describe(name: str, budget: int | None, run: Run, scenario: str = "") -> tup
             f"  pinch {row['pinch_mode']}: {row.get('tokens_before')} → {row.get('tokens_after')}, "
             f"{row.get('pinch_reapplied')} reapplied, {row.get('pinch_newly_compressed')} new; {row.get('pinch_reason')}"
         )  # fmt: skip
-        lines.append(f"    {row.get('status')} {row.get('wire_in')}→{row.get('wire_out')} {row.get('model')} {row.get('prompt_tokens')}+{row.get('completion_tokens')}{pinch}")
+        cached = f" ({row['cached_tokens']} cached)" if row.get("cached_tokens") is not None else ""
+        lines.append(f"    {row.get('status')} {row.get('wire_in')}→{row.get('wire_out')} {row.get('model')} {row.get('prompt_tokens')}{cached}+{row.get('completion_tokens')}{pinch}")
     lines += [f"  ! {warning}" for warning in run.warnings]
     lines += [f"  (known: {warning})" for warning in run.known_warnings]
     lines.append(f"  stdout: {run.stdout.strip()[-160:]!r}")
