@@ -16,28 +16,36 @@ agent's update checks and telemetry are off (``CLAUDE_CODE_DISABLE_NONESSENTIAL_
 
 Per run it prints what went upstream, from the mock's recordings and the proxy's decisions:
 
-* the exit code, and every warning or error line of the agent's output and the proxy's log;
-* the **unchanged prefix share** of each consecutive pair of the session's upstream requests
-  (the requests offering tools: the agent's loop, not its title request), as
-  :func:`router.core.pinch_eval.unchanged_prefix_share` measures it over the units a prefix
-  cache reads in order (:func:`~router.core.pinch_eval.prompt_units`: tools, system, messages
-  or items), in the form a cache compares (:func:`~router.core.pinch_eval.as_cached`:
+* the exit code, and every warning or error line of the agent's output and the proxy's log
+  (an agent's remarks about its own setup, such as Codex's on its sandbox, are listed as known);
+* the **unchanged prefix share**: of the tokens of the session's loop requests after the first
+  (those offering tools: not its title request), the share that repeated the previous request
+  from its start (:func:`router.core.pinch_eval.unchanged_prefix_tokens`), over the units a
+  prefix cache reads in order (:func:`~router.core.pinch_eval.prompt_units`: tools, system,
+  messages or items) in the form a cache compares (:func:`~router.core.pinch_eval.as_cached`:
   ``cache_control`` breakpoints left out, as Claude Code moves its breakpoint to the newest
-  message every turn, and a string content as the text block it stands for) — mean and lowest —
-  and how many pairs changed nothing the previous request sent (``appends``), with the first
-  changed unit of the others;
+  message every turn, and a string content as the text block it stands for); the lowest per
+  request; how many requests changed nothing the previous one sent (*appends*) and how many
+  changed it first at a result compressed for the first time (*batches*), with the first
+  changed unit of each that is not an append;
 * the **session keys** the proxy gave the run's requests (one, from which source) — several
   would split the ledger and the classification cache;
-* pinch's decisions: tokens before → after, results reapplied from the ledger / newly
-  compressed, and the reason (as ``explain`` shows them).
+* pinch's decisions: tokens before → after (cached tokens as the mock's simulated cache
+  reported them), results reapplied from the ledger / newly compressed, and the reason (as
+  ``explain`` shows them); then one summary line per agent.
 
 Needs the agents installed outside the repo (versions: README "Use with your agent")::
 
     .venv/bin/python -m docs.agents_pinch_check --agents ../agents --agents-cc ../agents-cc \\
-        [--agent claude-code] [--pinch-budget 8000] [--parts 6]
+        [--agent claude-code]... [--pinch-budget 8000] [--parts 6] [--model local-reasoner] \\
+        [--window 18000] [--cache-lifetime 0] [--keep DIR]
 
-Exits 1 when a run fails: an agent's exit code, a warning, a session split, or, with pinch
-on, a pair whose prefix share is below pinch off's for the same pair.
+``--window`` makes every model's window that small (window-bound: batches on a warm cache);
+``--model`` makes every agent ask for that model (``local-reasoner``: Claude Code's and Codex's
+requests translated to chat); ``--fixtures`` runs the agents straight against the mock and
+writes their requests to tests/data/agents/ instead. Exits 1 when a run fails: an agent's exit
+code, a warning, a session split, or, with pinch on, a request that changed what the previous
+one sent other than by compressing a result anew where pinch off did not change it.
 """
 
 from __future__ import annotations
@@ -372,7 +380,8 @@ def _unit_kind(unit: dict[str, Any]) -> str:
     return kind
 
 
-def describe(name: str, budget: int | None, run: Run, scenario: str = "") -> tuple[str, list[float]]:
+def describe(name: str, budget: int | None, run: Run, scenario: str = "") -> str:
+    """A run's report: exit codes, requests, session keys, the prefix figures, each decision, each warning."""
     pairs = prefix_shares(run.requests)
     values = [pair.share for pair in pairs]
     sessions = sorted({(str(row.get("session")), str(row.get("session_source"))) for row in run.rows})
@@ -398,11 +407,7 @@ def describe(name: str, budget: int | None, run: Run, scenario: str = "") -> tup
     lines += [f"  ! {warning}" for warning in run.warnings]
     lines += [f"  (known: {warning})" for warning in run.known_warnings]
     lines.append(f"  stdout: {run.stdout.strip()[-160:]!r}")
-    return "\n".join(lines), values
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -431,8 +436,7 @@ def main() -> int:
         on = run_agent(AGENTS[name], npm, npm_cc, args.pinch_budget, args.parts, scenario, args.keep, model=args.model)
         settings = "".join(f", {key} {value:g}" for key, value in (("window", args.window), ("cache lifetime", args.cache_lifetime)) if value is not None)
         for budget, run in ((None, off), (args.pinch_budget, on)):
-            text, _ = describe(name, budget, run, settings)
-            print(text)
+            print(describe(name, budget, run, settings))
         # pinch may change what an earlier request sent only by compressing a result anew (a batch)
         pairs_off = prefix_shares(off.requests)
         worse = [
