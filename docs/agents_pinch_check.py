@@ -75,6 +75,9 @@ from router.core.tokens import TokenEstimator
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "read the report parts part1.txt, part2.txt, ... one by one with cat and summarise them"
+# the same session continued by a second run of the agent: the mock reads the parts again, and the
+# session key, the ledger and the prefix must carry over from the first run
+FOLLOW_UP = "read them once more and compare"
 AGENT_TIMEOUT_SECONDS = 300
 LOOP_PATHS = ("/v1/messages", "/v1/responses", "/v1/chat/completions")
 # What the agents print that is worth a look (the proxy's own warnings come as JSON log lines)
@@ -105,23 +108,28 @@ class Agent:
 
 
 def _claude(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
-    return [[str(npm_cc / ".bin" / "claude"), "-p", PROMPT, "--model", model, "--allowedTools", "Bash"]]
+    claude = [str(npm_cc / ".bin" / "claude"), "--model", model, "--allowedTools", "Bash"]
+    return [[*claude, "-p", PROMPT], [*claude, "-p", "--continue", FOLLOW_UP]]
 
 
 def _codex(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
-    return [[str(npm_cc / ".bin" / "codex"), "exec", "--skip-git-repo-check", PROMPT]]
+    codex = [str(npm_cc / ".bin" / "codex"), "exec", "--skip-git-repo-check"]
+    return [[*codex, PROMPT], [*codex, "resume", "--last", FOLLOW_UP]]
 
 
 def _opencode(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
-    return [[str(npm / ".bin" / "opencode"), "run", PROMPT]]
+    opencode = [str(npm / ".bin" / "opencode"), "run"]
+    return [[*opencode, PROMPT], [*opencode, "--continue", FOLLOW_UP]]
 
 
 def _pi(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
-    return [[str(npm / ".bin" / "pi"), "--provider", "pinch-router", "--model", model, "-p", PROMPT]]
+    pi = [str(npm / ".bin" / "pi"), "--provider", "pinch-router", "--model", model]
+    return [[*pi, "-p", PROMPT], [*pi, "--continue", "-p", FOLLOW_UP]]
 
 
 def _continue(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
-    return [[str(npm / ".bin" / "cn"), "--config", "config.yaml", "--auto", "-p", PROMPT]]
+    cn = [str(npm / ".bin" / "cn"), "--config", "config.yaml", "--auto"]
+    return [[*cn, "-p", PROMPT], [*cn, "--resume", "-p", FOLLOW_UP]]
 
 
 def _aider(npm: Path, npm_cc: Path, port: int, model: str) -> list[list[str]]:
@@ -333,7 +341,7 @@ class Pair:
     """Two consecutive requests of the session, the later one measured against the earlier one in the form
     a cache compares: its tokens, those that repeat the earlier one from the start, the first unit it changed
     among those the earlier one sent (None: an append), what that unit is, and whether it changed by being
-    compressed (a pinch marker in it now, none before: a batch)."""
+    compressed (a pinch marker in it now and none before, or a shorter form of it: a batch)."""
 
     tokens: int
     prefix_tokens: int
@@ -358,7 +366,9 @@ def prefix_shares(requests: list[dict[str, Any]]) -> list[Pair]:
         if change is None and len(now) < len(before):
             change = len(now)
         changed = now[change] if change is not None and change < len(now) else None
-        compressed = changed is not None and PINCH_MARKER in orjson.dumps(changed) and PINCH_MARKER not in orjson.dumps(before[change])
+        # compressed anew, or further: an elided result turned into a placeholder (the window forced it)
+        was, now_sent = orjson.dumps(before[change]) if change is not None else b"", orjson.dumps(changed) if changed is not None else b""
+        compressed = PINCH_MARKER in now_sent and (PINCH_MARKER not in was or len(now_sent) < len(was))
         tokens = sum(estimator.message_tokens(unit) for unit in now)
         what = "" if change is None else _unit_kind(changed if changed is not None else before[change])
         pairs.append(Pair(tokens, unchanged_prefix_tokens(before, now, estimator), change, len(before), what, compressed))
