@@ -70,7 +70,7 @@ import yaml
 
 from bench.harness import free_port, spawn
 from docs.capture_agents import FIXTURES, curated, renamed
-from router.core.pinch_eval import as_cached, prompt_units, unchanged_prefix_tokens
+from router.core.pinch_eval import as_cached, prompt_units, results_by_call, unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -375,6 +375,32 @@ def prefix_shares(requests: list[dict[str, Any]]) -> list[Pair]:
     return pairs
 
 
+@dataclass(frozen=True)
+class LedgerKept:
+    """Over a session, each compressed result in the next request that still holds it: sent as the same
+    bytes, compressed further (shorter, a marker still in it), or otherwise changed (back uncompressed)."""
+
+    same: int
+    further: int
+    lost: int
+
+
+def ledger_kept(requests: list[dict[str, Any]]) -> LedgerKept:
+    same = further = lost = 0
+    sent = [results_by_call(prompt_units(body)) for body in requests]
+    for before, now in zip(sent, sent[1:]):
+        for call, content in before.items():
+            if PINCH_MARKER not in content or call not in now:
+                continue
+            if now[call] == content:
+                same += 1
+            elif PINCH_MARKER in now[call] and len(now[call]) < len(content):
+                further += 1
+            else:
+                lost += 1
+    return LedgerKept(same, further, lost)
+
+
 def session_share(pairs: list[Pair]) -> float:
     """The session's unchanged prefix: of all tokens sent after its first request, the share that repeated the previous request."""
     sent = sum(pair.tokens for pair in pairs)
@@ -448,9 +474,9 @@ def main() -> int:
         for budget, run in ((None, off), (args.pinch_budget, on)):
             print(describe(name, budget, run, settings))
         # pinch may change what an earlier request sent only by compressing a result anew (a batch)
-        pairs_off = prefix_shares(off.requests)
+        pairs_off, pairs_on, kept = prefix_shares(off.requests), prefix_shares(on.requests), ledger_kept(on.requests)
         worse = [
-            n + 2 for n, pair in enumerate(prefix_shares(on.requests))
+            n + 2 for n, pair in enumerate(pairs_on)
             if pair.first_change is not None and not pair.compressed and (n >= len(pairs_off) or pairs_off[n].first_change is None)
         ]  # fmt: skip
         split = [run for run in (off, on) if len({row.get("session") for row in run.rows}) > 1]
@@ -459,13 +485,14 @@ def main() -> int:
             *(["warnings"] if off.warnings or on.warnings else []),
             *(["more than one session key in a run"] if split else []),
             *([f"pinch on changed what the previous request sent without a batch at requests {worse}"] if worse else []),
+            *([f"{kept.lost} compressed results changed back in a later request"] if kept.lost else []),
         ]
-        pairs_on = prefix_shares(on.requests)
         figures = (
             f"{len(on.requests)} requests, {len({row.get('session') for row in on.rows})} session; unchanged prefix off "
             f"{session_share(pairs_off):.1%}, on {session_share(pairs_on):.1%}; appends {sum(p.first_change is None for p in pairs_off)}/{len(pairs_off)} "
             f"off, {sum(p.first_change is None for p in pairs_on)}/{len(pairs_on)} on; batches {sum(p.compressed for p in pairs_on)}; "
-            f"ledger resent {sum(row.get('pinch_reapplied') or 0 for row in on.rows)} results"
+            f"ledger resent {sum(row.get('pinch_reapplied') or 0 for row in on.rows)} results; compressed results in the next request: "
+            f"{kept.same} the same bytes, {kept.further} compressed further, {kept.lost} changed back"
         )
         print(f"=> {name}: {'ok' if not problems else 'FAILED: ' + '; '.join(problems)} — {figures}\n")
         failed |= bool(problems)

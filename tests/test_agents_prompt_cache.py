@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.core.pinch_eval import as_cached, prompt_units
+from router.core.pinch_eval import as_cached, prompt_units, results_by_call
 from router.tools.mock_capture import REDACTED
 from tests.agent_captures import CAPTURES
 from tests.conftest import make_config, model_entry
@@ -41,18 +41,6 @@ AGENTS = {
     "claude-code": ("/v1/messages", "mock-claude", {"api": "anthropic"}, 9_000),
     "codex": ("/v1/responses", "mock-responses", {"wire": "openai-responses"}, 9_000),
 }
-
-
-def results(units: list[dict[str, Any]]) -> dict[str, bytes]:
-    """Each tool result of a request by its call id, as sent."""
-    found = {}
-    for unit in units:
-        if unit.get("type") == "function_call_output":
-            found[unit["call_id"]] = orjson.dumps(unit["output"])
-        for block in unit.get("content") if isinstance(unit.get("content"), list) else []:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                found[block["tool_use_id"]] = orjson.dumps(block.get("content"))
-    return found
 
 
 def test_the_agents_own_requests_only_grow_at_the_end_in_the_form_a_cache_compares():
@@ -99,7 +87,7 @@ async def test_a_real_session_through_pinch_changes_what_was_sent_only_where_it_
             assert MARKER in orjson.dumps(now[change]) and MARKER not in orjson.dumps(before[change]), (n, pinch[n])
             assert pinch[n][2] > 0, pinch[n]
             batches += 1
-        earlier, later = results(before), results(now)
+        earlier, later = results_by_call(before), results_by_call(now)
         for call, content in earlier.items():
             if MARKER in content:  # compressed once: the same bytes ever after, never back
                 assert later[call] == content, (n, call)

@@ -17,6 +17,7 @@ from router.core.pinch_eval import (
     recency_kept,
     reference_terms,
     referenced_results,
+    results_by_call,
     unchanged_prefix_tokens,
 )
 from router.core.tokens import TokenEstimator, tools_tokens
@@ -207,3 +208,13 @@ def test_the_unchanged_prefix_share_is_the_share_of_tokens_before_the_first_chan
     assert unchanged_prefix_share(first, first, TokenEstimator()) == 1.0
     assert 0.45 < unchanged_prefix_share(first, grown, TokenEstimator()) < 0.55
     assert unchanged_prefix_share(first, [], TokenEstimator()) == 0.0
+
+
+def test_results_by_call_finds_the_tool_results_of_every_wire():
+    units = [
+        {"role": "tool", "tool_call_id": "c1", "content": "chat"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "anthropic"}]}, {"type": "text", "text": "x"}]},
+        {"type": "function_call_output", "call_id": "f1", "output": "responses"},
+        {"role": "user", "content": "no result"},
+    ]
+    assert results_by_call(units) == {"c1": b'"chat"', "t1": b'[{"type":"text","text":"anthropic"}]', "f1": b'"responses"'}

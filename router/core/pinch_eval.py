@@ -144,6 +144,21 @@ def as_cached(value: Any) -> Any:
     return value
 
 
+def results_by_call(units: Sequence[Message]) -> dict[str, bytes]:
+    """The tool results among ``units`` (:func:`prompt_units`) by call id, as sent (their content's JSON):
+    chat ``tool`` messages, Anthropic ``tool_result`` blocks, Responses ``function_call_output`` items."""
+    found = {}
+    for unit in units:
+        if unit.get("role") == "tool" and isinstance(unit.get("tool_call_id"), str):
+            found[unit["tool_call_id"]] = orjson.dumps(unit.get("content"))
+        elif unit.get("type") == "function_call_output" and isinstance(unit.get("call_id"), str):
+            found[unit["call_id"]] = orjson.dumps(unit.get("output"))
+        for block in unit.get("content") if isinstance(unit.get("content"), list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                found[block["tool_use_id"]] = orjson.dumps(block.get("content"))
+    return found
+
+
 def unchanged_prefix_share(previous: Sequence[Message] | None, current: Sequence[Message], estimator: TokenEstimator) -> float:
     """The share of ``current``'s tokens that repeat ``previous`` from its start (:func:`unchanged_prefix_tokens`
     over units such as :func:`prompt_units` gives; 0 with no previous or an empty request)."""
