@@ -22,7 +22,6 @@ client routed to an ``api: anthropic`` model). The pure translations are
 from __future__ import annotations
 
 import secrets
-
 from collections.abc import Mapping
 from typing import Any
 
