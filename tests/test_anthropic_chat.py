@@ -292,3 +292,20 @@ def test_an_anthropic_error_event_becomes_an_error_chunk_and_done() -> None:
 def test_reminders_reach_the_chat_provider() -> None:
     chat = messages_to_chat_body(body(user(reminder("x"), text("go"))), "m")
     assert chat["messages"][1]["content"][0]["text"].startswith("<system-reminder>")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_call_the_provider_sent_without_an_id_gets_one_unique_in_the_conversation(stream):
+    """Some chat servers send calls without ids: ``toolu_0`` in every answer made a session's tool_use ids repeat."""
+    def tool_use_ids(message_id: str) -> list[str]:
+        if not stream:
+            answer = completion(chat_assistant(None, [("", "Bash", '{"command": "ls"}')]), "tool_calls")
+            return [b["id"] for b in chat_completion_to_message(answer, "m", 5, message_id=message_id)["content"] if b["type"] == "tool_use"]
+        stream_ = ChatToMessagesStream(model="m", input_estimate=5, message_id=message_id)
+        head = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "type": "function", "function": {"name": "Bash", "arguments": "{}"}}]}}]}
+        events = stream_.chunk(head) + stream_.chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}) + stream_.finish()
+        starts = [orjson.loads(e.split(b"data: ", 1)[1]) for e in events if e.startswith(b"event: content_block_start")]
+        return [s["content_block"]["id"] for s in starts if s["content_block"]["type"] == "tool_use"]
+
+    first, second = tool_use_ids("msg_aaa"), tool_use_ids("msg_bbb")
+    assert first == ["toolu_aaa_0"] and second == ["toolu_bbb_0"]

@@ -188,10 +188,11 @@ def chat_completion_to_message(
     text = content_text(message.get("content"))
     if text:
         content.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
+    for position, call in enumerate(message.get("tool_calls") or []):
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            content.append({"type": "tool_use", "id": call.get("id") or "toolu_missing", "name": function.get("name", ""), "input": tool_input(function.get("arguments"))})
+            call_id = call.get("id") or missing_call_id(message_id, position)
+            content.append({"type": "tool_use", "id": call_id, "name": function.get("name", ""), "input": tool_input(function.get("arguments"))})
     stop = STOP_REASONS.get(choice.get("finish_reason"), "end_turn")
     if any(b["type"] == "tool_use" for b in content):
         stop = "tool_use"
@@ -205,6 +206,12 @@ def chat_completion_to_message(
         "stop_sequence": None,
         "usage": anthropic_usage(completion.get("usage"), input_estimate),
     }
+
+
+def missing_call_id(message_id: str, position: int) -> str:
+    """A ``tool_use`` id for a call the provider sent without one: unique in the conversation as Anthropic
+    wants (``toolu_0`` in every answer made a session's calls share it), as its answer's id is."""
+    return f"toolu_{message_id.removeprefix('msg_')}_{position}"
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:
@@ -333,7 +340,7 @@ class ChatToMessagesStream:
         index = self.tool_blocks.get(position)
         if index is None:
             out += self._close_text()
-            block = {"type": "tool_use", "id": call.get("id") or f"toolu_{position}", "name": function.get("name") or "", "input": {}}
+            block = {"type": "tool_use", "id": call.get("id") or missing_call_id(self.message_id, position), "name": function.get("name") or "", "input": {}}
             index, started = self._open("tool_use", block)
             self.tool_blocks[position] = index
             out += started
