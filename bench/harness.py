@@ -53,14 +53,15 @@ def wait_for_port(port: int, timeout: float = 20.0, process: subprocess.Popen[by
 
 @contextlib.contextmanager
 def spawn(
-    args: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT, startup_seconds: float = 20.0
+    args: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT, startup_seconds: float = 20.0,
+    log_path: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run a server in a subprocess until the block ends (``cwd``: the tree whose ``router`` ``-m router`` runs).
 
-    Its output goes to a temporary file, never to a pipe nobody reads: a full
-    pipe would block the server's logging and stall it mid-benchmark.
+    Its output goes to a temporary file (``log_path`` to keep it), never to a pipe
+    nobody reads: a full pipe would block the server's logging and stall it mid-benchmark.
     """
-    log = tempfile.TemporaryFile()
+    log = open(log_path, "wb") if log_path is not None else tempfile.TemporaryFile()
     process = subprocess.Popen(args, cwd=cwd, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, startup_seconds)

@@ -244,19 +244,32 @@ def _screen_text(raw: bytes | bytearray) -> str:
     return _TERMINAL_CONTROL.sub("", raw.decode("utf-8", "replace"))
 
 
-def curated(value: Any, temp_root: str, key: str = "") -> Any:
+def curated(value: Any, temp_root: str, key: str = "", *, tool_results_whole: bool = False) -> Any:
     """A recording made stable and small: the temp root renamed, long prose (texts, descriptions) cut;
-    structure, headers and metadata kept whole."""
+    structure, headers and metadata kept whole. ``tool_results_whole``: Anthropic ``tool_result`` blocks
+    (their content is what pinch compresses) are kept as sent too. The same value is always cut alike,
+    so what repeated from one request to the next still does."""
     if isinstance(value, dict):
-        return {name: curated(item, temp_root, name) for name, item in value.items()}
+        if tool_results_whole and value.get("type") == "tool_result":
+            return renamed(value, temp_root)
+        return {name: curated(item, temp_root, name, tool_results_whole=tool_results_whole) for name, item in value.items()}
     if isinstance(value, list):
-        return [curated(item, temp_root, key) for item in value]
+        return [curated(item, temp_root, key, tool_results_whole=tool_results_whole) for item in value]
     if isinstance(value, str):
         value = value.replace(temp_root, STABLE_TEMP)
         if key in PROSE_KEYS and len(value) > MAX_KEPT_CHARS:
             cut = len(value) - 350
             return f"{value[:250]}[… {cut} characters cut by docs/capture_agents.py …]{value[-100:]}"
     return value
+
+
+def renamed(value: Any, temp_root: str) -> Any:
+    """``value`` with the temp root renamed in every string, nothing cut."""
+    if isinstance(value, dict):
+        return {name: renamed(item, temp_root) for name, item in value.items()}
+    if isinstance(value, list):
+        return [renamed(item, temp_root) for item in value]
+    return value.replace(temp_root, STABLE_TEMP) if isinstance(value, str) else value
 
 
 def kept_recordings(recordings: list[Path]) -> list[Path]:

@@ -21,7 +21,8 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   escalation record in session-fingerprint's one read of the session
   (``ctx.session_state``; one read of its own without it), and one write, not
   waited for, per request (sent with the request's other writes as it goes upstream). A missing ledger
-  (new session, evicted, restarted) is a fresh session.
+  (new session, evicted, restarted) is a fresh session. A request offering no tools and carrying
+  no tool results (a title) leaves the session's state as it was.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
 * On a model that checks thinking's prefix, a batch only the budget calls for waits while the
@@ -177,6 +178,12 @@ class PinchPrune:
         )
         unbound, keys = self._unbound(ctx, result.first_changed, session.unbound)
         stats = replace(result.stats, unbound=unbound) if unbound is not None else result.stats
+        if not ctx.view.offers_tools and not ctx.view.conversation.result_units():
+            # A side request (opencode's title, a summary): its prompt is its own, so it neither warms nor
+            # cools the cache of the session's loop, and it has nothing for the ledger. Recorded as a visit,
+            # it made the loop's next request look warm after an idle spell (or cold, when it went to
+            # another provider); the session's state stays as the loop's last request left it.
+            return result.rewrites, stats, None
         return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys)
 
     @staticmethod

@@ -11,6 +11,7 @@ import ipaddress
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -243,7 +244,10 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
 
     from router.tools.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
 
-    default = Behaviour(event_delay=args.event_delay, text=args.text) if args.text else Behaviour(event_delay=args.event_delay)
+    commands = tuple(args.tool_command) if args.tool_command else Behaviour().tool_commands
+    default = Behaviour(event_delay=args.event_delay, tool_commands=commands)
+    if args.text:
+        default = replace(default, text=args.text)
     cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     if args.record is not None:
@@ -355,6 +359,12 @@ def build_parser() -> argparse.ArgumentParser:
     mock.add_argument("--port", type=int, default=MOCK_UPSTREAM_PORT, help=f"default {MOCK_UPSTREAM_PORT}, where the shipped config expects Ollama")
     mock.add_argument("--event-delay", type=float, default=0.0, help="seconds before each streamed event")
     mock.add_argument("--text", help="the answer text (streamed word by word)")
+    mock.add_argument(
+        "--tool-command",
+        action="append",
+        metavar="CMD",
+        help="each user turn, call the agent's shell tool with these commands one after another (repeatable; default: one ls), then answer",
+    )
     mock.add_argument("--record", type=Path, metavar="DIR", help="write each request received to a numbered JSON file in DIR")
     mock.add_argument(
         "--prompt-cache-seconds",

@@ -34,7 +34,7 @@ from router.core.turn_text import TurnText
 from router.embeddings_client import EmbeddingsClient, EmbeddingsError
 from router.locations import LocationError, prepare_state
 from router.session_store import redis_store
-from router.upstream import error_text
+from router.dependency_http import error_summary
 
 log = logging.getLogger("pinch_router.doctor")
 
@@ -100,19 +100,17 @@ def _normalise(name: str) -> str:
 
 async def _available_models(http: aiohttp.ClientSession, provider: ProviderSettings) -> tuple[str, set[str]]:
     """(the URL asked, the model names it lists); raises ValueError with a readable reason."""
-    if provider.api == "ollama":
-        url = f"{ollama_root(provider)}/api/tags"
-    else:
-        url = f"{provider.url}/models"
+    adapter = provider_adapter(provider)
+    url = adapter.models_url(provider)
     try:
         timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_SECONDS)
-        async with http.get(url, headers=provider_adapter(provider).headers(provider), timeout=timeout, allow_redirects=False) as response:
+        async with http.get(url, headers=adapter.headers(provider), timeout=timeout, allow_redirects=False) as response:
             body = await response.read()
             status = response.status
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ValueError(f"{url}: cannot connect ({type(exc).__name__})") from None
     if status != 200:
-        raise ValueError(f"{url} answered {status}: {error_text(body, provider.api_key())}")
+        raise ValueError(f"{url} answered {status}: {error_summary(body)}")
     try:
         listing = orjson.loads(body)
         entries = listing["models"] if provider.api == "ollama" else listing["data"]
@@ -121,7 +119,7 @@ async def _available_models(http: aiohttp.ClientSession, provider: ProviderSetti
         else:
             names = {str(e["id"]) for e in entries}
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        raise ValueError(f"{url}: not a model list: {error_text(body)}") from None
+        raise ValueError(f"{url}: not a model list ({error_summary(body)})") from None
     return url, names
 
 

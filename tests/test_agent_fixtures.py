@@ -36,6 +36,10 @@ EXPECTED = {
     "codex/0002-POST-v1-responses.json": ("text", "main.py\nnotes.txt"),
     "codex/0003-POST-v1-responses.json": ("tool call", "exec_command"),
     "codex/0004-POST-v1-responses.json": ("text", "main.py\nnotes.txt"),
+    # five tool turns in one prompt (docs.agents_pinch_check --fixtures): the mock's default answers the
+    # first with its one call, each later one (results in) with text quoting them
+    **{f"{agent}-tool-turns/000{n}-POST-v1-{path}.json": ("tool call", tool) if n == 1 else ("text", "line 1: measured value")
+       for agent, path, tool in (("claude-code", "messages", "Bash"), ("codex", "responses", "exec_command")) for n in range(1, 7)},
     # codex --oss: what it asks Ollama first, then the same Responses turns
     "codex-oss/0001-GET-v1-models.json": ("probe", "data"),
     "codex-oss/0002-GET-api-version.json": ("probe", "version"),

@@ -132,7 +132,7 @@ def completion(message: dict, finish: str, usage: dict | None = None) -> dict:
 
 def test_a_tool_call_answer_becomes_a_tool_use_message() -> None:
     answer = completion(chat_assistant(None, [("call_1", "Bash", '{"command": "ls"}')]), "tool_calls")
-    message = chat_completion_to_message(answer, "claude-opus-5-5", input_estimate=99)
+    message = chat_completion_to_message(answer, "claude-opus-5-5", input_estimate=99, message_id="msg_1")
     assert message["content"] == [{"type": "tool_use", "id": "call_1", "name": "Bash", "input": {"command": "ls"}}]
     assert message["stop_reason"] == "tool_use" and message["type"] == "message" and message["model"] == "claude-opus-5-5"
     assert message["usage"] == {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 20, "output_tokens": 7}
@@ -140,11 +140,11 @@ def test_a_tool_call_answer_becomes_a_tool_use_message() -> None:
 
 @pytest.mark.parametrize("finish, stop", [("stop", "end_turn"), ("length", "max_tokens"), ("content_filter", "refusal"), (None, "end_turn")])
 def test_finish_reasons_become_stop_reasons(finish: str | None, stop: str) -> None:
-    assert chat_completion_to_message(completion(chat_assistant("hi"), finish), "m", 5)["stop_reason"] == stop
+    assert chat_completion_to_message(completion(chat_assistant("hi"), finish), "m", 5, message_id="msg_1")["stop_reason"] == stop
 
 
 def test_without_upstream_usage_the_input_is_the_estimate_never_zero() -> None:
-    message = chat_completion_to_message({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "m", 321)
+    message = chat_completion_to_message({"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}, "m", 321, message_id="msg_1")
     assert message["usage"]["input_tokens"] == 321
 
 
@@ -177,7 +177,7 @@ def chat_stream_chunks() -> list[dict]:
 
 
 def test_a_chat_stream_becomes_anthropic_events_one_by_one() -> None:
-    stream = ChatToMessagesStream(model="claude-opus-5-5", input_estimate=3900)
+    stream = ChatToMessagesStream(model="claude-opus-5-5", input_estimate=3900, message_id="msg_1")
     raw = [frame for chunk in chat_stream_chunks() for frame in stream.chunk(chunk)] + stream.finish()
     events = sse_events(raw)
     names = [name for name, _ in events]
@@ -203,7 +203,7 @@ def test_a_chat_stream_becomes_anthropic_events_one_by_one() -> None:
 
 
 def test_reasoning_streams_as_a_thinking_block_when_carried() -> None:
-    stream = ChatToMessagesStream(model="m", input_estimate=10, reasoning_content=True)
+    stream = ChatToMessagesStream(model="m", input_estimate=10, message_id="msg_1", reasoning_content=True)
     chunks = [{"choices": [{"delta": {"reasoning_content": "hmm"}}]}, {"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}]
     events = sse_events([f for c in chunks for f in stream.chunk(c)] + stream.finish())
     blocks = [d["content_block"]["type"] for n, d in events if n == "content_block_start"]
@@ -292,3 +292,20 @@ def test_an_anthropic_error_event_becomes_an_error_chunk_and_done() -> None:
 def test_reminders_reach_the_chat_provider() -> None:
     chat = messages_to_chat_body(body(user(reminder("x"), text("go"))), "m")
     assert chat["messages"][1]["content"][0]["text"].startswith("<system-reminder>")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_call_the_provider_sent_without_an_id_gets_one_unique_in_the_conversation(stream):
+    """Some chat servers send calls without ids: ``toolu_0`` in every answer made a session's tool_use ids repeat."""
+    def tool_use_ids(message_id: str) -> list[str]:
+        if not stream:
+            answer = completion(chat_assistant(None, [("", "Bash", '{"command": "ls"}')]), "tool_calls")
+            return [b["id"] for b in chat_completion_to_message(answer, "m", 5, message_id=message_id)["content"] if b["type"] == "tool_use"]
+        stream_ = ChatToMessagesStream(model="m", input_estimate=5, message_id=message_id)
+        head = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "type": "function", "function": {"name": "Bash", "arguments": "{}"}}]}}]}
+        events = stream_.chunk(head) + stream_.chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}) + stream_.finish()
+        starts = [orjson.loads(e.split(b"data: ", 1)[1]) for e in events if e.startswith(b"event: content_block_start")]
+        return [s["content_block"]["id"] for s in starts if s["content_block"]["type"] == "tool_use"]
+
+    first, second = tool_use_ids("msg_aaa"), tool_use_ids("msg_bbb")
+    assert first == ["toolu_aaa_0"] and second == ["toolu_bbb_0"]

@@ -35,5 +35,7 @@ async def test_a_tool_call_and_a_whole_answer(proxy, ollama):  # noqa: F811
     response = await client.post("/v1/messages", json={**REQUEST, "tools": [BASH]})
     message = await response.json()
     assert message["type"] == "message" and message["stop_reason"] == "tool_use"
-    assert message["content"] == [{"type": "tool_use", "id": "call_0", "name": "read_file", "input": {"path": "a.py"}}]
+    ((block,),) = [message["content"]]
+    assert {k: v for k, v in block.items() if k != "id"} == {"type": "tool_use", "name": "read_file", "input": {"path": "a.py"}}
+    assert block["id"].startswith("call_") and block["id"].endswith("_0")
     assert mock.received[0]["tools"][0]["function"]["name"] == "Bash"

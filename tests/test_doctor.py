@@ -142,3 +142,38 @@ async def test_doctor_checks_an_openai_compatible_provider_against_its_model_lis
     assert findings["provider mock"].ok and findings["model mock"].ok
     assert not findings["model gpt-x"].ok and "does not list it" in findings["model gpt-x"].detail
     assert not findings["key PINCH_TEST_UNSET_KEY"].ok
+
+
+@pytest.mark.parametrize("base_path", ["", "/v1"])
+async def test_doctor_checks_an_anthropic_provider_against_its_v1_model_list(mock_upstream, tmp_path: Path, base_path: str):
+    """Anthropic lists its models at /v1/models whether base_url ends in /v1 or not (as chat goes to /v1/messages)."""
+    from router.doctor import run_doctor
+
+    _, url = mock_upstream  # GET /v1/models lists "mock"
+    root = url.removesuffix("/v1")
+    config = make_config(
+        url,
+        providers={"claude": {"base_url": root + base_path, "api": "anthropic"}},
+        models=[model_entry("listed", provider="claude", upstream_model="mock")],
+    )
+    findings = {f.check: f for f in await run_doctor(config, tmp_path, call_timeout=5)}
+    assert findings["provider claude"].ok, findings["provider claude"].detail
+    assert findings["provider claude"].detail.startswith(f"{root}/v1/models: ")
+    assert findings["model mock"].ok
+
+
+async def test_doctor_names_the_status_and_the_error_type_of_a_model_list_it_cannot_read(tmp_path: Path):
+    """A provider refusing the listing is a finding with the status and the error's type, never the message it
+    echoed (it may hold the key) and never a crash of the check."""
+    from router.doctor import run_doctor
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.json_response({"error": {"type": "authentication_error", "message": "bad key sk-secret"}}, status=401)
+
+    app = web.Application()
+    app.router.add_get("/v1/models", refuse)
+    async with loopback_server(app) as url:
+        config = make_config(url, providers={"claude": {"base_url": url.removesuffix("/v1"), "api": "anthropic"}}, models=[model_entry("m", provider="claude")])
+        finding = {f.check: f for f in await run_doctor(config, tmp_path, call_timeout=5)}["provider claude"]
+    assert not finding.ok
+    assert finding.detail == f"{url}/models answered 401: type authentication_error"

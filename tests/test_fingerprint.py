@@ -100,3 +100,45 @@ def test_the_cache_holds_a_bounded_number_of_characters_and_hashes_huge_openings
     before = len(cache)
     assert cache.fingerprint(huge) == session_fingerprint(huge)
     assert len(cache) == before
+
+
+# aider's real requests (tests/data/agents): one run asking one question, and three asked in one chat
+# (--restore-chat-history), the first also the one in the history of the next two
+def aider_session(name: str) -> list[list[dict]]:
+    from tests.agent_captures import captured
+
+    return [request.body["messages"] for request in captured(name)]
+
+
+def test_every_turn_of_an_aider_chat_has_one_key_from_the_users_first_words():
+    """aider opens every request with the same worked examples (a user asking to "Change the greeting to be
+    more casual"); the key is the user's first question instead — the newest message on the first turn,
+    aider's reminder appended, and the first of the history after it."""
+    from router.core.fingerprint import opening_parts
+
+    turns = aider_session("aider-turns")
+    assert [len(m) for m in turns] == [8, 10, 12] and turns[0][1]["content"] == "Change the greeting to be more casual"
+    assert {opening_parts(m)[-1] for m in turns} == {"what does part1.txt say?"}
+    assert len({session_fingerprint(m) for m in turns}) == 1
+
+
+def test_two_aider_chats_have_two_keys():
+    (other,) = aider_session("aider")
+    assert session_fingerprint(other) != session_fingerprint(aider_session("aider-turns")[0])
+
+
+def test_aiders_context_messages_before_the_users_words_do_not_make_the_key():
+    """The repo map, the files in the chat and aider's "Ok" replies come before the question on a first turn."""
+    (messages,) = aider_session("aider")
+    without_context = [m for m in messages if not m["content"].startswith(("Here are summaries", "I have *added", "Ok, "))]
+    assert len(without_context) < len(messages)
+    assert session_fingerprint(without_context) == session_fingerprint(messages)
+
+
+def test_a_reminder_is_cut_only_where_the_text_ends_as_the_system_prompt_does():
+    from router.core.fingerprint import AIDER_EXAMPLES_END, opening_parts
+
+    opening = [system("Be brief.\nReply in English."), user("example"), assistant("Ok, done."), user(AIDER_EXAMPLES_END), assistant("Ok.")]
+    assert opening_parts([*opening, user("fix it\n\nReply in English.")])[-1] == "fix it"
+    assert opening_parts([*opening, user("fix it\n\nReply in French.")])[-1] == "fix it\n\nReply in French."
+    assert opening_parts([*opening, user("fix it")])[-1] == "fix it"

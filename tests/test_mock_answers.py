@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
+from router.tools import mock_anthropic, mock_responses
+from router.tools.mock_upstream import completion
+from tests.factories import assistant, tool, user
 from router.tools.mock_answers import FunctionTool, ScriptedAnswer, ToolCall, call_tool, example_of, pick_tool, quoting_tool_result, reasoning_about, seal, words
 
 
@@ -76,3 +80,87 @@ def test_a_seal_is_stable_for_the_same_text_and_differs_for_another() -> None:
 def test_text_streams_word_by_word_and_joins_back_unchanged() -> None:
     assert words("Hello from  the mock.") == ["Hello ", "from ", " ", "the ", "mock."]
     assert "".join(words("Hello from  the mock.")) == "Hello from  the mock."
+
+
+# --tool-command: within one user turn the mock calls the shell tool once per command, in order, and
+# answers with text once the last one's result is in — on each of the three APIs it serves
+COMMANDS = ("cat part1.txt", "cat part2.txt", "cat part3.txt")
+SHELL_SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+
+
+def anthropic_turn(results: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "read the parts"}]
+    for n in range(results):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{n}", "name": "Bash", "input": {"command": COMMANDS[n]}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": f"part {n + 1}"}, {"type": "text", "text": "<system-reminder>x</system-reminder>"}]},
+        ]  # fmt: skip
+    return {"model": "m", "max_tokens": 100, "messages": messages, "tools": [{"name": "Bash", "input_schema": SHELL_SCHEMA}]}
+
+
+def responses_turn(results: int) -> dict[str, Any]:
+    items: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "read the parts"}]}]
+    for n in range(results):
+        items += [
+            {"type": "function_call", "call_id": f"c{n}", "name": "exec_command", "arguments": orjson.dumps({"cmd": COMMANDS[n]}).decode()},
+            {"type": "function_call_output", "call_id": f"c{n}", "output": f"part {n + 1}"},
+        ]  # fmt: skip
+    return {"model": "m", "input": items, "tools": [{"type": "function", "name": "exec_command", "parameters": {**SHELL_SCHEMA, "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}]}
+
+
+def chat_turn(results: int) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "read the parts"}]
+    for n in range(results):
+        messages += [assistant(None, [(f"c{n}", "bash", orjson.dumps({"command": COMMANDS[n]}).decode())]), tool(f"c{n}", f"part {n + 1}")]
+    return {"model": "m", "messages": messages, "tools": [{"type": "function", "function": {"name": "bash", "parameters": SHELL_SCHEMA}}]}
+
+
+def translated_claude_turn(results: int) -> dict[str, Any]:
+    """Claude Code's turns translated to chat: the reminder beside each tool_result becomes a user message after it."""
+    body = chat_turn(results)
+    body["messages"] = [m for message in body["messages"] for m in ([message, user("<system-reminder>x</system-reminder>")] if message["role"] == "tool" else [message])]
+    return body
+
+
+def anthropic_step(body: dict[str, Any]) -> tuple[str | None, str]:
+    scripted = mock_anthropic.answer(body, "done", COMMANDS)
+    return (scripted.tool_call.arguments["command"] if scripted.tool_call else None), scripted.text
+
+
+def responses_step(body: dict[str, Any]) -> tuple[str | None, str]:
+    scripted = mock_responses.answer(body, "done", COMMANDS)
+    return (scripted.tool_call.arguments["cmd"] if scripted.tool_call else None), scripted.text
+
+
+def chat_step(body: dict[str, Any]) -> tuple[str | None, str]:
+    message = completion(body, "done", COMMANDS)["choices"][0]["message"]
+    calls = message.get("tool_calls") or []
+    return (orjson.loads(calls[0]["function"]["arguments"])["command"] if calls else None), message.get("content") or ""
+
+
+@pytest.mark.parametrize(
+    ("turn", "step"), [(anthropic_turn, anthropic_step), (responses_turn, responses_step), (chat_turn, chat_step), (translated_claude_turn, chat_step)]
+)
+def test_the_mock_runs_each_tool_command_of_a_turn_in_order_then_answers(turn, step) -> None:
+    assert [step(turn(results))[0] for results in range(3)] == list(COMMANDS)
+    command, text = step(turn(3))
+    assert command is None and text.startswith("done (tool said: ") and "part 3" in text
+
+
+@pytest.mark.parametrize(("turn", "step"), [(anthropic_turn, anthropic_step), (responses_turn, responses_step), (chat_turn, chat_step)])
+def test_a_new_user_message_starts_the_commands_again(turn, step) -> None:
+    body = turn(3)
+    key = "input" if "input" in body else "messages"
+    if key == "input":
+        body[key] += [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+                      {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "again"}]}]  # fmt: skip
+    else:
+        body[key] += [{"role": "assistant", "content": "done"}, {"role": "user", "content": "again"}]
+    assert step(body)[0] == COMMANDS[0]
+
+
+def test_the_chat_mocks_calls_have_ids_unique_in_the_conversation() -> None:
+    """A client answers each call by its id: Claude Code (translated) resent its request over and over when a
+    later call reused the id of an earlier one."""
+    ids = [completion(chat_turn(results), "done", COMMANDS)["choices"][0]["message"]["tool_calls"][0]["id"] for results in range(3)]
+    assert len(set(ids)) == 3

@@ -122,9 +122,31 @@ async def test_streamed_tool_calls_arrive_as_chat_tool_call_deltas(proxy, ollama
     response = await client.post("/v1/chat/completions", json=chat_body(stream=True, tools=tools))
     chunks = [c for c in sse_chunks(await response.read()) if c != "[DONE]"]
     calls = [call for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
-    assert calls == [{"index": 0, "id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a.py"}'}}]
+    assert [{k: v for k, v in call.items() if k != "id"} for call in calls] == [
+        {"index": 0, "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a.py"}'}}
+    ]
+    assert calls[0]["id"].startswith("call_") and calls[0]["id"].endswith("_0")
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert mock.received[0]["tools"] == tools
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_every_answers_tool_calls_have_ids_of_their_own(proxy, ollama, stream):
+    """Ollama gives its calls no ids; made up as "call_0" in every answer, a session's calls shared them,
+    and a client answers each call by its id (Anthropic wants them unique in the conversation)."""
+    mock, url = ollama
+    client = await proxy(native_config(url))
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+    ids = []
+    for _ in range(2):
+        mock.lines = tool_call_lines()
+        response = await client.post("/v1/chat/completions", json=chat_body(stream=stream, tools=tools))
+        if stream:
+            chunks = [c for c in sse_chunks(await response.read()) if c != "[DONE]"]
+            ids += [call["id"] for c in chunks for call in c["choices"][0]["delta"].get("tool_calls", [])]
+        else:
+            ids += [call["id"] for call in (await response.json())["choices"][0]["message"]["tool_calls"]]
+    assert len(ids) == 2 and len(set(ids)) == 2
 
 
 async def test_a_tool_round_trip_is_sent_in_ollamas_native_shape(proxy, ollama):

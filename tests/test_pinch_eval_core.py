@@ -8,12 +8,16 @@ from router.core.pinch import prune_context
 from router.core.pinch_eval import (
     ANTHROPIC,
     CachePricing,
+    as_cached,
+    prompt_units,
+    unchanged_prefix_share,
     SentRequest,
     message_terms,
     price_session,
     recency_kept,
     reference_terms,
     referenced_results,
+    results_by_call,
     unchanged_prefix_tokens,
 )
 from router.core.tokens import TokenEstimator, tools_tokens
@@ -179,3 +183,38 @@ def test_recency_at_the_tokens_of_a_uniform_prune_keeps_nothing() -> None:
 def test_a_result_that_cannot_be_shortened_stays_verbatim_under_recency() -> None:
     messages = [system("s"), user("u"), assistant("a", [("c1", "bash", "{}")]), tool("c1", "ok"), assistant("b"), user("next")]
     assert recency_kept(messages, [3], 0, 400, ESTIMATOR) == {3}
+
+
+def test_prompt_units_are_read_in_the_order_a_prefix_cache_reads_them():
+    tool_schema = {"name": "Bash", "input_schema": {}}
+    anthropic = {"messages": [{"role": "user", "content": "hi"}], "system": [{"type": "text", "text": "S"}], "tools": [tool_schema], "model": "m"}
+    assert prompt_units(anthropic) == [tool_schema, {"type": "text", "text": "S"}, {"role": "user", "content": "hi"}]
+    assert prompt_units({"system": "S", "messages": []}) == [{"system": "S"}]
+    responses = {"input": [{"type": "message", "role": "user", "content": "hi"}], "instructions": "I", "tools": [tool_schema]}
+    assert prompt_units(responses) == [tool_schema, {"instructions": "I"}, {"type": "message", "role": "user", "content": "hi"}]
+    assert prompt_units({"input": "hi"}) == [{"input": "hi"}]
+
+
+def test_as_cached_leaves_out_breakpoints_and_reads_a_string_as_its_text_block():
+    marked = {"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
+    assert as_cached(marked) == as_cached({"role": "user", "content": "x"}) == {"role": "user", "content": [{"type": "text", "text": "x"}]}
+    assert as_cached({"type": "function_call_output", "output": "x"}) == {"type": "function_call_output", "output": "x"}  # not a message
+
+
+def test_the_unchanged_prefix_share_is_the_share_of_tokens_before_the_first_change():
+    first = [{"role": "user", "content": "a" * 400}]
+    grown = [*first, {"role": "assistant", "content": "b" * 400}]
+    assert unchanged_prefix_share(None, grown, TokenEstimator()) == 0.0
+    assert unchanged_prefix_share(first, first, TokenEstimator()) == 1.0
+    assert 0.45 < unchanged_prefix_share(first, grown, TokenEstimator()) < 0.55
+    assert unchanged_prefix_share(first, [], TokenEstimator()) == 0.0
+
+
+def test_results_by_call_finds_the_tool_results_of_every_wire():
+    units = [
+        {"role": "tool", "tool_call_id": "c1", "content": "chat"},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "anthropic"}]}, {"type": "text", "text": "x"}]},
+        {"type": "function_call_output", "call_id": "f1", "output": "responses"},
+        {"role": "user", "content": "no result"},
+    ]
+    assert results_by_call(units) == {"c1": b'"chat"', "t1": b'[{"type":"text","text":"anthropic"}]', "f1": b'"responses"'}

@@ -353,3 +353,35 @@ async def test_the_windows_to_fit_are_worked_out_once_per_kind_of_request_and_ti
     assert worked_out == [2]
     await turn(7, 3)  # escalated or reclassified: another tier, other windows
     assert worked_out == [2, 3]
+
+
+def opencodes_title_request() -> dict[str, Any]:
+    """The title request opencode 1.18.33 sent first in its session (tests/data/agents): no tools, no results."""
+    from tests.agent_captures import captured
+
+    title = captured("opencode")[0]
+    assert not title.offers_tools and not any(m.get("role") == "tool" for m in title.body["messages"])
+    return title.body
+
+
+@pytest.mark.parametrize(
+    ("title_at", "loop_at", "reason"),
+    [
+        (0.0, 1.0, "over budget; cache cold (new session)"),  # the title came first: the loop's cache is still cold
+        (200.0, 400.0, "over budget; cache cold (idle 400s > 300s)"),  # a title mid-session does not keep the loop's cache alive
+    ],
+)
+async def test_a_side_request_neither_warms_nor_cools_the_sessions_cache(http, title_at, loop_at, reason):
+    clock = FakeClock()
+    prune = PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+    requests = [(title_at, opencodes_title_request()), (loop_at, {"model": "auto", "messages": session(10), "tools": TOOLS})]
+    if title_at > 0:  # the loop's own first request, at 0
+        requests.insert(0, (0.0, {"model": "auto", "messages": session(6), "tools": TOOLS}))
+    start = clock()
+    for at, body in requests:
+        clock.advance(start + at - clock())
+        ctx = make_ctx(body)
+        ctx.session = SessionKey("opencode", "header")
+        record = await run_stage(prune, ctx)
+    assert ctx.pinch is not None and ctx.pinch.reason == reason, record.detail
+    assert ctx.pinch.newly_compressed > 0  # so the batch is made while it costs nothing

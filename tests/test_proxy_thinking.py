@@ -39,13 +39,13 @@ REAL = thinking("Claude reasoned", seal("Claude reasoned"))
 
 def test_a_translated_answers_reasoning_is_a_thinking_block_signed_with_the_proxys_marker() -> None:
     completion = {"id": "c", "choices": [{"message": {"role": "assistant", "content": "hi", "reasoning_content": "hmm"}, "finish_reason": "stop"}]}
-    message = chat_completion_to_message(completion, "m", 10, reasoning_content=True)
+    message = chat_completion_to_message(completion, "m", 10, message_id="msg_1", reasoning_content=True)
     assert message["content"][0] == {"type": "thinking", "thinking": "hmm", "signature": PROXY_THINKING_SIGNATURE}
 
 
 @pytest.mark.parametrize("then", [{"content": "hi"}, {}], ids=["text follows", "stream ends"])
 def test_a_translated_streams_thinking_block_ends_with_the_proxys_signature(then) -> None:
-    stream = ChatToMessagesStream(model="m", input_estimate=10, reasoning_content=True)
+    stream = ChatToMessagesStream(model="m", input_estimate=10, message_id="msg_1", reasoning_content=True)
     out = stream.chunk({"choices": [{"delta": {"reasoning_content": "hmm"}}]}) + stream.chunk({"choices": [{"delta": then, "finish_reason": "stop"}]}) + stream.finish()
     deltas = [orjson.loads(e.split(b"data: ", 1)[1])["delta"] for e in out if e.startswith(b"event: content_block_delta")]
     assert {"type": "signature_delta", "signature": PROXY_THINKING_SIGNATURE} in deltas

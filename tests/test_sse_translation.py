@@ -33,7 +33,7 @@ def test_data_lines_of_every_line_ending() -> None:
 
 @pytest.mark.parametrize("cut", [1, 7, 50, len(CHAT_STREAM)])
 def test_a_chat_stream_in_any_cut_becomes_the_same_anthropic_stream(cut: int) -> None:
-    translator = ChatToAnthropicSse("claude", 50)
+    translator = ChatToAnthropicSse("claude", 50, message_id="msg_1")
     out = b"".join(translator.feed(CHAT_STREAM[i : i + cut]) for i in range(0, len(CHAT_STREAM), cut)) + translator.finish()
     assert names(out) == ["message_start", "ping", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]
     final = orjson.loads(data_lines(out)[-2])
@@ -42,19 +42,19 @@ def test_a_chat_stream_in_any_cut_becomes_the_same_anthropic_stream(cut: int) ->
 
 
 def test_a_chat_stream_that_ends_without_done_after_its_finish_is_complete() -> None:
-    translator = ChatToAnthropicSse("claude", 50)
+    translator = ChatToAnthropicSse("claude", 50, message_id="msg_1")
     translator.feed(chat_sse({"choices": [{"delta": {"content": "hi"}, "finish_reason": "stop"}]}))
     assert names(translator.finish())[-2:] == ["message_delta", "message_stop"]
 
 
 def test_a_chat_stream_cut_before_its_finish_owes_nothing_so_the_relay_reports_it() -> None:
-    translator = ChatToAnthropicSse("claude", 50)
+    translator = ChatToAnthropicSse("claude", 50, message_id="msg_1")
     assert names(translator.feed(chat_sse({"choices": [{"delta": {"content": "hi"}}]})))[0] == "message_start"
     assert translator.finish() == b""
 
 
 def test_an_error_chunk_is_raised_after_the_events_before_it() -> None:
-    translator = ChatToAnthropicSse("claude", 50)
+    translator = ChatToAnthropicSse("claude", 50, message_id="msg_1")
     out = translator.feed(chat_sse({"choices": [{"delta": {"content": "hi"}}]}, {"error": {"message": "model overloaded"}}))
     assert "content_block_delta" in names(out)
     with pytest.raises(UpstreamStreamError, match="model overloaded"):

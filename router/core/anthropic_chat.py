@@ -174,7 +174,9 @@ def anthropic_usage(usage: Any, input_estimate: int = 0) -> dict[str, int]:
     }
 
 
-def chat_completion_to_message(completion: dict[str, Any], model: str, input_estimate: int, *, reasoning_content: bool = False) -> dict[str, Any]:
+def chat_completion_to_message(
+    completion: dict[str, Any], model: str, input_estimate: int, *, message_id: str, reasoning_content: bool = False
+) -> dict[str, Any]:
     """A non-streamed chat completion as an Anthropic ``message``."""
     choices = completion.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
@@ -186,15 +188,16 @@ def chat_completion_to_message(completion: dict[str, Any], model: str, input_est
     text = content_text(message.get("content"))
     if text:
         content.append({"type": "text", "text": text})
-    for call in message.get("tool_calls") or []:
+    for position, call in enumerate(message.get("tool_calls") or []):
         function = call.get("function") if isinstance(call, dict) else None
         if isinstance(function, dict):
-            content.append({"type": "tool_use", "id": call.get("id") or "toolu_missing", "name": function.get("name", ""), "input": tool_input(function.get("arguments"))})
+            call_id = call.get("id") or missing_call_id(message_id, position)
+            content.append({"type": "tool_use", "id": call_id, "name": function.get("name", ""), "input": tool_input(function.get("arguments"))})
     stop = STOP_REASONS.get(choice.get("finish_reason"), "end_turn")
     if any(b["type"] == "tool_use" for b in content):
         stop = "tool_use"
     return {
-        "id": _message_id(completion.get("id")),
+        "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -203,6 +206,12 @@ def chat_completion_to_message(completion: dict[str, Any], model: str, input_est
         "stop_sequence": None,
         "usage": anthropic_usage(completion.get("usage"), input_estimate),
     }
+
+
+def missing_call_id(message_id: str, position: int) -> str:
+    """A ``tool_use`` id for a call the provider sent without one: unique in the conversation as Anthropic
+    wants (``toolu_0`` in every answer made a session's calls share it), as its answer's id is."""
+    return f"toolu_{message_id.removeprefix('msg_')}_{position}"
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:
@@ -216,10 +225,6 @@ def tool_input(arguments: Any) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {"arguments": arguments}
     return value if isinstance(value, dict) else {"arguments": arguments}
-
-
-def _message_id(upstream_id: Any) -> str:
-    return f"msg_{upstream_id}" if isinstance(upstream_id, str) and upstream_id else "msg_pinch"
 
 
 def anthropic_event(kind: str, payload: dict[str, Any]) -> bytes:
@@ -249,6 +254,9 @@ class ChatToMessagesStream:
 
     model: str
     input_estimate: int
+    # unique per answer, made by the caller: Claude Code files streamed blocks by their message's id, so two
+    # answers sharing one (a provider's constant or missing id) became one assistant turn, its history reordered
+    message_id: str
     reasoning_content: bool = False
     started: bool = False
     finished: bool = False
@@ -258,13 +266,11 @@ class ChatToMessagesStream:
     tool_blocks: dict[int, int] = field(default_factory=dict)  # chat tool-call index → block index
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
-    message_id: str = "msg_pinch"
 
-    def _start(self, upstream_id: Any) -> list[bytes]:
+    def _start(self) -> list[bytes]:
         if self.started:
             return []
         self.started = True
-        self.message_id = _message_id(upstream_id)
         message = {
             "id": self.message_id,
             "type": "message",
@@ -294,7 +300,7 @@ class ChatToMessagesStream:
         return out
 
     def chunk(self, chunk: dict[str, Any]) -> list[bytes]:
-        out = self._start(chunk.get("id"))
+        out = self._start()
         if isinstance(chunk.get("usage"), dict):
             self.usage = chunk["usage"]
         choices = chunk.get("choices")
@@ -334,7 +340,7 @@ class ChatToMessagesStream:
         index = self.tool_blocks.get(position)
         if index is None:
             out += self._close_text()
-            block = {"type": "tool_use", "id": call.get("id") or f"toolu_{position}", "name": function.get("name") or "", "input": {}}
+            block = {"type": "tool_use", "id": call.get("id") or missing_call_id(self.message_id, position), "name": function.get("name") or "", "input": {}}
             index, started = self._open("tool_use", block)
             self.tool_blocks[position] = index
             out += started
@@ -348,7 +354,7 @@ class ChatToMessagesStream:
         if self.finished:
             return []
         self.finished = True
-        out = self._start(None) + self._close_text()
+        out = self._start() + self._close_text()
         for index in sorted(self.tool_blocks.values()):
             out.append(anthropic_event("content_block_stop", {"index": index}))
         stop = "tool_use" if self.tool_blocks else STOP_REASONS.get(self.finish_reason or "stop", "end_turn")

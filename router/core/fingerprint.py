@@ -29,16 +29,80 @@ def _digest(kind: bytes, parts: Sequence[str]) -> str:
 
 
 def opening_parts(messages: list[Message]) -> tuple[str, ...]:
-    """What a fingerprint hashes: the text of each leading system message and of the first user message, after its role."""
+    """What a fingerprint hashes: the text of each leading system message and of the first user message, after its role.
+
+    The first user message is the user's own first words: an agent's worked examples
+    and context messages that open every one of its sessions alike are passed over
+    (:func:`_first_own_words`), else every session of that agent would share one key.
+    """
     parts: list[str] = []
     index = 0
     while index < len(messages) and messages[index].get("role") in ("system", "developer"):
         parts += ["system", content_text(messages[index].get("content"))]
         index += 1
+    own_words = _first_own_words(messages, index, parts[-1] if parts else "")
+    if own_words is not None:
+        parts += ["user", own_words]
+        return tuple(parts)
     first_user = next((m for m in messages if m.get("role") == "user"), None)
     if first_user is not None:
         parts += ["user", content_text(first_user.get("content"))]
     return tuple(parts)
+
+
+# aider (0.86) opens every request with worked examples of its edit format — the same user and
+# assistant messages in every session — closed by this user message and the model's "Ok."; the
+# conversation follows, with its context as user messages opening with these words (the repo map,
+# read-only files, the files in the chat, or none), each answered "Ok…", wherever aider puts them.
+AIDER_EXAMPLES_END = "I switched to a new code base. Please don't consider the above files or try to edit them any longer."
+AIDER_CONTEXT_OPENINGS = (
+    "Here are summaries of some files present in my git repository.",
+    "Here are some READ ONLY files, provided for your reference.",
+    "I have *added these files to the chat* so you can go ahead and edit them.",
+    "I am not sharing any files that you can edit yet.",
+    "Don't try and edit any existing code without asking me to add the files to the chat!",
+)
+# where the examples end at the latest (aider's longest edit format has 4 example messages)
+_EXAMPLES_WITHIN = 16
+
+
+def _first_own_words(messages: list[Message], start: int, system_text: str) -> str | None:
+    """The user's first message after an aider examples block, without aider's context messages and the
+    reminder aider appends to the newest one (the end of its system prompt, repeated after a blank line);
+    None when the request opens with no such block.
+
+    So the key is the same on the first turn (the words are the newest message, reminder appended)
+    and on every later one (they are the first of the history, as typed) — until aider summarises
+    its history, which replaces them.
+    """
+    end = next(
+        (i for i in range(start, min(len(messages), start + _EXAMPLES_WITHIN))
+         if messages[i].get("content") == AIDER_EXAMPLES_END and messages[i].get("role") == "user"),  # aider sends strings
+        None,
+    )  # fmt: skip
+    if end is None:
+        return None
+    for message in messages[end + 1 :]:
+        if message.get("role") != "user":
+            continue
+        text = content_text(message.get("content"))
+        if text.startswith(AIDER_CONTEXT_OPENINGS):
+            continue
+        # the earliest blank line after which the text ends as the system prompt does
+        at = text.find("\n\n", len(text) - _common_suffix_length(text, system_text) - 2)
+        return (text[:at] if at != -1 and at + 2 < len(text) else text).strip()
+    return None
+
+
+def _common_suffix_length(a: str, b: str) -> int:
+    low, high = 0, min(len(a), len(b))
+    while low < high:  # binary search: a matching suffix's shorter suffixes match too
+        middle = (low + high + 1) // 2
+        if a.endswith(b[len(b) - middle :]):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def session_fingerprint(messages: list[Message]) -> str:

@@ -30,7 +30,7 @@ So a session is judged by the requests that really went upstream:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,66 @@ def unchanged_prefix_tokens(
         old, new = orjson.dumps(before), orjson.dumps(now)
         return tokens + estimator.message_tokens(now) * _common_prefix_length(old, new) // len(new)
     return tokens
+
+
+def prompt_units(body: Mapping[str, Any]) -> list[Message]:
+    """A request body as the units a provider's prefix cache reads, in the order it reads them.
+
+    Every wire caches the tool schemas first, then the system prompt, then the
+    conversation: each tool, then Anthropic's ``system`` (its blocks, or the string as
+    one unit) or the Responses API's ``instructions``, then each of ``messages``
+    (chat, Anthropic) or of ``input`` (Responses items; a string as one unit). Key order
+    inside a unit is as the client sent it: a byte that moved is a byte that changed.
+    """
+    units: list[Message] = [tool for tool in body.get("tools") or [] if isinstance(tool, dict)]
+    for key in ("system", "instructions", "messages", "input"):
+        value = body.get(key)
+        if isinstance(value, list):
+            units += [unit for unit in value if isinstance(unit, dict)]
+        elif isinstance(value, str):
+            units.append({key: value})
+    return units
+
+
+def as_cached(value: Any) -> Any:
+    """``value`` in the form a prefix cache compares: two spellings of one prompt become equal.
+
+    Anthropic matches a cached prefix by its content, so at any depth ``cache_control``
+    is left out (a client moves its breakpoint to the newest message every turn, which
+    changes nothing that is read from the cache before it), and a message's ``content``
+    string is the one text block it stands for (Claude Code sends its newest message as
+    blocks, to carry the breakpoint, and the same message as a string on later turns).
+    """
+    if isinstance(value, dict):
+        cached = {key: as_cached(item) for key, item in value.items() if key != "cache_control"}
+        if isinstance(cached.get("content"), str) and "role" in cached:
+            cached["content"] = [{"type": "text", "text": cached["content"]}]
+        return cached
+    if isinstance(value, list):
+        return [as_cached(item) for item in value]
+    return value
+
+
+def results_by_call(units: Sequence[Message]) -> dict[str, bytes]:
+    """The tool results among ``units`` (:func:`prompt_units`) by call id, as sent (their content's JSON):
+    chat ``tool`` messages, Anthropic ``tool_result`` blocks, Responses ``function_call_output`` items."""
+    found = {}
+    for unit in units:
+        if unit.get("role") == "tool" and isinstance(unit.get("tool_call_id"), str):
+            found[unit["tool_call_id"]] = orjson.dumps(unit.get("content"))
+        elif unit.get("type") == "function_call_output" and isinstance(unit.get("call_id"), str):
+            found[unit["call_id"]] = orjson.dumps(unit.get("output"))
+        for block in unit.get("content") if isinstance(unit.get("content"), list) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                found[block["tool_use_id"]] = orjson.dumps(block.get("content"))
+    return found
+
+
+def unchanged_prefix_share(previous: Sequence[Message] | None, current: Sequence[Message], estimator: TokenEstimator) -> float:
+    """The share of ``current``'s tokens that repeat ``previous`` from its start (:func:`unchanged_prefix_tokens`
+    over units such as :func:`prompt_units` gives; 0 with no previous or an empty request)."""
+    total = sum(estimator.message_tokens(unit) for unit in current)
+    return unchanged_prefix_tokens(previous, current, estimator) / total if total else 0.0
 
 
 def _common_prefix_length(a: bytes, b: bytes) -> int:

@@ -85,9 +85,9 @@ class _Translator:
 class ChatToAnthropicSse(_Translator):
     """A chat-completions stream (``data: {...}`` … ``data: [DONE]``) as Anthropic Messages events."""
 
-    def __init__(self, model: str, input_estimate: int, *, reasoning_content: bool = False) -> None:
+    def __init__(self, model: str, input_estimate: int, *, message_id: str, reasoning_content: bool = False) -> None:
         super().__init__(ends_stream=None)
-        self.stream = ChatToMessagesStream(model=model, input_estimate=input_estimate, reasoning_content=reasoning_content)
+        self.stream = ChatToMessagesStream(model=model, input_estimate=input_estimate, message_id=message_id, reasoning_content=reasoning_content)
 
     def _data(self, data: bytes) -> list[bytes]:
         if data == b"[DONE]":

@@ -36,6 +36,10 @@ class ProviderAdapter(Protocol):
 
     def chat_url(self, provider: ProviderSettings) -> str: ...
 
+    def models_url(self, provider: ProviderSettings) -> str:
+        """Where the provider lists its models (what ``doctor`` checks the catalogue against)."""
+        ...
+
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         """Every request's headers: content type, the configured extra headers, the key. Nothing the client sent."""
         ...

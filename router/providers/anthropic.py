@@ -21,6 +21,7 @@ client routed to an ``api: anthropic`` model). The pure translations are
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,8 +51,13 @@ CLASSIFIER_MAX_TOKENS = 512  # its answer is one small JSON object
 
 
 def messages_url(base_url: str) -> str:
+    return f"{_v1(base_url)}/messages"
+
+
+def _v1(base_url: str) -> str:
+    """The API's ``/v1`` root, whether ``base_url`` ends in it or not."""
     base = base_url.rstrip("/")
-    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+    return base if base.endswith("/v1") else f"{base}/v1"
 
 
 def anthropic_headers(api_key: str | None, client_headers: Mapping[str, str] | None, configured: Mapping[str, str]) -> dict[str, str]:
@@ -76,6 +82,9 @@ class AnthropicProvider:
 
     def chat_url(self, provider: ProviderSettings) -> str:
         return messages_url(provider.url)
+
+    def models_url(self, provider: ProviderSettings) -> str:
+        return f"{_v1(provider.url)}/models"  # Anthropic's list: {"data": [{"id": …}]}, as OpenAI's
 
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         """Without a client's (the classifier, an OpenAI-chat client): the default version."""
@@ -132,6 +141,9 @@ class MessagesToChatTranslator:
         self.input_tokens = 0
         self.reasoning = False
         self.dropped: tuple[str, ...] = ()
+        # the answer's own id, never the provider's: those repeat (a constant, Ollama's "chatcmpl-<0…998>",
+        # none at all), and Claude Code merges the answers that share one into one turn
+        self.message_id = f"msg_{secrets.token_hex(12)}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         messages_body = orjson.loads(body)
@@ -142,13 +154,15 @@ class MessagesToChatTranslator:
         return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(chat_completion_to_message(_object(body), self.model, self.input_tokens, reasoning_content=self.reasoning))
+        return orjson.dumps(
+            chat_completion_to_message(_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+        )
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
 
     def stream(self) -> _BrokenAsStreamBroken:
-        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens, reasoning_content=self.reasoning))
+        return _BrokenAsStreamBroken(ChatToAnthropicSse(self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning))
 
 
 class ChatToMessagesTranslator:

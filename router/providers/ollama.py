@@ -27,6 +27,7 @@ no native equivalent and are dropped.
 
 from __future__ import annotations
 
+import secrets
 import time
 from typing import Any
 
@@ -59,6 +60,9 @@ class OllamaProvider:
     def chat_url(self, provider: ProviderSettings) -> str:
         root = ollama_root(provider)
         return f"{root}/api/chat" if provider.native_chat else f"{root}/v1/chat/completions"
+
+    def models_url(self, provider: ProviderSettings) -> str:
+        return f"{ollama_root(provider)}/api/tags"  # the pulled models, as Ollama's own API lists them
 
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         return bearer_headers(provider)
@@ -155,7 +159,8 @@ def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _chat_calls(calls: Any, first_index: int) -> list[dict[str, Any]]:
+def _chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, Any]]:
+    """Ollama's tool calls as chat ones; Ollama gives no ids, so each is ``<id_prefix>_<index>``."""
     out = []
     for offset, call in enumerate(calls if isinstance(calls, list) else []):
         function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
@@ -163,7 +168,7 @@ def _chat_calls(calls: Any, first_index: int) -> list[dict[str, Any]]:
         out.append(
             {
                 "index": first_index + offset,
-                "id": f"call_{first_index + offset}",
+                "id": f"{id_prefix}_{first_index + offset}",
                 "type": "function",
                 "function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()},
             }
@@ -179,6 +184,9 @@ class OllamaChatTranslator:
     def __init__(self) -> None:
         self.model = ""
         self.created = int(time.time())
+        # the answer's own call ids: "call_0" in every answer made a session's calls share ids, which a
+        # client answers calls by (Anthropic's tool_use ids must be unique in the conversation)
+        self.call_ids = f"call_{secrets.token_hex(6)}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
         chat = orjson.loads(body)
@@ -188,7 +196,7 @@ class OllamaChatTranslator:
     def response(self, body: bytes) -> bytes:
         answer = orjson.loads(body)
         message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
-        calls = _chat_calls(message.get("tool_calls"), 0)
+        calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
@@ -209,14 +217,14 @@ class OllamaChatTranslator:
         return content_type == NDJSON
 
     def stream(self) -> OllamaStream:
-        return OllamaStream(self.model, self.created)
+        return OllamaStream(self.model, self.created, self.call_ids)
 
 
 class OllamaStream:
     """Ollama's NDJSON stream as OpenAI chat SSE chunks (see :class:`router.providers.StreamTranslator`)."""
 
-    def __init__(self, model: str, created: int) -> None:
-        self.model, self.created = model, created
+    def __init__(self, model: str, created: int, call_ids: str) -> None:
+        self.model, self.created, self.call_ids = model, created, call_ids
         self.pending = bytearray()
         self.usage: Usage | None = None
         self.calls = 0
@@ -288,7 +296,7 @@ class OllamaStream:
             self.started = True
         if message.get("content"):
             delta["content"] = message["content"]
-        calls = _chat_calls(message.get("tool_calls"), self.calls)
+        calls = _chat_calls(message.get("tool_calls"), self.calls, self.call_ids)
         if calls:
             delta["tool_calls"] = calls
             self.calls += len(calls)

@@ -45,6 +45,9 @@ class OpenAIProvider:
     def chat_url(self, provider: ProviderSettings) -> str:
         return f"{provider.url}/responses" if provider.wire == OPENAI_RESPONSES else f"{provider.url}/chat/completions"
 
+    def models_url(self, provider: ProviderSettings) -> str:
+        return f"{provider.url}/models"
+
     def headers(self, provider: ProviderSettings) -> dict[str, str]:
         return bearer_headers(provider)
 

@@ -26,6 +26,8 @@ import orjson
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_command", "terminal")
 COMMAND_ARGUMENT_NAMES = ("command", "cmd", "commands", "script")
 LIST_FILES = "ls"
+# What the shell-tool calls of one user turn run by default: one listing, then the answer.
+ONE_LISTING = (LIST_FILES,)
 # The tool result quoted in the final answer is cut here: a huge listing should not make a huge answer.
 MAX_QUOTED_RESULT_CHARS = 2000
 
@@ -67,8 +69,8 @@ class MockWire:
     error_body: Callable[[int, str], dict[str, Any]]
     # why the request is invalid (→ 400), or None
     request_error: Callable[[dict[str, Any]], str | None]
-    # what to answer, given the request and the answer text of the mock's behaviour
-    answer: Callable[[dict[str, Any], str], ScriptedAnswer]
+    # what to answer, given the request, the answer text and the tool commands of the mock's behaviour
+    answer: Callable[[dict[str, Any], str, tuple[str, ...]], ScriptedAnswer]
     # the non-streamed answer
     message: Callable[[dict[str, Any], ScriptedAnswer], dict[str, Any]]
     # the streamed answer, as complete SSE events
@@ -84,21 +86,21 @@ def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:
     return tools[0] if tools else None
 
 
-def example_of(schema: Any, name: str = "") -> Any:
+def example_of(schema: Any, name: str = "", command: str = LIST_FILES) -> Any:
     """A small value valid for ``schema`` (only its required properties for objects).
 
-    A property named like a command gets ``ls``, so a shell tool called with it
-    lists the working directory whatever its schema calls the command.
+    A property named like a command gets ``command`` (``ls``), so a shell tool called
+    with it runs that whatever its schema calls the command.
     """
     if not isinstance(schema, dict):
-        return LIST_FILES if name in COMMAND_ARGUMENT_NAMES else f"mock {name}".strip()
+        return command if name in COMMAND_ARGUMENT_NAMES else f"mock {name}".strip()
     if "const" in schema:
         return schema["const"]
     if isinstance(schema.get("enum"), list) and schema["enum"]:
         return schema["enum"][0]
     for alternatives in ("anyOf", "oneOf", "allOf"):
         if isinstance(schema.get(alternatives), list) and schema[alternatives]:
-            return example_of(schema[alternatives][0], name)
+            return example_of(schema[alternatives][0], name, command)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
@@ -106,23 +108,34 @@ def example_of(schema: Any, name: str = "") -> Any:
         properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         required = schema.get("required")
         required = [key for key in required if isinstance(key, str)] if isinstance(required, list) else []
-        return {key: example_of(properties.get(key), key) for key in required}
+        return {key: example_of(properties.get(key), key, command) for key in required}
     if kind == "array":
-        return [example_of(schema.get("items"), name)]
+        return [example_of(schema.get("items"), name, command)]
     if kind in ("integer", "number"):
         return schema.get("minimum", 1)
     if kind == "boolean":
         return False
     if kind == "null":
         return None
-    return example_of(None, name)
+    return example_of(None, name, command)
 
 
-def call_tool(tools: list[FunctionTool], call_id: str) -> ToolCall | None:
+def next_command(commands: tuple[str, ...], results_this_turn: int) -> str | None:
+    """The command of the user turn's next tool call, None once every one has its result.
+
+    The mock calls the shell tool with ``commands`` one after another within one user
+    turn (``mock-upstream --tool-command``, default one ``ls``), so a real agent runs
+    several tool turns and their results pile up in its history, as in a real session.
+    """
+    return commands[results_this_turn] if results_this_turn < len(commands) else None
+
+
+def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIST_FILES) -> ToolCall | None:
+    """A call of the tool :func:`pick_tool` picks, running ``command``; None without tools or command."""
     tool = pick_tool(tools)
-    if tool is None:
+    if tool is None or command is None:
         return None
-    arguments = example_of(tool.schema)
+    arguments = example_of(tool.schema, command=command)
     return ToolCall(call_id, tool.name, arguments if isinstance(arguments, dict) else {})
 
 

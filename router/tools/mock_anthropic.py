@@ -27,6 +27,7 @@ import orjson
 from router.core.anthropic_messages import error_type
 from router.core.thinking_binding import binds_thinking
 from router.tools.mock_answers import (
+    ONE_LISTING,
     FunctionTool,
     MockWire,
     ScriptedAnswer,
@@ -34,6 +35,7 @@ from router.tools.mock_answers import (
     chunks,
     estimate_tokens,
     json_answer,
+    next_command,
     quoting_tool_result,
     reasoning_about,
     seal,
@@ -199,21 +201,26 @@ def _pairing_error(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
-    """Text quoting the tool results when the last user turn carries them; else a tool call when tools are
-    offered; else the text (JSON for ``output_config.format``). Thinking first when ``thinking`` is on."""
+def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> ScriptedAnswer:
+    """A tool call running the user turn's next command when tools are offered (:func:`next_command`); once
+    every command has its result, text quoting the last user turn's tool results; else the text (JSON for
+    ``output_config.format``). Thinking first when ``thinking`` is on."""
     messages = body.get("messages") or []
     user_turns = [m for m in messages if m.get("role") == "user"]
     results = [b for b in _blocks(user_turns[-1].get("content")) if b.get("type") == "tool_result"] if user_turns else []
+    # the user's own last message is the last user turn that answers no tool call
+    turn_start = max((i for i, m in enumerate(user_turns) if not any(b.get("type") == "tool_result" for b in _blocks(m.get("content")))), default=-1)
+    results_this_turn = sum(b.get("type") == "tool_result" for m in user_turns[turn_start + 1 :] for b in _blocks(m.get("content")))
     tool_choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     tools = _function_tools(body.get("tools"))
     if tool_choice.get("type") == "none":
         tools = []
     elif tool_choice.get("type") == "tool":  # the client names the tool to call
         tools = [t for t in tools if t.name == tool_choice.get("name")]
-    if results:
+    call = call_tool(tools, f"toolu_mock_{len(messages)}", next_command(commands, results_this_turn))
+    if results and call is None:
         scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_result_text(r.get("content")) for r in results)))
-    elif (call := call_tool(tools, f"toolu_mock_{len(messages)}")) is not None:
+    elif call is not None:
         scripted = ScriptedAnswer(tool_call=call)
     else:
         format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None

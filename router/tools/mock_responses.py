@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from router.tools.mock_answers import (
+    ONE_LISTING,
     FunctionTool,
     MockWire,
     ScriptedAnswer,
@@ -25,6 +26,7 @@ from router.tools.mock_answers import (
     chunks,
     estimate_tokens,
     json_answer,
+    next_command,
     quoting_tool_result,
     reasoning_about,
     seal,
@@ -76,9 +78,10 @@ def _pairing_error(items: list[dict[str, Any]]) -> str | None:
     return f"No tool output found for function call {sorted(map(str, unanswered))[0]}." if unanswered else None
 
 
-def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
-    """Text quoting the outputs when ``function_call_output`` items follow the last user message; else a
-    function call when function tools are offered; else the text (JSON for ``text.format``)."""
+def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> ScriptedAnswer:
+    """A function call running the user turn's next command when function tools are offered
+    (:func:`next_command`); once every command has its output, text quoting the ``function_call_output``
+    items after the last user message; else the text (JSON for ``text.format``)."""
     items = _items(body)
     last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
     outputs = [item for item in items[last_user + 1 :] if item.get("type") == "function_call_output"]
@@ -88,9 +91,10 @@ def answer(body: dict[str, Any], text: str) -> ScriptedAnswer:
         tools = []
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
         tools = [t for t in tools if t.name == tool_choice.get("name")]
-    if outputs:
+    call = call_tool(tools, f"call_mock_{len(items)}", next_command(commands, len(outputs)))
+    if outputs and call is None:
         scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_output_text(o.get("output")) for o in outputs)))
-    elif (call := call_tool(tools, f"call_mock_{len(items)}")) is not None:
+    elif call is not None:
         scripted = ScriptedAnswer(tool_call=call)
     else:
         format_ = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None

@@ -35,7 +35,7 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_responses
 from router.core.pinch_eval import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, pick_tool
+from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
 from router.tools.mock_capture import record_file_name, request_record
 
 
@@ -58,6 +58,8 @@ class Behaviour:
     json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
     # The usage object to report instead of the generated one (e.g. with cache accounting).
     usage: dict[str, Any] | None = None
+    # What the shell-tool calls of one user turn run, one call per command, before the answer (next_command).
+    tool_commands: tuple[str, ...] = ONE_LISTING
 
 
 @dataclass(slots=True)
@@ -237,7 +239,7 @@ class MockUpstream:
         problem = wire.request_error(body)
         if problem is not None:
             return _error(wire, 400, problem)
-        scripted = wire.answer(body, behaviour.text)
+        scripted = wire.answer(body, behaviour.text, behaviour.tool_commands)
         if body.get("stream"):
             return await self._send_events(request, wire.events(body, scripted), behaviour)
         return web.Response(body=orjson.dumps(wire.message(body, scripted)), content_type="application/json", headers=behaviour.headers)
@@ -281,13 +283,13 @@ class MockUpstream:
             behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
         if body.get("stream"):
             return await self._stream(request, body, behaviour, text)
-        answer = completion(body, text)
+        answer = completion(body, text, behaviour.tool_commands)
         if behaviour.usage is not None:
             answer["usage"] = behaviour.usage
         return web.Response(body=orjson.dumps(answer), content_type="application/json", headers=behaviour.headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
-        return await self._send_events(request, stream_events(body, text, behaviour.usage), behaviour)
+        return await self._send_events(request, stream_events(body, text, behaviour.usage, behaviour.tool_commands), behaviour)
 
     async def _send_events(self, request: web.Request, events: list[bytes], behaviour: Behaviour) -> web.StreamResponse:
         """Stream ``events`` with the behaviour's faults (delays, a stall, a cut, a malformed event)."""
@@ -345,24 +347,36 @@ def _wants_json(body: dict[str, Any]) -> bool:
     return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
 
 
-def _wants_tool_call(body: dict[str, Any]) -> bool:
+def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | None:
+    """The command of the next tool call (:func:`next_command`), None when it is time to answer: tools
+    offered, and fewer tool results since the user's last message than there are commands."""
     messages = body.get("messages") or []
-    return bool(body.get("tools")) and bool(messages) and messages[-1].get("role") != "tool"
+    if not body.get("tools") or not messages:
+        return None
+    return next_command(commands, len(_turn_results(messages)))
 
 
-def _tool_calls(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """A shell tool, when one is offered, called with valid arguments (``ls``), as the Anthropic and
+def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool messages since the user's own last message. A user message right after tool results carries
+    what came with them (Claude Code's reminders beside its tool_result blocks, translated), not a new question."""
+    own = (i for i, m in enumerate(messages) if m.get("role") == "user" and (i == 0 or messages[i - 1].get("role") != "tool"))
+    return [m for m in messages[max(own, default=-1) + 1 :] if m.get("role") == "tool"]
+
+
+def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
+    """A shell tool, when one is offered, called with valid arguments (``command``), as the Anthropic and
     Responses mocks do, so an agent really runs it; else the first two tools, with ``{"n": i}``."""
     functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     offered = [FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}) for f in functions if isinstance(f.get("name"), str)]
     shell = pick_tool(offered)
     if shell is not None and shell.name.lower() in SHELL_TOOL_NAMES:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
-        arguments = json.dumps(example_of(shell.schema), separators=(",", ":"), ensure_ascii=False)
-        return [{"id": "call_mock_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
+        arguments = json.dumps(example_of(shell.schema, command=command), separators=(",", ":"), ensure_ascii=False)
+        return [{"id": f"call_mock_{len(body['messages'])}_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
     names = [f["name"] for f in functions][:2]
+    # ids unique in the conversation (a client answers each call by its id), as a real model's are
     return [
-        {"id": f"call_mock_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
+        {"id": f"call_mock_{len(body['messages'])}_{i}", "type": "function", "function": {"name": name, "arguments": orjson.dumps({"n": i}).decode()}}
         for i, name in enumerate(names)
     ]
 
@@ -372,14 +386,14 @@ def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens}
 
 
-def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> dict[str, Any]:
     model = body.get("model", "mock")
-    if _wants_tool_call(body):
-        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body)}
+    if (command := _command_to_call(body, commands)) is not None:
+        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body, command)}
         finish = "tool_calls"
     else:
-        last = (body.get("messages") or [{}])[-1]
-        reply = f"{text} (tool said: {last.get('content')})" if last.get("role") == "tool" else text
+        results = _turn_results(body.get("messages") or [])
+        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
     return {
@@ -392,7 +406,7 @@ def completion(body: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None = None) -> list[bytes]:
+def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None = None, commands: tuple[str, ...] = ONE_LISTING) -> list[bytes]:
     """The SSE events of a streamed answer, ending with [DONE]; ``usage`` replaces the generated one."""
     model = body.get("model", "mock")
 
@@ -407,8 +421,8 @@ def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None 
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     events = [chunk({"role": "assistant", "content": ""})]
-    if _wants_tool_call(body):
-        calls = _tool_calls(body)
+    if (command := _command_to_call(body, commands)) is not None:
+        calls = _tool_calls(body, command)
         for i, call in enumerate(calls):
             head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
             events.append(chunk({"tool_calls": [head]}))
