@@ -29,7 +29,7 @@ from router.decision_record import (
 from router.errors import ERROR_CODE_KEY, ApiError
 from router.headers import decision_headers
 from router.recorder import Recorder
-from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
+from router.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, Checked, read_checked_json_body
 from router.stage import Handler, Middleware
 from router.wire import WireAdapter
 from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
@@ -96,11 +96,12 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             budget.release(reserved)
 
     async def serve(request: web.Request, handler: Handler, request_id: str, started: float) -> web.StreamResponse:
-        body = await read_json_body(request, limits)
-        if isinstance(body, ApiError):
-            recorder.record(rejected_request(request_id, started, body.status, body.code))
-            return wire.error_response(body, {"x-router-request-id": request_id})
-        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire)
+        read = await read_checked_json_body(request, limits, wire.check_body)
+        if isinstance(read, ApiError):
+            recorder.record(rejected_request(request_id, started, read.status, read.code))
+            return wire.error_response(read, {"x-router-request-id": request_id})
+        body = read.body
+        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return wire.error_response(ctx, {"x-router-request-id": request_id})
@@ -144,9 +145,13 @@ def context_from_body(
     turn_chars: int,
     client: web.Request | None = None,
     wire: WireAdapter = OPENAI_CHAT_ADAPTER,
+    checked: Checked | None = None,
 ) -> RequestContext | ApiError:
-    """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`)."""
-    view = wire.parse(body, turn_chars)
+    """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
+
+    ``checked``: what the wire's ``check_body`` found on the way in, when it ran.
+    """
+    view = wire.parse(body, turn_chars) if checked is None else wire.parse_checked(body, checked, turn_chars)
     if isinstance(view, ApiError):
         return view
     return RequestContext(

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from aiohttp import web
@@ -44,6 +45,12 @@ class BodyLimits:
 
 async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
     """The parsed JSON body, or the ApiError that explains why there is none."""
+    read = await read_checked_json_body(request, limits, None)
+    return read if isinstance(read, ApiError) else read.body
+
+
+async def read_checked_json_body(request: web.Request, limits: BodyLimits, check: BodyCheck | None) -> CheckedBody | ApiError:
+    """:func:`read_json_body`, the body checked by ``check`` on the way (:func:`parse_checked_json_body`)."""
     if request.content_type != "application/json":
         return invalid_request(
             f"Content-Type must be application/json, not {request.content_type[:100] or 'missing'}",
@@ -57,7 +64,7 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
     except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
         # The rest of the body is never read, so the connection cannot carry another request.
         return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
-    return parse_json_body(raw, limits.max_depth)
+    return parse_checked_json_body(raw, limits.max_depth, check)
 
 
 async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
@@ -100,27 +107,63 @@ def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) ->
     )
 
 
+class Checked(Protocol):
+    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
+
+    @property
+    def walk(self) -> Any: ...
+
+
+BodyCheck = Callable[[Any, int], Checked]
+"""A wire's validation of a parsed body made before the depth walk: ``check(body, max_depth)``.
+
+It must never raise and must leave every error for later (the depth's comes first), and its
+``walk`` must give :func:`json_shape` the body's own answer — the parts it leaves out proven to
+nest within ``max_depth`` with no float in them."""
+
+
+class CheckedBody(NamedTuple):
+    body: Any
+    checked: Checked | None  # None: not checked (no check, or the body was parsed again for its numbers)
+
+
 def parse_json_body(raw: bytes, max_depth: int) -> Any:
     """Parse and check a body's bytes: the value, or the ApiError (400) that says what is wrong."""
+    read = parse_checked_json_body(raw, max_depth, None)
+    return read if isinstance(read, ApiError) else read.body
+
+
+def parse_checked_json_body(raw: bytes, max_depth: int, check: BodyCheck | None) -> CheckedBody | ApiError:
+    """:func:`parse_json_body`, with the wire's ``check`` run on the parsed body before the depth walk.
+
+    One pass over the messages then both validates them and spares the walk the usual ones;
+    the answer is the same as without ``check``: too deep first, then a suspect number parsed
+    again from the raw bytes (and its body left unchecked, for the wire to validate as usual).
+    """
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
             return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
-        body = None
-        shape = None
-    else:
-        shape = json_shape(body, max_depth)
-        if shape.too_deep:
-            return _too_deep(max_depth)
-    if shape is None or shape.numbers_suspect:
-        try:
-            body = faithful_loads(raw)
-        except (ValueError, RecursionError) as exc:
-            return invalid_request(f"the body is not valid JSON: {str(exc)[:200]}", code="invalid_json")
-        if json_shape(body, max_depth).too_deep:
-            return _too_deep(max_depth)
-    return body
+        return _faithful_body(raw, max_depth)
+    checked = None if check is None else check(body, max_depth)
+    shape = json_shape(body if checked is None else checked.walk, max_depth)
+    if shape.too_deep:
+        return _too_deep(max_depth)
+    if shape.numbers_suspect:
+        return _faithful_body(raw, max_depth)
+    return CheckedBody(body, checked)
+
+
+def _faithful_body(raw: bytes, max_depth: int) -> CheckedBody | ApiError:
+    """The body parsed again keeping every number as written (:func:`faithful_loads`), and its depth checked."""
+    try:
+        body = faithful_loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return invalid_request(f"the body is not valid JSON: {str(exc)[:200]}", code="invalid_json")
+    if json_shape(body, max_depth).too_deep:
+        return _too_deep(max_depth)
+    return CheckedBody(body, None)
 
 
 def _too_deep(max_depth: int) -> ApiError:

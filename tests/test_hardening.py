@@ -319,6 +319,29 @@ async def test_nesting_within_the_limit_is_served_unchanged(proxy, mock_upstream
     assert "server.max_json_depth" in (await resp.json())["error"]["message"]
 
 
+@pytest.mark.parametrize("order", ["invalid first", "deep first"])
+async def test_a_too_deep_body_is_refused_as_that_whatever_else_is_wrong(proxy, mock_upstream, order):
+    """The chat edge validates the messages before its depth walk; the depth's answer still comes first."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url, server={"max_json_depth": 16}))
+    messages = [{"role": "robot", "content": "x"}, {"role": "user", "content": "hi", "extra": nested(14)}]
+    body = chat_body() | {"messages": messages if order == "invalid first" else messages[::-1]}
+    resp = await client.post(URL, json=body)
+    assert resp.status == 400
+    assert (await resp.json())["error"]["code"] == "json_too_deep"
+    resp = await client.post(URL, json=body | {"messages": [m for m in messages if "extra" not in m]})
+    assert (await resp.json())["error"]["param"] == "messages[0].role"
+
+
+async def test_a_suspect_number_beside_usual_messages_goes_upstream_as_written(proxy, mock_upstream):
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    raw = orjson.dumps(chat_body() | {"messages": [{"role": "user", "content": "hi", "seed": "#"}]}).replace(b'"#"', b"123456789012345678901234567890")
+    resp = await client.post(URL, data=raw, headers={"Content-Type": "application/json"})
+    assert resp.status == 200
+    assert b"123456789012345678901234567890" in mock.received[0].raw
+
+
 # ---- 7. other edge 5xx -------------------------------------------------------------------------------------------
 
 

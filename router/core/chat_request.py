@@ -9,7 +9,7 @@ A missing ``model`` means "route for me", like the first routing alias.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.core.messages import Message, has_image_part
 from router.core.redaction import clip
@@ -41,7 +41,44 @@ class ChatRequest:
     tool_history: bool = False
 
 
+# A message proven shallow nests at most this deep in the body (body 1, messages 2, message 3,
+# tool_calls 4, a call 5, its function 6); below it nothing is proven.
+_PROVEN_DEPTH = 6
+
+
+class CheckedChat(NamedTuple):
+    """A chat body validated on the way to its depth walk (:func:`check_chat_body`).
+
+    ``request`` is None when the body is not valid (:func:`validate_chat_body` says why: the
+    error waits for the depth walk, since a too-deep body is refused as that whatever else is
+    wrong with it). ``walk`` is what the depth walk still has to cover for the body's answer:
+    the body itself, or a shallow copy of it whose ``messages`` holds only the messages not
+    proven to nest within the limit with no float (the others cannot change the walk's answer).
+    """
+
+    request: ChatRequest | None
+    walk: Any
+
+
+def check_chat_body(body: Any, max_depth: int) -> CheckedChat:
+    """Validate ``body`` and, in the same pass over its messages, prove the usual ones shallow and float-free."""
+    try:
+        request, unproven = _validated(body, max_depth >= _PROVEN_DEPTH)
+    except InvalidRequest:
+        return CheckedChat(None, body)
+    if unproven is None:
+        return CheckedChat(request, body)
+    walk = dict(body)
+    walk["messages"] = unproven
+    return CheckedChat(request, walk)
+
+
 def validate_chat_body(body: Any) -> ChatRequest:
+    return _validated(body, False)[0]
+
+
+def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
+    """The valid body's ChatRequest and, when ``prove``, its messages not proven shallow and float-free."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     model = body.get("model")
@@ -60,6 +97,7 @@ def validate_chat_body(body: Any) -> ChatRequest:
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array of message objects", "messages")
     has_images = tool_history = False
+    unproven: list[Any] | None = [] if prove else None
     for i, message in enumerate(messages):
         # The usual shapes (text content, a tool result, an assistant's function calls) are
         # recognised on a short path that checks exactly what _check_message would; anything
@@ -76,8 +114,17 @@ def validate_chat_body(body: Any) -> ChatRequest:
                 and (calls is None or (role == "assistant" and type(calls) is list and _plain_calls(calls)))
             ):
                 tool_history = tool_history or role == "tool" or role == "function" or bool(calls)
+                # Shallow and float-free when it holds no key but those just checked (each a
+                # string, null or plain calls): counted, not walked, as that is what pays.
+                if unproven is not None and (
+                    len(message) != 1 + ("content" in message) + (role == "tool") + (calls is not None)
+                    or (calls is not None and not _bare_calls(calls))
+                ):
+                    unproven.append(message)
                 continue
         _check_message(message, i)
+        if unproven is not None:
+            unproven.append(message)
         # valid, then: a dict with a string role
         has_images = has_images or has_image_part(message.get("content"))
         tool_history = tool_history or message["role"] in ("tool", "function") or bool(message.get("tool_calls"))
@@ -87,7 +134,8 @@ def validate_chat_body(body: Any) -> ChatRequest:
             raise InvalidRequest("'tools' must be an array", "tools")
         for i, tool in enumerate(tools):
             _check_tool(tool, f"tools[{i}]")
-    return ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
+    request = ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
+    return request, unproven
 
 
 def offers_tools(body: dict[str, Any]) -> bool:
@@ -163,6 +211,14 @@ def _plain_calls(calls: list[Any]) -> bool:
             return False
         function = call.get("function")
         if type(function) is not dict or type(function.get("name")) is not str or type(function.get("arguments")) is not str:
+            return False
+    return True
+
+
+def _bare_calls(calls: list[Any]) -> bool:
+    """Plain calls (:func:`_plain_calls`) with no key beyond ``id``, ``function`` and a string ``type``, nor in ``function``."""
+    for call in calls:
+        if not (len(call) == 2 or (len(call) == 3 and type(call.get("type")) is str)) or len(call["function"]) != 2:
             return False
     return True
 

@@ -15,6 +15,11 @@ what the rest of the proxy relies on:
   protocol-neutral :class:`~router.core.request_view.RequestView` (its module
   doc says what a unit, a tool result and a rewrite are), or return the
   :class:`~router.errors.ApiError` to answer with.
+* ``check_body`` (None, or ``check(body, max_depth)``) and ``parse_checked(body, checked,
+  turn_chars)``: a wire may validate the parsed body before the depth walk, in the same pass
+  that proves parts of it shallow (:data:`router.request_body.BodyCheck`), and build its view
+  from that; the answer must be ``parse``'s for every body (the chat wire does, for the usual
+  messages of a long transcript).
 * ``error_response(error, headers)``: any error the proxy answers this client
   with, in the format's own shape and with the error's status (OpenAI
   ``{"error": {...}}``; Anthropic ``{"type": "error", "error": {...}}``).
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
     from router.context import Usage
     from router.core.request_view import BodyChanges, RequestView
     from router.errors import ApiError
+    from router.request_body import BodyCheck
 
 
 class WireAdapter(Protocol):
@@ -57,7 +63,13 @@ class WireAdapter(Protocol):
     paths: tuple[str, ...]
     keep_alive: bytes
 
+    check_body: BodyCheck | None
+
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError: ...
+
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
+        """``parse`` of a body ``check_body`` has already checked (only asked of a wire that has one)."""
+        ...
 
     def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response: ...
 

@@ -56,6 +56,7 @@ class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
+    check_body = None  # validated after the depth walk, by parse
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:

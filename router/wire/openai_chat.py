@@ -21,7 +21,7 @@ import orjson
 from aiohttp import web
 
 from router.context import Usage
-from router.core.chat_request import InvalidRequest, validate_chat_body
+from router.core.chat_request import CheckedChat, InvalidRequest, check_chat_body, validate_chat_body
 from router.core.chat_view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
 from router.core.request_view import BodyChanges, RequestView
 from router.core.sse import KEEP_ALIVE_COMMENT, error_event, read_usage, usage_of
@@ -40,6 +40,14 @@ class OpenAIChat:
         except InvalidRequest as exc:
             return invalid_request(exc.message, param=exc.param)
         return chat_view(body, parsed, turn_chars)
+
+    # the validation made on the way to the depth walk, which it spares the usual messages
+    check_body = staticmethod(check_chat_body)
+
+    def parse_checked(self, body: Any, checked: CheckedChat, turn_chars: int) -> RequestView | ApiError:
+        if checked.request is None:  # invalid: parse says why
+            return self.parse(body, turn_chars)
+        return chat_view(body, checked.request, turn_chars)
 
     def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
         return error.response(headers)

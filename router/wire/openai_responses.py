@@ -44,6 +44,7 @@ class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
     keep_alive = KEEP_ALIVE_COMMENT
+    check_body = None  # validated after the depth walk, by parse
 
     def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
         try:
