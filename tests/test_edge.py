@@ -198,7 +198,7 @@ async def test_a_served_request_leaves_no_reference_cycle_holding_its_context(pr
 # --- request ids: unguessable, unique, drawn from the OS in batches ------------------------------
 
 
-def test_request_ids_are_the_millisecond_then_96_random_bits_and_unique_across_batches():
+def test_request_ids_are_the_millisecond_of_their_batch_then_96_random_bits_and_unique_across_batches():
     ids = RequestIds()
     before = time.time_ns() // 1_000_000
     drawn = [ids.next() for _ in range(3 * RequestIds.BATCH + 7)]
@@ -208,12 +208,12 @@ def test_request_ids_are_the_millisecond_then_96_random_bits_and_unique_across_b
     assert len({request_id[15:] for request_id in drawn}) == len(drawn)  # the random part alone is unique
 
 
-def test_request_ids_drawn_later_sort_after_earlier_ones():
+def test_request_ids_of_a_later_batch_sort_after_the_earlier_ones():
     """The decision log's primary key then grows at its end instead of anywhere in the file."""
     ids = RequestIds()
-    earlier = [ids.next() for _ in range(50)]
+    earlier = [ids.next() for _ in range(RequestIds.BATCH)]
     time.sleep(0.002)
-    later = [ids.next() for _ in range(50)]
+    later = [ids.next() for _ in range(RequestIds.BATCH)]
     assert max(earlier) < min(later)
 
 
