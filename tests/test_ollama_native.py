@@ -162,8 +162,8 @@ async def test_a_tool_round_trip_is_sent_in_ollamas_native_shape(proxy, ollama):
     sent = mock.received[-1]
     assert sent["messages"] == [
         {"role": "user", "content": "look", "images": ["QUJD"]},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "ls", "arguments": {"dir": "."}}}]},
-        {"role": "tool", "content": "a.py"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": {"dir": "."}}}]},
+        {"role": "tool", "content": "a.py", "tool_name": "ls", "tool_call_id": "c1"},
     ]
     assert sent["format"] == "json"
 
@@ -233,3 +233,20 @@ async def test_an_ollama_client_error_reaches_the_client_as_an_openai_error(prox
         error = (await response.json())["error"]
     assert response.status == 400 and error["code"] == "upstream_400"
     assert "model 'up-m0' not found" in error["message"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_the_ids_ollama_gives_its_calls_are_the_ids_the_client_gets(proxy, ollama, stream):
+    """Ollama 0.12.10 and later give each call an id (``call_`` and 8 random characters) and take it back on
+    the result; a made-up id instead would not be the one Ollama knows the call by."""
+    mock, url = ollama
+    mock.lines = tool_call_lines()
+    mock.lines[0]["message"]["tool_calls"][0] = {"id": "call_p7o2gz50", "function": {"index": 0, **mock.lines[0]["message"]["tool_calls"][0]["function"]}}
+    client = await proxy(native_config(url))
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+    response = await client.post("/v1/chat/completions", json=chat_body(stream=stream, tools=tools))
+    if stream:
+        calls = [call for c in sse_chunks(await response.read()) if c != "[DONE]" for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    else:
+        calls = (await response.json())["choices"][0]["message"]["tool_calls"]
+    assert [(call["id"], call["function"]["name"], call["function"]["arguments"]) for call in calls] == [("call_p7o2gz50", "read_file", '{"path":"a.py"}')]
