@@ -44,7 +44,7 @@ Needs the agents installed outside the repo (versions: README "Use with your age
 ``--model`` makes every agent ask for that model (``local-reasoner``: Claude Code's and Codex's
 requests translated to chat); ``--native-chat`` puts the Ollama provider on Ollama's native
 ``/api/chat`` (``native_chat: true``: with ``--model local-reasoner`` every agent's requests are
-translated to it, tool calls and all); ``--fixtures`` runs the agents straight against the mock and
+translated to it, tool calls and all, and the mock thinks before each answer); ``--fixtures`` runs the agents straight against the mock and
 writes their requests to tests/data/agents/ instead. Exits 1 when a run fails: an agent's exit
 code, a warning, a session split, or, with pinch on, a request that changed what the previous
 one sent other than by compressing a result anew where pinch off did not change it.
@@ -80,6 +80,8 @@ PROMPT = "read the report parts part1.txt, part2.txt, ... one by one with cat an
 # the same session continued by a second run of the agent: the mock reads the parts again, and the
 # session key, the ledger and the prefix must carry over from the first run
 FOLLOW_UP = "read them once more and compare"
+# --native-chat: the mock thinks before every answer, as a thinking model (local-reasoner's qwen3) does on a recent Ollama
+NATIVE_THINKING = "The user wants the next part read, so I call the shell tool."
 AGENT_TIMEOUT_SECONDS = 300
 LOOP_PATHS = ("/v1/messages", "/v1/responses", "/v1/chat/completions", "/api/chat")  # /api/chat: --native-chat (the classifier's offer no tools)
 # What the agents print that is worth a look (the proxy's own warnings come as JSON log lines)
@@ -262,7 +264,8 @@ def run_agent(
         config.write_bytes(orjson.dumps(proxy_config(mock_port, budget, state, scenario)))  # JSON is YAML
         commands = [arg for n in range(1, parts + 1) for arg in ("--tool-command", f"cat part{n}.txt")]
         # its chat answers report cached_tokens as a 300 s prefix cache would: the proxy's cache accounting, seen
-        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--prompt-cache-seconds", "300", *commands]
+        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--prompt-cache-seconds", "300", *commands,
+                *(["--thinking", NATIVE_THINKING] if scenario.native_chat else [])]
         serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port)]
         proxy_log = scratch / "proxy.log"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}

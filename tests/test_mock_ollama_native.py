@@ -78,3 +78,13 @@ async def test_what_ollamas_decoding_refuses_is_a_400_in_its_words(client, messa
     response = await client.post("/api/chat", json=native_body([{"role": "user", "content": "go"}, message]))
     assert response.status == 400
     assert refusal in (await response.json())["error"]
+
+
+async def test_a_thinking_mock_streams_its_thinking_first_and_joins_it_in_a_whole_answer() -> None:
+    mock = MockUpstream(Behaviour(thinking="I will list it", tool_commands=("ls",)))
+    async with TestClient(TestServer(mock.app(), host="127.0.0.1")) as client:
+        lines = await lines_of(client, native_body([{"role": "user", "content": "list"}]))
+        assert [line["message"].get("thinking") for line in lines[:4]] == ["I ", "will ", "list ", "it"]
+        assert lines[4]["message"]["tool_calls"][0]["function"]["arguments"] == {"command": "ls"}
+        whole = await (await client.post("/api/chat", json=native_body([{"role": "user", "content": "list"}], stream=False))).json()
+        assert whole["message"]["thinking"] == "I will list it" and whole["message"]["tool_calls"]

@@ -57,6 +57,8 @@ class NativeOllama:
             calls = [c for l in self.lines for c in l.get("message", {}).get("tool_calls", [])]
             if calls:
                 whole["message"]["tool_calls"] = calls
+            if thinking := "".join(l["message"].get("thinking", "") for l in self.lines if "message" in l):
+                whole["message"]["thinking"] = thinking
             return web.json_response(whole)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
@@ -250,3 +252,42 @@ async def test_the_ids_ollama_gives_its_calls_are_the_ids_the_client_gets(proxy,
     else:
         calls = (await response.json())["choices"][0]["message"]["tool_calls"]
     assert [(call["id"], call["function"]["name"], call["function"]["arguments"]) for call in calls] == [("call_p7o2gz50", "read_file", '{"path":"a.py"}')]
+
+
+def thinking_lines() -> list[Line]:
+    thoughts = [{"model": "qwen", "message": {"role": "assistant", "content": "", "thinking": t}, "done": False} for t in ("The user ", "says hi.")]
+    return [*thoughts, *text_lines("Hel", "lo")]
+
+
+async def test_a_thinking_models_streamed_thinking_arrives_as_reasoning_content_deltas_before_the_text(proxy, ollama):
+    """A recent Ollama sends a thinking model's thinking (qwen3, gpt-oss, …) in ``message.thinking``, not in
+    the content; dropped, a client that shows or sends back reasoning never saw it."""
+    mock, url = ollama
+    mock.lines = thinking_lines()
+    client = await proxy(native_config(url))
+    chunks = [c for c in sse_chunks(await (await client.post("/v1/chat/completions", json=chat_body(stream=True))).read()) if c != "[DONE]"]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert [d.get("reasoning_content") for d in deltas if "reasoning_content" in d] == ["The user ", "says hi."]
+    assert "".join(d.get("content", "") for d in deltas) == "Hello"
+    assert max(i for i, d in enumerate(deltas) if "reasoning_content" in d) < min(i for i, d in enumerate(deltas) if "content" in d)
+
+
+async def test_a_whole_answers_thinking_is_the_messages_reasoning_content(proxy, ollama):
+    mock, url = ollama
+    mock.lines = thinking_lines()
+    client = await proxy(native_config(url))
+    message = (await (await client.post("/v1/chat/completions", json=chat_body())).json())["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "Hello", "reasoning_content": "The user says hi."}
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_an_assistants_reasoning_goes_back_to_ollama_as_its_thinking(proxy, ollama, key):
+    mock, url = ollama
+    messages = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, key: "I should run ls.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    client = await proxy(native_config(url))
+    assert (await client.post("/v1/chat/completions", json={"model": "auto", "messages": messages})).status == 200
+    assert mock.received[-1]["messages"][1] == {"role": "assistant", "content": "", "thinking": "I should run ls.", "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": {}}}]}

@@ -9,20 +9,22 @@
   model, because Ollama reloads a model whenever ``num_ctx`` changes, so sizing
   it per request would cost a reload. :class:`OllamaChatTranslator` turns the
   OpenAI chat request into the native one and the native answer (one JSON
-  object, or an NDJSON stream) back into a chat completion or chat SSE: text,
-  tool calls (with the ids Ollama gives them), finish reason, usage from
-  ``prompt_eval_count`` / ``eval_count``;
-  an ``{"error": …}`` line mid-stream ends the client's stream with an error event.
+  object, or an NDJSON stream) back into a chat completion or chat SSE: text, the
+  ``thinking`` a thinking model sends beside it (by default on a recent Ollama) as
+  ``reasoning_content``, tool calls (with the ids Ollama gives them), finish reason,
+  usage from ``prompt_eval_count`` / ``eval_count``; an ``{"error": …}`` line
+  mid-stream ends the client's stream with an error event.
 * Classifier: native ``{root}/api/chat`` with ``format: "json"``, not streamed,
   ``options.num_ctx = classifier.num_ctx`` (WHAT-USERS-HIT #5).
 * Embeddings: native ``{root}/api/embed`` (the answer's ``embeddings``).
 
 What the translation carries, request side: messages (text parts joined, data-URL
 images as ``images``, tool calls with their arguments as objects and their ids, tool
-results as ``tool`` messages with ``tool_call_id`` and ``tool_name``), ``tools``, ``stream``, ``response_format`` (json_object ⇒
-``format: "json"``, json_schema ⇒ its schema), and ``max_tokens`` /
-``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``,
-``frequency_penalty``, ``presence_penalty`` into ``options``. Other chat fields have
+results as ``tool`` messages with ``tool_call_id`` and ``tool_name``, an assistant's
+``reasoning_content`` / ``reasoning`` as ``thinking``), ``tools``, ``stream``,
+``response_format`` (json_object ⇒ ``format: "json"``, json_schema ⇒ its schema), and
+``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``,
+``seed``, ``frequency_penalty``, ``presence_penalty`` into ``options``. Other chat fields have
 no native equivalent and are dropped.
 """
 
@@ -36,6 +38,7 @@ import orjson
 
 from router.config import ProviderSettings
 from router.context import Candidate, Usage
+from router.core.chat_to_responses import reasoning_text
 from router.core.messages import Message, content_text
 from router.core.sse import DONE_EVENT
 from router.providers import StreamBroken
@@ -104,6 +107,8 @@ def native_message(message: Message, call_names: dict[str, str] | None = None) -
         ]
         if images:
             out["images"] = images
+    if message.get("role") == "assistant" and (thinking := reasoning_text(message)):
+        out["thinking"] = thinking  # what a thinking model's template shows of its earlier turns (gpt-oss's, on tool calls)
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         out["tool_calls"] = [_native_call(call) for call in calls if isinstance(call, dict)]
@@ -223,6 +228,8 @@ class OllamaChatTranslator:
         message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
         calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
+        if isinstance(message.get("thinking"), str) and message["thinking"]:
+            out_message["reasoning_content"] = message["thinking"]
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
         finish = "tool_calls" if calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
@@ -319,6 +326,8 @@ class OllamaStream:
         if not self.started:
             delta["role"] = "assistant"
             self.started = True
+        if isinstance(message.get("thinking"), str) and message["thinking"]:
+            delta["reasoning_content"] = message["thinking"]
         if message.get("content"):
             delta["content"] = message["content"]
         calls = _chat_calls(message.get("tool_calls"), self.calls, self.call_ids)

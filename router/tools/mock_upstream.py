@@ -60,6 +60,9 @@ class Behaviour:
     usage: dict[str, Any] | None = None
     # What the shell-tool calls of one user turn run, one call per command, before the answer (next_command).
     tool_commands: tuple[str, ...] = ONE_LISTING
+    # Native /api/chat: the thinking streamed before each answer (a word a line), as a recent Ollama
+    # sends a thinking model's; None: no thinking
+    thinking: str | None = None
 
 
 @dataclass(slots=True)
@@ -266,7 +269,7 @@ class MockUpstream:
         if problem is not None:
             return web.json_response({"error": problem}, status=400)
         text = behaviour.json_text if body.get("format") == "json" else behaviour.text
-        lines = ollama_answer(body, text, behaviour.tool_commands)
+        lines = ollama_answer(body, text, behaviour.tool_commands, behaviour.thinking)
         if body.get("stream") is False:
             return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", **behaviour.headers})
@@ -505,18 +508,20 @@ def _go_kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> list[dict[str, Any]]:
+def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING, thinking: str | None = None) -> list[dict[str, Any]]:
     """The NDJSON lines of a native ``/api/chat`` answer, as Ollama (0.12.10 and later) streams one: the text
     a word a line, or one line with every tool call whole — ``{"id": "call_…", "function": {"index", "name",
     "arguments": {…}}}``, arguments an object, never fragmented — then a last line with ``done: true``,
     ``done_reason: "stop"`` (also after tool calls) and the token counts. The calls are the chat mock's
     (:func:`_tool_calls`: the ``--tool-command`` turns), their ids unique in the conversation, as Ollama's
-    random ones are."""
+    random ones are. ``thinking`` comes first, a word a line in ``message.thinking``, as a thinking model's does."""
     model, stamp = body.get("model", "mock"), "2026-01-01T00:00:00Z"
 
     def line(message: dict[str, Any]) -> dict[str, Any]:
         return {"model": model, "created_at": stamp, "message": {"role": "assistant", "content": "", **message}, "done": False}
 
+    thoughts = thinking.split(" ") if thinking else []
+    lines = [line({"thinking": word + (" " if n < len(thoughts) - 1 else "")}) for n, word in enumerate(thoughts)]
     if (command := _command_to_call(body, commands)) is not None:
         calls = [
             {
@@ -525,12 +530,12 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
             }
             for i, call in enumerate(_tool_calls(body, command))
         ]
-        lines = [line({"tool_calls": calls})]
+        lines.append(line({"tool_calls": calls}))
     else:
         results = _turn_results(body.get("messages") or [])
         reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
         words = reply.split(" ")
-        lines = [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
+        lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
     prompt = len(orjson.dumps(body.get("messages", []))) // 4
     last = {**line({}), "done": True, "done_reason": "stop", "total_duration": 1_000_000, "load_duration": 100_000,
             "prompt_eval_count": prompt, "prompt_eval_duration": 500_000, "eval_count": len(lines), "eval_duration": 400_000}
@@ -538,8 +543,9 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
 
 
 def ollama_whole(lines: list[dict[str, Any]]) -> dict[str, Any]:
-    """The answer of ``stream: false``: the last line with the whole message (text joined, every call)."""
+    """The answer of ``stream: false``: the last line with the whole message (text and thinking joined, every call)."""
     content = "".join(l["message"]["content"] for l in lines)
+    thinking = "".join(l["message"].get("thinking", "") for l in lines)
     calls = [call for l in lines for call in l["message"].get("tool_calls", [])]
-    message: dict[str, Any] = {"role": "assistant", "content": content, **({"tool_calls": calls} if calls else {})}
+    message: dict[str, Any] = {"role": "assistant", "content": content, **({"thinking": thinking} if thinking else {}), **({"tool_calls": calls} if calls else {})}
     return {**lines[-1], "message": message}
