@@ -74,3 +74,25 @@ async def test_claude_codes_tool_loop_reaches_the_native_mock_in_a_shape_ollama_
     assert [call["id"] for call in given] == [block["id"] for m in messages if m["role"] == "assistant" for block in m["content"]]
     assert all(call["id"].startswith("call_") and call["function"]["arguments"]["command"] for call in given)
     assert [(r["tool_call_id"], r["tool_name"], r["content"]) for r in results] == [(c["id"], "Bash", f"part {n}") for n, c in enumerate(given, 1)]
+
+
+async def test_a_thinking_local_models_thinking_comes_back_to_claude_code_and_goes_back_to_ollama(proxy, mock_upstream):
+    """A model that needs its reasoning back on tool turns (``reasoning_content: true``; gpt-oss on Ollama):
+    Ollama's ``message.thinking`` reaches Claude Code as a thinking block, and the block Claude Code sends
+    back with the tool result reaches Ollama as the assistant's ``thinking``."""
+    from router.tools.mock_upstream import Behaviour
+    from tests.conftest import make_config, model_entry
+
+    mock, url = mock_upstream
+    mock.default = Behaviour(thinking="I should list the files", tool_commands=("ls",))
+    config = make_config(url, providers={"mock": {"base_url": url, "api": "ollama", "native_chat": True}}, models=[model_entry("gpt-oss", reasoning_content=True)])
+    client = await proxy(config)
+    messages: list[dict] = [{"role": "user", "content": "list"}]
+    answer = await (await client.post("/v1/messages", json={**REQUEST, "messages": messages, "tools": [BASH]})).json()
+    thinking, call = answer["content"]
+    assert thinking["type"] == "thinking" and thinking["thinking"] == "I should list the files" and call["type"] == "tool_use"
+    messages += [{"role": "assistant", "content": answer["content"]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "a.py"}]}]
+    response = await client.post("/v1/messages", json={**REQUEST, "messages": messages, "tools": [BASH]})
+    assert response.status == 200
+    sent = [r.body for r in mock.received if r.path == "/api/chat" and r.body.get("tools")][-1]
+    assert sent["messages"][1]["thinking"] == "I should list the files" and sent["messages"][1]["tool_calls"][0]["id"] == call["id"]

@@ -7,6 +7,7 @@ The client speaks OpenAI chat throughout; the proxy sends ``/api/chat`` with
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -291,3 +292,20 @@ async def test_an_assistants_reasoning_goes_back_to_ollama_as_its_thinking(proxy
     client = await proxy(native_config(url))
     assert (await client.post("/v1/chat/completions", json={"model": "auto", "messages": messages})).status == 200
     assert mock.received[-1]["messages"][1] == {"role": "assistant", "content": "", "thinking": "I should run ls.", "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": {}}}]}
+
+
+async def test_codexs_responses_to_a_thinking_ollama_model_get_a_reasoning_item_and_the_call(proxy, mock_upstream):
+    """Codex (Responses) → chat → Ollama's native chat: the thinking becomes a reasoning item with its summary,
+    the call a function_call with the id Ollama gave it and its arguments as a JSON string."""
+    from router.tools.mock_upstream import Behaviour
+
+    mock, url = mock_upstream
+    mock.default = Behaviour(thinking="I should list the files", tool_commands=("ls",))
+    client = await proxy(native_config(url))
+    shell = {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+    response = await client.post("/v1/responses", json={"model": "auto", "input": "list the files", "tools": [shell]})
+    assert response.status == 200
+    reasoning, call = (await response.json())["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["summary"] == [{"type": "summary_text", "text": "I should list the files"}]
+    assert call["type"] == "function_call" and call["name"] == "exec_command" and orjson.loads(call["arguments"]) == {"cmd": "ls"}
+    assert re.fullmatch(r"call_[0-9a-f]{8}", call["call_id"])  # the mock's, as Ollama's: not one the proxy made up (call_<12 hex>_0)
