@@ -2,10 +2,10 @@
 
 ``pinch-router mock-upstream`` serves it on loopback. It answers chat
 completions (plain and streamed, with tool calls when tools are offered and the
-last message is not a tool result), Ollama's native ``/api/chat`` (for the
-classifier) and embeddings in both APIs (a hashed bag of words: texts sharing
-words are similar), and records every request it receives. On Ollama's port it
-stands in for all of Ollama. It also speaks the Anthropic Messages API
+last message is not a tool result), Ollama's native ``/api/chat`` (the classifier's,
+and tool calls as a recent Ollama sends them: :func:`ollama_answer`) and embeddings
+in both APIs (a hashed bag of words: texts sharing words are similar), and records
+every request it receives. On Ollama's port it stands in for all of Ollama. It also speaks the Anthropic Messages API
 (``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
 (``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
 round trip against it (see ``mock_answers``), and the Ollama endpoints ``codex
