@@ -83,7 +83,7 @@ FOLLOW_UP = "read them once more and compare"
 # --native-chat: the mock thinks before every answer, as a thinking model (local-reasoner's qwen3) does on a recent Ollama
 NATIVE_THINKING = "The user wants the next part read, so I call the shell tool."
 AGENT_TIMEOUT_SECONDS = 300
-LOOP_PATHS = ("/v1/messages", "/v1/responses", "/v1/chat/completions", "/api/chat")  # /api/chat: --native-chat (the classifier's offer no tools)
+LOOP_PATHS = ("/v1/messages", "/v1/responses", "/v1/chat/completions")
 # What the agents print that is worth a look (the proxy's own warnings come as JSON log lines)
 WARNING_LINE = re.compile(r"\b(warn(ing)?|error|exception|traceback|failed)\b", re.IGNORECASE)
 
@@ -293,7 +293,10 @@ def run_agent(
         for path in sorted(recorded.glob("*.json")) if recorded.exists() else []:
             sent = orjson.loads(path.read_bytes())
             body = sent.get("body") or {}
-            if sent.get("path") in LOOP_PATHS and isinstance(body, dict) and (body.get("tools") or not agent.offers_tools):
+            if not isinstance(body, dict) or not (body.get("tools") or not agent.offers_tools):
+                continue
+            # --native-chat: the loop's requests on /api/chat too, beside the classifier's (format: json)
+            if sent.get("path") in LOOP_PATHS or (scenario.native_chat and sent.get("path") == "/api/chat" and "format" not in body):
                 requests.append(body)
         if keep is not None:  # the recordings, the logs and the config, for a closer look
             shutil.copytree(scratch, keep / f"{agent.name}-pinch-{'off' if budget is None else 'on'}", ignore=shutil.ignore_patterns("home", "work"), dirs_exist_ok=True)
