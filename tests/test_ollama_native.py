@@ -309,3 +309,22 @@ async def test_codexs_responses_to_a_thinking_ollama_model_get_a_reasoning_item_
     assert reasoning["type"] == "reasoning" and reasoning["summary"] == [{"type": "summary_text", "text": "I should list the files"}]
     assert call["type"] == "function_call" and call["name"] == "exec_command" and orjson.loads(call["arguments"]) == {"cmd": "ls"}
     assert re.fullmatch(r"call_[0-9a-f]{8}", call["call_id"])  # the mock's, as Ollama's: not one the proxy made up (call_<12 hex>_0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "native"),
+    [('{"dir": "."}', {"dir": "."}), ("", {}), ('{"dir": ', {"arguments": '{"dir": '}), ("[1, 2]", {"arguments": "[1, 2]"})],
+    ids=["JSON text", "empty", "cut-off JSON", "JSON but not an object"],
+)
+async def test_a_calls_arguments_go_to_ollama_as_an_object_and_nothing_of_them_is_lost(proxy, ollama, arguments, native):
+    """Ollama refuses arguments that are not an object (a 400 for the whole request); text that is not a
+    JSON object goes wrapped, as in the Anthropic translation, not dropped."""
+    mock, url = ollama
+    messages = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    client = await proxy(native_config(url))
+    assert (await client.post("/v1/chat/completions", json={"model": "auto", "messages": messages})).status == 200
+    assert mock.received[-1]["messages"][1]["tool_calls"][0]["function"]["arguments"] == native

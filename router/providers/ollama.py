@@ -38,6 +38,7 @@ import orjson
 
 from router.config import ProviderSettings
 from router.context import Candidate, Usage
+from router.core.anthropic_chat import tool_input
 from router.core.chat_to_responses import reasoning_text
 from router.core.messages import Message, content_text
 from router.core.sse import DONE_EVENT
@@ -140,14 +141,11 @@ def _image_url(part: dict[str, Any]) -> str:
 
 
 def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A chat tool call as Ollama takes it: arguments an object (Ollama refuses a string), as Anthropic's
+    ``tool_use`` input is made — arguments that are not a JSON object go as ``{"arguments": <the text>}``,
+    not lost (they were ``{}``)."""
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    arguments: Any = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError:
-            arguments = {}  # a call whose arguments are not JSON cannot be given as an object
-    native = {"function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, dict) else {}}}
+    native = {"function": {"name": function.get("name", ""), "arguments": tool_input(function.get("arguments"))}}
     # the call's id, which its result answers by: Ollama 0.12.10 and later take it back (older ones ignore it)
     return {"id": call["id"], **native} if isinstance(call.get("id"), str) and call["id"] else native
 
