@@ -116,3 +116,14 @@ def test_what_it_cannot_build_the_same_way_is_refused_when_the_class_is_made(spe
             @frozen
             class NotInInit:
                 a: int = dataclasses.field(default=0, init=False)
+
+
+def test_a_subclass_sets_the_fields_it_inherits_too() -> None:
+    @frozen
+    class Labelled(Reading):
+        label: str = "p50"
+
+    labelled = Labelled("loop", 1.5, label="p99")
+    assert (labelled.sensor, labelled.value, labelled.unit, labelled.tags, labelled.label) == ("loop", 1.5, "ms", [], "p99")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        labelled.sensor = "other"  # type: ignore[misc]

@@ -46,7 +46,9 @@ def frozen(cls: T) -> T:
     for f in fields(cls):
         if not f.init or f.kw_only:
             raise TypeError(f"{cls.__name__}.{f.name}: @frozen takes fields with a value, a default or a factory; use @dataclass")
-        setters[f"_set_{f.name}"] = cls.__dict__[f.name].__set__
+        # the slot's descriptor is on the class that declared the field (a base's, when inherited)
+        slot = next(k.__dict__[f.name] for k in cls.__mro__ if f.name in k.__dict__)
+        setters[f"_set_{f.name}"] = slot.__set__
         if f.default_factory is not MISSING:  # a fresh value per instance, as dataclass makes it
             defaults[f"_factory_{f.name}"] = f.default_factory
             parameters.append(f"{f.name}=_NO_VALUE")
