@@ -8,9 +8,13 @@ the real objects: a child process serves a few small chat requests through the
 full shipped chain (in-process, against the mock upstream, a provider key
 configured so the log's redaction runs as in a real deployment), keeps the last
 request's context, then records ``--requests`` requests from it (each with its
-own request id, yielding to the loop every 16 as served requests do) and
+own request id, drawn as the edge draws them, yielding to the loop every 16 as
+served requests do) and
 flushes the decision log and the log writer. It reports process CPU per request
-(every thread: the loop's share and the writer threads' share).
+(every thread: the loop's share and the writer threads' share). ``--logged N``
+first records N requests the same way, unmeasured: a decision log that has been
+in use for a while (its indexes no longer fit SQLite's page cache) costs more a
+row than a new one, and how much depends on the request ids.
 
 Each ``--against`` revision is exported (``git archive``) to a temporary
 directory and measured by the same child code with that tree first on
@@ -26,7 +30,7 @@ That is what a change to recording buys a served request, other effects
 included (the writer threads' hand-overs, caches), with the noise of a loaded
 machine: use more rounds.
 
-    .venv/bin/python -m bench.bench_recording [--against main] [--requests 20000] [--rounds 5] [--proxy]
+    .venv/bin/python -m bench.bench_recording [--against main] [--requests 20000] [--rounds 5] [--logged 0] [--proxy]
 """
 
 from __future__ import annotations
@@ -61,11 +65,11 @@ def export(ref: str, into: Path) -> Path:
     return tree
 
 
-def run_child(tree: Path, requests: int, scratch: Path) -> dict[str, float]:
+def run_child(tree: Path, requests: int, scratch: Path, logged: int = 0) -> dict[str, float]:
     """One measurement of the tree's code in a fresh process (cwd outside any tree, so ``tree`` is what imports)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", str(requests)],
+        [sys.executable, str(Path(__file__).resolve()), "--child", str(requests), "--logged", str(logged)],
         cwd=scratch, env=env, check=True, capture_output=True, timeout=600,
     )  # fmt: skip
     return orjson.loads(done.stdout.splitlines()[-1])
@@ -76,11 +80,12 @@ def main() -> int:
     parser.add_argument("--against", default="main", help="comma-separated git revisions to compare with the working tree")
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--logged", type=int, default=0, help="requests recorded into the decision log before measuring")
     parser.add_argument("--proxy", action="store_true", help="measure the whole proxy serving small chat requests")
     parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        print(orjson.dumps(asyncio.run(measure_here(args.child))).decode())
+        print(orjson.dumps(asyncio.run(measure_here(args.child, args.logged))).decode())
         return 0
     refs = [r for r in args.against.split(",") if r] + [WORKTREE]
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,8 +98,9 @@ def main() -> int:
         else:
             runs = {ref: [] for ref in refs}
             for ref in turns(refs, args.rounds):
-                runs[ref].append(run_child(trees[ref], args.requests, scratch))
-            what, keys = f"recording {args.requests:,} small chat requests", ("loop_us", "threads_us", "total_us")
+                runs[ref].append(run_child(trees[ref], args.requests, scratch, args.logged))
+            logged = f" into a decision log of {args.logged:,} rows" if args.logged else ""
+            what, keys = f"recording {args.requests:,} small chat requests{logged}", ("loop_us", "threads_us", "total_us")
     print(f"{what} × {args.rounds} rounds; CPU µs per request, median (min–max)\n")
     titles = {"loop_us": "on the loop", "threads_us": "writer threads", "total_us": "total"}
     header = f"{'revision':<24} " + " ".join(f"{titles[key]:>20}" for key in keys) + f" {'total vs first':>15}"
@@ -156,7 +162,7 @@ def measure_proxies(trees: dict[str, Path], requests: int, rounds: int, scratch:
 # --- the child: runs with the measured tree first on sys.path ---------------------------
 
 
-async def measure_here(requests: int) -> dict[str, float]:
+async def measure_here(requests: int, logged: int = 0) -> dict[str, float]:
     import aiohttp
     from aiohttp.test_utils import TestServer
 
@@ -208,18 +214,21 @@ async def measure_here(requests: int) -> dict[str, float]:
         ctx, status, code = captured[-1]
         edge.decision_from_context = build
 
-        async def record(count: int, prefix: str) -> None:
+        async def record(count: int) -> None:
             for i in range(count):
-                ctx.request_id = f"req_{prefix}{i:020x}"
+                ctx.request_id = edge.new_request_id()
                 recorder.record(build(ctx, status, code))
                 if i % YIELD_EVERY == YIELD_EVERY - 1:
                     await asyncio.sleep(0)
 
-        await record(2000, "warm")
+        for _ in range(0, logged, 5000):  # in steps the writer keeps up with: a full queue would drop rows
+            await record(5000)
+            await recorder.decision_log.flush()
+        await record(2000)
         await recorder.decision_log.flush()
         gc.collect()
         process, loop_thread = time.process_time(), time.thread_time()
-        await record(requests, "")
+        await record(requests)
         loop_seconds = time.thread_time() - loop_thread
         await recorder.decision_log.flush()
         writer.stop(timeout=30)  # writes out every queued line

@@ -38,11 +38,13 @@ Needs the agents installed outside the repo (versions: README "Use with your age
 
     .venv/bin/python -m docs.agents_pinch_check --agents ../agents --agents-cc ../agents-cc \\
         [--agent claude-code]... [--pinch-budget 8000] [--parts 6] [--model local-reasoner] \\
-        [--window 18000] [--cache-lifetime 0] [--keep DIR]
+        [--window 18000] [--cache-lifetime 0] [--native-chat] [--keep DIR]
 
 ``--window`` makes every model's window that small (window-bound: batches on a warm cache);
 ``--model`` makes every agent ask for that model (``local-reasoner``: Claude Code's and Codex's
-requests translated to chat); ``--fixtures`` runs the agents straight against the mock and
+requests translated to chat); ``--native-chat`` puts the Ollama provider on Ollama's native
+``/api/chat`` (``native_chat: true``: with ``--model local-reasoner`` every agent's requests are
+translated to it, tool calls and all, and the mock thinks before each answer); ``--fixtures`` runs the agents straight against the mock and
 writes their requests to tests/data/agents/ instead. Exits 1 when a run fails: an agent's exit
 code, a warning, a session split, or, with pinch on, a request that changed what the previous
 one sent other than by compressing a result anew where pinch off did not change it.
@@ -78,6 +80,8 @@ PROMPT = "read the report parts part1.txt, part2.txt, ... one by one with cat an
 # the same session continued by a second run of the agent: the mock reads the parts again, and the
 # session key, the ledger and the prefix must carry over from the first run
 FOLLOW_UP = "read them once more and compare"
+# --native-chat: the mock thinks before every answer, as a thinking model (local-reasoner's qwen3) does on a recent Ollama
+NATIVE_THINKING = "The user wants the next part read, so I call the shell tool."
 AGENT_TIMEOUT_SECONDS = 300
 LOOP_PATHS = ("/v1/messages", "/v1/responses", "/v1/chat/completions")
 # What the agents print that is worth a look (the proxy's own warnings come as JSON log lines)
@@ -198,6 +202,7 @@ class Scenario:
 
     window: int | None = None
     cache_lifetime: float | None = None
+    native_chat: bool = False  # the Ollama provider on Ollama's native /api/chat (native_chat: true)
 
 
 def proxy_config(mock_port: int, budget: int | None, state: Path, scenario: Scenario = Scenario()) -> dict[str, Any]:
@@ -205,6 +210,7 @@ def proxy_config(mock_port: int, budget: int | None, state: Path, scenario: Scen
     and pinch at ``budget`` (None: off) in ``scenario``."""
     config = yaml.safe_load((ROOT / "config.yaml").read_text())
     config["providers"]["ollama"]["base_url"] = f"http://127.0.0.1:{mock_port}/v1"
+    config["providers"]["ollama"]["native_chat"] = scenario.native_chat
     config["providers"]["mock-anthropic"] = {"base_url": f"http://127.0.0.1:{mock_port}", "api": "anthropic", "api_key_env": "MOCK_KEY"}
     config["providers"]["mock-responses"] = {"base_url": f"http://127.0.0.1:{mock_port}/v1", "wire": "openai-responses", "api_key_env": "MOCK_KEY"}
     big = {"context_window": 200000, "supports": {"tools": True, "vision": True, "json_mode": True}, "tiers": [1, 2, 3]}
@@ -258,7 +264,8 @@ def run_agent(
         config.write_bytes(orjson.dumps(proxy_config(mock_port, budget, state, scenario)))  # JSON is YAML
         commands = [arg for n in range(1, parts + 1) for arg in ("--tool-command", f"cat part{n}.txt")]
         # its chat answers report cached_tokens as a 300 s prefix cache would: the proxy's cache accounting, seen
-        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--prompt-cache-seconds", "300", *commands]
+        mock = [sys.executable, "-m", "router", "mock-upstream", "--port", str(mock_port), "--record", str(recorded), "--prompt-cache-seconds", "300", *commands,
+                *(["--thinking", NATIVE_THINKING] if scenario.native_chat else [])]
         serve = [sys.executable, "-m", "router", "serve", "--config", str(config), "--port", str(proxy_port)]
         proxy_log = scratch / "proxy.log"
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
@@ -286,7 +293,10 @@ def run_agent(
         for path in sorted(recorded.glob("*.json")) if recorded.exists() else []:
             sent = orjson.loads(path.read_bytes())
             body = sent.get("body") or {}
-            if sent.get("path") in LOOP_PATHS and isinstance(body, dict) and (body.get("tools") or not agent.offers_tools):
+            if not isinstance(body, dict) or not (body.get("tools") or not agent.offers_tools):
+                continue
+            # --native-chat: the loop's requests on /api/chat too, beside the classifier's (format: json)
+            if sent.get("path") in LOOP_PATHS or (scenario.native_chat and sent.get("path") == "/api/chat" and "format" not in body):
                 requests.append(body)
         if keep is not None:  # the recordings, the logs and the config, for a closer look
             shutil.copytree(scratch, keep / f"{agent.name}-pinch-{'off' if budget is None else 'on'}", ignore=shutil.ignore_patterns("home", "work"), dirs_exist_ok=True)
@@ -456,6 +466,7 @@ def main() -> int:
     parser.add_argument("--window", type=int, help="pinch on: every model's context_window (window-bound: the hard limit forces batches on a warm cache)")
     parser.add_argument("--cache-lifetime", type=float, help="pinch on: every provider's cache_lifetime_seconds (0: caches nothing)")
     parser.add_argument("--model", help="the model every agent asks for (default: claude-code mock-claude, codex mock-responses — passed through; the others auto); e.g. local-reasoner: translated to chat")
+    parser.add_argument("--native-chat", action="store_true", help="the Ollama provider on its native /api/chat (native_chat: true), in both runs; with --model local-reasoner every agent's requests go there")
     parser.add_argument("--fixtures", action="store_true", help="instead: run each agent straight against the mock and write its requests to tests/data/agents/<agent>-tool-turns/")
     parser.add_argument("--keep", type=Path, help="copy each run's upstream recordings, logs and config here")
     args = parser.parse_args()
@@ -467,8 +478,8 @@ def main() -> int:
             print(f"{name}: exit {run.exit_codes}, {len(run.requests)} loop requests written", *run.warnings, sep="\n  ")
         return 0
     for name in args.agent or list(AGENTS):
-        scenario = Scenario(args.window, args.cache_lifetime)
-        off = run_agent(AGENTS[name], npm, npm_cc, None, args.parts, Scenario(), args.keep, model=args.model)
+        scenario = Scenario(args.window, args.cache_lifetime, args.native_chat)
+        off = run_agent(AGENTS[name], npm, npm_cc, None, args.parts, Scenario(native_chat=args.native_chat), args.keep, model=args.model)
         on = run_agent(AGENTS[name], npm, npm_cc, args.pinch_budget, args.parts, scenario, args.keep, model=args.model)
         settings = "".join(f", {key} {value:g}" for key, value in (("window", args.window), ("cache lifetime", args.cache_lifetime)) if value is not None)
         for budget, run in ((None, off), (args.pinch_budget, on)):

@@ -37,6 +37,12 @@ class CapabilityGate:
         self.clock = deps.clock
         if self.escalation is not None:
             deps.session_reads.add(self.escalation.space)
+        # Read once per generation (a reload builds a new chain): each read of a pydantic model's
+        # attribute goes through its __getattr__ hook, ~5× the cost of a plain one.
+        routing = deps.config.routing
+        self._models, self._tiers, self._fallback_tier = deps.config.models, routing.tiers, routing.fallback_tier
+        self._min_output_tokens, self._clamp_output = routing.min_output_tokens, routing.output_limit == "clamp"
+        self._min_tool_proficiency = routing.min_tool_proficiency
 
     async def run(self, ctx: RequestContext) -> StageReport:
         config = self.settings
@@ -55,10 +61,10 @@ class CapabilityGate:
                 return StageReport(detail="unknown model")
             pinned = None  # routing.aliases has "*": any unknown name means "route for me"
         classification = ctx.classification
-        tier = classification.task_tier if classification is not None else config.routing.fallback_tier
+        tier = classification.task_tier if classification is not None else self._fallback_tier
         escalation = None
         if self.escalation is not None and ctx.session is not None:
-            escalation = await self.escalation.escalate(ctx.session.key, tier, config.routing.tiers, self.clock(), ctx.session_state)
+            escalation = await self.escalation.escalate(ctx.session.key, tier, self._tiers, self.clock(), ctx.session_state)
             if escalation is not None:
                 tier = escalation.to_tier
         needs = detect_capabilities(
@@ -67,11 +73,11 @@ class CapabilityGate:
             classification.required_context_tokens if classification is not None else None,
             # pinch's final count is exactly the prompt it sends, with this estimator
             ctx.pinch.final_tokens if ctx.pinch is not None else ctx.measured_prompt(self.estimator).tokens,
-            min_output_tokens=config.routing.min_output_tokens,
-            clamp_output=config.routing.output_limit == "clamp",
+            min_output_tokens=self._min_output_tokens,
+            clamp_output=self._clamp_output,
         )
         ctx.capabilities = needs
-        route = select_route(config.models, needs, tier, config.routing.min_tool_proficiency, pinned)
+        route = select_route(self._models, needs, tier, self._min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
             ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected)
             ctx.response = ctx.error_response(invalid_request(route.message(), code="no_capable_model"))

@@ -54,17 +54,13 @@ class Classifier:
         self.client = ClassifierClient(deps.http, config.providers[self.settings.provider], self.settings, config.upstream.max_response_bytes)
         # A classifier's context guess may steer towards big windows, never past the biggest one.
         self._largest_window = max(model.context_window for model in config.models)
+        # What an override is checked against, read once per generation (a reload builds a new
+        # chain) rather than through the pydantic model's __getattr__ hook on every request.
+        routing = config.routing
+        self._override_bounds = (routing.categories, routing.tiers, routing.fallback_category, routing.fallback_tier)
 
     async def run(self, ctx: RequestContext) -> StageReport:
-        routing = self.routing
-        override = parse_override(
-            ctx.headers.get(CATEGORY_HEADER),
-            ctx.headers.get(TIER_HEADER),
-            routing.categories,
-            routing.tiers,
-            routing.fallback_category,
-            routing.fallback_tier,
-        )
+        override = parse_override(ctx.headers.get(CATEGORY_HEADER), ctx.headers.get(TIER_HEADER), *self._override_bounds)
         if isinstance(override, InvalidOverride):
             ctx.response = ctx.error_response(invalid_request(override.message, code="invalid_override", param=override.header))
             return StageReport(detail=f"invalid override ({override.header})")
@@ -78,6 +74,7 @@ class Classifier:
             self.fallback(ctx, "nothing to classify")
             return StageReport(Outcome.FALLBACK, "nothing to classify")
 
+        routing = self.routing
         reply = await self.client.ask(classifier_messages(routing.categories, routing.tiers, ctx.turn_text))
         answer = parse_classifier_answer(reply, routing.categories, routing.tiers, self._largest_window)
         if isinstance(answer, InvalidAnswer):

@@ -94,6 +94,10 @@ class PinchPrune:
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
         # adapter's contract wants a bound all the same.
         self.timeout_seconds: float | None = 2.0
+        # Read once per generation (a reload builds a new stage) instead of through the pydantic
+        # models' __getattr__ hook on every request: each provider's cache lifetime, the tiers.
+        self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in deps.config.providers.items()}
+        self._tiers, self._fallback_tier = deps.config.routing.tiers, deps.config.routing.fallback_tier
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
@@ -152,10 +156,8 @@ class PinchPrune:
             return sent, replace(stats, newly_compressed=stats.compressed, reason=why, unbound=unbound[0]), None
         now = self.clock()
         provider = windows[0].provider if windows else None
-        target = self.config.providers.get(provider) if provider is not None else None
         # no capable model (the gate will refuse the request): the cache is judged by time alone
-        api, configured = (target.api, target.cache_lifetime_seconds) if target is not None else ("", None)
-        lifetime = cache_lifetime(api, configured)
+        lifetime = self._cache_lifetimes.get(provider, cache_lifetime("", None))  # type: ignore[arg-type]
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
@@ -210,8 +212,8 @@ class PinchPrune:
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
         config, classification = self.config, ctx.classification
-        tier = classification.task_tier if classification is not None else config.routing.fallback_tier
-        escalation = SessionEscalation.of(escalated, tier, config.routing.tiers, self.clock())
+        tier = classification.task_tier if classification is not None else self._fallback_tier
+        escalation = SessionEscalation.of(escalated, tier, self._tiers, self.clock())
         tier = escalation.to_tier if escalation is not None else tier
         pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)

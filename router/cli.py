@@ -248,6 +248,8 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
     default = Behaviour(event_delay=args.event_delay, tool_commands=commands)
     if args.text:
         default = replace(default, text=args.text)
+    if args.thinking:
+        default = replace(default, thinking=args.thinking)
     cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
     print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     if args.record is not None:
@@ -365,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="CMD",
         help="each user turn, call the agent's shell tool with these commands one after another (repeatable; default: one ls), then answer",
     )
+    mock.add_argument("--thinking", help="native /api/chat: the thinking sent before each answer, as a thinking model's on a recent Ollama")
     mock.add_argument("--record", type=Path, metavar="DIR", help="write each request received to a numbered JSON file in DIR")
     mock.add_argument(
         "--prompt-cache-seconds",

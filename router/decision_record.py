@@ -8,11 +8,12 @@ no headers and no keys: only ids, names, numbers and the stage trace.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from time import perf_counter
 from typing import Any
 
 from router.context import Attempt, Candidate, Rejection, RequestContext, Route, StageRecord, UpstreamResult
+from router.core.frozen import frozen
 from router.core.redaction import clip
 from router.core.results import round_ms
 
@@ -21,7 +22,7 @@ from router.core.results import round_ms
 CLIENT_CLOSED = 499
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Decision:
     request_id: str
     ts: float  # seconds since the epoch, when the request arrived

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from aiohttp import web
 
 from router.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.core.frozen import frozen
 from router.core.results import round_ms
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
@@ -49,7 +50,7 @@ class FailMode(enum.StrEnum):
     CLOSED = "closed"  # on failure, the request stops with an error response
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StageReport:
     """What ``run`` tells the trace; returning None means plain OK."""
 

@@ -8,8 +8,10 @@ import sqlite3
 from datetime import UTC
 from typing import Any
 
+import orjson
 import pytest
 
+from router.core.results import Attempt, Outcome, Rejection, StageRecord
 from router.decision_log import COLUMNS, DecisionLog
 from router.decision_record import Decision
 from router.tools.mock_upstream import Behaviour
@@ -122,6 +124,24 @@ async def test_nulls_and_booleans_are_stored_as_sqlite_nulls_and_integers(tmp_pa
             "SELECT request_id, stream, typeof(stream), error_code, typeof(error_code) FROM decisions ORDER BY request_id"
         ).fetchall()
     assert rows == [("streamed", 1, "integer", None, "null"), ("whole", 0, "integer", None, "null")]
+
+
+async def test_nested_records_are_stored_as_the_json_orjson_writes_for_them(tmp_path):
+    """The writer builds the attempts, rejections and stage records' JSON itself (a cheaper path than
+    orjson's for slots dataclasses): the stored text is exactly what orjson's own path writes."""
+    attempts = (Attempt("big", "cloud", 429, "rate limited"), Attempt("small", "local", 200))
+    rejected = (Rejection("vision-only", ("no tools", "context 8k < 12k")),)
+    stages = (StageRecord("pinch-prune", Outcome.OK, 0.05, "12 → 4 results, “quoted”"), StageRecord("classifier", Outcome.TIMEOUT, 250.0))
+    path = tmp_path / "log.sqlite3"
+    log = DecisionLog(str(path))
+    await log.start()
+    log.submit(Decision(request_id="r", ts=1.0, status=200, duration_ms=1.0, candidates=("big", "small"), attempts=attempts, rejected=rejected, stages=stages))
+    await log.close()
+    with sqlite3.connect(path) as conn:
+        stored = conn.execute("SELECT candidates, attempts, rejected, stages, typeof(stages) FROM decisions").fetchone()
+    expected = tuple(orjson.dumps(value).decode() for value in (("big", "small"), attempts, rejected, stages))
+    assert stored == (*expected, "text")
+    assert orjson.loads(stored[3])[1] == {"stage": "classifier", "outcome": "timeout", "ms": 250.0, "detail": ""}
 
 
 async def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import time
 import zlib
 
 import orjson
@@ -224,11 +225,23 @@ async def test_a_served_request_leaves_no_reference_cycle_holding_its_context(pr
 # --- request ids: unguessable, unique, drawn from the OS in batches ------------------------------
 
 
-def test_request_ids_are_96_random_bits_and_unique_across_batches():
+def test_request_ids_are_the_millisecond_of_their_batch_then_96_random_bits_and_unique_across_batches():
     ids = RequestIds()
+    before = time.time_ns() // 1_000_000
     drawn = [ids.next() for _ in range(3 * RequestIds.BATCH + 7)]
-    assert all(re.fullmatch(r"req_[0-9a-f]{24}", request_id) for request_id in drawn)
-    assert len(set(drawn)) == len(drawn)
+    after = time.time_ns() // 1_000_000
+    assert all(re.fullmatch(r"req_[0-9a-f]{11}[0-9a-f]{24}", request_id) for request_id in drawn)
+    assert all(before <= int(request_id[4:15], 16) <= after for request_id in drawn)
+    assert len({request_id[15:] for request_id in drawn}) == len(drawn)  # the random part alone is unique
+
+
+def test_request_ids_of_a_later_batch_sort_after_the_earlier_ones():
+    """The decision log's primary key then grows at its end instead of anywhere in the file."""
+    ids = RequestIds()
+    earlier = [ids.next() for _ in range(RequestIds.BATCH)]
+    time.sleep(0.002)
+    later = [ids.next() for _ in range(RequestIds.BATCH)]
+    assert max(earlier) < min(later)
 
 
 def test_a_forked_worker_does_not_hand_out_its_parents_ids():

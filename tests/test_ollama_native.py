@@ -7,6 +7,7 @@ The client speaks OpenAI chat throughout; the proxy sends ``/api/chat`` with
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,6 +58,8 @@ class NativeOllama:
             calls = [c for l in self.lines for c in l.get("message", {}).get("tool_calls", [])]
             if calls:
                 whole["message"]["tool_calls"] = calls
+            if thinking := "".join(l["message"].get("thinking", "") for l in self.lines if "message" in l):
+                whole["message"]["thinking"] = thinking
             return web.json_response(whole)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await response.prepare(request)
@@ -162,8 +165,8 @@ async def test_a_tool_round_trip_is_sent_in_ollamas_native_shape(proxy, ollama):
     sent = mock.received[-1]
     assert sent["messages"] == [
         {"role": "user", "content": "look", "images": ["QUJD"]},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "ls", "arguments": {"dir": "."}}}]},
-        {"role": "tool", "content": "a.py"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": {"dir": "."}}}]},
+        {"role": "tool", "content": "a.py", "tool_name": "ls", "tool_call_id": "c1"},
     ]
     assert sent["format"] == "json"
 
@@ -233,3 +236,95 @@ async def test_an_ollama_client_error_reaches_the_client_as_an_openai_error(prox
         error = (await response.json())["error"]
     assert response.status == 400 and error["code"] == "upstream_400"
     assert "model 'up-m0' not found" in error["message"]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_the_ids_ollama_gives_its_calls_are_the_ids_the_client_gets(proxy, ollama, stream):
+    """Ollama 0.12.10 and later give each call an id (``call_`` and 8 random characters) and take it back on
+    the result; a made-up id instead would not be the one Ollama knows the call by."""
+    mock, url = ollama
+    mock.lines = tool_call_lines()
+    mock.lines[0]["message"]["tool_calls"][0] = {"id": "call_p7o2gz50", "function": {"index": 0, **mock.lines[0]["message"]["tool_calls"][0]["function"]}}
+    client = await proxy(native_config(url))
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}}]
+    response = await client.post("/v1/chat/completions", json=chat_body(stream=stream, tools=tools))
+    if stream:
+        calls = [call for c in sse_chunks(await response.read()) if c != "[DONE]" for call in c["choices"][0]["delta"].get("tool_calls", [])]
+    else:
+        calls = (await response.json())["choices"][0]["message"]["tool_calls"]
+    assert [(call["id"], call["function"]["name"], call["function"]["arguments"]) for call in calls] == [("call_p7o2gz50", "read_file", '{"path":"a.py"}')]
+
+
+def thinking_lines() -> list[Line]:
+    thoughts = [{"model": "qwen", "message": {"role": "assistant", "content": "", "thinking": t}, "done": False} for t in ("The user ", "says hi.")]
+    return [*thoughts, *text_lines("Hel", "lo")]
+
+
+async def test_a_thinking_models_streamed_thinking_arrives_as_reasoning_content_deltas_before_the_text(proxy, ollama):
+    """A recent Ollama sends a thinking model's thinking (qwen3, gpt-oss, …) in ``message.thinking``, not in
+    the content; dropped, a client that shows or sends back reasoning never saw it."""
+    mock, url = ollama
+    mock.lines = thinking_lines()
+    client = await proxy(native_config(url))
+    chunks = [c for c in sse_chunks(await (await client.post("/v1/chat/completions", json=chat_body(stream=True))).read()) if c != "[DONE]"]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    assert [d.get("reasoning_content") for d in deltas if "reasoning_content" in d] == ["The user ", "says hi."]
+    assert "".join(d.get("content", "") for d in deltas) == "Hello"
+    assert max(i for i, d in enumerate(deltas) if "reasoning_content" in d) < min(i for i, d in enumerate(deltas) if "content" in d)
+
+
+async def test_a_whole_answers_thinking_is_the_messages_reasoning_content(proxy, ollama):
+    mock, url = ollama
+    mock.lines = thinking_lines()
+    client = await proxy(native_config(url))
+    message = (await (await client.post("/v1/chat/completions", json=chat_body())).json())["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "Hello", "reasoning_content": "The user says hi."}
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+async def test_an_assistants_reasoning_goes_back_to_ollama_as_its_thinking(proxy, ollama, key):
+    mock, url = ollama
+    messages = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, key: "I should run ls.", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    client = await proxy(native_config(url))
+    assert (await client.post("/v1/chat/completions", json={"model": "auto", "messages": messages})).status == 200
+    assert mock.received[-1]["messages"][1] == {"role": "assistant", "content": "", "thinking": "I should run ls.", "tool_calls": [{"id": "c1", "function": {"name": "ls", "arguments": {}}}]}
+
+
+async def test_codexs_responses_to_a_thinking_ollama_model_get_a_reasoning_item_and_the_call(proxy, mock_upstream):
+    """Codex (Responses) → chat → Ollama's native chat: the thinking becomes a reasoning item with its summary,
+    the call a function_call with the id Ollama gave it and its arguments as a JSON string."""
+    from router.tools.mock_upstream import Behaviour
+
+    mock, url = mock_upstream
+    mock.default = Behaviour(thinking="I should list the files", tool_commands=("ls",))
+    client = await proxy(native_config(url))
+    shell = {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
+    response = await client.post("/v1/responses", json={"model": "auto", "input": "list the files", "tools": [shell]})
+    assert response.status == 200
+    reasoning, call = (await response.json())["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["summary"] == [{"type": "summary_text", "text": "I should list the files"}]
+    assert call["type"] == "function_call" and call["name"] == "exec_command" and orjson.loads(call["arguments"]) == {"cmd": "ls"}
+    assert re.fullmatch(r"call_[0-9a-f]{8}", call["call_id"])  # the mock's, as Ollama's: not one the proxy made up (call_<12 hex>_0)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "native"),
+    [('{"dir": "."}', {"dir": "."}), ("", {}), ('{"dir": ', {"arguments": '{"dir": '}), ("[1, 2]", {"arguments": "[1, 2]"})],
+    ids=["JSON text", "empty", "cut-off JSON", "JSON but not an object"],
+)
+async def test_a_calls_arguments_go_to_ollama_as_an_object_and_nothing_of_them_is_lost(proxy, ollama, arguments, native):
+    """Ollama refuses arguments that are not an object (a 400 for the whole request); text that is not a
+    JSON object goes wrapped, as in the Anthropic translation, not dropped."""
+    mock, url = ollama
+    messages = [
+        {"role": "user", "content": "list"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    client = await proxy(native_config(url))
+    assert (await client.post("/v1/chat/completions", json={"model": "auto", "messages": messages})).status == 200
+    assert mock.received[-1]["messages"][1]["tool_calls"][0]["function"]["arguments"] == native

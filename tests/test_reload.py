@@ -157,6 +157,28 @@ async def test_a_reload_that_changes_the_categories_drops_the_cached_classificat
     assert await source_of_turn(client) == "classifier"
 
 
+async def test_a_reload_of_the_routing_settings_reaches_the_gate_and_the_override_check(proxy, mock_upstream, tmp_path: Path):
+    """capability-gate and classifier read the routing settings once per generation: the next one has the new values."""
+    _, url = mock_upstream
+    path = tmp_path / "config.yaml"
+    client = await proxy(classified_config(path, url))
+    with_tools = chat_body("fix the bug", tools=[{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}])
+    review = {"x-router-category": "review", "x-router-tier": "2"}
+
+    async def answer(body: dict, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        resp = await client.post("/v1/chat/completions", json=body, headers=headers or {})
+        payload = await resp.json()
+        return resp.status, payload.get("error", {}).get("code", "") or resp.headers.get("x-router-category", "")
+
+    assert await answer(with_tools) == (200, "coding_general")
+    assert await answer(chat_body("review this"), review) == (400, "invalid_override")
+    categories = {"coding_general": "code", "debugging": "bugs", "docs_writing": "prose", "review": "reviewing"}
+    classified_config(path, url, min_tool_proficiency=0.9, categories=categories)  # the model's proficiency is 0.6
+    assert client.server.app[LIVE_KEY].reload(path).ok
+    assert await answer(with_tools) == (400, "no_capable_model")
+    assert await answer(chat_body("review this"), review) == (200, "review")
+
+
 async def test_a_reload_with_an_unusable_chain_keeps_the_running_one(proxy, mock_upstream, tmp_path: Path):
     _, url = mock_upstream
     path = tmp_path / "config.yaml"

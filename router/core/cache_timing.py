@@ -26,7 +26,8 @@ compresses as far as it must to fit it whatever the cache (see
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from router.core.frozen import frozen
 
 # How long a provider keeps a cached prefix after the last request that used it, by `api`.
 # Anthropic: 5 minutes unless refreshed; OpenAI: 5-10 minutes of inactivity (up to an hour
@@ -59,7 +60,7 @@ class CacheVerdict(enum.StrEnum):
     NONE = "none"  # the provider caches nothing
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CacheState:
     """What pinch assumes about the session's prompt cache at this request, and why.
 

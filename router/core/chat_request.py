@@ -8,9 +8,9 @@ A missing ``model`` means "route for me", like the first routing alias.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from router.core.frozen import frozen
 from router.core.messages import Message, has_image_part
 from router.core.redaction import clip
 
@@ -27,7 +27,7 @@ class InvalidRequest(ValueError):
         self.param = param
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ChatRequest:
     """A valid body's fields the router reads, and what the pass that checked its messages saw
     on the way (so the view does not walk them again): ``has_images``, an image part in any

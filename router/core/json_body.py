@@ -23,16 +23,17 @@ apart would cost a scan of every body for a rare literal).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
+
+from router.core.frozen import frozen
 
 # Floats this large may be integers orjson could not hold (it converts those to float).
 _INT_RANGE = 2.0**63
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class JsonShape:
     too_deep: bool
     numbers_suspect: bool

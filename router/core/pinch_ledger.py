@@ -68,6 +68,7 @@ from typing import Any
 import orjson
 from xxhash import xxh3_64_hexdigest
 
+from router.core.frozen import frozen
 from router.core.results import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.messages import Message
@@ -139,7 +140,7 @@ def _placeholder_text(content: Any, kind: Any) -> str | None:
     return content if kind is _PLACEHOLDER and type(content) is str else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PinchSession:
     """What pinch remembers about one session between its requests (a session-state value).
 
@@ -192,7 +193,7 @@ class WindowLimit:
     thinking_binding: bool = False  # the model checks the prefix of signed thinking (models[].thinking_binding)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionPinch:
     messages: list[Message]
     stats: PinchStats

@@ -45,6 +45,7 @@ from types import MappingProxyType
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
+from router.core.frozen import frozen
 from router.core.turn_text import TurnText
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def stable_id(call_id: Any, unit: int) -> str:
     return call_id if type(call_id) is str and call_id else f"#{unit}"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RequestView:
     """One request as the stages see it, whatever wire format it came in.
 
@@ -178,7 +179,7 @@ class RequestView:
         return self.conversation.units
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BodyChanges:
     """Everything the chain changes in a request, for the adapter to write into the client's body.
 

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
+from router.core.frozen import frozen
+
 if TYPE_CHECKING:
     from router.core.thinking_binding import ThinkingUnbound
 
@@ -35,7 +37,7 @@ class Outcome(enum.StrEnum):
     ERROR = "error"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StageRecord:
     """One line of the trace: a stage, how it ended, how long its own work took."""
 
@@ -45,7 +47,7 @@ class StageRecord:
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionKey:
     """Who this request belongs to. ``source`` is ``header``, ``metadata`` (a session id in the body) or ``fingerprint``."""
 
@@ -60,7 +62,7 @@ class ClassificationSource(enum.StrEnum):
     CACHED = "cached"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Classification:
     task_category: str
     task_tier: int
@@ -75,7 +77,7 @@ class RelevanceStatus(enum.StrEnum):
     UNAVAILABLE = "unavailable"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Relevance:
     """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
 
@@ -95,7 +97,7 @@ class PinchMode(enum.StrEnum):
     DEFERRED = "deferred"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PinchStats:
     mode: PinchMode
     original_tokens: int
@@ -121,7 +123,7 @@ class PinchStats:
         return self.original_tokens - self.final_tokens
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Capabilities:
     """What the request needs from a model; computed fresh on every request."""
 
@@ -140,13 +142,13 @@ class Capabilities:
     thinking: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Rejection:
     model: str
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Candidate:
     model: str
     provider: str
@@ -167,7 +169,7 @@ class Candidate:
     thinking_binding: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Route:
     """The gate's decision: candidates in order (first = chosen), and who was rejected.
 
@@ -190,7 +192,7 @@ class Route:
         return next((c for c in self.candidates if c.model == model), None)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Usage:
     """Token accounting an upstream reported for one answer (None: not reported).
 
@@ -219,7 +221,7 @@ class Usage:
         return replace(self, **figures)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Attempt:
     """One try of one candidate by upstream-forward."""
 

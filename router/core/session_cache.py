@@ -22,14 +22,15 @@ written by a tool-less one (it was a title request) and replaces it.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import orjson
 
+from router.core.frozen import frozen
 from router.core.session_state import Space
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CachedClassification:
     category: str
     tier: int

@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
+from router.core.frozen import frozen
+
 V = TypeVar("V")
 
 
@@ -66,7 +68,7 @@ class _Unread:
 UNREAD: Any = _Unread()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionSnapshot:
     """What the store held for one session's keys when its request began.
 
@@ -111,7 +113,7 @@ class SessionState(Protocol):
     def put(self, space: Space[V], key: str, value: V, now: float) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Stored:
     expires_at: float
     version: int

@@ -13,12 +13,11 @@ The classifier reads both; pinch-relevance embeds both as its queries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from router.core.frozen import frozen
 from router.core.messages import Message, content_text, tool_call_arguments
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TurnText:
     task: str
     step: str

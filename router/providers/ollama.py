@@ -9,19 +9,22 @@
   model, because Ollama reloads a model whenever ``num_ctx`` changes, so sizing
   it per request would cost a reload. :class:`OllamaChatTranslator` turns the
   OpenAI chat request into the native one and the native answer (one JSON
-  object, or an NDJSON stream) back into a chat completion or chat SSE: text,
-  tool calls, finish reason, usage from ``prompt_eval_count`` / ``eval_count``;
-  an ``{"error": …}`` line mid-stream ends the client's stream with an error event.
+  object, or an NDJSON stream) back into a chat completion or chat SSE: text, the
+  ``thinking`` a thinking model sends beside it (by default on a recent Ollama) as
+  ``reasoning_content``, tool calls (with the ids Ollama gives them), finish reason,
+  usage from ``prompt_eval_count`` / ``eval_count``; an ``{"error": …}`` line
+  mid-stream ends the client's stream with an error event.
 * Classifier: native ``{root}/api/chat`` with ``format: "json"``, not streamed,
   ``options.num_ctx = classifier.num_ctx`` (WHAT-USERS-HIT #5).
 * Embeddings: native ``{root}/api/embed`` (the answer's ``embeddings``).
 
 What the translation carries, request side: messages (text parts joined, data-URL
-images as ``images``, tool calls with their arguments as objects, tool results as
-``tool`` messages), ``tools``, ``stream``, ``response_format`` (json_object ⇒
-``format: "json"``, json_schema ⇒ its schema), and ``max_tokens`` /
-``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``,
-``frequency_penalty``, ``presence_penalty`` into ``options``. Other chat fields have
+images as ``images``, tool calls with their arguments as objects and their ids, tool
+results as ``tool`` messages with ``tool_call_id`` and ``tool_name``, an assistant's
+``reasoning_content`` / ``reasoning`` as ``thinking``), ``tools``, ``stream``,
+``response_format`` (json_object ⇒ ``format: "json"``, json_schema ⇒ its schema), and
+``max_tokens`` / ``max_completion_tokens``, ``temperature``, ``top_p``, ``stop``,
+``seed``, ``frequency_penalty``, ``presence_penalty`` into ``options``. Other chat fields have
 no native equivalent and are dropped.
 """
 
@@ -35,6 +38,8 @@ import orjson
 
 from router.config import ProviderSettings
 from router.context import Candidate, Usage
+from router.core.anthropic_chat import tool_input
+from router.core.chat_to_responses import reasoning_text
 from router.core.messages import Message, content_text
 from router.core.sse import DONE_EVENT
 from router.providers import StreamBroken
@@ -86,8 +91,11 @@ class OllamaProvider:
 OLLAMA = OllamaProvider()
 
 
-def native_message(message: Message) -> dict[str, Any]:
-    """One chat message as Ollama's native chat takes it."""
+def native_message(message: Message, call_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """One chat message as Ollama's native chat takes it. A tool result names its call (``tool_call_id``,
+    which Ollama 0.12.10 and later read; older ones ignore it) and the tool (``tool_name``: the message's
+    ``name``, else the name of the call it answers, from ``call_names``): chat results carry only the id, and
+    a native model's template can show only what Ollama is given."""
     out: dict[str, Any] = {"role": message.get("role"), "content": content_text(message.get("content"))}
     content = message.get("content")
     if isinstance(content, list):
@@ -100,12 +108,30 @@ def native_message(message: Message) -> dict[str, Any]:
         ]
         if images:
             out["images"] = images
+    if message.get("role") == "assistant" and (thinking := reasoning_text(message)):
+        out["thinking"] = thinking  # what a thinking model's template shows of its earlier turns (gpt-oss's, on tool calls)
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
         out["tool_calls"] = [_native_call(call) for call in calls if isinstance(call, dict)]
-    if isinstance(message.get("name"), str) and message.get("role") == "tool":
-        out["tool_name"] = message["name"]
+    if message.get("role") == "tool":
+        call_id = message.get("tool_call_id")
+        name = message.get("name") if isinstance(message.get("name"), str) else (call_names or {}).get(call_id) if isinstance(call_id, str) else None
+        if name:
+            out["tool_name"] = name
+        if isinstance(call_id, str) and call_id:
+            out["tool_call_id"] = call_id
     return out
+
+
+def _call_names(messages: list[Any]) -> dict[str, str]:
+    """Each tool call's id → its function's name, over the assistant messages of a chat body."""
+    return {
+        call["id"]: call["function"]["name"]
+        for message in messages
+        if isinstance(message, dict) and isinstance(message.get("tool_calls"), list)
+        for call in message["tool_calls"]
+        if isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("function"), dict) and isinstance(call["function"].get("name"), str)
+    }
 
 
 def _image_url(part: dict[str, Any]) -> str:
@@ -115,14 +141,13 @@ def _image_url(part: dict[str, Any]) -> str:
 
 
 def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A chat tool call as Ollama takes it: arguments an object (Ollama refuses a string), as Anthropic's
+    ``tool_use`` input is made — arguments that are not a JSON object go as ``{"arguments": <the text>}``,
+    not lost (they were ``{}``)."""
     function = call.get("function") if isinstance(call.get("function"), dict) else {}
-    arguments: Any = function.get("arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = orjson.loads(arguments) if arguments.strip() else {}
-        except orjson.JSONDecodeError:
-            arguments = {}  # a call whose arguments are not JSON cannot be given as an object
-    return {"function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, dict) else {}}}
+    native = {"function": {"name": function.get("name", ""), "arguments": tool_input(function.get("arguments"))}}
+    # the call's id, which its result answers by: Ollama 0.12.10 and later take it back (older ones ignore it)
+    return {"id": call["id"], **native} if isinstance(call.get("id"), str) and call["id"] else native
 
 
 def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
@@ -133,9 +158,11 @@ def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
         options["num_predict"] = limit
     if num_ctx is not None:
         options["num_ctx"] = num_ctx
+    messages = body.get("messages") or []
+    names = _call_names(messages)
     native: dict[str, Any] = {
         "model": body.get("model"),
-        "messages": [native_message(m) for m in body.get("messages") or [] if isinstance(m, dict)],
+        "messages": [native_message(m, names) for m in messages if isinstance(m, dict)],
         "stream": body.get("stream") is True,
         "options": options,
     }
@@ -160,7 +187,8 @@ def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
 
 
 def _chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, Any]]:
-    """Ollama's tool calls as chat ones; Ollama gives no ids, so each is ``<id_prefix>_<index>``."""
+    """Ollama's tool calls as chat ones, each with the id Ollama gave it (0.12.10 and later: ``call_…``,
+    random), else ``<id_prefix>_<index>`` (older ones give none)."""
     out = []
     for offset, call in enumerate(calls if isinstance(calls, list) else []):
         function = call.get("function") if isinstance(call, dict) and isinstance(call.get("function"), dict) else {}
@@ -168,7 +196,7 @@ def _chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, 
         out.append(
             {
                 "index": first_index + offset,
-                "id": f"{id_prefix}_{first_index + offset}",
+                "id": call["id"] if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"] else f"{id_prefix}_{first_index + offset}",
                 "type": "function",
                 "function": {"name": function.get("name", ""), "arguments": arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()},
             }
@@ -198,6 +226,8 @@ class OllamaChatTranslator:
         message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
         calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
+        if isinstance(message.get("thinking"), str) and message["thinking"]:
+            out_message["reasoning_content"] = message["thinking"]
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
         finish = "tool_calls" if calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
@@ -294,6 +324,8 @@ class OllamaStream:
         if not self.started:
             delta["role"] = "assistant"
             self.started = True
+        if isinstance(message.get("thinking"), str) and message["thinking"]:
+            delta["reasoning_content"] = message["thinking"]
         if message.get("content"):
             delta["content"] = message["content"]
         calls = _chat_calls(message.get("tool_calls"), self.calls, self.call_ids)

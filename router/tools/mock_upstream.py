@@ -2,10 +2,10 @@
 
 ``pinch-router mock-upstream`` serves it on loopback. It answers chat
 completions (plain and streamed, with tool calls when tools are offered and the
-last message is not a tool result), Ollama's native ``/api/chat`` (for the
-classifier) and embeddings in both APIs (a hashed bag of words: texts sharing
-words are similar), and records every request it receives. On Ollama's port it
-stands in for all of Ollama. It also speaks the Anthropic Messages API
+last message is not a tool result), Ollama's native ``/api/chat`` (the classifier's,
+and tool calls as a recent Ollama sends them: :func:`ollama_answer`) and embeddings
+in both APIs (a hashed bag of words: texts sharing words are similar), and records
+every request it receives. On Ollama's port it stands in for all of Ollama. It also speaks the Anthropic Messages API
 (``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
 (``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
 round trip against it (see ``mock_answers``), and the Ollama endpoints ``codex
@@ -60,6 +60,9 @@ class Behaviour:
     usage: dict[str, Any] | None = None
     # What the shell-tool calls of one user turn run, one call per command, before the answer (next_command).
     tool_commands: tuple[str, ...] = ONE_LISTING
+    # Native /api/chat: the thinking streamed before each answer (a word a line), as a recent Ollama
+    # sends a thinking model's; None: no thinking
+    thinking: str | None = None
 
 
 @dataclass(slots=True)
@@ -244,14 +247,39 @@ class MockUpstream:
             return await self._send_events(request, wire.events(body, scripted), behaviour)
         return web.Response(body=orjson.dumps(wire.message(body, scripted)), content_type="application/json", headers=behaviour.headers)
 
-    async def ollama_chat(self, request: web.Request) -> web.Response:
-        """Ollama's native chat, non-streaming: the classifier's endpoint."""
-        body = orjson.loads(await request.read())
-        self._remember(request, body)
+    async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
+        """Ollama's native chat, as a recent Ollama answers it (see :func:`ollama_answer`): tool calls when tools
+        are offered (the ``--tool-command`` turns the chat mock follows), streamed as NDJSON unless ``stream`` is
+        false (Ollama's default is to stream), and a 400 for what Ollama's own decoding refuses."""
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            return web.json_response({"error": f"invalid character in request body: {exc}"}, status=400)
+        if not isinstance(body, dict):
+            return web.json_response({"error": "json: cannot unmarshal array into Go value of type api.ChatRequest"}, status=400)
+        self._remember(request, body, raw)
         behaviour = self.script.popleft() if self.script else self.default
+        if behaviour.delay_before_head:
+            await asyncio.sleep(behaviour.delay_before_head)
+        if behaviour.status != 200 or behaviour.body is not None:
+            payload = behaviour.body if behaviour.body is not None else orjson.dumps({"error": f"mock error {behaviour.status}"})
+            return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
+        problem = ollama_request_error(body)
+        if problem is not None:
+            return web.json_response({"error": problem}, status=400)
         text = behaviour.json_text if body.get("format") == "json" else behaviour.text
-        answer = {"model": body.get("model", "mock"), "message": {"role": "assistant", "content": text}, "done": True}
-        return web.Response(body=orjson.dumps(answer), content_type="application/json")
+        lines = ollama_answer(body, text, behaviour.tool_commands, behaviour.thinking)
+        if body.get("stream") is False:
+            return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", **behaviour.headers})
+        await response.prepare(request)
+        for line in lines:
+            if behaviour.event_delay:
+                await asyncio.sleep(behaviour.event_delay)
+            await response.write(orjson.dumps(line) + b"\n")
+        await response.write_eof()
+        return response
 
     async def embeddings(self, request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
@@ -443,3 +471,81 @@ def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None 
         events.append(b"data: " + orjson.dumps(chunk_of_usage) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
+
+
+def ollama_request_error(body: dict[str, Any]) -> str | None:
+    """What Ollama's decoding of a ``/api/chat`` body refuses with a 400 (Go's ``encoding/json`` into
+    ``api.ChatRequest``), in its words: a message's ``content`` that is not a string (OpenAI's list of
+    parts), and a tool call's ``arguments`` that are not an object (OpenAI's JSON string)."""
+    messages = body.get("messages")
+    if messages is not None and not isinstance(messages, list):
+        return f"json: cannot unmarshal {_go_kind(messages)} into Go struct field ChatRequest.messages of type []api.Message"
+    for message in messages or []:
+        if not isinstance(message, dict):
+            return f"json: cannot unmarshal {_go_kind(message)} into Go struct field ChatRequest.messages of type api.Message"
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            return f"json: cannot unmarshal {_go_kind(content)} into Go struct field ChatRequest.messages.content of type string"
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if arguments is not None and not isinstance(arguments, dict):
+                return (
+                    f"json: cannot unmarshal {_go_kind(arguments)} into Go struct field "
+                    "ChatRequest.messages.tool_calls.function.arguments of type api.ToolCallFunctionArguments"
+                )
+    return None
+
+
+def _go_kind(value: Any) -> str:
+    """How Go's json errors name a JSON value's kind."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "array" if isinstance(value, list) else "object"
+
+
+def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING, thinking: str | None = None) -> list[dict[str, Any]]:
+    """The NDJSON lines of a native ``/api/chat`` answer, as Ollama (0.12.10 and later) streams one: the text
+    a word a line, or one line with every tool call whole — ``{"id": "call_…", "function": {"index", "name",
+    "arguments": {…}}}``, arguments an object, never fragmented — then a last line with ``done: true``,
+    ``done_reason: "stop"`` (also after tool calls) and the token counts. The calls are the chat mock's
+    (:func:`_tool_calls`: the ``--tool-command`` turns), their ids unique in the conversation, as Ollama's
+    random ones are. ``thinking`` comes first, a word a line in ``message.thinking``, as a thinking model's does."""
+    model, stamp = body.get("model", "mock"), "2026-01-01T00:00:00Z"
+
+    def line(message: dict[str, Any]) -> dict[str, Any]:
+        return {"model": model, "created_at": stamp, "message": {"role": "assistant", "content": "", **message}, "done": False}
+
+    thoughts = thinking.split(" ") if thinking else []
+    lines = [line({"thinking": word + (" " if n < len(thoughts) - 1 else "")}) for n, word in enumerate(thoughts)]
+    if (command := _command_to_call(body, commands)) is not None:
+        calls = [
+            {
+                "id": "call_" + format(zlib.crc32(f"{len(body['messages'])}:{i}".encode()), "08x"),
+                "function": {"index": i, "name": call["function"]["name"], "arguments": json.loads(call["function"]["arguments"])},
+            }
+            for i, call in enumerate(_tool_calls(body, command))
+        ]
+        lines.append(line({"tool_calls": calls}))
+    else:
+        results = _turn_results(body.get("messages") or [])
+        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
+        words = reply.split(" ")
+        lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
+    prompt = len(orjson.dumps(body.get("messages", []))) // 4
+    last = {**line({}), "done": True, "done_reason": "stop", "total_duration": 1_000_000, "load_duration": 100_000,
+            "prompt_eval_count": prompt, "prompt_eval_duration": 500_000, "eval_count": len(lines), "eval_duration": 400_000}
+    return [*lines, last]
+
+
+def ollama_whole(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The answer of ``stream: false``: the last line with the whole message (text and thinking joined, every call)."""
+    content = "".join(l["message"]["content"] for l in lines)
+    thinking = "".join(l["message"].get("thinking", "") for l in lines)
+    calls = [call for l in lines for call in l["message"].get("tool_calls", [])]
+    message: dict[str, Any] = {"role": "assistant", "content": content, **({"thinking": thinking} if thinking else {}), **({"tool_calls": calls} if calls else {})}
+    return {**lines[-1], "message": message}
