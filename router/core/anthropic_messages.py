@@ -18,6 +18,7 @@ What the proxy needs from a ``POST /v1/messages`` body (Claude Code, the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -360,7 +361,16 @@ THINKING_BLOCKS = ("thinking", "redacted_thinking")
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for ``thinking.budget_tokens``
 
 
-def tool_loop_without_thinking(messages: list[Any]) -> bool:
+def last_assistant_at(messages: Sequence[Any]) -> int | None:
+    """The index of the last assistant message (the step the request continues), or None."""
+    for at in range(len(messages) - 1, -1, -1):
+        message = messages[at]
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            return at
+    return None
+
+
+def tool_loop_without_thinking(messages: Sequence[Any]) -> bool:
     """Whether Anthropic would refuse this conversation with thinking on: while thinking is on, the
     last assistant message, when it calls tools (the tool loop the request continues), must start
     with a ``thinking`` or ``redacted_thinking`` block Anthropic signed ("Expected `thinking` or
@@ -369,8 +379,8 @@ def tool_loop_without_thinking(messages: list[Any]) -> bool:
     from a chat model's reasoning is left out (:func:`without_proxy_thinking`). Only the last
     assistant message counts: a loop that ended with the assistant's text and a new user turn
     needs no thinking from the turns before it."""
-    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
-    blocks = blocks_of(last.get("content")) if last is not None else []
+    at = last_assistant_at(messages)
+    blocks = blocks_of(messages[at].get("content")) if at is not None else []
     if not any(b.get("type") == "tool_use" for b in blocks):
         return False
     first = next((b for b in blocks if not is_proxy_thinking(b)), None)

@@ -34,6 +34,7 @@ from router.core.anthropic_messages import (
     THINKING_BLOCKS,
     THINKING_OFF_MID_TOOL_LOOP,
     is_proxy_thinking,
+    last_assistant_at,
     tool_loop_without_thinking,
 )
 
@@ -132,13 +133,12 @@ def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterab
 def _loop_left_without_thinking(messages: Sequence[Any], positions: list[tuple[int, int]]) -> bool:
     """Whether leaving ``positions`` out leaves the tool loop in progress without its leading thinking
     (only the last assistant message counts, so only it is rebuilt)."""
-    last = next((m for m in range(len(messages) - 1, -1, -1) if isinstance(messages[m], dict) and messages[m].get("role") == "assistant"), None)
+    last = last_assistant_at(messages)
     if last is None or not any(m == last for m, _ in positions):
         return False
     gone = {b for m, b in positions if m == last}
     kept = [block for b, block in enumerate(messages[last]["content"]) if b not in gone]
     return tool_loop_without_thinking([{"role": "assistant", "content": kept}])
-
 
 
 # Why pinch holds a batch only the budget calls for (the trace's reason).
@@ -149,8 +149,8 @@ def loop_thinking_at_stake(messages: Sequence[Any]) -> bool:
     """Whether the tool loop in progress starts with thinking Claude signed: the last assistant message
     calls tools and opens with a signed block. Any rewrite before it unbinds that block, and the rest
     of the loop then goes without thinking (one thinking configuration per assistant turn)."""
-    last = next((m for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "assistant"), None)
-    content = last.get("content") if last is not None else None
+    last = last_assistant_at(messages)
+    content = messages[last].get("content") if last is not None else None
     if not isinstance(content, list) or not content:
         return False
     return block_key(content[0]) is not None and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
