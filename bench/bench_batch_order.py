@@ -4,7 +4,7 @@ Replays each shared transcript (tests/data/transcripts, or --transcripts DIR)
 turn by turn as one session through :func:`router.core.pinch_ledger.pinch_session`
 — the pure core, with the ledger carried from turn to turn and the cache state
 from a simulated clock — once per :class:`BatchOrder`, and prices what was
-sent with ``router.core.pinch_eval`` (Anthropic's prices; the same definitions
+sent with ``router.tools.pinch_measures`` (Anthropic's prices; the same definitions
 ``eval-pinch`` uses). Scenarios: *warm* (requests 10 s apart), *cold* (every
 10th request after the 300 s cache lifetime), *window* (warm, a 32,768-token
 window). Per transcript, budget and order it prints the session's cost and
@@ -22,7 +22,7 @@ from typing import Any
 
 from bench.harness import TRANSCRIPTS
 from router.core.cache_timing import cache_state
-from router.core.pinch_eval import ANTHROPIC, SentRequest, SessionCost, price_session, unchanged_prefix_tokens
+from router.tools.pinch_measures import ANTHROPIC, SentRequest, SessionCost, price_session, unchanged_prefix_tokens
 from router.core.pinch_ledger import EMPTY_LEDGER, BatchOrder, WindowLimit, pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.tools.transcripts import Transcript, load_transcript

@@ -29,7 +29,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from bench.harness import TRANSCRIPTS
-from router.app import create_app
+from router.server.app import create_app
 from router.config import Config, parse_config
 from router.tools.mock_upstream import MockUpstream
 from router.tools.transcripts import load_transcript

@@ -166,10 +166,10 @@ async def measure_here(requests: int, logged: int = 0) -> dict[str, float]:
     import aiohttp
     from aiohttp.test_utils import TestServer
 
-    import router.edge as edge
-    from router.app import RECORDER_KEY, create_app
+    import router.http.edge as edge
+    from router.server.app import RECORDER_KEY, create_app
     from router.config import DEFAULT_CHAIN, parse_config
-    from router.logs import configure_logging
+    from router.observe.logs import configure_logging
     from router.tools.mock_upstream import MockUpstream
 
     captured: list[tuple[Any, int, str | None]] = []

@@ -34,10 +34,10 @@ import orjson
 from bench.bench_pinch import interleaved_medians
 from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
 from middlewares.pinch_relevance import PinchRelevance
-from router.chain import StageDeps
+from router.contract.chain import StageDeps
 from router.config import Config, parse_config
-from router.context import RelevanceStatus
-from router.core.messages import content_text
+from router.contract.context import RelevanceStatus
+from router.core.content import content_text
 from router.core.pinch import prune_context
 from router.core.relevance import order_by_relevance
 from router.core.tokens import TokenEstimator

@@ -20,9 +20,9 @@ Per run it prints what went upstream, from the mock's recordings and the proxy's
   (an agent's remarks about its own setup, such as Codex's on its sandbox, are listed as known);
 * the **unchanged prefix share**: of the tokens of the session's loop requests after the first
   (those offering tools: not its title request), the share that repeated the previous request
-  from its start (:func:`router.core.pinch_eval.unchanged_prefix_tokens`), over the units a
-  prefix cache reads in order (:func:`~router.core.pinch_eval.prompt_units`: tools, system,
-  messages or items) in the form a cache compares (:func:`~router.core.pinch_eval.as_cached`:
+  from its start (:func:`router.tools.pinch_measures.unchanged_prefix_tokens`), over the units a
+  prefix cache reads in order (:func:`~router.tools.pinch_measures.prompt_units`: tools, system,
+  messages or items) in the form a cache compares (:func:`~router.tools.pinch_measures.as_cached`:
   ``cache_control`` breakpoints left out, as Claude Code moves its breakpoint to the newest
   message every turn, and a string content as the text block it stands for); the lowest per
   request; how many requests changed nothing the previous one sent (*appends*) and how many
@@ -72,7 +72,7 @@ import yaml
 
 from bench.harness import free_port, spawn
 from docs.capture_agents import FIXTURES, curated, renamed
-from router.core.pinch_eval import as_cached, prompt_units, results_by_call, unchanged_prefix_tokens
+from router.tools.pinch_measures import as_cached, prompt_units, results_by_call, unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
-from router.app import create_app
+from router.server.app import create_app
 from router.config import parse_config
 from router.tools.mock_upstream import Behaviour, MockUpstream
 from router.tools.top import DecisionFeed, DecisionScreen, TopApp

@@ -11,13 +11,13 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.config import ANY_MODEL_ALIAS, Config
-from router.context import RequestContext, Route
+from router.contract.context import RequestContext, Route
 from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
-from router.errors import ApiError, invalid_request
-from router.session_escalation import SessionEscalation
-from router.stage import FailMode, StageDeps, StageReport
+from router.http.errors import ApiError, invalid_request
+from router.state.escalation import SessionEscalation
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class CapabilityGate:

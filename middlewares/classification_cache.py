@@ -42,10 +42,10 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from router.config import SessionCacheSettings
-from router.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.contract.context import Classification, ClassificationSource, Outcome, RequestContext
 from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
-from router.session_store import read_session
-from router.stage import FailMode, StageDeps, StageReport
+from router.state.session_store import read_session
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class ClassificationCache:

@@ -8,7 +8,7 @@ In order:
    header alone takes the other value from ``routing.fallback_*``.
 2. A classification already in the context (a cache hit) ⇒ skipped.
 3. Otherwise the configured small LLM is asked once (see
-   :mod:`router.classifier_client`) for ``{category, tier,
+   :mod:`router.clients.classifier`) for ``{category, tier,
    required_context_tokens}``; the answer is parsed tolerantly and validated
    strictly (:mod:`router.core.classification`).
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from router.classifier_client import ClassifierClient
+from router.clients.classifier import ClassifierClient
 from router.config import ClassifierSettings, RoutingSettings
-from router.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.contract.context import Classification, ClassificationSource, Outcome, RequestContext
 from router.core.classification import (
     CATEGORY_HEADER,
     TIER_HEADER,
@@ -35,8 +35,8 @@ from router.core.classification import (
     parse_classifier_answer,
     parse_override,
 )
-from router.errors import invalid_request
-from router.stage import FailMode, StageDeps, StageReport
+from router.http.errors import invalid_request
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class Classifier:

@@ -28,7 +28,7 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
 * On a model that checks thinking's prefix, a batch only the budget calls for waits while the
   tool loop in progress opens with signed thinking (it would unbind it); the window still forces one.
 * Anthropic's signed thinking after the first result whose bytes changed, and every block the
-  session already recorded so (:func:`router.core.thinking_binding.unbind`), goes in
+  session already recorded so (:func:`router.wire.anthropic_messages.thinking.unbind`), goes in
   ``ctx.pinch.unbound``: left out for a model that checks thinking's prefix, recorded beside the
   ledger so every later request leaves out the very same blocks.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
@@ -48,8 +48,8 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.config import Config, PinchSettings
-from router.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
-from router.core.anthropic_view import MessagesConversation
+from router.contract.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
+from router.wire.anthropic_messages.view import MessagesConversation
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
@@ -57,11 +57,11 @@ from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversati
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
-from router.core.thinking_binding import HOLD_FOR_LOOP_THINKING, ThinkingUnbound, loop_thinking_at_stake, unbind
+from router.wire.anthropic_messages.thinking import HOLD_FOR_LOOP_THINKING, ThinkingUnbound, loop_thinking_at_stake, unbind
 from router.core.tokens import TokenEstimator
-from router.session_escalation import SessionEscalation
-from router.session_store import read_session
-from router.stage import FailMode, StageDeps, StageReport
+from router.state.escalation import SessionEscalation
+from router.state.session_store import read_session
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 # Distinct (needs, tier, ...) whose windows are kept: few per deployment (a handful of
 # request kinds × tiers × output limits); cleared when full.

@@ -35,7 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from router.config import PinchSettings
-from router.context import Outcome, Relevance, RelevanceStatus, RequestContext
+from router.contract.context import Outcome, Relevance, RelevanceStatus, RequestContext
 from router.core.embedding_cache import (
     SHARED_TTL_SECONDS,
     EmbeddingCache,
@@ -44,13 +44,13 @@ from router.core.embedding_cache import (
     encode_vector,
     shared_key,
 )
-from router.core.messages import content_text
+from router.core.content import content_text
 from router.core.relevance import order_by_relevance
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
-from router.embeddings_client import EmbeddingsClient, EmbeddingsError
-from router.stage import FailMode, StageDeps, StageReport
+from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
 

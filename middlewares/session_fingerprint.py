@@ -15,14 +15,14 @@ from __future__ import annotations
 from typing import ClassVar
 
 from router.config import SessionSettings
-from router.context import RequestContext, SessionKey
+from router.contract.context import RequestContext, SessionKey
 from router.core.fingerprint import (
     FingerprintCache,
     header_session_key,
     session_header,
 )
 from router.core.session_state import SessionSnapshot
-from router.stage import FailMode, StageDeps, StageReport
+from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class SessionFingerprint:

@@ -10,7 +10,7 @@ relayed in OpenAI format. The output limit sent is the candidate's (clamped by
 the gate), and a stream asks for its usage chunk even when the client did not
 (then that chunk is read but not relayed). Streams are relayed event by event as they arrive;
 after the first byte a failure ends the stream with an SSE error event and
-``[DONE]``. No total timeout: see :mod:`router.upstream`.
+``[DONE]``. No total timeout: see :mod:`router.clients.upstream`.
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
-from router.context import Attempt, Candidate, RequestContext, UpstreamResult
-from router.dependency_http import BodyTooLarge, read_bounded
+from router.contract.context import Attempt, Candidate, RequestContext, UpstreamResult
+from router.clients.dependency_http import BodyTooLarge, read_bounded
 from router.core.request_view import NO_REWRITES, BodyChanges
-from router.core.thinking_binding import passthrough_dropped
-from router.errors import JSON, ApiError
-from router.headers import decision_headers
+from router.wire.anthropic_messages.thinking import passthrough_dropped
+from router.http.errors import JSON, ApiError
+from router.http.headers import decision_headers
 from router.providers import Untranslatable, provider_adapter, translator
-from router.recorder import remember_request
-from router.relay import StreamRelay, all_failed_response, relay_client_error
-from router.stage import FailMode, StageDeps, StageReport
-from router.upstream import AttemptFailure, UpstreamClient
+from router.observe.recorder import remember_request
+from router.clients.relay import StreamRelay, all_failed_response, relay_client_error
+from router.contract.stage import FailMode, StageDeps, StageReport
+from router.clients.upstream import AttemptFailure, UpstreamClient
 
 T = TypeVar("T")
 

@@ -15,10 +15,10 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from router.chain import ChainError
+from router.contract.chain import ChainError
 from router.config import Config, ConfigError, providers_looping_back
-from router.live import load_serving_config
-from router.locations import CONFIG_NAME, LocationError, find_config, place_state, prepare_state, state_dir
+from router.server.live import load_serving_config
+from router.server.locations import CONFIG_NAME, LocationError, find_config, place_state, prepare_state, state_dir
 
 HOST_ENV = "PINCH_ROUTER_HOST"
 PORT_ENV = "PINCH_ROUTER_PORT"
@@ -84,7 +84,7 @@ def describe_config(config: Config) -> str:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     """Validate the config, the decision log's location and the key variables; exit 2 on an error."""
-    from router.doctor import key_findings
+    from router.server.doctor import key_findings
 
     path = _config_path(args)
     directory = _state(args)
@@ -105,7 +105,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Check providers, models, keys, the classifier and embeddings, and the state directory; exit 1 on any problem."""
-    from router.doctor import render, run_doctor
+    from router.server.doctor import render, run_doctor
 
     path = _config_path(args)
     directory = _state(args)
@@ -128,7 +128,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     import yaml
 
     from router.config import parse_config
-    from router.doctor import pull_commands
+    from router.server.doctor import pull_commands
 
     target = Path(args.path)
     if target.is_dir():
@@ -188,10 +188,10 @@ def _port(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from router.doctor import warn_at_startup
-    from router.logs import configure_logging
-    from router.service import ServeOptions, serve
-    from router.workers import is_worker, split_state_refusal, stop_when_orphaned, supervise
+    from router.server.doctor import warn_at_startup
+    from router.observe.logs import configure_logging
+    from router.server.service import ServeOptions, serve
+    from router.server.workers import is_worker, split_state_refusal, stop_when_orphaned, supervise
 
     path = _config_path(args)
     directory = _state(args)

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router.app import create_app
+from router.server.app import create_app
 from router.config import Config, parse_config
 from router.tools.mock_upstream import MockUpstream
 

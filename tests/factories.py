@@ -9,11 +9,11 @@ from typing import Any
 from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.context import RequestContext
-from router.core.chat_view import ChatConversation, messages_with
+from router.contract.context import RequestContext
+from router.wire.openai_chat.view import ChatConversation, messages_with
 from router.core.request_view import RequestView
-from router.errors import ApiError
-from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+from router.http.errors import ApiError
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:

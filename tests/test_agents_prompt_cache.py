@@ -6,7 +6,7 @@ up: Claude Code 2.1.332 (Anthropic Messages, ``cache_control`` breakpoints movin
 message) and Codex CLI 0.171.0 (OpenAI Responses items). Replayed in order, as sent, through the
 proxy to a provider of the agent's own API (passed through), with a window so small that pinch
 must compress on a warm cache. What went upstream, compared request to request in the form a
-prefix cache compares (:func:`router.core.pinch_eval.as_cached`), must only ever grow at the end —
+prefix cache compares (:func:`router.tools.pinch_measures.as_cached`), must only ever grow at the end —
 but where pinch compressed a result for the first time; a compressed result is resent byte for
 byte ever after; and the whole session is one session key.
 """
@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.core.pinch_eval import as_cached, prompt_units, results_by_call
+from router.tools.pinch_measures import as_cached, prompt_units, results_by_call
 from router.tools.mock_capture import REDACTED
 from tests.agent_captures import CAPTURES
 from tests.conftest import make_config, model_entry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.core.anthropic_chat import (
+from router.translate.messages_chat import (
     NO_RESULT,
     ChatToMessagesStream,
     MessagesToChatStream,

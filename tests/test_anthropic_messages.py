@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.core.anthropic_messages import (
+from router.wire.anthropic_messages.request import (
     AnthropicInvalid,
     chat_view,
     error_payload,
@@ -14,7 +14,7 @@ from router.core.anthropic_messages import (
     wants_json_output,
     wants_thinking,
 )
-from router.core.anthropic_view import count_input_tokens
+from router.wire.anthropic_messages.view import count_input_tokens
 from router.core.tokens import DEFAULT_ESTIMATOR
 from tests.anthropic_factories import (
     assistant,

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.core.anthropic_view import MessagesConversation, count_input_tokens
+from router.wire.anthropic_messages.view import MessagesConversation, count_input_tokens
 from router.core.pinch import prune_results
 from tests.anthropic_factories import assistant, image, reminder, text, thinking, tool_result, tool_use, user
 

@@ -7,7 +7,7 @@ import pytest
 from multidict import CIMultiDict
 
 from router.config import ConfigError, ProviderSettings
-from router.context import Candidate
+from router.contract.context import Candidate
 from router.providers import provider_adapter, translator
 from router.providers.anthropic import DEFAULT_VERSION, ChatToMessagesTranslator, MessagesToChatTranslator, anthropic_headers, messages_url
 

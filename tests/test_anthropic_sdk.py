@@ -16,7 +16,7 @@ import openai
 import orjson
 import pytest
 
-from router.core.anthropic_view import count_input_tokens
+from router.wire.anthropic_messages.view import count_input_tokens
 from router.tools.mock_anthropic import events as mock_events
 from router.tools.mock_anthropic import answer as mock_answer
 from router.tools.mock_answers import seal

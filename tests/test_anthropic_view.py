@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import copy
 
-from router.core.anthropic_messages import validate_messages_body
-from router.core.anthropic_view import MessagesConversation, messages_view, opening
+from router.wire.anthropic_messages.request import validate_messages_body
+from router.wire.anthropic_messages.view import MessagesConversation, messages_view, opening
 from tests.anthropic_factories import BILLING, assistant, body, captured, image, reminder, text, thinking, tool_result, tool_use, user
 
 CACHED = {"type": "ephemeral", "ttl": "1h"}

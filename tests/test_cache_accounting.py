@@ -9,10 +9,10 @@ from typing import Any
 import orjson
 import pytest
 
-from router.context import Usage
+from router.contract.context import Usage
 from router.core.sse import SseRelay, read_usage
-from router.decision_log import COLUMNS, DecisionLog
-from router.decision_record import Decision
+from router.observe.decision_log import COLUMNS, DecisionLog
+from router.observe.decision_record import Decision
 from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 from tests.test_decision_log import decisions

@@ -9,13 +9,13 @@ import pytest
 import yaml
 
 from bench.harness import ROOT, free_port
-from router import registry as registry_module
-from router.app import create_app
-from router.chain import ChainError, validate_order
+from router.server import registry as registry_module
+from router.server.app import create_app
+from router.contract.chain import ChainError, validate_order
 from router.cli import main
 from router.config import DEFAULT_CHAIN, parse_config
-from router.live import LIVE_KEY
-from router.registry import chain_stages, stage_registry
+from router.server.live import LIVE_KEY
+from router.server.registry import chain_stages, stage_registry
 from tests.conftest import chat_body
 from tests.processes import router, write_config
 

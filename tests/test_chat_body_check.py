@@ -1,7 +1,7 @@
 """The chat wire's check before the depth walk answers every body exactly as the walk, then the validation.
 
 The chat edge validates a body in the same pass that proves its usual messages shallow and
-float-free, so the depth walk covers only the rest (:func:`router.core.chat_request.check_chat_body`).
+float-free, so the depth walk covers only the rest (:func:`router.wire.openai_chat.validation.check_chat_body`).
 For every body the answer must be the one of the two apart — the same error (status, code,
 message, param), and for a served body the same parsed body, view and upstream bytes: a
 too-deep body is ``json_too_deep`` whatever else is wrong with it, and a number orjson may
@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.core.chat_request import check_chat_body
+from router.wire.openai_chat.validation import check_chat_body
 from router.core.request_view import BodyChanges
-from router.errors import ApiError
-from router.request_body import parse_checked_json_body, parse_json_body
-from router.wire.openai_chat import OPENAI_CHAT_ADAPTER as CHAT
+from router.http.errors import ApiError
+from router.http.request_body import parse_checked_json_body, parse_json_body
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER as CHAT
 from tests.factories import agent_session, assistant, tool, user
 
 # Literals orjson reads as a float that may not be what was written (and 1e400, which it refuses),

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.core.chat_to_responses import ChatStreamTranslator, ResponseFrame, chat_chunks, completion_to_response, sse_event
+from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, chat_chunks, completion_to_response, sse_event
 from tests.wire_factories import EXEC_COMMAND, input_message, responses_body
 
 REQUEST = responses_body(input_message("user", "list the files"), tools=[EXEC_COMMAND], stream=True)

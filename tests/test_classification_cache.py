@@ -13,11 +13,11 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from middlewares.classification_cache import ClassificationCache
-from router.chain import StageDeps
-from router.context import Classification, ClassificationSource, Outcome, SessionKey
+from router.contract.chain import StageDeps
+from router.contract.context import Classification, ClassificationSource, Outcome, SessionKey
 from router.core.tokens import TokenEstimator
 from router.tools.mock_upstream import MockUpstream
-from router.stage import run_stage
+from router.contract.stage import run_stage
 from tests.classifier_fakes import (
     OLLAMA_CHAT_URL,
     FakeClock,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from router.context import Classification, ClassificationSource
+from router.contract.context import Classification, ClassificationSource
 from router.core.classification import (
     CATEGORY_HEADER,
     TIER_HEADER,

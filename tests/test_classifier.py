@@ -9,13 +9,13 @@ import aiohttp
 import pytest
 
 from middlewares.classifier import Classifier
-from router.chain import ChainError, StageDeps, validate_order
-from router.registry import stage_registry
+from router.contract.chain import ChainError, StageDeps, validate_order
+from router.server.registry import stage_registry
 from router.config import ConfigError
-from router.context import Classification, ClassificationSource, Outcome
+from router.contract.context import Classification, ClassificationSource, Outcome
 from router.core.tokens import TokenEstimator
 from router.tools.mock_upstream import MockUpstream
-from router.stage import run_stage
+from router.contract.stage import run_stage
 from tests.classifier_fakes import (
     OLLAMA_CHAT_URL,
     OPENAI_CHAT_URL,

@@ -18,8 +18,8 @@ import yaml
 from bench.harness import ROOT, free_port
 from router.cli import MOCK_UPSTREAM_PORT, build_parser, main, starter_config
 from router.config import ServerSettings
-from router.locations import LocationError, find_config, state_dir, user_config_path
-from router.service import event_loop_factory
+from router.server.locations import LocationError, find_config, state_dir, user_config_path
+from router.server.service import event_loop_factory
 from tests.processes import router, running, write_config
 
 
@@ -227,7 +227,7 @@ async def test_init_then_serve_from_an_empty_directory(tmp_path: Path):
 
 
 def test_a_relative_decision_log_path_lands_in_the_state_directory_with_its_folders(tmp_path: Path):
-    from router.locations import place_state, prepare_state
+    from router.server.locations import place_state, prepare_state
     from tests.conftest import make_config
 
     state = tmp_path / "state"

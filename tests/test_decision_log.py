@@ -12,8 +12,8 @@ import orjson
 import pytest
 
 from router.core.results import Attempt, Outcome, Rejection, StageRecord
-from router.decision_log import COLUMNS, DecisionLog
-from router.decision_record import Decision
+from router.observe.decision_log import COLUMNS, DecisionLog
+from router.observe.decision_record import Decision
 from router.tools.mock_upstream import Behaviour
 from router.tools.decision_text import decision_detail
 from tests.conftest import chat_body, make_config, model_entry
@@ -155,7 +155,7 @@ async def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
 async def test_app_shutdown_flushes_the_log(tmp_path, mock_upstream):
     from aiohttp.test_utils import TestClient, TestServer
 
-    from router.app import create_app
+    from router.server.app import create_app
 
     _, url = mock_upstream
     path = tmp_path / "decisions.sqlite3"

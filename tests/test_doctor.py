@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from bench.harness import ROOT, free_port, wait_for_port
-from router.doctor import Finding, key_findings, pull_commands
+from router.server.doctor import Finding, key_findings, pull_commands
 from tests.conftest import loopback_server, make_config, model_entry
 
 SHIPPED = ROOT / "config.yaml"
@@ -129,7 +129,7 @@ async def test_doctor_makes_one_real_embeddings_call_when_relevance_is_on(ollama
 
 
 async def test_doctor_checks_an_openai_compatible_provider_against_its_model_list(mock_upstream, monkeypatch, tmp_path: Path):
-    from router.doctor import run_doctor
+    from router.server.doctor import run_doctor
 
     monkeypatch.delenv("PINCH_TEST_UNSET_KEY", raising=False)
     _, url = mock_upstream  # GET /v1/models lists "mock"
@@ -147,7 +147,7 @@ async def test_doctor_checks_an_openai_compatible_provider_against_its_model_lis
 @pytest.mark.parametrize("base_path", ["", "/v1"])
 async def test_doctor_checks_an_anthropic_provider_against_its_v1_model_list(mock_upstream, tmp_path: Path, base_path: str):
     """Anthropic lists its models at /v1/models whether base_url ends in /v1 or not (as chat goes to /v1/messages)."""
-    from router.doctor import run_doctor
+    from router.server.doctor import run_doctor
 
     _, url = mock_upstream  # GET /v1/models lists "mock"
     root = url.removesuffix("/v1")
@@ -165,7 +165,7 @@ async def test_doctor_checks_an_anthropic_provider_against_its_v1_model_list(moc
 async def test_doctor_names_the_status_and_the_error_type_of_a_model_list_it_cannot_read(tmp_path: Path):
     """A provider refusing the listing is a finding with the status and the error's type, never the message it
     echoed (it may hold the key) and never a crash of the check."""
-    from router.doctor import run_doctor
+    from router.server.doctor import run_doctor
 
     async def refuse(request: web.Request) -> web.Response:
         return web.json_response({"error": {"type": "authentication_error", "message": "bad key sk-secret"}}, status=401)

@@ -11,7 +11,7 @@ import zlib
 import orjson
 import pytest
 
-from router.edge import RequestIds
+from router.http.edge import RequestIds
 from tests.conftest import chat_body, make_config
 
 URL = "/v1/chat/completions"
@@ -201,7 +201,7 @@ async def test_a_served_request_leaves_no_reference_cycle_holding_its_context(pr
     import asyncio
     import gc
 
-    from router.context import RequestContext
+    from router.contract.context import RequestContext
 
     _, url = mock_upstream
     client = await proxy(make_config(url))

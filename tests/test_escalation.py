@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from router.core.escalation import EscalationRecord
-from router.session_escalation import SessionEscalation
-from router.session_store import LocalStore
+from router.state.escalation import SessionEscalation
+from router.state.session_store import LocalStore
 
 TIERS = [1, 2, 3]
 

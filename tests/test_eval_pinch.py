@@ -14,7 +14,7 @@ import yaml
 from router.cli import main
 from router.config import load_config
 from router.core.pinch import prune_context
-from router.core.pinch_eval import ANTHROPIC, SentRequest, price_session, unchanged_prefix_tokens
+from router.tools.pinch_measures import ANTHROPIC, SentRequest, price_session, unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.eval_pinch import (
     MODES,

@@ -17,11 +17,11 @@ from bench.harness import (
 )
 from router.cli import main
 from router.config import Config, parse_config
-from router.context import Outcome, PinchMode, PinchStats
-from router.core.chat_view import ChatConversation
+from router.contract.context import Outcome, PinchMode, PinchStats
+from router.wire.openai_chat.view import ChatConversation
 from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator
-from router.decision_record import decision_from_context
+from router.observe.decision_record import decision_from_context
 from router.tools.decision_text import decision_fields, field_lines
 from router.tools.explain import (
     compressed_messages,

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.app import create_app
+from router.server.app import create_app
 from router.tools.mock_upstream import MockUpstream
 from tests.conftest import make_config
 

@@ -144,9 +144,9 @@ async def test_sigterm_with_a_stderr_nobody_reads_still_stops_with_exit_code_0(t
 
 
 def test_a_request_the_proxy_cancels_while_stopping_is_recorded_as_cut_by_the_server_not_as_a_client_that_left():
-    from router.decision_record import CLIENT_CLOSED, Decision
-    from router.metrics import Metrics
-    from router.recorder import Recorder
+    from router.observe.decision_record import CLIENT_CLOSED, Decision
+    from router.observe.metrics import Metrics
+    from router.observe.recorder import Recorder
 
     recorder = Recorder(Metrics(["m"], ["c"]), None, None, clock=lambda: 0.0, wall_clock=lambda: 0.0)
     recorder.record(Decision(request_id="left", ts=0.0, status=CLIENT_CLOSED, duration_ms=1.0))

@@ -107,11 +107,11 @@ class KeptRows:
 
 @pytest.mark.parametrize("field", ["attempt error", "stage detail", "relevance reason", "stream error", "requested model", "rejection"])
 def test_the_redaction_pass_covers_every_foreign_text_of_a_decision(field, caplog):
-    from router.context import Attempt, Outcome, Rejection, StageRecord
+    from router.contract.context import Attempt, Outcome, Rejection, StageRecord
     from router.core.redaction import Redactor
-    from router.decision_record import Decision
-    from router.metrics import Metrics
-    from router.recorder import Recorder
+    from router.observe.decision_record import Decision
+    from router.observe.metrics import Metrics
+    from router.observe.recorder import Recorder
 
     leak = f"echo {PROVIDER_KEY} echo"
     values = {

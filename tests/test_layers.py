@@ -56,7 +56,7 @@ def test_every_package_folder_is_packaged_and_textual_is_only_an_extra():
 def test_a_core_module_loads_without_aiohttp_asyncio_or_the_framework(module):
     check = (
         f"import {module}, sys; "
-        "loaded = [m for m in ('aiohttp', 'asyncio', 'pydantic', 'router.config', 'router.context', 'router.stage', 'middlewares') if m in sys.modules]; "
+        "loaded = [m for m in ('aiohttp', 'asyncio', 'pydantic', 'router.config', 'router.contract.context', 'router.contract.stage', 'middlewares') if m in sys.modules]; "
         "assert not loaded, loaded"
     )
     result = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=60)

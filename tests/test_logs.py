@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from router.core.redaction import Redactor
-from router.logs import (
+from router.observe.logs import (
     DroppingQueueHandler,
     JsonFormatter,
     LineWriter,

@@ -8,9 +8,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from router.context import Outcome, StageRecord
-from router.decision_record import Decision
-from router.metrics import LATENCY_BUCKETS, MULTIPROCESS_DIR_ENV, Metrics
+from router.contract.context import Outcome, StageRecord
+from router.observe.decision_record import Decision
+from router.observe.metrics import LATENCY_BUCKETS, MULTIPROCESS_DIR_ENV, Metrics
 from router.tools.mock_upstream import Behaviour
 from tests.conftest import chat_body, make_config
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.context import PinchMode
+from router.contract.context import PinchMode
 from router.core.pinch import (
     MIN_SUMMARIZE_CHARS,
     CompressionKind,

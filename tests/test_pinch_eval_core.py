@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.core.pinch import prune_context
-from router.core.pinch_eval import (
+from router.tools.pinch_measures import (
     ANTHROPIC,
     CachePricing,
     as_cached,

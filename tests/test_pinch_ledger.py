@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.context import PinchMode
+from router.contract.context import PinchMode
 from router.core.cache_timing import (
     PAYBACK_REQUESTS,
     CacheState,

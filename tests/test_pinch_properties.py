@@ -11,9 +11,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.context import PinchMode, PinchStats
+from router.contract.context import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict
-from router.core.chat_view import ChatConversation
+from router.wire.openai_chat.view import ChatConversation
 from router.core.pinch import (
     MIN_SUMMARIZE_CHARS,
     compress_tool_result,

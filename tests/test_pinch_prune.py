@@ -12,15 +12,15 @@ import orjson
 import pytest
 
 from middlewares.pinch_prune import PinchPrune
-from router.chain import StageDeps
+from router.contract.chain import StageDeps
 from router.config import ConfigError, load_config
-from router.context import Classification, ClassificationSource, Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
+from router.contract.context import Classification, ClassificationSource, Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed, prune_context
 from router.core.pinch_ledger import EMPTY_LEDGER, pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turns import trim_candidates
-from router.stage import run_stage
+from router.contract.stage import run_stage
 from tests.classifier_fakes import FakeClock
 from tests.conftest import make_config, model_entry
 from tests.factories import agent_session, assistant, make_ctx, sent_messages, system, tool, user

@@ -20,13 +20,13 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from middlewares.pinch_relevance import PinchRelevance
-from router.chain import ChainError, StageDeps, validate_order
-from router.registry import stage_registry
+from router.contract.chain import ChainError, StageDeps, validate_order
+from router.server.registry import stage_registry
 from router.config import ConfigError
-from router.context import Outcome, RelevanceStatus
-from router.embeddings_client import EmbeddingsClient, EmbeddingsError, embeddings_url
+from router.contract.context import Outcome, RelevanceStatus
+from router.clients.embeddings import EmbeddingsClient, EmbeddingsError, embeddings_url
 from router.tools.mock_upstream import MockUpstream
-from router.stage import run_stage
+from router.contract.stage import run_stage
 from tests.conftest import ProxyFactory, make_config
 from tests.factories import assistant, make_ctx, system, tool
 from tests.http_mocks import MockedResponse

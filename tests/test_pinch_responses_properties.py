@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from router.core.pinch import prune_results
 from router.core.request_view import BodyChanges
-from router.core.responses_request import validate_responses_body
-from router.core.responses_view import ResponsesConversation, body_with_changes, items_with, responses_view
+from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.view import ResponsesConversation, body_with_changes, items_with, responses_view
 from router.core.turns import candidate_results
 from tests.test_pinch_properties import log
 from tests.wire_factories import function_call, function_call_output, input_message, reasoning_item, responses_body

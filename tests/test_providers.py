@@ -7,7 +7,7 @@ import pytest
 from router.config import ConfigError, ProviderSettings
 from router.providers import PROVIDER_ADAPTERS, Untranslatable, provider_adapter, translator
 from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
-from router.wire.openai_chat import OPENAI_CHAT
+from router.wire.openai_chat.adapter import OPENAI_CHAT
 from tests.conftest import make_config
 
 

@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from router.core.request_view import BodyChanges
-from router.core.responses_request import PROXY_REASONING_ID_PREFIX, is_proxy_reasoning, validate_responses_body
-from router.core.responses_view import body_with_changes, responses_view
+from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX, is_proxy_reasoning, validate_responses_body
+from router.wire.openai_responses.view import body_with_changes, responses_view
 from router.tools.mock_answers import seal
 from tests.conftest import make_config, model_entry
 from tests.http_mocks import mocked_http

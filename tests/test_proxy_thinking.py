@@ -16,8 +16,8 @@ import orjson
 import pytest
 from yarl import URL
 
-from router.core.anthropic_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
-from router.core.anthropic_messages import (
+from router.translate.messages_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
+from router.wire.anthropic_messages.request import (
     PROXY_THINKING_SIGNATURE,
     tool_loop_without_thinking,
     validate_messages_body,

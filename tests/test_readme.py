@@ -19,10 +19,10 @@ from pydantic import BaseModel
 
 from router.cli import build_parser
 from router.config import DEFAULT_CHAIN, Config, ProviderSettings, load_config
-from router.core.anthropic_messages import ERROR_TYPES
-from router.metrics import Metrics
-from router.registry import STAGES, stage_registry
-from router.unknown_paths import SUPPORTED_ENDPOINTS
+from router.wire.anthropic_messages.request import ERROR_TYPES
+from router.observe.metrics import Metrics
+from router.server.registry import STAGES, stage_registry
+from router.http.unknown_paths import SUPPORTED_ENDPOINTS
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -198,13 +198,13 @@ def test_the_readme_names_every_metric():
 
 
 def test_the_reload_gauges_the_readme_names_are_registered_by_the_live_chain():
-    source = (ROOT / "router" / "live.py").read_text()
+    source = (ROOT / "router" / "server" / "live.py").read_text()
     for name in ("pinch_router_config_last_reload_successful", "pinch_router_config_last_reload_success_timestamp_seconds", "pinch_router_config_info"):
         assert f'"{name}"' in source
 
 
 def test_every_response_header_is_in_the_response_headers_section():
-    emitted = set(re.findall(r'"(x-router-[a-z-]+)"', (ROOT / "router" / "headers.py").read_text()))
+    emitted = set(re.findall(r'"(x-router-[a-z-]+)"', (ROOT / "router" / "http" / "headers.py").read_text()))
     text = README[README.index("\n### Response headers\n"):README.index("\n## Endpoints\n")]
     assert emitted and sorted(h for h in emitted if f"`{h}`" not in text) == []
 

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bench.harness import free_port
 from router.config import Config
 from router.core.config_diff import changed_paths
-from router.live import LIVE_KEY, load_serving_config
+from router.server.live import LIVE_KEY, load_serving_config
 from tests.conftest import chat_body, model_entry
 from tests.processes import mock_upstream, router, running, write_config
 

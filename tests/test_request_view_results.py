@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from router.core.anthropic_view import MessagesConversation
-from router.core.chat_view import ChatConversation
+from router.wire.anthropic_messages.view import MessagesConversation
+from router.wire.openai_chat.view import ChatConversation
 from router.core.request_view import Conversation, stable_id
-from router.core.responses_view import ResponsesConversation
+from router.wire.openai_responses.view import ResponsesConversation
 from tests import anthropic_factories as anthropic
 from tests.factories import agent_session, tool
 from tests.wire_factories import function_call, function_call_output, input_message

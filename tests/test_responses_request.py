@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from router.core.chat_request import InvalidRequest
-from router.core.responses_request import validate_responses_body
+from router.wire.openai_chat.validation import InvalidRequest
+from router.wire.openai_responses.validation import validate_responses_body
 from tests.test_agent_fixtures import load
 from tests.wire_factories import (
     EXEC_COMMAND,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.core.responses_request import validate_responses_body
-from router.core.responses_view import OPENAI_RESPONSES, items_with, responses_view
+from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.view import OPENAI_RESPONSES, items_with, responses_view
 from tests.test_agent_fixtures import load
 from tests.wire_factories import (
     EXEC_COMMAND,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from router.config import ModelSettings
-from router.context import Capabilities
+from router.contract.context import Capabilities
 from router.core.routing import NoRoute, detect_capabilities, output_tokens_to_send, select_route
 from router.core.tokens import TokenEstimator
 from tests.conftest import model_entry

@@ -86,7 +86,7 @@ async def test_cookies_a_provider_sets_never_reach_later_requests(mock_upstream)
     from aiohttp import web
     from aiohttp.test_utils import TestClient, TestServer
 
-    from router.app import create_app
+    from router.server.app import create_app
 
     seen_cookies: list[str] = []
 

@@ -8,12 +8,12 @@ import pytest
 
 from middlewares.session_fingerprint import SessionFingerprint
 from router.config import DEFAULT_SESSION_HEADERS
-from router.context import Outcome, SessionKey
+from router.contract.context import Outcome, SessionKey
 from router.core.fingerprint import header_session_key
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
-from router.session_store import LocalStore
-from router.stage import StageDeps, run_stage
+from router.state.session_store import LocalStore
+from router.contract.stage import StageDeps, run_stage
 from tests.agent_captures import captured, client_headers
 from tests.conftest import chat_body, make_config
 from tests.factories import make_ctx

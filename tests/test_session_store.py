@@ -15,9 +15,9 @@ from redis.asyncio import Redis
 from bench.harness import free_port
 from router.config import Config, RedisSettings, parse_config
 from router.core.session_state import SessionSnapshot, Space
-from router.doctor import Finding, state_backend_findings
-from router.recorder import RECENT_REQUESTS, RecentRequest
-from router.session_store import LocalStore, RedisStore, read_session, redis_store, without_password
+from router.server.doctor import Finding, state_backend_findings
+from router.observe.recorder import RECENT_REQUESTS, RecentRequest
+from router.state.session_store import LocalStore, RedisStore, read_session, redis_store, without_password
 from tests.conftest import model_entry
 from tests.processes import redis_server_binary, running, start_redis
 

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.context import Usage
+from router.contract.context import Usage
 from router.core.retry_after import parse_retry_after
 from router.core.sse import SseRelay, error_event, read_usage
-from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER
-from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
+from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 
 ENDS_STREAM = {"anthropic": ANTHROPIC_MESSAGES_ADAPTER.is_stream_end, "responses": OPENAI_RESPONSES_ADAPTER.is_stream_end, "chat": None}
 

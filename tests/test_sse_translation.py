@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.core.sse_translation import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError, data_lines
+from router.translate.messages_chat_stream import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError, data_lines
 from router.tools.mock_anthropic import events as anthropic_events
 from router.tools.mock_answers import ScriptedAnswer
 from tests.anthropic_factories import body, user

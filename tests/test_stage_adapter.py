@@ -10,11 +10,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from router.dependency_http import BodyTooLarge, read_bounded
-from router.context import CTX_KEY, Outcome, RequestContext, SessionKey
+from router.clients.dependency_http import BodyTooLarge, read_bounded
+from router.contract.context import CTX_KEY, Outcome, RequestContext, SessionKey
 from router.core.results import round_ms
-from router.errors import invalid_request
-from router.stage import (
+from router.http.errors import invalid_request
+from router.contract.stage import (
     FailMode,
     StageReport,
     StageTimeout,

@@ -15,8 +15,8 @@ import pytest
 from redis.asyncio.connection import Connection
 
 from bench.harness import free_port
-from router.endpoints import STATE_KEY
-from router.session_store import ResilientStore
+from router.http.endpoints import STATE_KEY
+from router.state.session_store import ResilientStore
 from tests.conftest import make_config, model_entry
 from tests.factories import assistant, system, tool, user
 from tests.processes import redis_server_binary, running, start_redis

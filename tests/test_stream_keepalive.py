@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.core.anthropic_chat import PING_EVENT
+from router.translate.messages_chat import PING_EVENT
 from router.core.sse import KEEP_ALIVE_COMMENT
 from tests.conftest import chat_body, make_config, model_entry
 from tests.misbehaving_upstream import MisbehavingUpstream, Writer

@@ -22,13 +22,13 @@ import orjson
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.core.anthropic_messages import THINKING_OFF_MID_TOOL_LOOP
+from router.wire.anthropic_messages.request import THINKING_OFF_MID_TOOL_LOOP
 from router.core.cache_timing import CacheState, CacheVerdict
-from router.core.chat_view import ChatConversation
+from router.wire.openai_chat.view import ChatConversation
 from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, WindowLimit, pinch_conversation
 from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.core.thinking_binding import (
+from router.wire.anthropic_messages.thinking import (
     BINDING_MODELS,
     HOLD_FOR_LOOP_THINKING,
     binds_thinking,

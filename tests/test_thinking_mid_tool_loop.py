@@ -22,14 +22,14 @@ import orjson
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.core.anthropic_messages import (
+from router.wire.anthropic_messages.request import (
     PROXY_THINKING_SIGNATURE,
     THINKING_OFF_MID_TOOL_LOOP,
     thinking_within_output_limit,
     tool_loop_without_thinking,
     validate_messages_body,
 )
-from router.core.anthropic_view import messages_view
+from router.wire.anthropic_messages.view import messages_view
 from router.tools import mock_anthropic
 from router.tools.decision_text import decision_detail
 from router.tools.explain import explain_request, render_explanation

@@ -17,6 +17,6 @@ def test_top_without_textual_says_how_to_install_it(monkeypatch, capsys):
 
 
 def test_the_server_and_its_chain_load_without_textual():
-    check = "import sys; sys.modules['textual'] = None; import router.app, router.service, router.registry; print('ok')"
+    check = "import sys; sys.modules['textual'] = None; import router.server.app, router.server.service, router.server.registry; print('ok')"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

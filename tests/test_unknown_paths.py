@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from router.unknown_paths import SUPPORTED_ENDPOINTS
+from router.http.unknown_paths import SUPPORTED_ENDPOINTS
 from tests.conftest import chat_body, make_config
 
 

@@ -14,10 +14,10 @@ from router.core.pinch import prune_results
 from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
 from router.core.request_view import BodyChanges, ToolResult, start_of_last_turns
 from router.core.sse import SseRelay
-from router.errors import ApiError, invalid_request
-from router.stage import StageDeps, run_stage
+from router.http.errors import ApiError, invalid_request
+from router.contract.stage import StageDeps, run_stage
 from router.wire import adapters
-from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from tests.conftest import make_config
 from tests.factories import assistant, chat_request_view, image_part, make_ctx, system, tool, user
 

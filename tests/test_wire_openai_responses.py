@@ -5,9 +5,9 @@ from __future__ import annotations
 import orjson
 
 from router.core.request_view import BodyChanges
-from router.errors import ApiError
+from router.http.errors import ApiError
 from router.wire import adapters
-from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER, ResponsesToChat
+from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER, ResponsesToChat
 from tests.test_agent_fixtures import load
 from tests.wire_factories import EXEC_COMMAND, function_call, function_call_output, input_message, reasoning_item, responses_body, sse_events
 

@@ -14,8 +14,8 @@ import aiohttp
 import pytest
 
 from bench.harness import free_port, tcp_states, wait_for_port
-from router.live import config_hash, load_serving_config
-from router.workers import worker_argv
+from router.server.live import config_hash, load_serving_config
+from router.server.workers import worker_argv
 from tests.processes import mock_upstream, redis_server_binary, router, running, start_redis, write_config
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TypeGuard
 
 from router.core.results import Classification, ClassificationSource
-from router.core.messages import Message
+from router.core.content import Message
 from router.core.turn_text import TurnText
 
 CATEGORY_HEADER = "x-router-category"

@@ -14,7 +14,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
-from router.core.messages import Message, content_text
+from router.core.content import Message, content_text
 
 KEY_HEX_CHARS = 24
 

@@ -42,8 +42,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 from router.core.results import PinchMode, PinchStats
-from router.core.chat_view import ChatConversation
-from router.core.messages import TEXT_PART_TYPES, Message
+from router.wire.openai_chat.view import ChatConversation
+from router.core.content import TEXT_PART_TYPES, Message
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, Unit, units_with
 from router.core.tokens import (
     CHARS_PER_TOKEN,
@@ -284,7 +284,7 @@ class _FixedName:
 
 def tool_name_for(messages: list[Message], index: int) -> str:
     """The tool that produced chat message ``messages[index]``, for its placeholder
-    (:meth:`~router.core.chat_view.ChatConversation.tool_name`)."""
+    (:meth:`~router.wire.openai_chat.view.ChatConversation.tool_name`)."""
     return ChatConversation(messages).tool_name(index)
 
 

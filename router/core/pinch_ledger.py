@@ -71,8 +71,8 @@ from xxhash import xxh3_64_hexdigest
 from router.core.frozen import frozen
 from router.core.results import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
-from router.core.messages import Message
-from router.core.chat_view import ChatConversation, messages_with
+from router.core.content import Message
+from router.wire.openai_chat.view import ChatConversation, messages_with
 from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, _checked_order, _rewrite
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
 from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
@@ -147,7 +147,7 @@ class PinchSession:
     ``last_seen``: the clock when its previous request was pinched; ``provider``:
     where that request was meant to go; ``requests``: how many it has had;
     ``unbound``: the signed thinking blocks whose prefix its batches changed, left out
-    of every later request (:func:`router.core.thinking_binding.unbind`), oldest first.
+    of every later request (:func:`router.wire.anthropic_messages.thinking.unbind`), oldest first.
     """
 
     ledger: Ledger = EMPTY_LEDGER

@@ -4,7 +4,7 @@
   (provider keys, the embeddings key, client keys) from text on its way out:
   client error bodies, decision rows (so ``/v1/decisions``) and the request
   log line. Sources are kept clean too (dependency failures are described
-  without what the dependency sent, :mod:`router.dependency_http`); this pass
+  without what the dependency sent, :mod:`router.clients.dependency_http`); this pass
   is the guarantee that holds whatever a source did.
 * :meth:`Redactor.log_filter` — the same pass over every log record (its
   message, arguments, extra fields and traceback), for the handlers that write

@@ -49,7 +49,7 @@ from router.core.frozen import frozen
 from router.core.turn_text import TurnText
 
 if TYPE_CHECKING:
-    from router.core.thinking_binding import ThinkingUnbound
+    from router.wire.anthropic_messages.thinking import ThinkingUnbound
 
 Unit = dict[str, Any]
 Rewrites = Mapping[int, Any]  # tool-result position → its new content

@@ -1,6 +1,6 @@
 """The stage result types: one frozen dataclass per context slot (ARCHITECTURE §3). Pure.
 
-Stages write them into :class:`router.context.RequestContext` (which
+Stages write them into :class:`router.contract.context.RequestContext` (which
 re-exports them); cores return them. They live here so the cores never import
 the framework.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from router.core.frozen import frozen
 
 if TYPE_CHECKING:
-    from router.core.thinking_binding import ThinkingUnbound
+    from router.wire.anthropic_messages.thinking import ThinkingUnbound
 
 
 def round_ms(ms: float) -> float:

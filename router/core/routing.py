@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from router.core.results import Candidate, Capabilities, Rejection, Route
 from router.core.pinch_ledger import WindowLimit
 from router.core.request_view import RequestView
-from router.core.thinking_binding import binds_thinking
+from router.wire.anthropic_messages.thinking import binds_thinking
 from router.core.tokens import TokenEstimator
 
 

@@ -6,7 +6,7 @@ deltas are never re-chunked or merged (WHAT-USERS-HIT #2), and when a stream
 breaks, the client gets a clean error event instead of half a JSON line.
 The usage chunk (``stream_options.include_usage``) is read, never altered — and
 dropped whole only when the proxy asked for it on the client's behalf
-(``drop_usage_only``, see :mod:`router.core.upstream_body`); a stream that
+(``drop_usage_only``, see :mod:`router.wire.openai_chat.body`); a stream that
 reports usage in several events (Anthropic's message_start and message_delta)
 keeps the latest figure of each kind.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from router.core.results import Usage
-from router.core.upstream_body import is_usage_only_event
+from router.wire.openai_chat.body import is_usage_only_event
 
 DONE_EVENT = b"data: [DONE]\n\n"
 # What a silent stream sends in the OpenAI formats: an SSE comment, which every client ignores.

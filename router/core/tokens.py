@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from router.core.messages import IMAGE_PART_TYPES, TEXT_PART_TYPES, Message
+from router.core.content import IMAGE_PART_TYPES, TEXT_PART_TYPES, Message
 
 CHARS_PER_TOKEN = 4
 TOOL_CALL_OVERHEAD_CHARS = 12  # id, type and framing of one call

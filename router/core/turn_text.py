@@ -14,7 +14,7 @@ The classifier reads both; pinch-relevance embeds both as its queries.
 from __future__ import annotations
 
 from router.core.frozen import frozen
-from router.core.messages import Message, content_text, tool_call_arguments
+from router.core.content import Message, content_text, tool_call_arguments
 
 
 @frozen

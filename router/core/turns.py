@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from router.core.messages import TEXT_PART_TYPES, Message
+from router.core.content import TEXT_PART_TYPES, Message
 from router.core.request_view import Conversation
 
 

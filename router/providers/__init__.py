@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from router.config import ProviderSettings
-    from router.context import Candidate, Usage
-    from router.core.messages import Message
+    from router.contract.context import Candidate, Usage
+    from router.core.content import Message
 
 
 class ProviderAdapter(Protocol):
@@ -117,7 +117,7 @@ def provider_adapter(provider: ProviderSettings) -> ProviderAdapter:
 
 
 def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
-    from router.core.anthropic_view import ANTHROPIC_MESSAGES
+    from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
     from router.providers.anthropic import (
         ChatToMessagesTranslator,
         MessagesToChatTranslator,
@@ -126,8 +126,8 @@ def _translators() -> dict[tuple[str, str], Callable[[], Translator]]:
         responses_to_ollama_native,
     )
     from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
-    from router.wire.openai_chat import OPENAI_CHAT
-    from router.wire.openai_responses import OPENAI_RESPONSES, ResponsesToChat
+    from router.wire.openai_chat.adapter import OPENAI_CHAT
+    from router.wire.openai_responses.adapter import OPENAI_RESPONSES, ResponsesToChat
 
     return {
         (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,

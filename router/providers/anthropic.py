@@ -16,7 +16,7 @@ The translators between the two wire formats live here too:
 :class:`MessagesToChatTranslator` (an Anthropic client, e.g. Claude Code, routed to an
 OpenAI-compatible or Ollama model) and :class:`ChatToMessagesTranslator` (an OpenAI-chat
 client routed to an ``api: anthropic`` model). The pure translations are
-:mod:`router.core.anthropic_chat` and :mod:`router.core.sse_translation`.
+:mod:`router.translate.messages_chat` and :mod:`router.translate.messages_chat_stream`.
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ from typing import Any
 import orjson
 
 from router.config import ProviderSettings
-from router.context import Candidate
-from router.core.anthropic_chat import (
+from router.contract.context import Candidate
+from router.translate.messages_chat import (
     chat_completion_to_message,
     chat_to_messages_body,
     message_to_chat_completion,
     messages_to_chat_body,
     server_tools,
 )
-from router.core.anthropic_messages import blocks_of
-from router.core.anthropic_view import ANTHROPIC_MESSAGES, count_input_tokens
-from router.core.messages import Message
-from router.core.sse_translation import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError
+from router.wire.anthropic_messages.request import blocks_of
+from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, count_input_tokens
+from router.core.content import Message
+from router.translate.messages_chat_stream import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError
 from router.providers import StreamBroken
 
 DEFAULT_VERSION = "2023-06-01"
@@ -248,13 +248,13 @@ def messages_to_ollama_native() -> ChainedTranslator:
 
 
 def responses_to_messages() -> ChainedTranslator:
-    from router.wire.openai_responses import ResponsesToChat
+    from router.wire.openai_responses.adapter import ResponsesToChat
 
     return ChainedTranslator(ResponsesToChat(), ChatToMessagesTranslator())
 
 
 def responses_to_ollama_native() -> ChainedTranslator:
     from router.providers.ollama import OllamaChatTranslator
-    from router.wire.openai_responses import ResponsesToChat
+    from router.wire.openai_responses.adapter import ResponsesToChat
 
     return ChainedTranslator(ResponsesToChat(), OllamaChatTranslator())

@@ -37,14 +37,14 @@ from typing import Any
 import orjson
 
 from router.config import ProviderSettings
-from router.context import Candidate, Usage
-from router.core.anthropic_chat import tool_input
-from router.core.chat_to_responses import reasoning_text
-from router.core.messages import Message, content_text
+from router.contract.context import Candidate, Usage
+from router.translate.messages_chat import tool_input
+from router.translate.chat_to_responses import reasoning_text
+from router.core.content import Message, content_text
 from router.core.sse import DONE_EVENT
 from router.providers import StreamBroken
 from router.providers.openai import bearer_headers
-from router.wire.openai_chat import OPENAI_CHAT
+from router.wire.openai_chat.adapter import OPENAI_CHAT
 
 OLLAMA_CHAT = "ollama-chat"
 NDJSON = "application/x-ndjson"

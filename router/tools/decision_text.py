@@ -1,7 +1,7 @@
 """One decision as text, for people: the one renderer `top` (its detail popup) and `explain` share.
 
 It reads a decision in its JSON form — a ``/v1/decisions`` row, or
-:meth:`router.decision_record.Decision.as_json` of the context `explain` ran —
+:meth:`router.observe.decision_record.Decision.as_json` of the context `explain` ran —
 so what `explain` predicts and what `top` shows afterwards read alike, line for
 line. Pure: plain data in, text out (no terminal UI, no network).
 
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
-from router.decision_record import wire_route
+from router.observe.decision_record import wire_route
 
 Row = dict[str, Any]
 Field = tuple[str, str]

@@ -4,7 +4,7 @@ Each transcript (an OpenAI request body ``{"messages": [...], "tools": [...]}``,
 or a bare list of messages) is replayed turn by turn as ONE session: the
 request of turn k is every message before the k-th assistant message, i.e.
 what the agent sent to get that answer. Every request goes through the real
-proxy — :func:`router.app.create_app` served on a loopback port, with an
+proxy — :func:`router.server.app.create_app` served on a loopback port, with an
 injected clock that the replay advances — to a recording
 :class:`~router.tools.mock_upstream.MockUpstream` on another loopback port, so
 what is measured is the messages that really went upstream. A fresh proxy
@@ -19,7 +19,7 @@ request's start, the share the upstream reported as cached, fresh (uncached)
 tokens per request, the session's cost — all relative to no pinch in the same
 scenario — the ledger's batches, and in the no-cache scenario the
 referenced-results quality figure beside a recency policy at equal tokens
-(see :mod:`router.core.pinch_eval` for every definition); under each table
+(see :mod:`router.tools.pinch_measures` for every definition); under each table
 the reasons the ledger gave. Then each target of issue #11 as met or missed,
 judged on every transcript that exceeds the budget at least once.
 
@@ -52,10 +52,10 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.app import create_app
+from router.server.app import create_app
 from router.config import Config
-from router.context import Message, RequestContext
-from router.core.pinch_eval import (
+from router.contract.context import Message, RequestContext
+from router.tools.pinch_measures import (
     ANTHROPIC,
     CachePricing,
     SentRequest,
@@ -68,9 +68,9 @@ from router.core.pinch_eval import (
 )
 from router.core.tokens import TokenEstimator
 from router.core.turns import protected_from, trim_candidates
-from router.edge import context_from_body
-from router.endpoints import MAX_DECISIONS
-from router.errors import ApiError
+from router.http.edge import context_from_body
+from router.http.endpoints import MAX_DECISIONS
+from router.http.errors import ApiError
 from router.tools.mock_upstream import MockUpstream, SimulatedPromptCache
 from router.tools.transcripts import RequestFileError, Transcript, load_transcript
 

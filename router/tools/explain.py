@@ -3,8 +3,8 @@
 The request (a chat-completions, Anthropic Messages or Responses API body, or a transcript ``{"messages", "tools"}``
 without a model, which routes like ``auto``; a bare list of messages works
 too) goes through the configured chain exactly as the proxy would run it —
-the edge's :func:`router.edge.context_from_body`, the stages built by
-:func:`router.chain.build_chain`, each run by :func:`router.stage.run_stage`
+the edge's :func:`router.http.edge.context_from_body`, the stages built by
+:func:`router.contract.chain.build_chain`, each run by :func:`router.contract.stage.run_stage`
 so timeouts and fallbacks behave as in the proxy — except ``upstream-forward``,
 which never runs: nothing goes to the chat upstream. The classifier and the
 embeddings endpoint ARE called as configured (an unreachable one falls back
@@ -38,26 +38,26 @@ import orjson
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.chain import TERMINAL_STAGE, StageDeps, build_chain
-from router.registry import chain_stages
+from router.contract.chain import TERMINAL_STAGE, StageDeps, build_chain
+from router.server.registry import chain_stages
 from router.config import Config
-from router.context import Message, RequestContext
-from router.core.messages import content_text
+from router.contract.context import Message, RequestContext
+from router.core.content import content_text
 from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
-from router.core.thinking_binding import passthrough_dropped
+from router.wire.anthropic_messages.thinking import passthrough_dropped
 from router.core.tokens import TokenEstimator
-from router.decision_record import decision_from_context, wire_route
-from router.edge import context_from_body
-from router.errors import ApiError
+from router.observe.decision_record import decision_from_context, wire_route
+from router.http.edge import context_from_body
+from router.http.errors import ApiError
 from router.providers import provider_adapter
-from router.stage import run_stage
+from router.contract.stage import run_stage
 from router.tools.decision_text import decision_fields, field_lines, text_table, thousands, trace_lines
 from router.tools.transcripts import RequestFileError, read_request_file
-from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
+from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
 from router.wire import WireAdapter
-from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
-from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER, is_responses_request
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER, is_responses_request
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"

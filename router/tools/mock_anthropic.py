@@ -7,7 +7,7 @@ it: a ``message`` object, or the stream ``message_start``, ``ping``,
 ``content_block_stop`` per block, ``message_delta`` (stop reason, output usage),
 ``message_stop``. Errors are ``{"type": "error", "error": {"type", "message"}}``.
 
-Models that check thinking's prefix (:func:`router.core.thinking_binding.binds_thinking`:
+Models that check thinking's prefix (:func:`router.wire.anthropic_messages.thinking.binds_thinking`:
 the ids Anthropic documents, e.g. ``claude-fable-5-1``) sign each thinking block over a
 digest of its prefix — ``system``, ``tools``, the messages and blocks before it, without
 ``cache_control`` (Claude Code moves its breakpoints every turn, and Anthropic says Claude
@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from router.core.anthropic_messages import error_type
-from router.core.thinking_binding import binds_thinking
+from router.wire.anthropic_messages.request import error_type
+from router.wire.anthropic_messages.thinking import binds_thinking
 from router.tools.mock_answers import (
     ONE_LISTING,
     FunctionTool,

@@ -33,7 +33,7 @@ import orjson
 from aiohttp import web
 
 from router.tools import mock_anthropic, mock_responses
-from router.core.pinch_eval import unchanged_prefix_tokens
+from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
 from router.tools.mock_capture import record_file_name, request_record
@@ -72,7 +72,7 @@ class SimulatedPromptCache:
     Each answer reports the whole prompt and, as cached, the part that repeats
     the previous request from its start when that came at most
     ``lifetime_seconds`` earlier on ``clock`` — the rule eval-pinch prices by
-    (:mod:`router.core.pinch_eval`), so the proxy's cache accounting can be
+    (:mod:`router.tools.pinch_measures`), so the proxy's cache accounting can be
     checked against it. ``lifetime_seconds`` 0: caches nothing.
     """
 

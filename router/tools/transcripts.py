@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from router.context import Message
+from router.contract.context import Message
 
 
 class RequestFileError(Exception):

@@ -8,22 +8,22 @@ what the rest of the proxy relies on:
   for the OpenAI formats): one whole event, written between the relayed ones.
 * ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``) and
   ``paths``, the POST routes it serves. Register it in :func:`adapters`:
-  :func:`router.app.create_app` mounts each path on its own sub-application
+  :func:`router.server.app.create_app` mounts each path on its own sub-application
   with its edge, ``live.middleware(partial(chat_edge, wire=ADAPTER, budget=budget))``
   (every edge shares the one chain and swaps with it on reload).
 * ``parse(body, turn_chars)``: validate the parsed JSON body and build the
   protocol-neutral :class:`~router.core.request_view.RequestView` (its module
   doc says what a unit, a tool result and a rewrite are), or return the
-  :class:`~router.errors.ApiError` to answer with.
+  :class:`~router.http.errors.ApiError` to answer with.
 * ``check_body`` (None, or ``check(body, max_depth)``) and ``parse_checked(body, checked,
   turn_chars)``: a wire may validate the parsed body before the depth walk, in the same pass
-  that proves parts of it shallow (:data:`router.request_body.BodyCheck`), and build its view
+  that proves parts of it shallow (:data:`router.http.request_body.BodyCheck`), and build its view
   from that; the answer must be ``parse``'s for every body (the chat wire does, for the usual
   messages of a long transcript).
 * ``error_response(error, headers)``: any error the proxy answers this client
   with, in the format's own shape and with the error's status (OpenAI
   ``{"error": {...}}``; Anthropic ``{"type": "error", "error": {...}}``).
-  Stages refuse through :meth:`router.context.RequestContext.error_response`,
+  Stages refuse through :meth:`router.contract.context.RequestContext.error_response`,
   which asks the request's adapter, so no stage knows the shape.
 * ``upstream_body(body, view, changes)``: the bytes to send a provider that
   speaks this same format: the client's body with only the chain's changes
@@ -52,10 +52,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from router.context import Usage
+    from router.contract.context import Usage
     from router.core.request_view import BodyChanges, RequestView
-    from router.errors import ApiError
-    from router.request_body import BodyCheck
+    from router.http.errors import ApiError
+    from router.http.request_body import BodyCheck
 
 
 class WireAdapter(Protocol):
@@ -90,8 +90,8 @@ class WireAdapter(Protocol):
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
-    from router.wire.anthropic_messages import ANTHROPIC_MESSAGES_ADAPTER
-    from router.wire.openai_chat import OPENAI_CHAT_ADAPTER
-    from router.wire.openai_responses import OPENAI_RESPONSES_ADAPTER
+    from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+    from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+    from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 
     return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER)}

@@ -1,0 +1,222 @@
+"""Relaying an upstream answer to the client: SSE streams and client-side errors."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from router.config import UpstreamSettings
+from router.contract.context import Attempt, Candidate, RequestContext
+from router.core.sse import EventTooLarge, SseRelay
+from router.clients.drain import OPEN_STREAMS_KEY
+from router.http.errors import ApiError
+from router.providers import StreamBroken, StreamTranslator
+from router.contract.stage import StageTimeout, within_timeout
+from router.clients.upstream import AttemptFailure, error_text
+
+log = logging.getLogger("pinch_router.relay")
+
+
+class StreamRelay:
+    """Copies one upstream SSE stream to the client, whole events as they arrive.
+
+    While the client has received nothing for ``upstream.stream_keepalive_seconds``
+    (a long prefill or thinking, or a translated stream whose provider sends only what
+    the client's format drops), it is sent its format's keep-alive (``ctx.wire.keep_alive``),
+    between whole events. Only once the head is committed, with the first event: before
+    that the request may still fail over to the next candidate, or answer with the
+    provider's error status, which a committed ``200`` head would rule out — and the
+    head's ``x-router-*`` name the model that answered. The idle gap still counts the
+    provider's silence alone: keep-alives never keep a dead upstream open.
+    """
+
+    def __init__(
+        self,
+        ctx: RequestContext,
+        upstream: aiohttp.ClientResponse,
+        settings: UpstreamSettings,
+        *,
+        drop_usage_only: bool = False,
+        translate: StreamTranslator | None = None,
+    ) -> None:
+        """``translate``: the provider streams another wire format; its events are translated first."""
+        self.ctx = ctx
+        self.translate = translate
+        self.upstream = upstream
+        self.idle = settings.idle_timeout_seconds
+        self.write_timeout = settings.client_write_timeout_seconds
+        self.keepalive = settings.stream_keepalive_seconds or None
+        self.last_write = 0.0  # loop time of the client's last bytes
+        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
+        self.client_gone = False
+        self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
+
+    def cut(self, reason: str) -> None:
+        """End the stream now, from outside: the pump wakes, the client gets an error event and [DONE]."""
+        self.cut_reason = reason
+        self.upstream.close()
+
+    async def first_chunk(self, timeout: float) -> bytes:
+        """Wait for the first complete event; failing here still allows the next candidate."""
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    chunk = await self.upstream.content.readany()
+                    if not chunk and self.translate is not None and (rest := self.translate.finish()):
+                        return self.events.feed(rest)
+                    if not chunk:
+                        raise AttemptFailure("read", "stream ended before its first event")
+                    ready = self.events.feed(self._translated(chunk))
+                    if ready:
+                        return ready
+        except TimeoutError:
+            raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
+        except EventTooLarge as exc:
+            raise AttemptFailure("read", str(exc)) from None
+        except StreamBroken as exc:
+            raise AttemptFailure("read", str(exc)) from None
+        except aiohttp.ClientError as exc:
+            raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
+
+    def _translated(self, chunk: bytes) -> bytes:
+        return chunk if self.translate is None else self.translate.feed(chunk)
+
+    async def run(self, first: bytes, head: Callable[[RequestContext], dict[str, str]]) -> None:
+        """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
+        ctx = self.ctx
+        response = web.StreamResponse(status=self.upstream.status)
+        response.content_type = "text/event-stream"
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers.update(head(ctx))
+        assert ctx.client is not None, "streaming needs the client connection"
+        await response.prepare(ctx.client)
+        ctx.response = response
+        if not await self._write(response, first):
+            return
+        streams = ctx.client.config_dict.get(OPEN_STREAMS_KEY)
+        if streams is not None:
+            streams.add(self)
+        try:
+            failure = await self._pump(response)
+        finally:
+            if streams is not None:
+                streams.discard(self)
+        result = ctx.upstream
+        if result is not None:
+            result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
+            result.stream_error = failure
+            result.client_gone = self.client_gone
+        if self.client_gone:
+            return
+        if failure:
+            log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
+            event = (
+                ctx.wire.stream_error(failure, "server_shutting_down")
+                if self.cut_reason
+                else ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+            )
+            if not await self._write(response, event):
+                return
+        await response.write_eof()
+
+    async def _pump(self, response: web.StreamResponse) -> str:
+        """Relay the rest; return why the stream broke, or '' when it ended cleanly."""
+        while not self.events.done:
+            try:
+                chunk = await self._next_chunk(response)
+            except TimeoutError:
+                return f"no data for {self.idle:g}s"
+            except aiohttp.ClientError as exc:
+                return self.cut_reason or f"connection to the provider broke ({type(exc).__name__})"
+            if chunk is None:
+                return "client disconnected"
+            if self.cut_reason:
+                return self.cut_reason
+            try:
+                if not chunk and self.translate is not None:
+                    chunk = self.translate.finish()
+                    if not chunk:
+                        return "" if self.events.done else "the provider closed the stream before its end"
+                elif not chunk:
+                    return "" if self.events.done else "the provider closed the stream before [DONE]"
+                ready = self.events.feed(self._translated(chunk))
+            except (EventTooLarge, StreamBroken) as exc:
+                return str(exc)
+            if ready and not await self._write(response, ready):
+                return "client disconnected"
+        return ""
+
+    async def _next_chunk(self, response: web.StreamResponse) -> bytes | None:
+        """The provider's next bytes within the idle gap (TimeoutError after it), keeping the
+        client alive meanwhile; None when a keep-alive found the client gone."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.idle
+        while True:
+            wake = give_up if self.keepalive is None else min(give_up, self.last_write + self.keepalive)
+            timer = asyncio.timeout_at(wake)
+            try:
+                async with timer:
+                    return await self.upstream.content.readany()
+            except TimeoutError:
+                if not timer.expired() or loop.time() >= give_up:
+                    raise
+            if not await self._write(response, self.ctx.wire.keep_alive):
+                return None
+
+    async def _write(self, response: web.StreamResponse, data: bytes) -> bool:
+        """Write to the client; False when the client has gone away or stopped reading.
+
+        A write waits only when the client's socket is full; a client that
+        takes longer than ``client_write_timeout_seconds`` to accept a chunk is
+        disconnected, so its upstream connection is released instead of pinned.
+        The timer is armed only when the write really waits (within_timeout).
+        """
+        try:
+            await within_timeout(response.write(data), self.write_timeout)
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError):
+            log.info("client_disconnected", extra={"request_id": self.ctx.request_id})
+            self.client_gone = True
+            return False
+        except StageTimeout:
+            log.info("client_stopped_reading", extra={"request_id": self.ctx.request_id, "timeout_seconds": self.write_timeout})
+            self.client_gone = True
+            transport = self.ctx.client.transport if self.ctx.client is not None else None
+            if transport is not None:
+                transport.abort()  # drops what is buffered for it; nothing more will be written
+            return False
+        self.last_write = asyncio.get_running_loop().time()
+        return True
+
+
+def relay_client_error(status: int, body: bytes, candidate: Candidate, ctx: RequestContext, *, same_wire: bool = True) -> web.Response:
+    """An upstream 4xx the client must see (keys are removed by the app's redaction pass).
+
+    From a provider speaking the client's own wire format, an error object in
+    that format (``{"error": {...}}``) is relayed as it came; anything else
+    becomes the proxy's own error, rendered by the client's wire adapter.
+    """
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        obj = None
+    if same_wire and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
+        return web.Response(status=status, body=body, content_type="application/json")
+    message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
+    return ctx.error_response(ApiError(status, message, "invalid_request_error", f"upstream_{status}"))
+
+
+def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], ctx: RequestContext) -> web.Response:
+    """One error for a request no candidate could serve, naming every attempt (in the client's error format)."""
+    summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
+    last = failures[-1] if failures else None
+    if last is not None and last.status == 429:
+        headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
+        return ctx.error_response(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
+    if last is not None and last.kind == "timeout":
+        return ctx.error_response(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"))
+    return ctx.error_response(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"))

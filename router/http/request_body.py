@@ -1,0 +1,217 @@
+"""Reading a client's JSON body: the one reader behind every endpoint that takes one (chat, /v1/outcome).
+
+Everything a client can get wrong about a body is answered here with an
+OpenAI error object, never a 5xx:
+
+* a content type other than JSON ⇒ 415;
+* a ``Content-Encoding`` aiohttp cannot decode (gzip/deflate that is not) ⇒ 400
+  (gzip and deflate bodies are decoded by aiohttp as they are read, within
+  the size limit; ``br``/``zstd`` are refused before the handler, see
+  :mod:`router.http.framing_errors`);
+* larger than ``server.max_body_mb`` (after decoding) ⇒ 413;
+* not read completely within ``server.body_timeout_seconds`` ⇒ 408 (a
+  trickling or stalled upload no longer holds a connection and its memory);
+* not JSON ⇒ 400; nested deeper than ``server.max_json_depth`` ⇒ 400 naming the limit.
+
+Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import orjson
+from aiohttp import web
+
+from router.config import ServerSettings
+from router.core.json_body import faithful_loads, json_shape
+from router.http.errors import ApiError, invalid_request
+from router.contract.timeout import within_timeout
+
+
+@dataclass(frozen=True, slots=True)
+class BodyLimits:
+    max_bytes: int
+    max_depth: int
+    timeout_seconds: float
+
+    @classmethod
+    def of(cls, server: ServerSettings) -> BodyLimits:
+        return cls(server.max_body_bytes, server.max_json_depth, server.body_timeout_seconds)
+
+
+async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
+    """The parsed JSON body, or the ApiError that explains why there is none."""
+    read = await read_checked_json_body(request, limits, None)
+    return read if isinstance(read, ApiError) else read.body
+
+
+async def read_checked_json_body(request: web.Request, limits: BodyLimits, check: BodyCheck | None) -> CheckedBody | ApiError:
+    """:func:`read_json_body`, the body checked by ``check`` on the way (:func:`parse_checked_json_body`)."""
+    if request.content_type != "application/json":
+        return invalid_request(
+            f"Content-Type must be application/json, not {request.content_type[:100] or 'missing'}",
+            code="unsupported_media_type",
+            status=415,
+        )
+    if request.content_length is not None and request.content_length > limits.max_bytes:
+        return dataclasses.replace(_too_large(limits.max_bytes), close_connection=True)  # not read: no keep-alive
+    try:  # a body that is already in (most are) arms no timer
+        raw = await within_timeout(_read_bytes(request, limits.max_bytes), limits.timeout_seconds)
+    except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
+        # The rest of the body is never read, so the connection cannot carry another request.
+        return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
+    return parse_checked_json_body(raw, limits.max_depth, check)
+
+
+async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
+    """The whole body (decoded) as one bytes object; ``HTTPRequestEntityTooLarge`` past ``max_bytes``.
+
+    aiohttp's ``request.read()`` grows a bytearray chunk by chunk and copies it into
+    bytes at the end: three copies of the body (~0.7 M instructions on a 224 KB one).
+    Here the chunks are kept and joined once, and a body that came in one piece (the
+    usual case: ``readany`` hands over what has arrived at once) is not copied at all.
+    """
+    content = request.content
+    # as request.read() does: the body is read whole anyway, so no pause between chunks
+    # (older aiohttp releases have no such knob; their request.read() sets none either)
+    raise_limit = getattr(content, "set_read_chunk_size", None)
+    if raise_limit is not None:
+        raise_limit(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := await content.readany():
+        size += len(chunk)
+        if size > max_bytes:
+            raise web.HTTPRequestEntityTooLarge(max_bytes, size)
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) -> ApiError:
+    if isinstance(exc, web.HTTPRequestEntityTooLarge):
+        return _too_large(limits.max_bytes)
+    if isinstance(exc, TimeoutError):
+        return invalid_request(
+            f"the request body did not arrive within {limits.timeout_seconds:g}s (server.body_timeout_seconds)",
+            code="request_timeout",
+            status=408,
+        )
+    encoding = request.headers.get("Content-Encoding", "")[:40]
+    return invalid_request(
+        f"the request body could not be read as sent (Content-Encoding {encoding!r} that does not match the bytes, or broken framing)",
+        code="invalid_content_encoding",
+    )
+
+
+class Checked(Protocol):
+    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
+
+    @property
+    def walk(self) -> Any: ...
+
+
+BodyCheck = Callable[[Any, int], Checked]
+"""A wire's validation of a parsed body made before the depth walk: ``check(body, max_depth)``.
+
+It must never raise and must leave every error for later (the depth's comes first), and its
+``walk`` must give :func:`json_shape` the body's own answer — the parts it leaves out proven to
+nest within ``max_depth`` with no float in them."""
+
+
+class CheckedBody(NamedTuple):
+    body: Any
+    checked: Checked | None  # None: not checked (no check, or the body was parsed again for its numbers)
+
+
+def parse_json_body(raw: bytes, max_depth: int) -> Any:
+    """Parse and check a body's bytes: the value, or the ApiError (400) that says what is wrong."""
+    read = parse_checked_json_body(raw, max_depth, None)
+    return read if isinstance(read, ApiError) else read.body
+
+
+def parse_checked_json_body(raw: bytes, max_depth: int, check: BodyCheck | None) -> CheckedBody | ApiError:
+    """:func:`parse_json_body`, with the wire's ``check`` run on the parsed body before the depth walk.
+
+    One pass over the messages then both validates them and spares the walk the usual ones;
+    the answer is the same as without ``check``: too deep first, then a suspect number parsed
+    again from the raw bytes (and its body left unchecked, for the wire to validate as usual).
+    """
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
+            return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
+        return _faithful_body(raw, max_depth)
+    checked = None if check is None else check(body, max_depth)
+    shape = json_shape(body if checked is None else checked.walk, max_depth)
+    if shape.too_deep:
+        return _too_deep(max_depth)
+    if shape.numbers_suspect:
+        return _faithful_body(raw, max_depth)
+    return CheckedBody(body, checked)
+
+
+def _faithful_body(raw: bytes, max_depth: int) -> CheckedBody | ApiError:
+    """The body parsed again keeping every number as written (:func:`faithful_loads`), and its depth checked."""
+    try:
+        body = faithful_loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return invalid_request(f"the body is not valid JSON: {str(exc)[:200]}", code="invalid_json")
+    if json_shape(body, max_depth).too_deep:
+        return _too_deep(max_depth)
+    return CheckedBody(body, None)
+
+
+def _too_deep(max_depth: int) -> ApiError:
+    return invalid_request(
+        f"the body is nested deeper than {max_depth} levels (server.max_json_depth)", code="json_too_deep"
+    )
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return invalid_request(
+        f"the request body is larger than the {max_bytes / 1048576:g} MB limit (server.max_body_mb)",
+        code="request_too_large",
+        status=413,
+    )
+
+
+class BodyBudget:
+    """Bytes of request bodies held by the requests in flight, all together (``server.max_bodies_in_flight_mb``).
+
+    A parsed body takes ~4–5× its size in memory for as long as its request
+    lives, so without a bound a burst of large bodies grows the process
+    without limit. A request reserves its declared ``Content-Length`` (the
+    whole per-body limit when it declares none) before reading and gives it
+    back when its answer is done; one that does not fit is refused with 503
+    and ``Retry-After`` instead of being read.
+    """
+
+    def __init__(self, max_bytes: int, per_body_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.per_body_bytes = per_body_bytes
+        self.held = 0
+
+    def reserve(self, request: web.Request) -> int | ApiError:
+        """The bytes reserved for this request, or the 503 to answer when they do not fit."""
+        wanted = min(request.content_length or self.per_body_bytes, self.per_body_bytes)
+        if self.held + wanted > self.max_bytes:
+            return ApiError(
+                503,
+                f"too many large request bodies in flight ({self.max_bytes / 1048576:g} MB together, "
+                "server.max_bodies_in_flight_mb); retry shortly",
+                "server_error",
+                "server_busy",
+            )
+        self.held += wanted
+        return wanted
+
+    def release(self, reserved: int) -> None:
+        self.held -= reserved
+
+
+BUSY_HEADERS = {"Retry-After": "1"}

@@ -1,0 +1,102 @@
+"""Paths the proxy does not serve: a 404 that says what it does serve, counted and logged.
+
+Agents pointed at the proxy with the wrong base URL, or speaking an API the proxy
+does not serve yet, otherwise get a bare "Not Found" and leave no trace. The
+answer lists the supported endpoints and, for an API we know, names it. The
+root (``GET``/``HEAD /``) answers 200, for health checks and people with a browser.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from aiohttp import web
+
+from router.http.errors import invalid_request
+from router.observe.metrics import Metrics
+from router.contract.stage import Handler, Middleware
+
+log = logging.getLogger("pinch_router.app")
+
+SUPPORTED_ENDPOINTS = (
+    "POST /v1/chat/completions",
+    "POST /v1/messages",
+    "POST /v1/messages/count_tokens",
+    "POST /v1/responses",
+    "GET /v1/models",
+    "POST /v1/outcome",
+    "GET /v1/decisions",
+    "GET /metrics",
+    "GET /healthz",
+)
+# APIs served, by path: (metric label, name, where the client's base URL must point). A request for
+# one at the wrong depth (a base URL missing /v1, or with one too many) is told where it is served.
+SERVED_APIS = {
+    "/v1/messages": ("anthropic_messages", "the Anthropic Messages API", "http://<host>:<port> (no /v1)"),
+    "/v1/messages/count_tokens": ("anthropic_messages", "the Anthropic Messages API", "http://<host>:<port> (no /v1)"),
+    "/v1/responses": ("openai_responses", "the OpenAI Responses API", "http://<host>:<port>/v1"),
+}
+# Known APIs not served, by path: (metric label, name). Matched with and without /v1.
+KNOWN_APIS = {
+    "/v1/completions": ("openai_completions", "the legacy OpenAI completions API"),
+    "/v1/embeddings": ("openai_embeddings", "the OpenAI embeddings API"),
+}
+OTHER = "other"
+MAX_LOGGED_PATH = 200
+
+
+def _as_v1(path: str) -> str:
+    """``path`` with exactly one leading /v1: /messages, /v1/messages and /v1/v1/messages are one API's."""
+    path = path.rstrip("/") or "/"
+    while path.startswith("/v1/"):
+        path = path[3:]
+    return f"/v1{path}"
+
+
+def known_api(path: str) -> tuple[str, str] | None:
+    """The (label, name) of the API ``path`` belongs to, if it is one we know (served or not)."""
+    key = _as_v1(path)
+    served = SERVED_APIS.get(key)
+    return served[:2] if served is not None else KNOWN_APIS.get(key)
+
+
+def not_served(method: str, path: str) -> web.Response:
+    """The 404 for ``method path``: what is supported, and which API the path is when we know it."""
+    key = _as_v1(path)
+    if key in SERVED_APIS:
+        _, name, base_url = SERVED_APIS[key]
+        what = f"{name} is served at POST {key}, not {path}: set the client's base URL to {base_url}"
+    elif key in KNOWN_APIS:
+        what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
+    else:
+        what = f"{method} {path} is not an endpoint of pinch-router"
+    return invalid_request(
+        f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
+        "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
+        "Anthropic clients at http://<host>:<port>.",
+        code="not_found",
+        status=404,
+    ).response()
+
+
+def unknown_paths(metrics: Metrics) -> Middleware:
+    """Answer requests that match no route with :func:`not_served`, counting and logging each."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not isinstance(request.match_info.http_exception, web.HTTPNotFound):
+            return await handler(request)
+        api = known_api(request.path)
+        label = api[0] if api else OTHER
+        metrics.unknown_paths.labels(label).inc()
+        log.warning("unknown_path", extra={"method": request.method, "path": request.path[:MAX_LOGGED_PATH], "api": label})
+        return not_served(request.method, request.path)
+
+    return guard
+
+
+async def root(request: web.Request) -> web.Response:
+    """``GET /`` and ``HEAD /``: 200, with what the proxy serves."""
+    body = {"service": "pinch-router", "status": "ok", "endpoints": list(SUPPORTED_ENDPOINTS)}
+    return web.Response(body=orjson.dumps(body), content_type="application/json")

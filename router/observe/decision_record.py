@@ -1,0 +1,160 @@
+"""One decision record per request: what was asked, decided and measured — never content.
+
+Built once from the RequestContext when the response is done, then fed to the
+decision log, the metrics and the request log line. It holds no message text,
+no headers and no keys: only ids, names, numbers and the stage trace.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from time import perf_counter
+from typing import Any
+
+from router.contract.context import Attempt, Candidate, Rejection, RequestContext, Route, StageRecord, UpstreamResult
+from router.core.frozen import frozen
+from router.core.redaction import clip
+from router.core.results import round_ms
+
+# Status recorded when the client went away before the answer was complete
+# (nginx's convention; no HTTP response carried it).
+CLIENT_CLOSED = 499
+
+
+@frozen
+class Decision:
+    request_id: str
+    ts: float  # seconds since the epoch, when the request arrived
+    status: int  # what the client got (499: it left first)
+    duration_ms: float  # arrival to end of the answer
+    error_code: str | None = None
+    session: str | None = None  # already a hash (router/core/fingerprint.py)
+    session_source: str | None = None
+    requested_model: str | None = None
+    stream: bool = False
+    category: str | None = None
+    tier: int | None = None  # as classified
+    source: str | None = None  # classifier | override | fallback | cached
+    routed_tier: int | None = None
+    escalation: str = ""
+    model: str | None = None  # the model that answered; None when none did (candidates and attempts say who was tried)
+    provider: str | None = None
+    candidates: tuple[str, ...] = ()
+    attempts: tuple[Attempt, ...] = ()
+    rejected: tuple[Rejection, ...] = ()
+    pinch_mode: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    pinch_compressed: int | None = None
+    pinch_reapplied: int | None = None  # results sent as the session's ledger already had them
+    pinch_newly_compressed: int | None = None  # results this request compressed for the first time
+    pinch_reason: str = ""  # why this request did or did not compress new results
+    relevance_status: str | None = None
+    relevance_reason: str = ""
+    stages: tuple[StageRecord, ...] = ()
+    upstream_status: int | None = None
+    first_byte_ms: float | None = None
+    upstream_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    total_tokens: int | None = None
+    cached_tokens: int | None = None  # prompt tokens the provider served from its prompt cache
+    cache_write_tokens: int | None = None  # prompt tokens it wrote to its cache (Anthropic reports them)
+    overhead_ms: float | None = None
+    stream_error: str = ""
+    requested_max_tokens: int | None = None  # the output limit the client asked for
+    sent_max_tokens: int | None = None  # the limit sent to the model that answered (clamped to it)
+    wire_in: str | None = None  # the client's wire format (openai-chat, anthropic-messages, openai-responses)
+    wire_out: str | None = None  # the one the provider was spoken to in: the same ⇒ passed through, else translated
+    wire_dropped: str = ""  # what the translation could not carry ("tool web_search, …"), as in x-router-dropped
+
+    @property
+    def pinch_saved(self) -> int:
+        if self.tokens_before is None or self.tokens_after is None:
+            return 0
+        return self.tokens_before - self.tokens_after
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def rejected_request(request_id: str, started: float, status: int, error_code: str) -> Decision:
+    """The record of a request the edge refused before a context existed."""
+    return Decision(
+        request_id=request_id,
+        ts=time.time() - (perf_counter() - started),
+        status=status,
+        duration_ms=round((perf_counter() - started) * 1000, 3),
+        error_code=error_code,
+    )
+
+
+def decision_from_context(ctx: RequestContext, status: int, error_code: str | None) -> Decision:
+    classification, route, pinch, relevance, upstream = ctx.classification, ctx.route, ctx.pinch, ctx.relevance, ctx.upstream
+    usage = upstream.usage if upstream is not None else None
+    if upstream is not None and upstream.client_gone:
+        status = CLIENT_CLOSED  # however the departure was noticed: a cancelled task or a failed write
+    return Decision(
+        request_id=ctx.request_id,
+        ts=ctx.received_at,
+        status=status,
+        duration_ms=round((perf_counter() - ctx.started) * 1000, 3),
+        error_code=error_code,
+        session=ctx.session.key if ctx.session else None,
+        session_source=ctx.session.source if ctx.session else None,
+        requested_model=clip(ctx.requested_model) if ctx.requested_model else ctx.requested_model,
+        stream=ctx.stream,
+        category=classification.task_category if classification else None,
+        tier=classification.task_tier if classification else None,
+        source=str(classification.source) if classification else None,
+        routed_tier=route.tier if route else None,
+        escalation=route.escalation if route else "",
+        model=upstream.model if upstream else None,
+        provider=upstream.provider if upstream else None,
+        candidates=tuple(c.model for c in route.candidates) if route else (),
+        attempts=tuple(upstream.attempts) if upstream else (),
+        rejected=route.rejected if route else (),
+        pinch_mode=str(pinch.mode) if pinch else None,
+        tokens_before=pinch.original_tokens if pinch else None,
+        tokens_after=pinch.final_tokens if pinch else None,
+        pinch_compressed=pinch.compressed if pinch else None,
+        pinch_reapplied=pinch.reapplied if pinch else None,
+        pinch_newly_compressed=pinch.newly_compressed if pinch else None,
+        pinch_reason=pinch.reason if pinch else "",
+        relevance_status=str(relevance.status) if relevance else None,
+        relevance_reason=relevance.reason if relevance else "",
+        stages=tuple(ctx.trace),
+        upstream_status=upstream.status if upstream else None,
+        first_byte_ms=_round(upstream.first_byte_ms) if upstream else None,
+        upstream_ms=_round(upstream.total_ms) if upstream else None,
+        prompt_tokens=usage.prompt_tokens if usage else None,
+        completion_tokens=usage.completion_tokens if usage else None,
+        total_tokens=usage.total_tokens if usage else None,
+        cached_tokens=usage.cached_tokens if usage else None,
+        cache_write_tokens=usage.cache_write_tokens if usage else None,
+        overhead_ms=_round(ctx.overhead_ms),
+        stream_error=upstream.stream_error if upstream else "",
+        requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,
+        sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
+        wire_in=ctx.view.wire,
+        wire_out=upstream.wire_out if upstream else None,
+        wire_dropped=upstream.dropped_text if upstream else "",
+    )
+
+
+def wire_route(wire_in: str, wire_out: str | None, dropped: str = "") -> str:
+    """The client's wire format and the provider's, for people (``top``, ``explain``):
+    ``openai-responses → openai-chat, translated, dropped tool web_search``."""
+    if wire_out is None:
+        return f"{wire_in} → -"  # no provider was tried
+    how = "passed through" if wire_out == wire_in else "translated"
+    return f"{wire_in} → {wire_out}, {how}" + (f", dropped {dropped}" if dropped else "")
+
+
+def _answering_candidate(route: Route | None, upstream: UpstreamResult | None) -> Candidate | None:
+    return route.candidate(upstream.model) if route is not None and upstream is not None and upstream.model else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round_ms(value)

@@ -1,0 +1,1 @@
+"""The composition root: the app, the live chain, the stage registry, serving as a service, workers, doctor."""

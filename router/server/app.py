@@ -1,0 +1,259 @@
+"""The composition root: config in, aiohttp application out.
+
+The LLM endpoint lives on a sub-application whose middlewares are the edge and
+the configured stages, so ``/healthz``, ``/v1/models`` (and later ``/metrics``)
+never pass through the chain. One ``aiohttp.ClientSession`` is shared by every
+stage; tests inject their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+
+import aiohttp
+from aiohttp import web
+
+from router.config import Config, config_secrets
+from router.core.redaction import Redactor, clip
+from router.observe.decision_log import DecisionLog
+from router.clients.drain import OPEN_STREAMS_KEY, OpenStreams
+from router.http.edge import chain_end, chat_edge
+from router.http.endpoints import (
+    BODY_BUDGET_KEY,
+    CONFIG_KEY,
+    RECORDER_KEY,
+    count_message_tokens,
+    STATE_KEY,
+    healthz,
+    list_decisions,
+    list_models,
+    post_outcome,
+    prometheus_metrics,
+)
+from router.http.errors import ApiError, from_http_exception
+from router.http.framing_errors import answer_framing_errors_as_api_errors
+from router.server.live import LIVE_KEY, LiveChain
+from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
+from router.observe.recorder import Recorder
+from router.http.request_body import BodyBudget
+from router.state.escalation import SessionEscalation
+from router.state.session_store import LocalStore, SessionStore, redis_store
+from router.contract.stage import Handler, Middleware
+from router.http.unknown_paths import root, unknown_paths
+from router.wire import adapters
+from router.wire.anthropic_messages.adapter import anthropic_error_response
+
+log = logging.getLogger("pinch_router.app")
+
+HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
+
+
+@web.middleware
+async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return from_http_exception(exc)
+    except Exception:
+        log.exception("unhandled_error", extra={"path": request.path})
+        return ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error").response()
+
+
+def redact_error_bodies(recorder: Recorder) -> Middleware:
+    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
+
+    It uses the recorder's redactor of the moment: a config reload may bring new secrets.
+    """
+
+    @web.middleware
+    async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        redactor = recorder.redactor
+        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+            response.body = redactor.bytes(response.body)
+        return response
+
+    return redact
+
+
+def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
+    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
+    keys = [k.encode() for k in api_keys]
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if keys and request.path not in UNAUTHENTICATED_PATHS:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
+                scheme, token = "bearer", request.headers["x-api-key"]
+            # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
+            offered = token.strip().encode("utf-8", "surrogateescape")
+            # compare against every key so the time taken does not say which matched
+            matched = [hmac.compare_digest(offered, key) for key in keys]
+            if scheme.lower() != "bearer" or not any(matched):
+                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
+                if metrics is not None:
+                    metrics.refused.labels("unauthorized").inc()
+                error = ApiError(
+                    401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
+                )
+                if request.path.startswith(ANTHROPIC_PATH_PREFIX):
+                    return anthropic_error_response(error, {"WWW-Authenticate": "Bearer"})
+                return error.response({"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return auth
+
+
+async def create_app(
+    config: Config,
+    *,
+    http: aiohttp.ClientSession | None = None,
+    clock: Callable[[], float] | None = None,
+) -> web.Application:
+    """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened).
+
+    ``clock`` times what the session state keeps: monotonic for the in-process
+    store, the wall clock for Redis (replicas on other machines share its values).
+    """
+    owns_http = http is None
+    if http is None:
+        http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=config.upstream.max_connections, limit_per_host=0),
+            raise_for_status=False,
+            # One session serves every client: a cookie a provider sets for one must
+            # never ride along on another's request.
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    state = session_store(config, metrics)
+    if clock is None:
+        clock = time.time if config.state.backend == "redis" else time.monotonic
+    escalation = (
+        SessionEscalation(state, config.escalation.failures, config.escalation.window_minutes * 60)
+        if config.escalation.enabled
+        else None
+    )
+    redactor = Redactor(config_secrets(config))
+    settings = config.decision_log
+    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
+    recorder = Recorder(
+        metrics,
+        decision_log,
+        escalation,
+        clock=clock,
+        wall_clock=time.time,
+        redactor=redactor,
+        state=state,
+    )
+
+    max_bytes = config.server.max_body_bytes
+    budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
+    except Exception:
+        await state.close()  # never started: this only releases the Redis client
+        if owns_http:
+            await http.close()
+        raise
+    llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget))], client_max_size=max_bytes)
+    llm.router.add_post("/completions", chain_end)
+
+    app = web.Application(
+        middlewares=[redact_error_bodies(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        client_max_size=max_bytes,
+    )
+    app[CONFIG_KEY] = config
+    app[HTTP_KEY] = http
+    app[RECORDER_KEY] = recorder
+    app[BODY_BUDGET_KEY] = budget
+    app[LIVE_KEY] = live
+    app[OPEN_STREAMS_KEY] = OpenStreams()
+    app.router.add_get("/", root)  # HEAD too
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", prometheus_metrics)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_post("/v1/outcome", post_outcome)
+    app.router.add_get("/v1/decisions", list_decisions)
+    app.add_subapp("/v1/chat", llm)
+    # count_tokens is answered outside the chain, so it is routed before the Messages endpoint
+    app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
+    for adapter, path in ((a, p) for a in adapters().values() for p in a.paths if not p.startswith("/v1/chat/")):
+        # the other wire formats' endpoints (Anthropic Messages, Responses): each its own sub-application
+        # and edge, through the same chain
+        endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
+        endpoint.router.add_post("", chain_end)
+        app.add_subapp(path, endpoint)
+    answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+    app[STATE_KEY] = state
+
+    async def connect_state(_: web.Application) -> None:
+        await state.start()  # never fails: an unreachable Redis means serving in fallback
+
+    async def close_state(_: web.Application) -> None:
+        await state.close()
+
+    app.on_startup.append(connect_state)
+    app.on_cleanup.append(close_state)
+
+    if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`
+
+        async def sample_gauges(_: web.Application) -> AsyncIterator[None]:
+            sampler = asyncio.get_running_loop().create_task(sample_worker_gauges(metrics), name="worker-gauges")
+            yield
+            sampler.cancel()
+            await asyncio.gather(sampler, return_exceptions=True)
+
+        app.cleanup_ctx.append(sample_gauges)
+
+    if redactor:
+        log_filter = redactor.log_filter()
+
+        async def redact_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(log_filter)
+
+        async def stop_redacting_logs(_: web.Application) -> None:
+            for handler in logging.getLogger().handlers:
+                handler.removeFilter(log_filter)
+
+        app.on_startup.append(redact_logs)
+        app.on_cleanup.append(stop_redacting_logs)
+
+    if decision_log is not None:
+
+        async def open_log(_: web.Application) -> None:
+            await decision_log.start()
+
+        async def close_log(_: web.Application) -> None:
+            await decision_log.close()  # flushes: nothing recorded before shutdown is lost
+
+        app.on_startup.append(open_log)
+        app.on_cleanup.append(close_log)
+
+    if owns_http:
+
+        async def close_http(_: web.Application) -> None:
+            await http.close()
+
+        app.on_cleanup.append(close_http)
+    return app
+
+
+def session_store(config: Config, metrics: Metrics) -> SessionStore:
+    """The process's session state: in memory, or Redis with the in-process store as its fallback."""
+    if config.state.backend == "memory":
+        metrics.state_up.set(1)
+        return LocalStore()
+    return redis_store(config.state.redis, on_fallback=metrics.state_fallback.inc, on_state=lambda up: metrics.state_up.set(int(up)))

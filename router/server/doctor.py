@@ -1,0 +1,223 @@
+"""`pinch-router doctor`: is everything the config needs actually there?
+
+Checks, each a :class:`Finding` with a fix when it fails:
+
+* every provider a model or the classifier uses answers its model list (Ollama
+  ``/api/tags``, OpenAI-compatible ``/models``) and has each configured model
+  (for Ollama the fix is ``ollama pull <model>``);
+* every ``api_key_env`` names a variable that is set;
+* the classifier and the embeddings model (when their stages are on) answer one
+  real call each;
+* the state directory and the decision log can be written.
+
+``serve`` runs the cheap part (keys and model lists, no model calls) after it
+starts listening and logs one warning per problem, never refusing to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from router.clients.classifier import ClassifierClient, ClassifierError
+from router.providers import provider_adapter
+from router.providers.ollama import ollama_root
+from router.config import Config, ProviderSettings, env_secret
+from router.core.classification import InvalidAnswer, classifier_messages, parse_classifier_answer
+from router.core.turn_text import TurnText
+from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
+from router.server.locations import LocationError, prepare_state
+from router.state.session_store import redis_store
+from router.clients.dependency_http import error_summary
+
+log = logging.getLogger("pinch_router.doctor")
+
+# Model lists are cheap: a provider that does not answer within this is reported down.
+LIST_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str  # what was looked at: "provider ollama", "model qwen3:14b"
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def needed_models(config: Config) -> dict[str, list[str]]:
+    """Per provider, the upstream model names the config sends it (chat models, then the classifier's)."""
+    needed: dict[str, list[str]] = {name: [] for name in config.providers}
+    for model in config.models:
+        if model.upstream_model not in needed[model.provider]:
+            needed[model.provider].append(model.upstream_model)
+    if "classifier" in config.middlewares and config.classifier.model not in needed[config.classifier.provider]:
+        needed[config.classifier.provider].append(config.classifier.model)
+    return needed
+
+
+def pull_commands(config: Config) -> list[str]:
+    """``ollama pull X`` for every model the config expects from an Ollama provider (embeddings included when on)."""
+    models = [m for name, wanted in needed_models(config).items() if config.providers[name].api == "ollama" for m in wanted]
+    relevance = config.pinch.relevance
+    if config.pinch.enabled and relevance.enabled and relevance.api == "ollama":
+        models.append(relevance.model)
+    return [f"ollama pull {m}" for m in dict.fromkeys(models)]
+
+
+def key_findings(config: Config) -> list[Finding]:
+    """One finding per ``api_key_env`` the config names (no I/O)."""
+    named = [(f"providers.{name}.api_key_env", p.api_key_env) for name, p in config.providers.items() if p.api_key_env]
+    relevance = config.pinch.relevance
+    if config.pinch.enabled and relevance.enabled and relevance.api_key_env:
+        named.append(("pinch.relevance.api_key_env", relevance.api_key_env))
+    return [
+        Finding(f"key {variable}", True, f"{where}: set")
+        if env_secret(variable)
+        else Finding(f"key {variable}", False, f"{where}: {variable} is not set; the provider will answer 401", f"export {variable}=...")
+        for where, variable in named
+    ]
+
+
+def state_findings(config: Config, directory: Path) -> list[Finding]:
+    if not config.decision_log.enabled:
+        return [Finding("state", True, "decision log disabled (decision_log.enabled)")]
+    try:
+        prepare_state(config, directory, probe_only=True)
+    except LocationError as error:
+        return [Finding("state", False, str(error), "make the directory writable or choose another (--state-dir)")]
+    return [Finding("state", True, f"decision log {config.decision_log.path} is writable")]
+
+
+def _normalise(name: str) -> str:
+    return name if ":" in name else f"{name}:latest"  # Ollama's implicit tag
+
+
+async def _available_models(http: aiohttp.ClientSession, provider: ProviderSettings) -> tuple[str, set[str]]:
+    """(the URL asked, the model names it lists); raises ValueError with a readable reason."""
+    adapter = provider_adapter(provider)
+    url = adapter.models_url(provider)
+    try:
+        timeout = aiohttp.ClientTimeout(total=LIST_TIMEOUT_SECONDS)
+        async with http.get(url, headers=adapter.headers(provider), timeout=timeout, allow_redirects=False) as response:
+            body = await response.read()
+            status = response.status
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ValueError(f"{url}: cannot connect ({type(exc).__name__})") from None
+    if status != 200:
+        raise ValueError(f"{url} answered {status}: {error_summary(body)}")
+    try:
+        listing = orjson.loads(body)
+        entries = listing["models"] if provider.api == "ollama" else listing["data"]
+        if provider.api == "ollama":
+            names = {_normalise(str(e.get(k))) for e in entries for k in ("name", "model") if e.get(k)}
+        else:
+            names = {str(e["id"]) for e in entries}
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        raise ValueError(f"{url}: not a model list ({error_summary(body)})") from None
+    return url, names
+
+
+async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list[Finding]:
+    """Each used provider's model list, and each configured model on it."""
+    findings: list[Finding] = []
+    targets: list[tuple[str, ProviderSettings, list[str]]] = [
+        (name, config.providers[name], wanted) for name, wanted in needed_models(config).items() if wanted
+    ]
+    relevance = config.pinch.relevance
+    if config.pinch.enabled and relevance.enabled:
+        embedder = ProviderSettings(base_url=relevance.base_url, api=relevance.api, api_key_env=relevance.api_key_env)
+        targets.append(("embeddings (pinch.relevance)", embedder, [relevance.model]))
+    listings = await asyncio.gather(*(_available_models(http, provider) for _, provider, _ in targets), return_exceptions=True)
+    for (name, provider, wanted), listing in zip(targets, listings, strict=True):
+        if isinstance(listing, BaseException):
+            start = "start Ollama (`ollama serve`)" if provider.api == "ollama" else "check the URL and the network"
+            findings.append(Finding(f"provider {name}", False, str(listing), f"{start}, or fix its base_url"))
+            continue
+        url, available = listing
+        findings.append(Finding(f"provider {name}", True, f"{url}: {len(available)} models"))
+        for model in wanted:
+            if (_normalise(model) if provider.api == "ollama" else model) in available:
+                findings.append(Finding(f"model {model}", True, f"available at {name}"))
+            elif provider.api == "ollama":
+                findings.append(Finding(f"model {model}", False, f"not pulled into Ollama at {ollama_root(provider)}", f"ollama pull {model}"))
+            else:
+                findings.append(Finding(f"model {model}", False, f"{url} does not list it", "use a model id the provider lists"))
+    return findings
+
+
+async def call_findings(config: Config, http: aiohttp.ClientSession, timeout: float) -> list[Finding]:
+    """One real classification and one real embedding, when those stages are on."""
+    findings: list[Finding] = []
+    if "classifier" in config.middlewares:
+        settings = config.classifier
+        client = ClassifierClient(http, config.providers[settings.provider], settings)
+        messages = classifier_messages(config.routing.categories, config.routing.tiers, TurnText("add a docstring to parse_args", ""))
+        try:
+            async with asyncio.timeout(timeout):
+                reply = await client.ask(messages)
+            answer = parse_classifier_answer(reply, config.routing.categories, config.routing.tiers)
+        except (ClassifierError, TimeoutError) as error:
+            findings.append(Finding("classifier", False, f"{settings.model}: {error or 'no answer in time'}", "see the provider's findings above"))
+        else:
+            if isinstance(answer, InvalidAnswer):
+                findings.append(Finding("classifier", False, f"{settings.model} answered, unusably: {answer.reason}", "try another classifier.model"))
+            else:
+                findings.append(Finding("classifier", True, f"{settings.model}: {answer.category}, tier {answer.tier}"))
+    relevance = config.pinch.relevance
+    if config.pinch.enabled and relevance.enabled:
+        try:
+            async with asyncio.timeout(timeout):
+                vectors = await EmbeddingsClient(http, relevance, provider=config.embeddings_provider()).embed(["def parse_args(argv): ..."])
+        except (EmbeddingsError, TimeoutError) as error:
+            findings.append(Finding("embeddings", False, f"{relevance.model}: {error or 'no answer in time'}", "see the embeddings provider above"))
+        else:
+            findings.append(Finding("embeddings", True, f"{relevance.model}: {vectors.shape[1]} dimensions"))
+    return findings
+
+
+async def state_backend_findings(config: Config) -> list[Finding]:
+    """With ``state.backend: redis``: does Redis answer a ping within ``state.redis.timeout_ms``?"""
+    if config.state.backend != "redis":
+        return []
+    settings = config.state.redis
+    store = redis_store(settings, on_fallback=lambda: None, on_state=lambda up: None)
+    try:
+        answers = await store.ping()
+    finally:
+        await store.close()
+    if answers:
+        return [Finding("state backend", True, f"redis at {store.where} answers")]
+    fix = f"start Redis at {store.where}, fix state.redis.url, or set state.backend: memory (the proxy serves meanwhile, degraded)"
+    return [Finding("state backend", False, f"redis at {store.where}: {store.why}", fix)]
+
+
+async def run_doctor(config: Config, state_dir: Path, call_timeout: float) -> list[Finding]:
+    async with aiohttp.ClientSession() as http:
+        findings = [*await provider_findings(config, http), *key_findings(config)]
+        findings += await call_findings(config, http, call_timeout)
+    return findings + state_findings(config, state_dir) + await state_backend_findings(config)
+
+
+def render(findings: Iterable[Finding]) -> str:
+    rows = [("", "check", "result"), *((("ok" if f.ok else "FAIL"), f.check, f.detail) for f in findings)]
+    width = max(len(row[1]) for row in rows)
+    lines = [f"{status:<4}  {check:<{width}}  {detail}" for status, check, detail in rows]
+    fixes = [f"  {f.check}: {f.fix}" for f in findings if not f.ok and f.fix]
+    if fixes:
+        lines += ["", "to fix:", *fixes]
+    return "\n".join(lines)
+
+
+async def warn_at_startup(config: Config) -> None:
+    """The cheap checks, logged as one warning each; serving goes on whatever they find."""
+    async with aiohttp.ClientSession() as http:
+        findings = [*key_findings(config), *await provider_findings(config, http)]
+    for finding in findings:
+        if not finding.ok:
+            log.warning("doctor_problem", extra={"check": finding.check, "detail": finding.detail, "fix": finding.fix})

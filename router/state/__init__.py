@@ -1,0 +1,1 @@
+"""Session state, in this process or on Redis: classifications, pinch ledgers, escalation, remembered requests."""

@@ -1,0 +1,1 @@
+"""Translations between wire formats, keyed by (client wire, provider wire): bodies, answers and streams."""

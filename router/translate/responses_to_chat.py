@@ -1,0 +1,176 @@
+"""A Responses API request translated to a chat-completions request. Pure.
+
+For a provider that speaks chat completions (OpenAI-compatible servers,
+Ollama). The input comes already validated (:mod:`router.wire.openai_responses.validation`)
+and with the chain's changes written in (pinched outputs, clamped limit).
+
+Conversation, in order:
+
+* ``instructions`` → a leading ``system`` message; ``developer`` and ``system``
+  messages → ``system`` (chat servers other than OpenAI's know no ``developer``);
+* ``input_text`` / ``output_text`` parts → text, ``input_image`` → ``image_url``
+  (a user message keeps its parts as a list; system and assistant text is
+  joined into a string, the form every chat server accepts);
+* ``function_call`` items → ``tool_calls`` of one assistant message (joined to the
+  assistant text just before them), ``function_call_output`` → a ``tool``
+  message; an output is kept only when it answers a call not answered yet
+  (chat servers reject a second answer to one call, or one to no call) — ids
+  are matched per call, as some servers reuse them from turn to turn;
+* ``reasoning`` items are never sent: a chat server cannot take them back, and
+  their ``encrypted_content`` only means something to the provider that made it.
+  Other item types a chat request cannot express are dropped and reported.
+
+Fields: function tools are kept, other tool types (``namespace``,
+``web_search``, …, which the client cannot run through a chat model) are
+dropped and reported in :attr:`ChatTranslation.dropped`; ``tool_choice``,
+``parallel_tool_calls`` (only with tools left), ``text.format`` →
+``response_format``, ``max_output_tokens`` → ``max_tokens``, ``reasoning.effort``
+→ ``reasoning_effort``, and ``temperature``, ``top_p``, ``user``,
+``prompt_cache_key`` as they are. A stream asks for its usage chunk, which the
+Responses answer reports in ``response.completed``. Responses-only fields
+(``store``, ``include``, ``client_metadata``, ``truncation``, …) stay behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from router.wire.openai_responses.validation import Item, item_type
+
+CARRIED_FIELDS = ("temperature", "top_p", "user", "prompt_cache_key")
+TEXT_PARTS = ("input_text", "output_text")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatTranslation:
+    """The chat body, and what of the request it could not carry (``"tool namespace:multi_agent_v1"``, …)."""
+
+    body: dict[str, Any]
+    dropped: tuple[str, ...]
+
+
+def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) -> ChatTranslation:
+    """``body`` (a valid Responses body) as a chat body; ``items`` its input as items."""
+    dropped: list[str] = []
+    messages = _messages(body.get("instructions"), items, dropped)
+    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    tools = _function_tools(body.get("tools") or [], dropped)
+    if tools:
+        chat["tools"] = tools
+        if "tool_choice" in body:
+            choice = _tool_choice(body["tool_choice"])
+            if choice is not None:
+                chat["tool_choice"] = choice
+        if isinstance(body.get("parallel_tool_calls"), bool):
+            chat["parallel_tool_calls"] = body["parallel_tool_calls"]
+    response_format = _response_format(body.get("text"))
+    if response_format is not None:
+        chat["response_format"] = response_format
+    if body.get("max_output_tokens") is not None:
+        chat["max_tokens"] = body["max_output_tokens"]
+    reasoning = body.get("reasoning")
+    if isinstance(reasoning, dict) and isinstance(reasoning.get("effort"), str):
+        chat["reasoning_effort"] = reasoning["effort"]
+    for key in CARRIED_FIELDS:
+        if body.get(key) is not None:
+            chat[key] = body[key]
+    if body.get("stream") is True:
+        chat["stream"] = True
+        chat["stream_options"] = {"include_usage": True}
+    return ChatTranslation(chat, tuple(dropped))
+
+
+def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: list[str]) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    if isinstance(instructions, str) and instructions:
+        messages.append({"role": "system", "content": instructions})
+    unanswered: set[str] = set()  # ids of the calls made so far that no output answered yet
+    calls_open = False  # the last message is an assistant message that function calls may still join
+    for item in items:
+        kind = item_type(item)
+        if kind == "message":
+            message = _message(item)
+            messages.append(message)
+            calls_open = message["role"] == "assistant"
+        elif kind == "function_call":
+            call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
+            if not calls_open:
+                messages.append({"role": "assistant", "content": None})
+                calls_open = True
+            messages[-1].setdefault("tool_calls", []).append(call)
+            unanswered.add(item["call_id"])
+        elif kind == "function_call_output":
+            calls_open = False
+            # a call answered already (or never made): a chat server would reject the second answer.
+            # Ids are matched per call, not per conversation: some servers reuse ids across turns.
+            if item["call_id"] not in unanswered:
+                dropped.append(f"item function_call_output:{item['call_id']} (no unanswered call with that id)")
+                continue
+            unanswered.discard(item["call_id"])
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item["output"])})
+        elif kind != "reasoning":
+            dropped.append(f"item {kind}")
+    return messages
+
+
+def _message(item: Item) -> dict[str, Any]:
+    role = "system" if item["role"] in ("developer", "system") else item["role"]
+    content = item["content"]
+    if isinstance(content, str) or role != "user":
+        return {"role": role, "content": _text(content)}
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if part["type"] in TEXT_PARTS:
+            parts.append({"type": "text", "text": part["text"]})
+        elif part["type"] == "input_image" and isinstance(part.get("image_url"), str):
+            image = {"url": part["image_url"]}
+            if isinstance(part.get("detail"), str):
+                image["detail"] = part["detail"]
+            parts.append({"type": "image_url", "image_url": image})
+    if all(p["type"] == "text" for p in parts):
+        return {"role": "user", "content": "\n\n".join(p["text"] for p in parts)}
+    return {"role": "user", "content": parts}
+
+
+def _text(content: str | list[Any]) -> str:
+    """A string, or the text of the parts (output_text, input_text, refusal) joined."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content:
+        if isinstance(part, dict):
+            text = part.get("text") if part.get("type") != "refusal" else part.get("refusal")
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n\n".join(texts)
+
+
+def _function_tools(tools: list[dict[str, Any]], dropped: list[str]) -> list[dict[str, Any]]:
+    kept = []
+    for tool in tools:
+        if tool.get("type") != "function":
+            name = tool.get("name")
+            dropped.append(f"tool {tool.get('type')}" + (f":{name}" if isinstance(name, str) else ""))
+            continue
+        function = {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
+        kept.append({"type": "function", "function": function})
+    return kept
+
+
+def _tool_choice(choice: Any) -> Any:
+    if choice in ("auto", "none", "required"):
+        return choice
+    if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}
+    return None  # hosted-tool or allowed-tools choices: the chat server picks (auto)
+
+
+def _response_format(text: Any) -> dict[str, Any] | None:
+    format_ = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(format_, dict) or format_.get("type") == "text":
+        return None
+    if format_.get("type") == "json_schema":
+        schema = {key: format_[key] for key in ("name", "schema", "strict", "description") if key in format_}
+        return {"type": "json_schema", "json_schema": schema}
+    return {"type": format_["type"]}

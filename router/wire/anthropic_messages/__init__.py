@@ -1,0 +1,1 @@
+"""The Anthropic Messages wire format: validation, the neutral view, thinking, the upstream body, errors, the adapter."""

@@ -1,0 +1,227 @@
+"""Anthropic Messages as the neutral view (:mod:`router.core.request_view`). Pure.
+
+Units: the ``system`` (one unit), then each message — except that a user message's
+``tool_result`` blocks are each a unit of their own (the block itself), and its
+other blocks (text, reminders, images) one more unit, so a unit holds at most one
+tool result. An assistant turn starts at each assistant message. A result's id is
+its ``tool_use_id``; its tool is named by the ``tool_use`` with that id. Its content
+is the block's ``content`` as sent: a string, or blocks where text is
+``{"type": "text", "text"}`` and everything else (images, ``cache_control`` on a
+text block) is kept as it is by pinch. Thinking, redacted thinking and ``tool_use``
+blocks are never results, so pinch never touches them.
+
+What the stages read besides: the session id from ``metadata.user_id``; the
+opening (for the fingerprint) and the turn text (for the classifier and
+relevance) without Claude Code's billing line and ``<system-reminder>`` blocks;
+tools present (offered, or ``tool_use``/``tool_result`` in the history), images
+(also inside tool results), JSON output (``output_config.format``), thinking.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.wire.anthropic_messages.request import (
+    THINKING_OFF_MID_TOOL_LOOP,
+    MessagesRequest,
+    blocks_of,
+    is_billing_line,
+    is_reminder,
+    metadata_session,
+    system_blocks,
+    tool_loop_without_thinking,
+    wants_json_output,
+    wants_thinking,
+)
+from router.core.content import Message
+from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from router.core.turn_text import TurnText
+
+ANTHROPIC_MESSAGES = "anthropic-messages"
+
+
+class MessagesConversation:
+    """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``."""
+
+    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_results", "_units", "_where", "_turns", "_names")
+    result_key = "content"
+    result_id_key = "tool_use_id"
+
+    def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False) -> None:
+        """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it).
+        ``needs_thinking_off``: the client asked for thinking mid a tool loop that has none Anthropic signed
+        (:func:`~router.wire.anthropic_messages.request.tool_loop_without_thinking`): an Anthropic provider
+        gets this request with thinking off."""
+        self.messages = messages
+        self.proxy_thinking = proxy_thinking
+        self.needs_thinking_off = needs_thinking_off
+        units: list[Unit] = []
+        results: list[ToolResult] = []
+        where: list[tuple[int, int]] = []  # each result's (message index, block index)
+        turns: list[int] = []
+        if system:
+            units.append({"role": "system", "content": system})
+        for m, message in enumerate(messages):
+            content = message.get("content")
+            role = message.get("role")
+            if role == "assistant":
+                turns.append(len(units))
+            if role != "user" or not isinstance(content, list) or not any(_is_result(b) for b in content):
+                units.append(message)
+                continue
+            others = []
+            for b, block in enumerate(content):
+                if _is_result(block):
+                    results.append(ToolResult(len(units), block["tool_use_id"], block.get("content")))
+                    where.append((m, b))
+                    units.append(block)
+                else:
+                    others.append(block)
+            if others:
+                units.append({"role": role, "content": others})
+        self.units = units
+        self._results = results
+        self._units = [result.unit for result in results]
+        self._where = where
+        self._turns = turns
+        self._names: dict[str, Any] | None = None
+
+    def turn_starts(self) -> list[int]:
+        return self._turns
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self._turns, count)
+
+    def tool_results(self) -> list[ToolResult]:
+        return self._results
+
+    def result_units(self) -> list[int]:
+        return self._units
+
+    def message_of(self, position: int) -> int:
+        """The index in ``messages`` of the message holding tool result ``position``."""
+        return self._where[position][0]
+
+    def tool_name(self, unit: int) -> str:
+        if self._names is None:
+            self._names = {
+                b.get("id"): b.get("name")
+                for m in self.messages
+                if m.get("role") == "assistant"
+                for b in blocks_of(m.get("content"))
+                if b.get("type") == "tool_use"
+            }
+        return clean_tool_name(self._names.get(self.units[unit].get("tool_use_id")))
+
+    def messages_with(self, rewrites: Rewrites) -> list[Message]:
+        """The client's messages with each rewritten result's ``content`` replaced — nothing else of its
+        block (``is_error``, ``cache_control``), no other block or message; the very same list when none is."""
+        if not rewrites:
+            return self.messages
+        out = list(self.messages)
+        for position, content in rewrites.items():
+            m, b = self._where[position]
+            message = out[m]
+            if message is self.messages[m]:
+                message = out[m] = {**message, "content": list(message["content"])}
+            message["content"][b] = {**message["content"][b], "content": content}
+        return out
+
+
+def _is_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
+
+
+def user_words(content: Any) -> str:
+    """The text a user turn really says: its text blocks without ``<system-reminder>`` ones."""
+    return "\n".join(b["text"] for b in blocks_of(content) if b.get("type") == "text" and isinstance(b.get("text"), str) and not is_reminder(b["text"]))
+
+
+def system_text(system: Any) -> str:
+    """The system prompt without Claude Code's billing line (it changes with the version, not the task)."""
+    return "\n\n".join(t for b in system_blocks(system) if isinstance(t := b.get("text"), str) and not is_billing_line(t))
+
+
+def opening(system: Any, messages: list[Message]) -> tuple[str, ...]:
+    """What the fingerprint hashes: the system text and the first user words, as for chat (role, text)."""
+    parts: list[str] = []
+    if text := system_text(system):
+        parts += ["system", text]
+    for message in messages:
+        if message.get("role") == "user" and (words := user_words(message.get("content"))):
+            parts += ["user", words]
+            break
+    return tuple(parts)
+
+
+def turn_text(messages: list[Message], max_chars: int) -> TurnText:
+    """The last real user words (tool results and reminders are not what was asked) and the last
+    assistant turn's tool calls plus the tail of its text (:mod:`router.core.turn_text`)."""
+    task = step = ""
+    for message in reversed(messages):
+        role = message.get("role")
+        if role == "user" and not task:
+            task = user_words(message.get("content"))[:max_chars]
+        elif role == "assistant" and not step:
+            step = _step(message.get("content"), max_chars)
+        if task and step:
+            break
+    return TurnText(task=task, step=step)
+
+
+def _step(content: Any, max_chars: int) -> str:
+    blocks = blocks_of(content)
+    calls = "\n".join(f"{b.get('name', '')}({orjson.dumps(b.get('input', {})).decode()})" for b in blocks if b.get("type") == "tool_use")[: max_chars // 2]
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    room = max_chars - len(calls) - (1 if calls else 0)
+    tail = text[-room:] if room > 0 and text else ""
+    return "\n".join(part for part in (calls, tail) if part)
+
+
+def _has_image(content: Any) -> bool:
+    for block in blocks_of(content):
+        kind = block.get("type")
+        if kind == "image" or (kind == "tool_result" and _has_image(block.get("content"))):
+            return True
+    return False
+
+
+def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int) -> RequestView:
+    """The view of a validated Messages body (``parsed`` is :func:`validate_messages_body`'s)."""
+    messages = parsed.messages
+    offers = any("input_schema" in t or t.get("type") == "custom" for t in parsed.tools or [])
+    history_tools = any(
+        b.get("type") in ("tool_use", "tool_result") for m in messages if isinstance(m.get("content"), list) for b in blocks_of(m["content"])
+    )
+    thinking = wants_thinking(body)
+    needs_thinking_off = thinking and tool_loop_without_thinking(messages)
+    return RequestView(
+        wire=ANTHROPIC_MESSAGES,
+        model=parsed.model,
+        stream=parsed.stream,
+        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking, needs_thinking_off),
+        tools=parsed.tools,
+        offers_tools=offers,
+        tools_present=offers or history_tools,
+        has_images=any(_has_image(m.get("content")) for m in messages),
+        json_output=wants_json_output(body),
+        output_limit=parsed.max_tokens,
+        turn_text=turn_text(messages, turn_chars),
+        opening=opening(body.get("system"), messages),
+        usage_requested=True,  # an Anthropic stream always reports its usage
+        body_session=metadata_session(body),
+        thinking=thinking,
+        passthrough_dropped=(THINKING_OFF_MID_TOOL_LOOP,) if needs_thinking_off else (),
+    )
+
+
+def count_input_tokens(body: dict[str, Any], estimator: TokenEstimator = DEFAULT_ESTIMATOR) -> int:
+    """The request's input tokens with the project's one estimator, over the same units pinch and the
+    gate count: system, every block of every message (text, images as the configured image tokens,
+    thinking with its signature, ``tool_use``, ``tool_result`` with what it holds) and the tool
+    schemas. Never 0 for a valid request."""
+    units = MessagesConversation(body.get("system"), body.get("messages") or []).units
+    return estimator.prompt_tokens(list(units), body.get("tools") or None)

@@ -1,0 +1,1 @@
+"""The OpenAI chat-completions wire format: validation, the neutral view, the upstream body, errors, the adapter."""

@@ -1,0 +1,250 @@
+"""Validation of a chat-completions body: the minimal shape, nothing more.
+
+The body passes upstream untouched apart from ``model`` and ``messages``, so
+only what the router itself reads is checked; unknown fields, unknown content
+part types and unknown message keys pass through (WHAT-USERS-HIT #8, #10).
+A missing ``model`` means "route for me", like the first routing alias.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from router.core.frozen import frozen
+from router.core.content import Message, has_image_part
+from router.core.redaction import clip
+
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+_ROLE_SET = frozenset(ROLES)
+
+
+class InvalidRequest(ValueError):
+    """The body is not a usable chat request; ``param`` points at the offending field."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@frozen
+class ChatRequest:
+    """A valid body's fields the router reads, and what the pass that checked its messages saw
+    on the way (so the view does not walk them again): ``has_images``, an image part in any
+    message; ``tool_history``, a ``tool``/``function`` message or an assistant's tool calls."""
+
+    model: str | None
+    messages: list[Message]
+    stream: bool
+    tools: list[dict[str, Any]] | None
+    has_images: bool = False
+    tool_history: bool = False
+
+
+# A message proven shallow nests at most this deep in the body (body 1, messages 2, message 3,
+# tool_calls 4, a call 5, its function 6); below it nothing is proven.
+_PROVEN_DEPTH = 6
+
+
+class CheckedChat(NamedTuple):
+    """A chat body validated on the way to its depth walk (:func:`check_chat_body`).
+
+    ``request`` is None when the body is not valid (:func:`validate_chat_body` says why: the
+    error waits for the depth walk, since a too-deep body is refused as that whatever else is
+    wrong with it). ``walk`` is what the depth walk still has to cover for the body's answer:
+    the body itself, or a shallow copy of it whose ``messages`` holds only the messages not
+    proven to nest within the limit with no float (the others cannot change the walk's answer).
+    """
+
+    request: ChatRequest | None
+    walk: Any
+
+
+def check_chat_body(body: Any, max_depth: int) -> CheckedChat:
+    """Validate ``body`` and, in the same pass over its messages, prove the usual ones shallow and float-free."""
+    try:
+        request, unproven = _validated(body, max_depth >= _PROVEN_DEPTH)
+    except InvalidRequest:
+        return CheckedChat(None, body)
+    if unproven is None:
+        return CheckedChat(request, body)
+    walk = dict(body)
+    walk["messages"] = unproven
+    return CheckedChat(request, walk)
+
+
+def validate_chat_body(body: Any) -> ChatRequest:
+    return _validated(body, False)[0]
+
+
+def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
+    """The valid body's ChatRequest and, when ``prove``, its messages not proven shallow and float-free."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InvalidRequest("'model' must be a non-empty string", "model")
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be a boolean", "stream")
+    for key in ("max_tokens", "max_completion_tokens"):
+        _check_positive_int(body.get(key), key)
+    _check_object(body, "response_format", required_str="type")
+    _check_object(body, "stream_options")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise InvalidRequest("'messages' must be a non-empty array of message objects", "messages")
+    has_images = tool_history = False
+    unproven: list[Any] | None = [] if prove else None
+    for i, message in enumerate(messages):
+        # The usual shapes (text content, a tool result, an assistant's function calls) are
+        # recognised on a short path that checks exactly what _check_message would; anything
+        # else, every error included, takes _check_message itself. ~2× cheaper per message.
+        if type(message) is dict:
+            role = message.get("role")
+            content = message.get("content")
+            calls = message.get("tool_calls")
+            if (
+                type(role) is str
+                and role in _ROLE_SET
+                and (content is None or type(content) is str)
+                and (role != "tool" or type(message.get("tool_call_id")) is str)
+                and (calls is None or (role == "assistant" and type(calls) is list and _plain_calls(calls)))
+            ):
+                tool_history = tool_history or role == "tool" or role == "function" or bool(calls)
+                # Shallow and float-free when it holds no key but those just checked (each a
+                # string, null or plain calls): counted, not walked, as that is what pays.
+                if unproven is not None and (
+                    len(message) != 1 + ("content" in message) + (role == "tool") + (calls is not None)
+                    or (calls is not None and not _bare_calls(calls))
+                ):
+                    unproven.append(message)
+                continue
+        _check_message(message, i)
+        if unproven is not None:
+            unproven.append(message)
+        # valid, then: a dict with a string role
+        has_images = has_images or has_image_part(message.get("content"))
+        tool_history = tool_history or message["role"] in ("tool", "function") or bool(message.get("tool_calls"))
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise InvalidRequest("'tools' must be an array", "tools")
+        for i, tool in enumerate(tools):
+            _check_tool(tool, f"tools[{i}]")
+    request = ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
+    return request, unproven
+
+
+def offers_tools(body: dict[str, Any]) -> bool:
+    """The request offers the model tools (``tools``, or the legacy ``functions``)."""
+    return bool(body.get("tools") or body.get("functions"))
+
+
+def requested_max_tokens(body: dict[str, Any]) -> int | None:
+    """The output budget the client asked for (``max_completion_tokens`` wins)."""
+    for key in ("max_completion_tokens", "max_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _check_positive_int(value: Any, param: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise InvalidRequest(f"'{param}' must be a positive integer", param)
+
+
+def _check_object(body: dict[str, Any], key: str, required_str: str | None = None) -> None:
+    value = body.get(key)
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise InvalidRequest(f"'{key}' must be an object", key)
+    if required_str is not None and not isinstance(value.get(required_str), str):
+        raise InvalidRequest(f"'{key}.{required_str}' must be a string", f"{key}.{required_str}")
+
+
+def _message_error(index: int, field: str, problem: str) -> InvalidRequest:
+    """The error for ``messages[index]`` + ``field``: the place is spelled out only here, never for a valid message."""
+    where = f"messages[{index}]{field}"
+    return InvalidRequest(f"'{where}' {problem}", where)
+
+
+def _check_message(message: Any, index: int) -> None:
+    if not isinstance(message, dict):
+        raise _message_error(index, "", "must be an object")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise _message_error(index, ".role", "is missing or not a string")
+    if role not in ROLES:
+        raise _message_error(index, ".role", f"is {clip(role, 40)!r}, not one of {', '.join(ROLES)}")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        if not isinstance(content, list):
+            raise _message_error(index, ".content", "must be a string, an array of content parts, or null")
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise _message_error(index, f".content[{j}]", "must be an object with a string 'type'")
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise _message_error(index, f".content[{j}].text", "must be a string")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise _message_error(index, ".tool_call_id", "must be a string on a tool message")
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != "assistant":
+            raise _message_error(index, ".tool_calls", "is only allowed on assistant messages")
+        if not isinstance(calls, list):
+            raise _message_error(index, ".tool_calls", "must be an array")
+        for j, call in enumerate(calls):
+            _check_tool_call(call, index, j)
+
+
+def _plain_calls(calls: list[Any]) -> bool:
+    """Every call is ``{id: str, function: {name: str, arguments: str}, ...}``: what _check_tool_call accepts, on a short path."""
+    for call in calls:
+        if type(call) is not dict or type(call.get("id")) is not str:
+            return False
+        function = call.get("function")
+        if type(function) is not dict or type(function.get("name")) is not str or type(function.get("arguments")) is not str:
+            return False
+    return True
+
+
+def _bare_calls(calls: list[Any]) -> bool:
+    """Plain calls (:func:`_plain_calls`) with no key beyond ``id``, ``function`` and a string ``type``, nor in ``function``."""
+    for call in calls:
+        if not (len(call) == 2 or (len(call) == 3 and type(call.get("type")) is str)) or len(call["function"]) != 2:
+            return False
+    return True
+
+
+def _check_tool_call(call: Any, index: int, j: int) -> None:
+    if not isinstance(call, dict):
+        raise _message_error(index, f".tool_calls[{j}]", "must be an object")
+    if not isinstance(call.get("id"), str):
+        raise _message_error(index, f".tool_calls[{j}].id", "must be a string")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise _message_error(index, f".tool_calls[{j}].function", "must be an object")
+    if not isinstance(function.get("name"), str):
+        raise _message_error(index, f".tool_calls[{j}].function.name", "must be a string")
+    if not isinstance(function.get("arguments"), str):
+        raise _message_error(index, f".tool_calls[{j}].function.arguments", "must be a string (JSON text)")
+
+
+def _check_tool(tool: Any, where: str) -> None:
+    if not isinstance(tool, dict):
+        raise InvalidRequest(f"'{where}' must be an object", where)
+    if tool.get("type", "function") != "function":
+        return  # other tool types (e.g. custom) pass through for the provider to judge
+    function = tool.get("function")
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+        raise InvalidRequest(f"'{where}.function.name' must be a non-empty string", f"{where}.function.name")
+    params = function.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidRequest(f"'{where}.function.parameters' must be an object", f"{where}.function.parameters")

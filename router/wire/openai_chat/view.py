@@ -1,0 +1,143 @@
+"""OpenAI chat messages as the neutral view (:mod:`router.core.request_view`). Pure.
+
+A unit is a message; a tool result is a ``tool`` message (its id the
+``tool_call_id``, else ``#<index>``); an assistant turn starts at each
+assistant message. A result's tool is named by the call whose ``id`` is its
+``tool_call_id`` in the assistant message it answers (the nearest one before
+it), else by the message's ``name``, else ``tool``. Tool results come from one pass over the
+messages, made the first time pinch asks (a request within budget never does), recording the
+results' indexes only (:meth:`ChatConversation.result_units`); the protected turns are found by
+walking back from the end (:meth:`ChatConversation.last_turns_start`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.wire.openai_chat.validation import ChatRequest, offers_tools, requested_max_tokens
+from router.core.fingerprint import opening_parts
+from router.core.content import Message
+from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.turn_text import extract_turn_text
+from router.core.turns import protected_from
+from router.wire.openai_chat.body import usage_must_be_injected
+
+OPENAI_CHAT = "openai-chat"
+JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
+
+
+class ChatConversation:
+    """:class:`router.core.request_view.Conversation` over a list of chat messages.
+
+    Built for every request, so it holds only the messages until asked. It names its results
+    itself (a placeholder asks once per result, so a name costs one call), and
+    :func:`router.core.pinch.tool_name_for` is its lookup on its own: each lookup walks back to
+    the nearest assistant message, remembering the answer for every message it passes, so
+    naming all of a transcript's results costs one pass over it in total, in any order
+    (relevance mode asks in relevance order) — never a walk per result.
+    """
+
+    __slots__ = ("messages", "_answers", "_units", "_results")
+    result_key = "content"
+    result_id_key = "tool_call_id"
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+        # message index -> index of the nearest assistant message at or before it (-1: none)
+        self._answers: dict[int, int] | None = None
+        self._units: list[int] | None = None  # the index of each tool message
+        self._results: list[ToolResult] | None = None
+
+    @property
+    def units(self) -> list[Message]:
+        return self.messages
+
+    def result_units(self) -> list[int]:
+        units = self._units
+        if units is None:
+            # once per pruned request, over every message: indexes only (pinch reads a
+            # candidate's content and id from its message)
+            units = self._units = [index for index, message in enumerate(self.messages) if message.get("role") == "tool"]
+        return units
+
+    def tool_results(self) -> list[ToolResult]:
+        if self._results is None:
+            self._results = tool_results_of(self)
+        return self._results
+
+    def turn_starts(self) -> list[int]:
+        return [index for index, message in enumerate(self.messages) if message.get("role") == "assistant"]
+
+    def last_turns_start(self, count: int) -> int:
+        # walks back only to the protected turns, not over the whole transcript
+        return protected_from(self.messages, count)
+
+    def tool_name(self, index: int) -> str:
+        """The tool that produced the result ``messages[index]`` (a message is a unit; see the module doc)."""
+        messages = self.messages
+        message = messages[index]
+        # most results directly follow the call they answer
+        answered = messages[index - 1] if index else None
+        if answered is None or answered.get("role") != "assistant":
+            assistant = self._nearest_assistant(index - 1)
+            answered = messages[assistant] if assistant >= 0 else None
+        name = None
+        if answered is not None:
+            # the call this result answers, inline: a placeholder asks once per result
+            calls, call_id = answered.get("tool_calls"), message.get("tool_call_id")
+            if type(calls) is list and type(call_id) is str:
+                for call in calls:
+                    if type(call) is dict and call.get("id") == call_id:
+                        function = call.get("function")
+                        name = function.get("name") if type(function) is dict else None
+                        break
+        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+            return name  # the usual case, clean already: clean_tool_name would return it as it is
+        return clean_tool_name(name, message.get("name"))
+
+    def _nearest_assistant(self, start: int) -> int:
+        messages, answers = self.messages, self._answers
+        if answers is None:
+            answers = self._answers = {}
+        passed = []
+        found = -1
+        for index in range(start, -1, -1):
+            known = answers.get(index)
+            if known is not None:
+                found = known
+                break
+            if messages[index].get("role") == "assistant":
+                found = index
+                break
+            passed.append(index)
+        for index in passed:
+            answers[index] = found
+        return found
+
+
+def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> RequestView:
+    """The view of a validated chat body (``parsed`` is :func:`router.wire.openai_chat.validation.validate_chat_body`'s)."""
+    messages = parsed.messages
+    offers = offers_tools(body)
+    response_format = body.get("response_format")
+    return RequestView(
+        wire=OPENAI_CHAT,
+        model=parsed.model,
+        stream=parsed.stream,
+        conversation=ChatConversation(messages),
+        tools=body.get("tools") or None,
+        offers_tools=offers,
+        tools_present=offers or parsed.tool_history,
+        has_images=parsed.has_images,
+        json_output=isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS,
+        output_limit=requested_max_tokens(body),
+        turn_text=extract_turn_text(messages, turn_chars),
+        opening=opening_parts(messages),
+        usage_requested=not usage_must_be_injected(body),
+    )
+
+
+def messages_with(messages: list[Message], result_units: Sequence[int], rewrites: Rewrites) -> list[Message]:
+    """``messages`` with each rewritten result's content replaced (:func:`units_with`)."""
+    return units_with(messages, result_units, rewrites, "content")

@@ -1,0 +1,1 @@
+"""The OpenAI Responses wire format (stateless): validation, the neutral view, the upstream body, the adapter."""

@@ -1,0 +1,208 @@
+"""Validation of an OpenAI Responses API body, stateless (Codex CLI's use). Pure.
+
+The proxy keeps no responses, so it serves the Responses API the way Codex
+uses it: ``store: false`` and the whole conversation in ``input``. A request
+that only works with state kept on a server is refused with a 400 naming the
+field, before any upstream is asked, rather than answered wrongly:
+
+* ``previous_response_id``, ``conversation`` and ``item_reference`` items point
+  at stored responses or items;
+* ``store: true`` (sent explicitly) and ``background: true`` ask for an answer
+  to be fetched later (``GET /v1/responses/{id}``), which the proxy cannot serve.
+
+``store`` left out is accepted as stateless (the SDK's default call sends none).
+
+As with chat (:mod:`router.wire.openai_chat.validation`), only what the router reads is
+checked; unknown fields, item types and part types pass through for a
+Responses-speaking provider to judge (WHAT-USERS-HIT #8, #10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from router.wire.openai_chat.validation import InvalidRequest
+
+Item = dict[str, Any]
+
+MESSAGE_ROLES = ("user", "assistant", "system", "developer")
+# Fields that name state kept on a server; each gets a 400 naming it.
+STATEFUL_FIELDS = {
+    "previous_response_id": "it names a response stored on the server",
+    "conversation": "it names a conversation stored on the server",
+}
+STATELESS_HINT = "pinch-router keeps no responses: send the whole conversation in 'input' with 'store': false"
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesRequest:
+    """A valid Responses body, read. ``items``: ``input`` as items (a plain string is one user message)."""
+
+    model: str | None  # None: the client named no model (route for me)
+    stream: bool
+    items: tuple[Item, ...]
+    instructions: str | None
+    tools: tuple[dict[str, Any], ...]
+    output_limit: int | None
+    proxy_reasoning: bool = False  # ``input`` holds a reasoning item the proxy made (:func:`is_proxy_reasoning`)
+
+
+def validate_responses_body(body: Any) -> ResponsesRequest:
+    """The request read from ``body``, or :class:`InvalidRequest` naming the offending field."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise InvalidRequest("'model' must be a non-empty string", "model")
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise InvalidRequest("'stream' must be a boolean", "stream")
+    _check_stateless(body)
+    instructions = body.get("instructions")
+    if instructions is not None and not isinstance(instructions, str):
+        raise InvalidRequest("'instructions' must be a string", "instructions")
+    limit = body.get("max_output_tokens")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise InvalidRequest("'max_output_tokens' must be a positive integer", "max_output_tokens")
+    text = body.get("text")
+    if text is not None:
+        if not isinstance(text, dict):
+            raise InvalidRequest("'text' must be an object", "text")
+        format_ = text.get("format")
+        if format_ is not None and (not isinstance(format_, dict) or not isinstance(format_.get("type"), str)):
+            raise InvalidRequest("'text.format' must be an object with a string 'type'", "text.format")
+    items = _input_items(body.get("input"))
+    proxy_reasoning = False
+    for i, item in enumerate(items):
+        proxy_reasoning |= _check_item(item, f"input[{i}]")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise InvalidRequest("'tools' must be an array", "tools")
+    for i, tool in enumerate(tools or []):
+        _check_tool(tool, f"tools[{i}]")
+    choice = body.get("tool_choice")
+    if choice is not None and not isinstance(choice, (str, dict)):
+        raise InvalidRequest("'tool_choice' must be a string or an object", "tool_choice")
+    return ResponsesRequest(
+        model=model,
+        stream=bool(stream),
+        items=tuple(items),
+        instructions=instructions,
+        tools=tuple(tools or ()),
+        output_limit=limit,
+        proxy_reasoning=proxy_reasoning,
+    )
+
+
+def _check_stateless(body: dict[str, Any]) -> None:
+    for field, why in STATEFUL_FIELDS.items():
+        if body.get(field) is not None:
+            raise InvalidRequest(f"'{field}' is not supported: {why}; {STATELESS_HINT}", field)
+    if body.get("store") is True:
+        raise InvalidRequest(f"'store': true is not supported: a stored response could not be fetched later; {STATELESS_HINT}", "store")
+    if body.get("store") not in (None, False):
+        raise InvalidRequest("'store' must be a boolean", "store")
+    if body.get("background") is True:
+        raise InvalidRequest(f"'background': true is not supported: its answer would have to be fetched later; {STATELESS_HINT}", "background")
+
+
+def _input_items(value: Any) -> list[Item]:
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    if not isinstance(value, list) or not value:
+        raise InvalidRequest("'input' must be a string or a non-empty array of input items", "input")
+    return value
+
+
+def item_type(item: Item) -> str:
+    """An item's type; an item with a ``role`` and no ``type`` is a message (the "easy" input form)."""
+    type_ = item.get("type")
+    return type_ if isinstance(type_, str) else "message"
+
+
+# The id of a reasoning item the proxy made from a chat model's thinking (``rs_pinch_<hex>_<n>``):
+# OpenAI's own are ``rs_`` and hex, which has no 'p', 'i', 'n' or 'h'.
+PROXY_REASONING_ID_PREFIX = "rs_pinch"
+
+
+def is_proxy_reasoning(item: Any) -> bool:
+    """A reasoning item the proxy made: its id, and no ``encrypted_content`` (the proxy has none to give).
+
+    Sent to a Responses provider with ``store: false`` it names an item the provider never
+    stored, which OpenAI refuses ("Item with id 'rs_…' not found"), so a passed-through
+    request leaves it out (:func:`router.wire.openai_responses.view.body_with_changes`).
+    """
+    return (
+        isinstance(item, dict)
+        and item.get("type") == "reasoning"
+        and str(item.get("id", "")).startswith(PROXY_REASONING_ID_PREFIX + "_")
+        and not item.get("encrypted_content")
+    )
+
+
+def _check_item(item: Any, where: str) -> bool:
+    """Raises for a malformed item; whether it is a reasoning item the proxy made (read in this one walk)."""
+    if not isinstance(item, dict):
+        raise InvalidRequest(f"'{where}' must be an object", where)
+    type_ = item.get("type")
+    if type_ is None and "role" not in item:
+        raise InvalidRequest(f"'{where}' needs a 'type' (or a 'role', for a message)", f"{where}.type")
+    if type_ is not None and not isinstance(type_, str):
+        raise InvalidRequest(f"'{where}.type' must be a string", f"{where}.type")
+    kind = item_type(item)
+    if kind == "message":
+        _check_message(item, where)
+    elif kind == "function_call":
+        for key in ("call_id", "name", "arguments"):
+            _check_str(item, key, where)
+    elif kind == "function_call_output":
+        _check_str(item, "call_id", where)
+        output = item.get("output")
+        if not isinstance(output, (str, list)):
+            raise InvalidRequest(f"'{where}.output' must be a string or an array of content parts", f"{where}.output")
+        _check_parts(output, f"{where}.output")
+    elif kind == "item_reference":
+        raise InvalidRequest(f"'{where}' is an item_reference, which names an item stored on the server; {STATELESS_HINT}", where)
+    # reasoning and every other item type pass as sent
+    return kind == "reasoning" and is_proxy_reasoning(item)
+
+
+def _check_message(item: Item, where: str) -> None:
+    role = item.get("role")
+    if role not in MESSAGE_ROLES:
+        raise InvalidRequest(f"'{where}.role' is {role!r}, not one of {', '.join(MESSAGE_ROLES)}", f"{where}.role")
+    content = item.get("content")
+    if not isinstance(content, (str, list)):
+        raise InvalidRequest(f"'{where}.content' must be a string or an array of content parts", f"{where}.content")
+    _check_parts(content, f"{where}.content")
+
+
+def _check_parts(content: str | list[Any], where: str) -> None:
+    if isinstance(content, str):
+        return
+    for j, part in enumerate(content):
+        at = f"{where}[{j}]"
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise InvalidRequest(f"'{at}' must be an object with a string 'type'", at)
+        if part["type"] in ("input_text", "output_text") and not isinstance(part.get("text"), str):
+            raise InvalidRequest(f"'{at}.text' must be a string", f"{at}.text")
+        if part["type"] == "input_image" and not isinstance(part.get("image_url"), str) and not isinstance(part.get("file_id"), str):
+            raise InvalidRequest(f"'{at}' needs an 'image_url' (a URL or data URL) or a 'file_id'", f"{at}.image_url")
+
+
+def _check_str(item: Item, key: str, where: str) -> None:
+    if not isinstance(item.get(key), str):
+        raise InvalidRequest(f"'{where}.{key}' must be a string", f"{where}.{key}")
+
+
+def _check_tool(tool: Any, where: str) -> None:
+    if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
+        raise InvalidRequest(f"'{where}' must be an object with a string 'type'", where)
+    if tool["type"] != "function":
+        return  # namespace, web_search, custom, …: the provider's to judge (translation drops them)
+    if not isinstance(tool.get("name"), str) or not tool["name"]:
+        raise InvalidRequest(f"'{where}.name' must be a non-empty string", f"{where}.name")
+    params = tool.get("parameters")
+    if params is not None and not isinstance(params, dict):
+        raise InvalidRequest(f"'{where}.parameters' must be an object", f"{where}.parameters")

@@ -1,0 +1,182 @@
+"""OpenAI Responses input items as the neutral view (:mod:`router.core.request_view`). Pure.
+
+A unit is an input item. A tool result is a ``function_call_output`` item (its
+id the ``call_id``), so a unit holds at most one result and pinch can only
+ever rewrite an output: ``reasoning`` items, their ``encrypted_content``, the
+messages and the calls are never candidates and go out as they came. An
+assistant turn starts at each run of the model's own items (``reasoning``,
+``function_call``, an ``assistant`` message, …) — what one chat assistant
+message holds. A result's tool is the ``name`` of the ``function_call`` with
+its ``call_id``.
+
+``instructions`` count as the opening system part and are sent as they are
+(the view's ``tools`` carries them for counting, since they are no item).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from router.core.fingerprint import opening_parts
+from router.core.content import IMAGE_PART_TYPES
+from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.wire.openai_responses.validation import Item, ResponsesRequest, is_proxy_reasoning, item_type
+from router.translate.responses_to_chat import responses_to_chat
+from router.core.turn_text import extract_turn_text
+
+OPENAI_RESPONSES = "openai-responses"
+JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
+# Items the model produced (its turn), as opposed to the client's messages and tool outputs.
+MODEL_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call", "local_shell_call", "image_generation_call", "code_interpreter_call", "mcp_call"})
+
+
+def is_model_item(item: Item) -> bool:
+    kind = item_type(item)
+    return kind in MODEL_ITEM_TYPES or (kind == "message" and item.get("role") == "assistant")
+
+
+class ResponsesConversation:
+    """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
+
+    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results")
+    result_key = "output"
+    result_id_key = "call_id"
+
+    def __init__(self, items: list[Item], proxy_reasoning: bool = False) -> None:
+        """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it)."""
+        self.items = items
+        self.proxy_reasoning = proxy_reasoning
+        self._units: list[int] | None = None  # the index of each function_call_output item
+        self._names: dict[str, Any] = {}
+        self._results: list[ToolResult] | None = None
+
+    @property
+    def units(self) -> list[Item]:
+        return self.items
+
+    def _scan(self) -> list[int]:
+        # once per pruned request, over every item: the results and the calls' names (the turns
+        # pinch needs are found by walking back from the end, last_turns_start)
+        units: list[int] = []
+        for index, item in enumerate(self.items):
+            kind = item_type(item)
+            if kind == "function_call_output":
+                units.append(index)
+            elif kind == "function_call" and isinstance(item.get("call_id"), str):
+                self._names.setdefault(item["call_id"], item.get("name"))
+        self._units = units
+        return units
+
+    def result_units(self) -> list[int]:
+        return self._units if self._units is not None else self._scan()
+
+    def tool_results(self) -> list[ToolResult]:
+        if self._results is None:
+            self._results = tool_results_of(self)
+        return self._results
+
+    def turn_starts(self) -> list[int]:
+        items = self.items
+        return [index for index, item in enumerate(items) if is_model_item(item) and not (index and is_model_item(items[index - 1]))]
+
+    def last_turns_start(self, count: int) -> int:
+        items, seen, index = self.items, 0, len(self.items)
+        while index > 0:
+            index -= 1
+            if not is_model_item(items[index]):
+                continue
+            while index > 0 and is_model_item(items[index - 1]):
+                index -= 1  # back to the start of this run of the model's items
+            seen += 1
+            if seen == count:
+                return index
+        return 0
+
+    def tool_name(self, unit: int) -> str:
+        if self._units is None:
+            self._scan()  # the calls' names are found by the same pass
+        return clean_tool_name(self._names.get(self.items[unit].get("call_id")))
+
+
+def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int) -> RequestView:
+    """The view of a validated Responses body (``parsed`` is :func:`validate_responses_body`'s)."""
+    items = list(parsed.items)
+    tools = list(parsed.tools)
+    format_ = body["text"].get("format") if isinstance(body.get("text"), dict) else None
+    instructions = parsed.instructions
+    opening = opening_parts(items)
+    if instructions:
+        opening = ("system", instructions, *opening)
+    return RequestView(
+        wire=OPENAI_RESPONSES,
+        model=parsed.model,
+        stream=parsed.stream,
+        conversation=ResponsesConversation(items, parsed.proxy_reasoning),
+        tools=_counted_extras(tools, instructions),
+        offers_tools=bool(tools),
+        tools_present=bool(tools) or any(item_type(i) in ("function_call", "function_call_output") for i in items),
+        has_images=any(_has_image(i) for i in items),
+        json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
+        output_limit=parsed.output_limit,
+        turn_text=extract_turn_text(_recent_as_chat(items), turn_chars),
+        opening=opening,
+        usage_requested=True,  # a Responses stream always reports usage, in response.completed
+    )
+
+
+def _counted_extras(tools: list[dict[str, Any]], instructions: str | None) -> Any:
+    """What is counted besides the units: the tool schemas, and the instructions (no unit holds them)."""
+    if not instructions:
+        return tools or None
+    return [*tools, {"instructions": instructions}]
+
+
+def _has_image(item: Item) -> bool:
+    content = item.get("content") if item_type(item) == "message" else item.get("output") if item_type(item) == "function_call_output" else None
+    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES for p in content)
+
+
+def _recent_as_chat(items: list[Item]) -> list[dict[str, Any]]:
+    """The items from the last model turn before the last user message on, as chat messages:
+    enough for the turn text (task: the last user message; step: the latest assistant turn)."""
+    start = len(items)
+    seen_user = seen_model = False
+    while start > 0 and not (seen_user and seen_model):
+        start -= 1
+        item = items[start]
+        seen_user = seen_user or (item_type(item) == "message" and item.get("role") == "user")
+        seen_model = seen_model or is_model_item(item)
+    while start > 0 and is_model_item(items[start - 1]):
+        start -= 1  # the whole of that turn: its calls and its text
+    return responses_to_chat({}, items[start:]).body["messages"]
+
+
+def items_with(items: list[Item], result_units: Sequence[int], rewrites: Rewrites) -> list[Item]:
+    """``items`` with each rewritten result's ``output`` replaced (:func:`units_with`)."""
+    return units_with(items, result_units, rewrites, "output")
+
+
+def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+    """The client's Responses body with only the chain's changes written in: ``model``, pinched
+    outputs, ``max_output_tokens`` lowered to the candidate's limit (never added), and
+    ``prompt_cache_key`` when the client sent none. Every other field is the client's, in its order
+    — but for a Responses provider, the reasoning items the proxy made from a chat model's
+    thinking are left out (:func:`~router.wire.openai_responses.validation.is_proxy_reasoning`).
+
+    A usage request has no Responses counterpart: its streams always end with usage.
+    """
+    out = dict(body)
+    out["model"] = changes.upstream_model
+    conversation = view.conversation
+    assert isinstance(conversation, ResponsesConversation)
+    if changes.rewrites:
+        out["input"] = items_with(conversation.items, conversation.result_units(), changes.rewrites)
+    if conversation.proxy_reasoning and not changes.translated:  # a translation drops every reasoning item itself
+        out["input"] = [item for item in out["input"] if not is_proxy_reasoning(item)]
+    limit = body.get("max_output_tokens")
+    if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
+        out["max_output_tokens"] = changes.output_tokens
+    if changes.prompt_cache_key is not None and "prompt_cache_key" not in body:
+        out["prompt_cache_key"] = changes.prompt_cache_key
+    return out
