@@ -1,9 +1,15 @@
-"""Shared fixtures: config factories, a mock upstream and a running proxy on loopback."""
+"""Shared fixtures: a mock upstream and a running proxy on loopback; every test outside the user's home.
+
+Tests live in folders that mirror the code (``unit/<folder>``, ``stages``, ``http``, ``system``,
+``meta``; helpers in ``support``). Every test under ``system/`` starts real processes and gets the
+``system`` marker here; a test elsewhere that does carries ``@pytest.mark.system`` itself. The fast
+loop is ``pytest -m "not system"``.
+"""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -12,8 +18,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.server.app import create_app
-from router.config import Config, parse_config
+from router.config import Config
 from router.tools.mock_upstream import MockUpstream
+from tests.support.servers import ProxyFactory, loopback_server
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -28,59 +35,12 @@ def _state_outside_the_users_home(tmp_path_factory: pytest.TempPathFactory) -> N
     os.environ.setdefault("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
 
 
-def model_entry(name: str, **overrides: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "name": name,
-        "provider": "mock",
-        "upstream_model": f"up-{name}",
-        "context_window": 32_000,
-        "max_output_tokens": 4_000,
-        "supports": {"tools": True, "vision": False, "json_mode": True},
-        "tool_proficiency": 0.6,
-        "tiers": [1, 2, 3],
-        "quality": 0.5,
-    }
-    entry.update(overrides)
-    return entry
-
-
-def make_config(upstream_url: str = "http://127.0.0.1:9/v1", **sections: Any) -> Config:
-    """A valid config pointing at ``upstream_url``; keyword sections replace defaults."""
-    raw: dict[str, Any] = {
-        "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
-        "providers": {"mock": {"base_url": upstream_url}},
-        "models": [model_entry("main")],
-        "upstream": {"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5},
-        "decision_log": {"path": ":memory:"},
-    }
-    raw.update(sections)
-    return parse_config(raw, environ={})
-
-
-def chat_body(text: str = "hello", **extra: Any) -> dict[str, Any]:
-    return {"model": "auto", "messages": [{"role": "user", "content": text}], **extra}
-
-
-@contextlib.asynccontextmanager
-async def loopback_server(app: web.Application) -> AsyncIterator[str]:
-    """``app`` served on a free loopback port; yields its ``/v1`` base URL and closes it however the block ends."""
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    try:
-        yield str(server.make_url("/v1"))
-    finally:
-        await server.close()
-
-
 @pytest.fixture
 async def mock_upstream() -> AsyncIterator[tuple[MockUpstream, str]]:
     """A MockUpstream on a free loopback port; yields (mock, base_url)."""
     mock = MockUpstream()
     async with loopback_server(mock.app()) as url:
         yield mock, url
-
-
-ProxyFactory = Callable[..., Any]
 
 
 @pytest.fixture
@@ -105,3 +65,10 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
     session = aiohttp.ClientSession()
     yield session
     await session.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    system = Path(__file__).parent / "system"
+    for item in items:
+        if system in Path(item.path).parents:
+            item.add_marker(pytest.mark.system)

@@ -1,0 +1,96 @@
+"""session-fingerprint through the proxy: the agents' session headers, the key every response reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from middlewares.session_fingerprint import SessionFingerprint
+from router.config import DEFAULT_SESSION_HEADERS
+from router.contract.context import Outcome, SessionKey
+from router.core.fingerprint import header_session_key
+from router.core.session_state import Space
+from router.core.tokens import TokenEstimator
+from router.state.session_store import LocalStore
+from router.contract.stage import StageDeps, run_stage
+from tests.support.agent_captures import captured, client_headers
+from tests.support.config import chat_body, make_config
+from tests.support.factories import make_ctx
+
+URL = "/v1/chat/completions"
+
+
+def test_the_default_session_headers_are_the_agents_in_a_documented_order():
+    assert make_config().session.headers == [
+        "x-router-session",
+        "x-session-id",
+        "x-session-affinity",  # opencode
+        "x-claude-code-session-id",  # Claude Code
+        "session-id",  # Codex
+        "thread-id",  # Codex
+    ]
+    assert list(DEFAULT_SESSION_HEADERS) == make_config().session.headers
+
+
+@pytest.mark.parametrize("header", DEFAULT_SESSION_HEADERS)
+async def test_every_default_session_header_names_the_session(proxy, mock_upstream, header):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    response = await client.post(URL, json=chat_body(), headers={header: "ses_agent_42"})
+    assert response.status == 200
+    assert response.headers["x-router-session"] == header_session_key("ses_agent_42")
+    rows = (await (await client.get("/v1/decisions")).json())["data"]
+    assert rows[0]["session_source"] == "header"
+
+
+async def test_an_earlier_header_in_the_list_wins(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    response = await client.post(URL, json=chat_body(), headers={"thread-id": "thread", "x-session-affinity": "affinity"})
+    assert response.headers["x-router-session"] == header_session_key("affinity")
+
+
+async def test_opencodes_real_headers_name_its_session(proxy, mock_upstream):
+    _, url = mock_upstream
+    title = captured("opencode")[0]
+    client = await proxy(make_config(url))
+    response = await client.post(URL, json=title.body, headers=client_headers(title))
+    await response.read()
+    assert response.headers["x-router-session"] == header_session_key(title.headers["x-session-id"])
+
+
+async def test_a_fingerprinted_session_is_reported_too(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    first = await client.post(URL, json=chat_body("the same task"))
+    second = await client.post(URL, json=chat_body("the same task"))
+    assert first.headers["x-router-session"] == second.headers["x-router-session"]
+    rows = (await (await client.get("/v1/decisions")).json())["data"]
+    assert {row["session_source"] for row in rows} == {"fingerprint"}
+
+
+@pytest.mark.parametrize("asked_by", ["raw id", "key"])
+async def test_decisions_of_a_session_are_found_by_the_raw_id_or_the_key(proxy, mock_upstream, asked_by):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    mine = await client.post(URL, json=chat_body(), headers={"x-session-id": "ses_mine"})
+    await client.post(URL, json=chat_body(), headers={"x-session-id": "ses_other"})
+    session = "ses_mine" if asked_by == "raw id" else mine.headers["x-router-session"]
+    rows = (await (await client.get("/v1/decisions", params={"session": session})).json())["data"]
+    assert [row["request_id"] for row in rows] == [mine.headers["x-router-request-id"]]
+
+
+class BrokenStore(LocalStore):
+    async def get_many(self, reads: Any, now: float) -> list[Any]:
+        raise RuntimeError("the state backend broke")
+
+
+async def test_a_failed_read_of_the_sessions_state_keeps_its_key_and_leaves_the_reads_to_the_stages() -> None:
+    deps = StageDeps(config=make_config(), http=None, estimator=TokenEstimator(), state=BrokenStore())  # type: ignore[arg-type]
+    deps.session_reads.add(Space("notes", 1, 60.0, 10, str.encode, bytes.decode))
+    ctx = make_ctx(headers={"x-router-session": "ses_1"})
+    record = await run_stage(SessionFingerprint(deps), ctx)
+    assert record.outcome is Outcome.ERROR
+    assert ctx.session == SessionKey(header_session_key("ses_1"), "header")
+    assert ctx.session_state is None

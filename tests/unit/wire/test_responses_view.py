@@ -1,0 +1,81 @@
+"""Responses input items as the neutral view: units, tool results, turns, and what the gate sees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.view import OPENAI_RESPONSES, items_with, responses_view
+from tests.http.test_agent_fixtures import load
+from tests.support.wire_factories import (
+    EXEC_COMMAND,
+    function_call,
+    function_call_output,
+    input_image,
+    input_message,
+    reasoning_item,
+    responses_body,
+)
+
+
+def view_of(body: dict[str, Any]) -> Any:
+    return responses_view(body, validate_responses_body(body), 2000)
+
+
+def test_codex_transcript_units_results_and_turns() -> None:
+    body = load("codex/0004-POST-v1-responses.json")["body"]
+    view = view_of(body)
+    conversation = view.conversation
+    assert view.wire == OPENAI_RESPONSES and view.stream is True and view.model == "mock-model"
+    assert list(view.units) == body["input"]
+    # outputs only: never the reasoning items, their encrypted content, the calls or the messages
+    assert [(r.unit, r.id) for r in conversation.tool_results()] == [(6, "call_mock_4"), (12, "call_mock_10")]
+    assert conversation.tool_results()[0].content == body["input"][6]["output"]
+    # each run of the model's items (reasoning, call / assistant message) is one turn
+    assert conversation.turn_starts() == [4, 7, 10]
+    assert [conversation.tool_name(r.unit) for r in conversation.tool_results()] == ["exec_command", "exec_command"]
+    assert view.offers_tools and view.tools_present and not view.has_images and not view.json_output
+    assert view.tools == body["tools"]
+    assert view.turn_text.task == "which of them is Python?"
+    assert view.turn_text.step == 'exec_command({"cmd":"ls"})'
+    assert view.opening[0::2] == ("system", "system", "user")  # the developer messages, then the first user message
+
+
+def test_instructions_open_the_session_and_are_counted() -> None:
+    view = view_of(responses_body(input_message("user", "hi"), instructions="be brief"))
+    assert view.opening == ("system", "be brief", "user", "hi")
+    assert view.tools == [{"instructions": "be brief"}]
+
+
+def test_images_in_messages_or_outputs_are_seen() -> None:
+    message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "see"}, input_image()]}
+    assert view_of(responses_body(message)).has_images
+    output = function_call_output("c1", [input_image()])
+    assert view_of(responses_body(input_message("user", "x"), function_call("c1"), output)).has_images
+    assert not view_of(responses_body()).has_images
+
+
+def test_json_output_is_read_from_text_format() -> None:
+    assert view_of(responses_body(text={"format": {"type": "json_schema", "name": "a", "schema": {}}})).json_output
+    assert view_of(responses_body(text={"format": {"type": "json_object"}})).json_output
+    assert not view_of(responses_body(text={"format": {"type": "text"}})).json_output
+
+
+def test_tool_history_without_tools_offered_still_needs_a_tool_model() -> None:
+    view = view_of(responses_body(input_message("user", "x"), function_call("c1"), function_call_output("c1", "y")))
+    assert view.tools_present and not view.offers_tools
+
+
+def test_the_output_limit_is_max_output_tokens() -> None:
+    assert view_of(responses_body(max_output_tokens=300)).output_limit == 300
+    assert view_of(responses_body()).output_limit is None
+
+
+def test_rewrites_replace_only_the_outputs_they_name() -> None:
+    items = [input_message("user", "go"), reasoning_item("r"), function_call("c1"), function_call_output("c1", "long"), function_call("c2"), function_call_output("c2", "kept")]
+    view = view_of(responses_body(*items, tools=[EXEC_COMMAND]))
+    results = view.conversation.result_units()
+    out = items_with(items, results, {0: "[compressed]"})
+    assert out[3] == {**items[3], "output": "[compressed]"} and items[3]["output"] == "long"
+    assert all(out[i] is items[i] for i in (0, 1, 2, 4, 5))
+    assert items_with(items, results, {}) is items
