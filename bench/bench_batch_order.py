@@ -23,7 +23,8 @@ from typing import Any
 from bench.harness import TRANSCRIPTS
 from router.core.cache_timing import cache_state
 from router.tools.pinch_measures import ANTHROPIC, SentRequest, SessionCost, price_session, unchanged_prefix_tokens
-from router.core.pinch_ledger import EMPTY_LEDGER, BatchOrder, WindowLimit, pinch_session
+from router.core.pinch_ledger import EMPTY_LEDGER, BatchOrder, WindowLimit
+from router.wire.openai_chat.pinch import pinch_session
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.tools.transcripts import Transcript, load_transcript
 

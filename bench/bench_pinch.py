@@ -55,8 +55,9 @@ import orjson
 
 from bench.harness import ROOT, TRANSCRIPTS, load_bodies, with_scaled
 from router.core.cache_timing import CacheState, CacheVerdict
-from router.core.pinch import prune_context
-from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, pinch_session
+from router.wire.openai_chat.pinch import prune_context
+from router.core.pinch_ledger import EMPTY_LEDGER, Ledger
+from router.wire.openai_chat.pinch import pinch_session
 from router.core.tokens import estimate_prompt_tokens
 
 KEEP_LAST_TURNS = 4

@@ -36,12 +36,12 @@ from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
 from middlewares.pinch_relevance import PinchRelevance
 from router.contract.chain import StageDeps
 from router.config import Config, parse_config
-from router.contract.context import RelevanceStatus
+from router.core.results import RelevanceStatus
 from router.core.content import content_text
-from router.core.pinch import prune_context
+from router.wire.openai_chat.pinch import prune_context
 from router.core.relevance import order_by_relevance
 from router.core.tokens import TokenEstimator
-from router.core.turns import trim_candidates
+from router.wire.openai_chat.view import trim_candidates
 from router.tools.eval_pinch import request_context
 
 DIMENSIONS = 384  # all-MiniLM-L6-v2
@@ -80,7 +80,7 @@ async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: a
     stage = PinchRelevance(StageDeps(config=config, http=http, estimator=TokenEstimator()))
     messages, tools = body["messages"], body.get("tools")
     ctx = request_context(messages, tools, config.classifier.max_input_chars)
-    queries = [q for q in (ctx.turn_text.task, ctx.turn_text.step) if q.strip()]
+    queries = [q for q in (ctx.view.turn_text.task, ctx.view.turn_text.step) if q.strip()]
     candidates = warm(stage, messages, queries)
     raw = orjson.dumps(body)
     rng = np.random.default_rng(1)

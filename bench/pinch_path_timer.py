@@ -18,7 +18,7 @@ from time import perf_counter_ns
 
 import orjson
 
-from router.core.pinch import prune_context
+from router.wire.openai_chat.pinch import prune_context
 
 KEEP_LAST_TURNS = 4  # as bench_pinch
 MAX_SUMMARIZE_CHARS = 4000

@@ -10,28 +10,30 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.config import ANY_MODEL_ALIAS, Config
-from router.contract.context import RequestContext, Route
+from router.config import ANY_MODEL_ALIAS, Catalogue, RoutingSettings
+from router.contract.context import RequestContext
+from router.core.results import Route
 from router.core.redaction import clip
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
-from router.http.errors import ApiError, invalid_request
-from router.state.escalation import SessionEscalation
+from router.core.errors import ApiError, invalid_request
 from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
+    section: ClassVar[str] = "routing"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session", "session_state"})
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
     def __init__(self, deps: StageDeps) -> None:
-        self.settings: Config = deps.config
+        self.settings: RoutingSettings = deps.settings
+        self.catalogue: Catalogue = deps.catalogue
         self.estimator: TokenEstimator = deps.estimator
         self.timeout_seconds: float | None = 2.0
-        self._aliases = frozenset(deps.config.routing.aliases)
+        self._aliases = frozenset(self.settings.aliases)
         self._route_any_name = ANY_MODEL_ALIAS in self._aliases
         self.escalation = deps.escalation
         self.clock = deps.clock
@@ -39,19 +41,19 @@ class CapabilityGate:
             deps.session_reads.add(self.escalation.space)
         # Read once per generation (a reload builds a new chain): each read of a pydantic model's
         # attribute goes through its __getattr__ hook, ~5× the cost of a plain one.
-        routing = deps.config.routing
-        self._models, self._tiers, self._fallback_tier = deps.config.models, routing.tiers, routing.fallback_tier
+        routing = self.settings
+        self._models, self._tiers, self._fallback_tier = self.catalogue.models, routing.tiers, routing.fallback_tier
         self._min_output_tokens, self._clamp_output = routing.min_output_tokens, routing.output_limit == "clamp"
         self._min_tool_proficiency = routing.min_tool_proficiency
 
     async def run(self, ctx: RequestContext) -> StageReport:
-        config = self.settings
-        pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
-        if pinned is not None and config.model_by_name(pinned) is None:
+        catalogue = self.catalogue
+        pinned = None if ctx.view.model is None or ctx.view.model in self._aliases else ctx.view.model
+        if pinned is not None and catalogue.model_by_name(pinned) is None:
             if not self._route_any_name:
                 ctx.response = ctx.error_response(invalid_request(
                     f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
-                    f"(models: {', '.join(m.name for m in config.models)}; aliases: {', '.join(config.routing.aliases)}). "
+                    f"(models: {', '.join(m.name for m in catalogue.models)}; aliases: {', '.join(self.settings.aliases)}). "
                     f"To route it, add {clip(pinned)!r} to routing.aliases (or \"*\" to route every unknown name), "
                     f"or send model \"auto\"",
                     code="model_not_found",

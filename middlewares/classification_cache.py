@@ -42,7 +42,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from router.config import SessionCacheSettings
-from router.contract.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.core.results import Classification, ClassificationSource, Outcome
+from router.contract.context import RequestContext
 from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
 from router.state.session_store import read_session
 from router.contract.stage import FailMode, StageDeps, StageReport
@@ -50,20 +51,21 @@ from router.contract.stage import FailMode, StageDeps, StageReport
 
 class ClassificationCache:
     name: ClassVar[str] = "classification-cache"
+    section: ClassVar[str] = "session_cache"
     requires: ClassVar[frozenset[str]] = frozenset({"session"})
     reads: ClassVar[frozenset[str]] = frozenset({"session_state"})
     provides: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
-        self.settings: SessionCacheSettings = deps.config.session_cache
+        self.settings: SessionCacheSettings = deps.settings
         self.timeout_seconds: float | None = 1.0
         self.state = deps.state
         self.space = classification_space(self.settings.max_entries, self.settings.staleness_minutes * 60)
         self.clock: Callable[[], float] = deps.clock
         self._staleness_seconds = self.settings.staleness_minutes * 60
         # What a stored classification means: after a reload that changes it, old entries are not read.
-        vocabulary = repr((tuple(deps.config.routing.categories), tuple(deps.config.routing.tiers)))
+        vocabulary = repr((tuple(deps.catalogue.routing.categories), tuple(deps.catalogue.routing.tiers)))
         self._vocabulary = hashlib.sha256(vocabulary.encode()).hexdigest()[:8]
         if self.settings.enabled:
             deps.session_reads.add(self.space, self._key)

@@ -25,7 +25,8 @@ from typing import ClassVar
 
 from router.clients.classifier import ClassifierClient
 from router.config import ClassifierSettings, RoutingSettings
-from router.contract.context import Classification, ClassificationSource, Outcome, RequestContext
+from router.core.results import Classification, ClassificationSource, Outcome
+from router.contract.context import RequestContext
 from router.core.classification import (
     CATEGORY_HEADER,
     TIER_HEADER,
@@ -35,28 +36,29 @@ from router.core.classification import (
     parse_classifier_answer,
     parse_override,
 )
-from router.http.errors import invalid_request
+from router.core.errors import invalid_request
 from router.contract.stage import FailMode, StageDeps, StageReport
 
 
 class Classifier:
     name: ClassVar[str] = "classifier"
+    section: ClassVar[str] = "classifier"
     requires: ClassVar[frozenset[str]] = frozenset({"headers", "view"})
     reads: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
     provides: ClassVar[frozenset[str]] = frozenset({"classification", "response"})  # response: a bad override is refused
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
-        config = deps.config
-        self.settings: ClassifierSettings = config.classifier
-        self.routing: RoutingSettings = config.routing
+        catalogue = deps.catalogue
+        self.settings: ClassifierSettings = deps.settings
+        self.routing: RoutingSettings = catalogue.routing
         self.timeout_seconds: float | None = self.settings.timeout_seconds
-        self.client = ClassifierClient(deps.http, config.providers[self.settings.provider], self.settings, config.upstream.max_response_bytes)
+        self.client = ClassifierClient(deps.http, catalogue.providers[self.settings.provider], self.settings, catalogue.max_response_bytes)
         # A classifier's context guess may steer towards big windows, never past the biggest one.
-        self._largest_window = max(model.context_window for model in config.models)
+        self._largest_window = max(model.context_window for model in catalogue.models)
         # What an override is checked against, read once per generation (a reload builds a new
         # chain) rather than through the pydantic model's __getattr__ hook on every request.
-        routing = config.routing
+        routing = catalogue.routing
         self._override_bounds = (routing.categories, routing.tiers, routing.fallback_category, routing.fallback_tier)
 
     async def run(self, ctx: RequestContext) -> StageReport:
@@ -70,12 +72,12 @@ class Classifier:
         if ctx.cached_classification is not None:  # the session's, from classification-cache
             ctx.classification = ctx.cached_classification
             return StageReport(Outcome.SKIPPED, f"already {ctx.classification.source}")
-        if not ctx.turn_text.task and not ctx.turn_text.step:
+        if not ctx.view.turn_text.task and not ctx.view.turn_text.step:
             self.fallback(ctx, "nothing to classify")
             return StageReport(Outcome.FALLBACK, "nothing to classify")
 
         routing = self.routing
-        reply = await self.client.ask(classifier_messages(routing.categories, routing.tiers, ctx.turn_text))
+        reply = await self.client.ask(classifier_messages(routing.categories, routing.tiers, ctx.view.turn_text))
         answer = parse_classifier_answer(reply, routing.categories, routing.tiers, self._largest_window)
         if isinstance(answer, InvalidAnswer):
             self.fallback(ctx, answer.reason)

@@ -25,12 +25,13 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   no tool results (a title) leaves the session's state as it was.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
   (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
-* On a model that checks thinking's prefix, a batch only the budget calls for waits while the
-  tool loop in progress opens with signed thinking (it would unbind it); the window still forces one.
-* Anthropic's signed thinking after the first result whose bytes changed, and every block the
-  session already recorded so (:func:`router.wire.anthropic_messages.thinking.unbind`), goes in
-  ``ctx.pinch.unbound``: left out for a model that checks thinking's prefix, recorded beside the
-  ledger so every later request leaves out the very same blocks.
+* What the wire format signs against its prefix (Anthropic's thinking) reaches pinch through the
+  conversation's two neutral hooks: on a model that checks the signatures, a batch only the budget
+  calls for waits while the conversation says so (:meth:`~router.core.request_view.Conversation.batch_hold`;
+  the window still forces one); the signed parts after the first result whose bytes changed, and
+  those the session already recorded so (:meth:`~router.core.request_view.Conversation.stale_signatures`),
+  go in ``ctx.pinch.stale``: left out for a model that checks them, recorded beside the ledger so
+  every later request leaves out the very same parts.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
   upstream and ``ctx.pinch`` stays None (no pinch header).
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
@@ -47,17 +48,16 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.config import Config, PinchSettings
-from router.contract.context import Capabilities, Outcome, PinchMode, PinchStats, RequestContext
-from router.wire.anthropic_messages.view import MessagesConversation
+from router.config import Catalogue, PinchSettings
+from router.core.results import Capabilities, Outcome, PinchMode, PinchStats
+from router.contract.context import RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
-from router.core.pinch_ledger import PinchSession, WindowLimit, pinch_conversation
+from router.core.pinch_ledger import PinchPolicy, PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.session_state import Space
-from router.wire.anthropic_messages.thinking import HOLD_FOR_LOOP_THINKING, ThinkingUnbound, loop_thinking_at_stake, unbind
 from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
 from router.state.session_store import read_session
@@ -70,20 +70,21 @@ WINDOWS_REMEMBERED = 1024
 
 class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
+    section: ClassVar[str] = "pinch"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session", "session_state"})
     provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
-        self.settings: PinchSettings = deps.config.pinch
-        self.config: Config = deps.config
+        self.settings: PinchSettings = deps.settings
+        self.catalogue: Catalogue = deps.catalogue
         self.estimator: TokenEstimator = deps.estimator
         self.state, self.clock, self.escalation = deps.state, deps.clock, deps.escalation
         self.space = Space(
             "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
         )
-        self._aliases = frozenset(deps.config.routing.aliases)
+        self._aliases = frozenset(deps.catalogue.routing.aliases)
         if self.settings.enabled and self.settings.ledger:
             deps.session_reads.add(self.space)
         if self.settings.enabled and self.escalation is not None:
@@ -96,8 +97,13 @@ class PinchPrune:
         self.timeout_seconds: float | None = 2.0
         # Read once per generation (a reload builds a new stage) instead of through the pydantic
         # models' __getattr__ hook on every request: each provider's cache lifetime, the tiers.
-        self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in deps.config.providers.items()}
-        self._tiers, self._fallback_tier = deps.config.routing.tiers, deps.config.routing.fallback_tier
+        self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in deps.catalogue.providers.items()}
+        self._tiers, self._fallback_tier = deps.catalogue.routing.tiers, deps.catalogue.routing.fallback_tier
+        settings = self.settings
+        self.policy = PinchPolicy(
+            settings.budget_tokens, settings.keep_last_turns, settings.max_summarize_chars, settings.low_watermark,
+            settings.cold_batch_from, settings.no_cache_watermark,
+        )
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
@@ -121,8 +127,8 @@ class PinchPrune:
             f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
             f"({stats.reapplied} from the ledger, {stats.newly_compressed} new); {stats.reason}"
         )
-        if stats.unbound is not None:
-            detail += f"; {len(stats.unbound.positions)} signed thinking blocks after a changed result ({stats.unbound.new} new)"
+        if stats.stale is not None:
+            detail += f"; {len(stats.stale.positions)} signed reasoning parts after a changed result ({stats.stale.new} new)"
         return StageReport(outcome, detail + note)
 
     async def _read(self, ctx: RequestContext) -> tuple[PinchSession | None, EscalationRecord | None]:
@@ -152,8 +158,8 @@ class PinchPrune:
             why = "within budget" if stats.mode is PinchMode.WITHIN_BUDGET else "pruned afresh"
             why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
             # no record of what the previous request sent: every compressed result may be new to it
-            unbound = self._unbound(ctx, min(sent, default=None), ())
-            return sent, replace(stats, newly_compressed=stats.compressed, reason=why, unbound=unbound[0]), None
+            stale, _ = ctx.view.conversation.stale_signatures(min(sent, default=None), ())
+            return sent, replace(stats, newly_compressed=stats.compressed, reason=why, stale=stale), None
         now = self.clock()
         provider = windows[0].provider if windows else None
         # no capable model (the gate will refuse the request): the cache is judged by time alone
@@ -161,25 +167,22 @@ class PinchPrune:
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
+        conversation = ctx.view.conversation
         result = pinch_conversation(
-            ctx.view.conversation,
+            conversation,
             session.ledger,
-            budget_tokens=settings.budget_tokens,
-            low_watermark=settings.low_watermark,
-            cold_batch_from=settings.cold_batch_from,
-            no_cache_watermark=settings.no_cache_watermark,
-            keep_last_turns=settings.keep_last_turns,
-            max_summarize_chars=settings.max_summarize_chars,
-            cache=cache,
+            self.policy,
+            cache,
             windows=windows,
             relevance_order=order,
             estimator=self.estimator,
             tools=tools,
             measured=measured,
-            soft_hold=self._soft_hold(ctx, windows),
+            # a batch only the budget calls for may wait, for a model that checks the signed reasoning
+            soft_hold=conversation.batch_hold(bool(windows) and windows[0].thinking_binding),
         )
-        unbound, keys = self._unbound(ctx, result.first_changed, session.unbound)
-        stats = replace(result.stats, unbound=unbound) if unbound is not None else result.stats
+        stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
+        stats = replace(result.stats, stale=stale) if stale is not None else result.stats
         if not ctx.view.offers_tools and not ctx.view.conversation.result_units():
             # A side request (opencode's title, a summary): its prompt is its own, so it neither warms nor
             # cools the cache of the session's loop, and it has nothing for the ledger. Recorded as a visit,
@@ -188,34 +191,13 @@ class PinchPrune:
             return result.rewrites, stats, None
         return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys)
 
-    @staticmethod
-    def _soft_hold(ctx: RequestContext, windows: tuple[WindowLimit, ...]) -> str | None:
-        """Why a batch only the budget calls for waits: the preferred model checks thinking's prefix and
-        the tool loop in progress opens with signed thinking, which a batch would unbind (thinking would
-        then be off for the rest of the loop). The loop's end, or the window, makes the batch."""
-        conversation = ctx.view.conversation
-        binds = bool(windows) and windows[0].thinking_binding
-        if binds and isinstance(conversation, MessagesConversation) and loop_thinking_at_stake(conversation.messages):
-            return HOLD_FOR_LOOP_THINKING
-        return None
-
-    @staticmethod
-    def _unbound(ctx: RequestContext, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[ThinkingUnbound | None, tuple[str, ...]]:
-        """The Anthropic thinking blocks this request's rewrites (from result ``first_changed`` on) or the
-        session's earlier ones unbound, and the session's record of them; only Messages carry such blocks."""
-        conversation = ctx.view.conversation
-        if not isinstance(conversation, MessagesConversation) or (first_changed is None and not remembered):
-            return None, remembered
-        found = unbind(conversation.messages, conversation.message_of(first_changed) if first_changed is not None else None, remembered)
-        return (found if found.positions else None), found.keys
-
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
-        config, classification = self.config, ctx.classification
+        catalogue, classification = self.catalogue, ctx.classification
         tier = classification.task_tier if classification is not None else self._fallback_tier
         escalation = SessionEscalation.of(escalated, tier, self._tiers, self.clock())
         tier = escalation.to_tier if escalation is not None else tier
-        pinned = None if ctx.requested_model is None or ctx.requested_model in self._aliases else ctx.requested_model
+        pinned = None if ctx.view.model is None or ctx.view.model in self._aliases else ctx.view.model
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None
         key = (needs, tier, classified, pinned)
@@ -223,8 +205,8 @@ class PinchPrune:
         if windows is None:
             if len(self._windows_of) >= WINDOWS_REMEMBERED:
                 self._windows_of.clear()
-            routing = config.routing
-            windows = pinch_windows(config.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
+            routing = catalogue.routing
+            windows = pinch_windows(catalogue.models, needs, tier, routing.min_tool_proficiency, routing.min_output_tokens, classified, pinned)
             self._windows_of[key] = windows
         return windows
 

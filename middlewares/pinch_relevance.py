@@ -2,7 +2,7 @@
 
 Ranks pinch's trim candidates (:func:`router.core.turns.candidate_results`, the
 very list pinch compresses) by cosine similarity to the turn's two
-queries — the task and the current step from ``ctx.turn_text`` — and writes
+queries — the task and the current step from ``ctx.view.turn_text`` — and writes
 the order, least relevant first, to ``ctx.relevance`` for pinch-prune.
 
 Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
@@ -35,7 +35,8 @@ from typing import ClassVar
 import numpy as np
 
 from router.config import PinchSettings
-from router.contract.context import Outcome, Relevance, RelevanceStatus, RequestContext
+from router.core.results import Outcome, Relevance, RelevanceStatus
+from router.contract.context import RequestContext
 from router.core.embedding_cache import (
     SHARED_TTL_SECONDS,
     EmbeddingCache,
@@ -57,17 +58,18 @@ log = logging.getLogger("pinch_router.pinch_relevance")
 
 class PinchRelevance:
     name: ClassVar[str] = "pinch-relevance"
+    section: ClassVar[str] = "pinch"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset({"relevance"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
-        self.pinch: PinchSettings = deps.config.pinch
+        self.pinch: PinchSettings = deps.settings
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
-        self.client = EmbeddingsClient(deps.http, self.settings, deps.config.upstream.max_response_bytes, deps.config.embeddings_provider())
+        self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
         self.cache = EmbeddingCache(self.settings.cache_entries)
         self.state, self.clock = deps.state, deps.clock
         self.space = Space("embedding", 1, SHARED_TTL_SECONDS, self.settings.cache_entries, encode_vector, decode_vector)
@@ -82,7 +84,7 @@ class PinchRelevance:
         if skip:
             ctx.relevance = Relevance(RelevanceStatus.SKIPPED, reason=skip)
             return StageReport(Outcome.SKIPPED, skip)
-        queries = [part for part in (ctx.turn_text.task, ctx.turn_text.step) if part.strip()]
+        queries = [part for part in (ctx.view.turn_text.task, ctx.view.turn_text.step) if part.strip()]
         results = ctx.view.conversation.tool_results()
         texts = [content_text(results[p].content)[: self.settings.max_candidate_chars] for p in candidates]
         model = self.settings.model
@@ -124,7 +126,7 @@ class PinchRelevance:
         candidates = candidate_results(ctx.view.conversation, self.pinch.keep_last_turns)
         if len(candidates) < self.settings.min_candidates:
             return [], f"{len(candidates)} candidates, fewer than min_candidates {self.settings.min_candidates}"
-        if not (ctx.turn_text.task.strip() or ctx.turn_text.step.strip()):
+        if not (ctx.view.turn_text.task.strip() or ctx.view.turn_text.step.strip()):
             return [], "no query text in the turn"
         return candidates, ""
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from router.config import SessionSettings
-from router.contract.context import RequestContext, SessionKey
+from router.contract.context import RequestContext
+from router.core.results import SessionKey
 from router.core.fingerprint import (
     FingerprintCache,
     header_session_key,
@@ -27,13 +28,14 @@ from router.contract.stage import FailMode, StageDeps, StageReport
 
 class SessionFingerprint:
     name: ClassVar[str] = "session-fingerprint"
+    section: ClassVar[str] = "session"
     requires: ClassVar[frozenset[str]] = frozenset({"view", "headers"})
     reads: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset({"session", "session_state"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, deps: StageDeps) -> None:
-        self.settings: SessionSettings = deps.config.session
+        self.settings: SessionSettings = deps.settings
         # Its one await is the read of the session's state, which the store bounds itself
         # (state.redis.timeout_ms, up to 5 s): a shorter stage timeout would cut the read before
         # the store's own timeout opened the circuit breaker, on every request.

@@ -27,14 +27,13 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
-from router.contract.context import Attempt, Candidate, RequestContext, UpstreamResult
+from router.core.results import Attempt, Candidate, UpstreamResult
+from router.contract.context import RequestContext
 from router.clients.dependency_http import BodyTooLarge, read_bounded
-from router.core.request_view import NO_REWRITES, BodyChanges
-from router.wire.anthropic_messages.thinking import passthrough_dropped
-from router.http.errors import JSON, ApiError
+from router.core.errors import JSON, ApiError
 from router.http.headers import decision_headers
-from router.providers import Untranslatable, provider_adapter, translator
-from router.observe.recorder import remember_request
+from router.state.remembered import remember_request
+from router.clients.exchange import Exchange
 from router.clients.relay import StreamRelay, all_failed_response, relay_client_error
 from router.contract.stage import FailMode, StageDeps, StageReport
 from router.clients.upstream import AttemptFailure, UpstreamClient
@@ -44,16 +43,17 @@ T = TypeVar("T")
 
 class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
+    section: ClassVar[str] = "upstream"
     requires: ClassVar[frozenset[str]] = frozenset({"route", "view"})
     reads: ClassVar[frozenset[str]] = frozenset({"session"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
     def __init__(self, deps: StageDeps) -> None:
-        self.settings: UpstreamSettings = deps.config.upstream
-        self.client = UpstreamClient(deps.http, deps.config.providers, deps.config.upstream)
+        self.settings: UpstreamSettings = deps.settings
+        self.client = UpstreamClient(deps.http, deps.catalogue.providers, self.settings)
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
-        self.open_gauge = deps.metrics.upstream_open if deps.metrics is not None else None
+        self.open_gauge = deps.open_upstreams
         self.state, self.clock = deps.state, deps.clock
 
     async def run(self, ctx: RequestContext) -> StageReport:
@@ -104,46 +104,23 @@ class UpstreamForward:
         """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
         result = ctx.upstream
         assert result is not None
-        view = ctx.view
-        inject_usage = view.stream and not view.usage_requested
         provider = self.client.providers[candidate.provider]
         cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
-        wire_out = provider_adapter(provider).chat_wire(provider)
-        try:
-            translation = translator(ctx.wire.name, wire_out)
-        except Untranslatable as exc:
-            raise AttemptFailure("status", str(exc)) from None
-        # thinking whose prefix pinch changed is left out only where it is checked (a passed-through request)
-        unbound = ctx.pinch.unbound if ctx.pinch is not None and candidate.thinking_binding and translation is None else None
-        changes = BodyChanges(
-            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, inject_usage, cache_key, translation is not None, candidate.thinking_off,
-            unbound,
-        )
-        payload = ctx.wire.upstream_body(ctx.body, view, changes)
-        if translation is not None:
-            payload = translation.request(payload, candidate)
-        # this attempt's: a failover overwrites them
-        result.wire_out, result.dropped = wire_out, (translation.dropped if translation is not None else passthrough_dropped(view, unbound))
+        exchange = Exchange(ctx, candidate, provider, cache_key)
+        result.wire_out, result.dropped = exchange.wire_out, exchange.dropped  # this attempt's: a failover overwrites them
         sent = perf_counter()
-        opened = self.client.open(candidate, payload, self.settings.first_byte_timeout_seconds, ctx.headers)
+        opened = self.client.open(candidate, exchange.payload, self.settings.first_byte_timeout_seconds, ctx.headers)
         response = await self._wait_upstream(ctx, opened)
         if self.open_gauge is not None:
             self.open_gauge.inc()
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=translation is None)
+                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=exchange.translation is None)
                 self._answered(result, candidate, response.status, sent)
                 return
-            streamed = translation.streams(response.content_type) if translation is not None else response.content_type == "text/event-stream"
-            if streamed:
-                relay = StreamRelay(
-                    ctx,
-                    response,
-                    self.settings,
-                    drop_usage_only=inject_usage,
-                    translate=translation.stream() if translation is not None else None,
-                )
+            if exchange.streams(response.content_type):
+                relay = StreamRelay(ctx, response, self.settings, drop_usage_only=exchange.inject_usage, translate=exchange.stream())
                 remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
                 self._answered(result, candidate, response.status, sent)
@@ -151,12 +128,7 @@ class UpstreamForward:
             else:
                 body, answer = await self._wait_upstream(ctx, self._read_body(response))
                 self._answered(result, candidate, response.status, sent)
-                content_type = response.headers.get("Content-Type", JSON)
-                if translation is not None:
-                    body, content_type = translation.response(body), JSON
-                    result.usage = ctx.wire.read_usage(body)
-                else:  # the answer as parsed for the not-JSON check: not parsed a second time
-                    result.usage = ctx.wire.usage_of(answer)
+                body, content_type, result.usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
                 ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:

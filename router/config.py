@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -26,6 +29,7 @@ from pydantic import (
 )
 
 from router.core.pinch import MIN_SUMMARIZE_CHARS
+from router.wire.anthropic_messages.thinking import binds_thinking
 
 DEFAULT_CHAIN = (
     "session-fingerprint",
@@ -194,6 +198,11 @@ class ModelSettings(_Strict):
     # left out. None: as Anthropic documents it for the upstream model id (Claude Fable 5.1/5.2,
     # Mythos 5.1/5.2, Opus/Sonnet/Haiku 5.5).
     thinking_binding: bool | None = None
+
+    @property
+    def binds_thinking(self) -> bool:
+        """``thinking_binding`` as configured, else as Anthropic documents it for ``upstream_model``."""
+        return binds_thinking(self.upstream_model, self.thinking_binding)
 
 
 class RoutingSettings(_Strict):
@@ -460,6 +469,26 @@ class Config(_Strict):
         if relevance.provider is not None:
             return self.providers[relevance.provider]
         return ProviderSettings(base_url=relevance.base_url, api=relevance.api, api_key_env=relevance.api_key_env)
+
+    def model_by_name(self, name: str) -> ModelSettings | None:
+        return next((m for m in self.models if m.name == name), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalogue:
+    """What every routing decision reads, read-only: the models, their providers, the routing rules,
+    where relevance embeds, and the bound on any answer read from a provider. A stage is built with
+    this and its own settings section, never the whole :class:`Config` (:class:`router.contract.stage.StageDeps`)."""
+
+    models: tuple[ModelSettings, ...]
+    providers: Mapping[str, ProviderSettings]
+    routing: RoutingSettings
+    embeddings_provider: ProviderSettings
+    max_response_bytes: int
+
+    @classmethod
+    def of(cls, config: Config) -> Catalogue:
+        return cls(tuple(config.models), MappingProxyType(dict(config.providers)), config.routing, config.embeddings_provider(), config.upstream.max_response_bytes)
 
     def model_by_name(self, name: str) -> ModelSettings | None:
         return next((m for m in self.models if m.name == name), None)

@@ -11,12 +11,13 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
-from router.contract.context import Attempt, Candidate, RequestContext
+from router.core.results import Attempt, Candidate
+from router.contract.context import RequestContext
 from router.core.sse import EventTooLarge, SseRelay
 from router.clients.drain import OPEN_STREAMS_KEY
-from router.http.errors import ApiError
-from router.providers import StreamBroken, StreamTranslator
-from router.contract.stage import StageTimeout, within_timeout
+from router.core.errors import ApiError
+from router.translate.protocol import StreamBroken, StreamTranslator
+from router.contract.timeout import StageTimeout, within_timeout
 from router.clients.upstream import AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
@@ -52,7 +53,7 @@ class StreamRelay:
         self.write_timeout = settings.client_write_timeout_seconds
         self.keepalive = settings.stream_keepalive_seconds or None
         self.last_write = 0.0  # loop time of the client's last bytes
-        self.events = SseRelay(max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only, ends_stream=ctx.wire.is_stream_end)
+        self.events = SseRelay(ctx.wire, max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
 

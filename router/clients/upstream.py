@@ -12,13 +12,12 @@ import asyncio
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
-from router.contract.context import Candidate
+from router.core.results import Candidate
 from router.core.retry_after import parse_retry_after
 from router.clients.dependency_http import error_summary, failure_reason, is_redirect, post
 from router.providers import provider_adapter

@@ -1,9 +1,7 @@
-"""RequestContext: the typed record one request carries through the chain.
-
-The edge fills the request fields once; each stage writes exactly one slot
-(ARCHITECTURE §3). Stage results are frozen dataclasses so a later stage cannot
-quietly edit an earlier one's decision.
-"""
+"""RequestContext: the typed record one request carries through the chain (ARCHITECTURE §3). The edge
+fills the request fields once; each stage writes its own slots (its ``provides``) with the cores'
+frozen results (:mod:`router.core.results`). A stage reads the view only; the wire adapter alone
+reads the body and writes errors in the client's format."""
 
 from __future__ import annotations
 
@@ -12,75 +10,25 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from router.core.results import (  # re-exported: the slots' types, defined with the cores
-    Attempt,
-    Candidate,
-    Capabilities,
-    Classification,
-    ClassificationSource,
-    Outcome,
-    PinchMode,
-    PinchStats,
-    Rejection,
-    Relevance,
-    RelevanceStatus,
-    Route,
-    SessionKey,
-    StageRecord,
-    Usage,
-    UpstreamResult,
-)
+from router.core.errors import JSON, ApiError
 
 if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
     from router.core.request_view import RequestView, Rewrites
+    from router.core.results import Capabilities, Classification, PinchStats, Relevance, Route, SessionKey, StageRecord, UpstreamResult
     from router.core.session_state import SessionSnapshot
     from router.core.tokens import PromptSize, TokenEstimator
-    from router.core.turn_text import TurnText
-    from router.http.errors import ApiError
     from router.wire import WireAdapter
 
-
-
-Message = dict[str, Any]  # an OpenAI chat message (kept for the chat-only tools)
-
-__all__ = [
-    "CTX_KEY",
-    "EDGE_FIELDS",
-    "Attempt",
-    "Candidate",
-    "Capabilities",
-    "Classification",
-    "ClassificationSource",
-    "Message",
-    "Outcome",
-    "PinchMode",
-    "PinchStats",
-    "Rejection",
-    "Relevance",
-    "RelevanceStatus",
-    "RequestContext",
-    "Route",
-    "SessionKey",
-    "StageRecord",
-    "Usage",
-    "UpstreamResult",
-]
+# Lets the edge and the decision log read which error a response carried without parsing it.
+ERROR_CODE_KEY = web.ResponseKey("pinch_router_error_code", str)
 
 
 @dataclass(slots=True)
 class RequestContext:
-    """Everything one LLM request carries through the chain.
-
-    Edge-set fields are never mutated after the edge hands over. ``view`` is
-    the request as every stage reads it, whatever its wire format
-    (:mod:`router.core.request_view`); ``wire`` is the adapter of that format,
-    which alone reads ``body`` (the client's parsed body) and renders errors.
-    ``client`` is the aiohttp request, used only by the terminal stage to
-    stream the answer (None when the chain runs without a client, as in
-    `pinch-router explain`).
-    """
+    """Everything one LLM request carries through the chain. ``client``: the aiohttp request, for the
+    terminal stage to stream the answer (None when the chain runs without one: ``explain``)."""
 
     request_id: str
     received_at: float  # wall clock, seconds since the epoch
@@ -91,12 +39,11 @@ class RequestContext:
     wire: WireAdapter
     client: web.Request | None
     session: SessionKey | None = None
-    # session-fingerprint: the session's stored values every stage reads (classification, pinch
-    # ledger, escalation), read in one round trip once the session is known; None: not read
+    # the session's stored values every stage reads, read in one round trip (None: not read)
     session_state: SessionSnapshot | None = None
-    # classification-cache: the session's stored classification (source cached), for the classifier to use
+    # classification-cache: the session's stored classification, for the classifier to use
     cached_classification: Classification | None = None
-    # classifier: the one classification the request is routed on (classifier, override, cached or fallback)
+    # classifier: the one classification the request is routed on
     classification: Classification | None = None
     relevance: Relevance | None = None
     pinch: PinchStats | None = None
@@ -106,43 +53,33 @@ class RequestContext:
     route: Route | None = None
     upstream: UpstreamResult | None = None
     response: web.StreamResponse | None = None
-    # ``view.units`` + the tool schemas measured once; see measured_prompt
-    prompt_size: PromptSize | None = None
+    prompt_size: PromptSize | None = None  # see measured_prompt
     trace: list[StageRecord] = field(default_factory=list)
-    # Seconds spent waiting on upstreams, so the proxy's own overhead can be told apart.
-    upstream_wait: float = 0.0
-    # The proxy's own time when the response head went out (set with the x-router headers).
-    overhead_ms: float | None = None
-
-    @property
-    def requested_model(self) -> str | None:
-        """The model the client named; None: route for me."""
-        return self.view.model
-
-    @property
-    def stream(self) -> bool:
-        return self.view.stream
-
-    @property
-    def turn_text(self) -> TurnText:
-        return self.view.turn_text
+    upstream_wait: float = 0.0  # seconds spent waiting on upstreams, told apart from the proxy's own time
+    overhead_ms: float | None = None  # the proxy's own time when the response head went out
 
     def measured_prompt(self, estimator: TokenEstimator) -> PromptSize:
-        """The prompt as the client sent it (the view's units + tool schemas), measured once per request.
-
-        pinch-relevance (to know whether pruning is needed), pinch-prune (to
-        prune) and the gate (when pinch did not run) share this one count.
-        """
+        """The prompt as the client sent it (the view's units + tool schemas), measured once per
+        request: pinch-relevance, pinch-prune and the gate share this one count."""
         if self.prompt_size is None:
             self.prompt_size = estimator.measure(self.view.units, self.view.tools)
         return self.prompt_size
 
     def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-        """``error`` as this client's wire format renders it (how every stage refuses)."""
-        return self.wire.error_response(error, headers)
+        """``error`` as this client's wire format writes it: how every stage refuses."""
+        return error_response(self.wire, error, headers)
+
+
+def error_response(wire: WireAdapter, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    """The response of an error as ``wire`` writes it, with its code kept for the log."""
+    answer = wire.render_error(error)
+    response = web.Response(status=answer.status, body=answer.body, content_type=JSON, headers={**dict(answer.headers), **(headers or {})})
+    response[ERROR_CODE_KEY] = error.code
+    if error.close_connection:
+        response.force_close()
+    return response
 
 
 # The fields the edge provides before any stage runs (used by order validation).
 EDGE_FIELDS = frozenset({"request_id", "received_at", "headers", "body", "view", "wire"})
-
 CTX_KEY = web.RequestKey("pinch_router_ctx", RequestContext)

@@ -1,45 +1,36 @@
-"""The stage contract — :class:`Stage`, :class:`StageDeps`, :class:`FailMode` — and the one adapter
-that turns a stage into a middleware (its timeout: :mod:`router.contract.timeout`).
-
-A stage is a small object (see :class:`Stage`) that reads the
-:class:`RequestContext` and writes one slot. :func:`run_stage` is the only
-place that catches stage errors: on timeout or exception it calls the stage's
-``fallback``, records the outcome and lets the request carry on.
-``CancelledError`` (a client that went away) is never swallowed.
-"""
+"""The stage contract (:class:`Stage`, built from :class:`StageDeps`) and the one adapter that makes a
+stage a middleware: the only place that catches a stage's errors. On timeout or exception it calls
+the stage's ``fallback``, records the outcome and lets the request carry on (a fail-closed stage's
+fallback refuses it); ``CancelledError`` is never swallowed; the rest of the chain runs outside the
+stage's timeout."""
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from aiohttp import web
 
-from router.contract.context import CTX_KEY, Outcome, RequestContext, StageRecord
+from router.contract.context import CTX_KEY, RequestContext
+from router.contract.timeout import StageTimeout, first_step
+from router.core.errors import ApiError
 from router.core.frozen import frozen
-from router.core.results import round_ms
-from router.core.session_state import SessionReads
-from router.core.tokens import TokenEstimator
-from router.http.errors import ApiError
-from router.state.escalation import SessionEscalation
-from router.state.session_store import LocalStore, SessionStore
-from router.contract.timeout import StageTimeout, resumed_within, within_timeout
+from router.core.results import Outcome, StageRecord, round_ms
 
 if TYPE_CHECKING:
     import aiohttp
 
-    from router.config import Config
-    from router.observe.metrics import Metrics
+    from router.config import Catalogue
+    from router.core.session_state import SessionReads
+    from router.core.tokens import TokenEstimator
+    from router.state.escalation import SessionEscalation
+    from router.state.session_store import SessionStore
 
 log = logging.getLogger("pinch_router.stage")
-
-__all__ = ["FailMode", "Stage", "StageClass", "StageDeps", "StageReport", "StageTimeout", "run_stage", "stage_middleware", "within_timeout"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
@@ -53,48 +44,42 @@ class FailMode(enum.StrEnum):
 @frozen
 class StageReport:
     """What ``run`` tells the trace; returning None means plain OK."""
-
     outcome: Outcome = Outcome.OK
     detail: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class StageDeps:
-    """What a stage may be built with: settings and the shared I/O seams."""
+    """What a stage is built with: its own config section (``settings``), the read-only catalogue, the
+    shared I/O seams; ``state`` is the process's session state, ``session_reads`` the keys
+    session-fingerprint reads for the chain in one round trip."""
 
-    config: Config
+    settings: Any
+    catalogue: Catalogue
     http: aiohttp.ClientSession
     estimator: TokenEstimator
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float]
+    state: SessionStore
+    session_reads: SessionReads
     escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
-    metrics: Metrics | None = None  # for gauges of what is open right now
-    # What the proxy remembers per session between requests (classifications, pinch ledgers):
-    # one per process, kept across reloads, on Redis with state.backend: redis.
-    state: SessionStore = field(default_factory=LocalStore)
-    # The session keys the chain's stages read on each request; session-fingerprint reads them
-    # all in one round trip into ctx.session_state. One per built chain.
-    session_reads: SessionReads = field(default_factory=SessionReads)
+    open_upstreams: Any = None  # a gauge (inc, dec) of the answers being relayed right now
 
 
 class Stage(Protocol):
-    """One step of the chain.
-
-    ``requires``: context fields that must be set (by the edge or an earlier
-    stage) — start-up rejects an order that breaks this. ``reads``: optional
-    inputs; if a stage in the chain provides one, it must come earlier.
-    ``provides``: the fields this stage writes. ``timeout_seconds`` bounds the
-    stage's own work (None: the stage enforces finer timeouts itself).
-    ``fallback`` must be cheap and must not raise; for a fail-closed stage it
-    should set ``ctx.response`` (the adapter sets a 503 if it does not).
-    """
+    """One step of the chain. ``requires``: context fields set before it (start-up checks the order);
+    ``reads``: optional inputs, whose provider must come earlier; ``provides``: what it writes;
+    ``section``: its config section; ``timeout_seconds``: the bound of its own work (None: it bounds
+    finer parts itself). ``fallback`` is cheap and never raises; a fail-closed one sets ``ctx.response``.
+    Optional: ``after(ctx)``, awaited once the rest of the chain returned (bounded; errors logged);
+    ``carry_over(previous)``, on a reload, to take over what is still valid from the running stage."""
 
     name: ClassVar[str]
+    section: ClassVar[str | None]
     requires: ClassVar[frozenset[str]]
     reads: ClassVar[frozenset[str]]
     provides: ClassVar[frozenset[str]]
     fail_mode: ClassVar[FailMode]
     timeout_seconds: float | None
-    settings: Any
 
     async def run(self, ctx: RequestContext) -> StageReport | None: ...
 
@@ -102,36 +87,14 @@ class Stage(Protocol):
 
 
 class StageClass(Protocol):
-    """A stage's class, as the registry holds it: its declarations, and built from :class:`StageDeps`."""
-
+    """A stage's class as the registry holds it: its declarations, and built from :class:`StageDeps`."""
     name: str
+    section: str | None
     requires: frozenset[str]
     reads: frozenset[str]
     provides: frozenset[str]
 
     def __call__(self, deps: StageDeps) -> Stage: ...
-
-
-class AfterHook(Protocol):
-    """Optional: a stage may also define ``after(ctx)``, called once the rest of
-    the chain has returned (or raised, or the client left). It must be cheap
-    and bounded (one session-state write, within the store's timeout) and must
-    not raise; errors are logged and ignored. The classification cache uses it
-    to store what the classifier decided.
-    """
-
-    async def after(self, ctx: RequestContext) -> None: ...
-
-
-class CarryOver(Protocol):
-    """Optional: a stage that keeps state across requests (a cache) may define
-    ``carry_over(previous)``. On a config reload the new stage is built from the
-    new config, then called with the running stage of the same name, and takes
-    over whatever is still valid under its own new settings; without it, a reload
-    starts the stage empty.
-    """
-
-    def carry_over(self, previous: Any) -> None: ...
 
 
 _OK = StageReport()
@@ -144,34 +107,23 @@ async def run_stage(stage: Stage, ctx: RequestContext) -> StageRecord:
 
 
 def start_stage(stage: Stage, ctx: RequestContext) -> Awaitable[StageRecord] | None:
-    """Take a stage's first step now: None when it ended there (its record is in the trace),
-    else the rest of its work to await, under its timeout.
-
-    Most stages end without suspending, and then no coroutine but the stage's own is made:
-    this is within_timeout's first step, inlined (the timer is armed only from the first
-    suspension, its deadline counted from the start).
-    """
+    """Take a stage's first step now: None when it ended there (most do: no coroutine but its own is
+    made), else the rest of its work to await under its timeout."""
     started = perf_counter()
     try:
-        run = stage.run(ctx)
-        try:
-            suspended_on = run.send(None)
-        except StopIteration as done:
-            report = done.value or _OK
-        else:
-            return _rest_of_stage(stage, ctx, run, suspended_on, started)
-        outcome, detail = report.outcome, report.detail
+        report, rest = first_step(stage.run(ctx), stage.timeout_seconds)
+        if rest is not None:
+            return _rest_of_stage(stage, ctx, rest, started)
+        outcome, detail = (report or _OK).outcome, (report or _OK).detail
     except Exception as exc:  # the one failure boundary around stages (a stage's own TimeoutError included)
         outcome, detail = _failed(stage, ctx, exc)
     _record(stage, ctx, outcome, detail, started)
     return None
 
 
-async def _rest_of_stage(stage: Stage, ctx: RequestContext, run: Any, suspended_on: Any, started: float) -> StageRecord:
+async def _rest_of_stage(stage: Stage, ctx: RequestContext, rest: Awaitable[StageReport | None], started: float) -> StageRecord:
     try:
-        seconds = stage.timeout_seconds
-        deadline = None if seconds is None else asyncio.get_running_loop().time() + seconds - (perf_counter() - started)
-        report = await resumed_within(run, suspended_on, deadline) or _OK
+        report = await rest or _OK
         outcome, detail = report.outcome, report.detail
     except Exception as exc:
         outcome, detail = _failed(stage, ctx, exc)
@@ -182,8 +134,11 @@ def _failed(stage: Stage, ctx: RequestContext, exc: Exception) -> tuple[Outcome,
     if isinstance(exc, StageTimeout):
         outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"
     else:
-        outcome, detail = Outcome.ERROR, _describe(exc)
-    _fail(stage, ctx, outcome, detail)
+        outcome, detail = Outcome.ERROR, describe(exc)
+    log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
+    stage.fallback(ctx, detail)
+    if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
+        ctx.response = ctx.error_response(ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed"))
     return outcome, detail
 
 
@@ -193,28 +148,13 @@ def _record(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str, st
     return record
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _fail(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str) -> None:
-    log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
-    stage.fallback(ctx, detail)
-    if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
-        ctx.response = ctx.error_response(ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed"))
-
-
-async def run_after(name: str, after: Callable[[RequestContext], Awaitable[None]], ctx: RequestContext) -> None:
-    try:
-        await after(ctx)
-    except Exception as exc:  # an after-hook never turns a served request into an error
-        log.warning("stage_after_failed", extra={"stage": name, "detail": _describe(exc), "request_id": ctx.request_id})
-
-
 def stage_middleware(stage: Stage) -> Middleware:
     """Wrap a stage as an aiohttp middleware; the rest of the chain runs outside its timeout."""
-
     after: Callable[[RequestContext], Awaitable[None]] | None = getattr(stage, "after", None)
 
     @web.middleware
@@ -229,7 +169,10 @@ def stage_middleware(stage: Stage) -> Middleware:
         try:
             return await handler(request)
         finally:
-            await run_after(stage.name, after, ctx)
+            try:
+                await after(ctx)
+            except Exception as exc:  # an after-hook never turns a served request into an error
+                log.warning("stage_after_failed", extra={"stage": stage.name, "detail": describe(exc), "request_id": ctx.request_id})
 
     middleware.__name__ = f"stage:{stage.name}"
     return middleware

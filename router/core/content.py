@@ -1,4 +1,7 @@
-"""Small readers over OpenAI chat messages, shared by every core."""
+"""Content as the wire formats write it: a string, or a list of typed parts (text, images). Pure.
+
+``Message`` is any role-tagged message (chat's, a Responses message item, the classifier's prompt);
+the part types are every format's names for text and image parts."""
 
 from __future__ import annotations
 
@@ -27,16 +30,3 @@ def has_image_part(content: Any) -> bool:
     return isinstance(content, list) and any(
         isinstance(part, dict) and part.get("type") in IMAGE_PART_TYPES for part in content
     )
-
-
-def tool_call_arguments(message: Message) -> list[str]:
-    """The `name(arguments)` strings of an assistant message's tool calls, in order."""
-    calls = message.get("tool_calls")
-    if not isinstance(calls, list):
-        return []
-    out = []
-    for call in calls:
-        function = call.get("function") if isinstance(call, dict) else None
-        if isinstance(function, dict):
-            out.append(f"{function.get('name', '')}({function.get('arguments', '')})")
-    return out

@@ -23,7 +23,8 @@ apart would cost a scan of every body for a rare literal).
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import orjson
 
@@ -94,3 +95,13 @@ def faithful_loads(raw: bytes | str) -> Any:
     Raises ``ValueError`` for invalid JSON (NaN and Infinity included, as orjson does).
     """
     return json.loads(raw, parse_int=_faithful_int, parse_float=_faithful_float, parse_constant=_no_constants)
+
+
+class Checked(Protocol):
+    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
+
+    @property
+    def walk(self) -> Any: ...
+
+
+BodyCheck = Callable[[Any, int], Checked]

@@ -41,10 +41,9 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from router.core.results import PinchMode, PinchStats
-from router.wire.openai_chat.view import ChatConversation
 from router.core.content import TEXT_PART_TYPES, Message
-from router.core.request_view import NO_REWRITES, Conversation, Rewrites, Unit, units_with
+from router.core.request_view import NO_REWRITES, Conversation, Rewrites, Unit
+from router.core.results import PinchMode, PinchStats
 from router.core.tokens import (
     CHARS_PER_TOKEN,
     DEFAULT_ESTIMATOR,
@@ -126,15 +125,15 @@ def prune_results(
     ``measured`` is ``estimator.measure(conversation.units, tools)`` when the caller
     already has it (pinch-relevance measured the same prompt); else it is made here.
     """
-    measured, within = _measure_against_budget(
+    measured, within = measure_against_budget(
         conversation.units, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured
     )
     if within is not None:
         return NO_REWRITES, within
-    return _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
+    return prune_measured(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
 
 
-def _measure_against_budget(
+def measure_against_budget(
     units: list[Unit], budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
     estimator: TokenEstimator, tools: Any, measured: PromptSize | None,
 ) -> tuple[PromptSize, PinchStats | None]:
@@ -153,7 +152,7 @@ def _measure_against_budget(
     return measured, None
 
 
-def _prune(
+def prune_measured(
     conversation: Conversation, measured: PromptSize, budget_tokens: int, keep_last_turns: int, max_summarize_chars: int,
     relevance_order: Sequence[int] | None,
 ) -> tuple[Rewrites, PinchStats]:
@@ -192,29 +191,6 @@ def _prune(
         compressions = tuple(sorted(compressions))
     stats = PinchStats(mode, original, original - saved, compressed, elided, compressed - elided, compressions=compressions)
     return rewrites, stats
-
-
-def prune_context(
-    messages: list[Message],
-    budget_tokens: int,
-    keep_last_turns: int,
-    max_summarize_chars: int,
-    relevance_order: Sequence[int] | None = None,
-    estimator: TokenEstimator = DEFAULT_ESTIMATOR,
-    *,
-    tools: Any = None,
-    measured: PromptSize | None = None,
-) -> tuple[list[Message], PinchStats]:
-    """:func:`prune_results` on OpenAI chat messages: the messages to send and exact stats."""
-    # prune_results' first steps on the messages themselves: a prompt within budget builds no conversation
-    measured, within = _measure_against_budget(
-        messages, budget_tokens, keep_last_turns, max_summarize_chars, estimator, tools, measured
-    )
-    if within is not None:
-        return messages, within
-    conversation = ChatConversation(messages)
-    rewrites, stats = _prune(conversation, measured, budget_tokens, keep_last_turns, max_summarize_chars, relevance_order)
-    return (units_with(messages, conversation.result_units(), rewrites, "content") if rewrites else messages), stats
 
 
 def compress_tool_result(
@@ -280,12 +256,6 @@ class _FixedName:
 
     def tool_name(self, unit: int) -> str:
         return self.name if isinstance(self.name, str) else self.name()
-
-
-def tool_name_for(messages: list[Message], index: int) -> str:
-    """The tool that produced chat message ``messages[index]``, for its placeholder
-    (:meth:`~router.wire.openai_chat.view.ChatConversation.tool_name`)."""
-    return ChatConversation(messages).tool_name(index)
 
 
 def is_compressed(text: str) -> bool:

@@ -68,14 +68,24 @@ from typing import Any
 import orjson
 from xxhash import xxh3_64_hexdigest
 
-from router.core.frozen import frozen
-from router.core.results import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.content import Message
-from router.wire.openai_chat.view import ChatConversation, messages_with
-from router.core.pinch import _ELIDED, _PLACEHOLDER, MIN_SUMMARIZE_CHARS, _checked_order, _rewrite
+from router.core.frozen import frozen
+from router.core.pinch import (
+    _ELIDED,
+    _PLACEHOLDER,
+    MIN_SUMMARIZE_CHARS,
+    _checked_order,
+    _rewrite,
+)
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
-from router.core.tokens import CHARS_PER_TOKEN, DEFAULT_ESTIMATOR, PromptSize, TokenEstimator
+from router.core.results import PinchMode, PinchStats
+from router.core.tokens import (
+    CHARS_PER_TOKEN,
+    DEFAULT_ESTIMATOR,
+    PromptSize,
+    TokenEstimator,
+)
 from router.core.turns import candidate_results
 
 # A max_summarize_chars no text reaches: every text compressed with it becomes a placeholder.
@@ -146,15 +156,15 @@ class PinchSession:
 
     ``last_seen``: the clock when its previous request was pinched; ``provider``:
     where that request was meant to go; ``requests``: how many it has had;
-    ``unbound``: the signed thinking blocks whose prefix its batches changed, left out
-    of every later request (:func:`router.wire.anthropic_messages.thinking.unbind`), oldest first.
+    ``stale_keys``: the signed reasoning whose prefix its batches changed, left out of every
+    later request (:class:`~router.core.results.StaleSignatures`' keys), oldest first.
     """
 
     ledger: Ledger = EMPTY_LEDGER
     last_seen: float | None = None
     provider: str | None = None
     requests: int = 0
-    unbound: tuple[str, ...] = ()
+    stale_keys: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
         return orjson.dumps(
@@ -163,7 +173,7 @@ class PinchSession:
                 "last_seen": self.last_seen,
                 "provider": self.provider,
                 "requests": self.requests,
-                "unbound": self.unbound,
+                "unbound": self.stale_keys,  # its stored name: values written by earlier versions read the same
             }
         )
 
@@ -212,47 +222,57 @@ class SessionRewrites:
     first_changed: int | None = None
 
 
-def pinch_session(messages: list[Message], ledger: Ledger, **settings: Any) -> SessionPinch:
-    """:func:`pinch_conversation` on OpenAI chat messages: the messages to send (the very same list
-    when none changes), exact stats and the session's new ledger."""
-    conversation = ChatConversation(messages)
-    done = pinch_conversation(conversation, ledger, **settings)
-    sent = messages_with(messages, conversation.result_units(), done.rewrites) if done.rewrites else messages
-    return SessionPinch(sent, done.stats, done.ledger)
+@frozen
+class PinchPolicy:
+    """How far pinch compresses, and when (the ``pinch.*`` settings, as the core reads them).
+
+    ``budget_tokens``: the soft limit; ``keep_last_turns``: the turns never touched;
+    ``max_summarize_chars``: a longer result is elided to this many characters, a shorter one
+    becomes a placeholder; ``low_watermark``: a batch compresses down to this share of the budget
+    (or of the window); ``cold_batch_from``: the share of the budget above which a cold cache gets
+    an early batch (None: never early); ``no_cache_watermark``: where a batch stops when the
+    provider caches nothing; ``batch_order``: which new results a batch takes first without a
+    relevance order.
+    """
+
+    budget_tokens: int
+    keep_last_turns: int
+    max_summarize_chars: int
+    low_watermark: float = 0.6
+    cold_batch_from: float | None = None
+    no_cache_watermark: float = 1.0
+    batch_order: BatchOrder = BatchOrder.OLDEST
 
 
 def pinch_conversation(
     conversation: Conversation,
     ledger: Ledger,
-    *,
-    budget_tokens: int,
-    low_watermark: float,
-    keep_last_turns: int,
-    max_summarize_chars: int,
+    policy: PinchPolicy,
     cache: CacheState,
+    *,
     windows: Sequence[WindowLimit] = (),
     relevance_order: Sequence[int] | None = None,
-    batch_order: BatchOrder = BatchOrder.OLDEST,
     estimator: TokenEstimator = DEFAULT_ESTIMATOR,
     tools: Any = None,
     measured: PromptSize | None = None,
-    cold_batch_from: float | None = None,
-    no_cache_watermark: float = 1.0,
     soft_hold: str | None = None,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
-    Works on any wire format's :class:`~router.core.request_view.Conversation`.
+    Works on any wire format's :class:`~router.core.request_view.Conversation`, under ``policy``
+    (how far and when; :class:`PinchPolicy`) and ``cache`` (the provider's prompt cache now).
     ``windows``: the hard limits in the order to try (the preferred model's
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
-    only when a batch is made). ``cold_batch_from``: the share of the budget
-    above which a cold cache gets an early batch (None: never early);
-    ``no_cache_watermark``: where a batch stops when the provider caches nothing; ``soft_hold``: why a
-    batch only the budget calls for waits (None: it does not; the window always forces one). Returns the
+    only when a batch is made). ``soft_hold``: why a batch only the budget calls for
+    waits (None: it does not; the window always forces one). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger.
     """
+    budget_tokens, keep_last_turns, max_summarize_chars = policy.budget_tokens, policy.keep_last_turns, policy.max_summarize_chars
+    low_watermark, cold_batch_from, no_cache_watermark, batch_order = (
+        policy.low_watermark, policy.cold_batch_from, policy.no_cache_watermark, policy.batch_order
+    )
     if budget_tokens < 0 or keep_last_turns < 1 or max_summarize_chars < MIN_SUMMARIZE_CHARS or not 0 < low_watermark <= 1:
         raise ValueError(
             f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}, "

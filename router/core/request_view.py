@@ -41,15 +41,13 @@ them all).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import field
 from types import MappingProxyType
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from router.core.frozen import frozen
+from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText
-
-if TYPE_CHECKING:
-    from router.wire.anthropic_messages.thinking import ThinkingUnbound
 
 Unit = dict[str, Any]
 Rewrites = Mapping[int, Any]  # tool-result position → its new content
@@ -84,7 +82,13 @@ def start_of_last_turns(turn_starts: Sequence[int], count: int) -> int:
 
 
 class Conversation(Protocol):
-    """The conversation as pinch and relevance read it; one implementation per wire format."""
+    """The conversation as pinch and relevance read it; one implementation per wire format.
+
+    The last two methods are the format's own needs, asked in neutral terms, with defaults for a
+    format that signs nothing (an implementation subclasses this protocol to inherit them).
+    """
+
+    __slots__ = ()
 
     @property
     def units(self) -> Sequence[Unit]:
@@ -123,6 +127,17 @@ class Conversation(Protocol):
         """The tool that produced the result ``units[unit]`` holds: one clean line, for its placeholder.
         Asked by unit, not position: a unit holds at most one result, and pinch has the unit at hand."""
         ...
+
+    def batch_hold(self, checks_signatures: bool) -> str | None:
+        """Why a batch that only the budget calls for should wait, for a model that does or does not
+        check its reasoning's signatures (None: it need not wait). The window still forces a batch."""
+        return None
+
+    def stale_signatures(self, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[StaleSignatures | None, tuple[str, ...]]:
+        """The signed parts that go stale when the results from position ``first_changed`` on are
+        rewritten (None: none is), plus those the session ``remembered`` as stale; and the session's
+        record after this request."""
+        return None, remembered
 
 
 def tool_results_of(conversation: Conversation) -> list[ToolResult]:
@@ -170,9 +185,6 @@ class RequestView:
     body_session: str | None = None
     # The client asked for extended thinking (Anthropic ``thinking``), for the gate and the record.
     thinking: bool = False
-    # What a provider of the client's own format is not sent of what the client asked (Anthropic
-    # thinking switched off mid tool loop), named as a translation names what it dropped.
-    passthrough_dropped: tuple[str, ...] = ()
 
     @property
     def units(self) -> Sequence[Unit]:
@@ -193,8 +205,8 @@ class BodyChanges:
     wire format, not what a provider of the client's format receives (what only such
     a provider must not see — the Anthropic thinking the proxy made — stays for the
     translation to carry). ``thinking_off``: how the chosen model takes thinking switched off
-    for this request, when the request needs it (``models[].thinking_off``). ``unbound``: the
-    signed thinking blocks to leave out, their prefix changed by pinch, for a model that checks it
+    for this request, when the request needs it (``models[].thinking_off``). ``stale``: the
+    signed reasoning to leave out, its prefix changed by pinch, for a model that checks it
     (``models[].thinking_binding``; None: none).
     """
 
@@ -205,7 +217,7 @@ class BodyChanges:
     prompt_cache_key: str | None = None
     translated: bool = False
     thinking_off: str = "omit"
-    unbound: ThinkingUnbound | None = None
+    stale: StaleSignatures | None = None
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

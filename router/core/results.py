@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING
 
 from router.core.frozen import frozen
-
-if TYPE_CHECKING:
-    from router.wire.anthropic_messages.thinking import ThinkingUnbound
 
 
 def round_ms(ms: float) -> float:
@@ -98,6 +94,29 @@ class PinchMode(enum.StrEnum):
 
 
 @frozen
+class StaleSignatures:
+    """Signed reasoning whose prefix the proxy changed, in one request.
+
+    Some providers sign the reasoning a model sent back (Anthropic's thinking, Gemini's thought
+    signatures) against everything before it; a model that checks the signature refuses it once
+    pinch rewrote a result before it. The wire format names such parts (:meth:`Conversation.stale_signatures`);
+    pinch records them beside its ledger, so every later request of the session leaves out the
+    very same parts, and the wire's upstream body leaves them out for a model that checks.
+
+    ``positions``: where each part is, in the wire format's own terms (opaque to the stages);
+    ``keys``: the session's record after this request (every part gone stale so far, oldest first);
+    ``new``: how many of ``positions`` went stale with this request; ``loop_without_reasoning``:
+    leaving them out leaves the tool loop in progress without its leading reasoning (reasoning
+    must then be switched off for the request).
+    """
+
+    positions: tuple[tuple[int, int], ...] = ()
+    keys: tuple[str, ...] = ()
+    new: int = 0
+    loop_without_reasoning: bool = False
+
+
+@frozen
 class PinchStats:
     mode: PinchMode
     original_tokens: int
@@ -114,9 +133,9 @@ class PinchStats:
     # Each compressed result, by its position in the view's tool results, and how
     # (pinch's CompressionKind: "elided" or "placeholder"), in position order: what explain shows.
     compressions: tuple[tuple[int, str], ...] = ()
-    # The signed thinking blocks whose prefix pinch changed (Anthropic's preserved thinking), left
-    # out for a model that checks it (models[].thinking_binding); None: none.
-    unbound: ThinkingUnbound | None = None
+    # The signed reasoning whose prefix pinch changed (Anthropic's preserved thinking), left out
+    # for a model that checks it (models[].thinking_binding); None: none.
+    stale: StaleSignatures | None = None
 
     @property
     def saved_tokens(self) -> int:
@@ -138,7 +157,7 @@ class Capabilities:
     # model's limit (routing.output_limit: clamp), the requested output when it is not (reject).
     required_output_tokens: int | None = None
     # The client asked for extended thinking (Anthropic ``thinking``): shown with the needs; no model
-    # is rejected for it (a provider without thinking gets the request without it, see anthropic_chat).
+    # is rejected for it (a provider without thinking gets the request without it: router.translate).
     thinking: bool = False
 
 

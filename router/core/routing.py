@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
 from router.core.results import Candidate, Capabilities, Rejection, Route
 from router.core.pinch_ledger import WindowLimit
 from router.core.request_view import RequestView
-from router.wire.anthropic_messages.thinking import binds_thinking
 from router.core.tokens import TokenEstimator
 
 
@@ -51,6 +50,12 @@ class ModelSettings(Protocol):
     def max_output_tokens(self) -> int: ...
     @property
     def reasoning_content(self) -> bool: ...
+    @property
+    def thinking_off(self) -> str: ...
+    @property
+    def binds_thinking(self) -> bool:
+        """The model checks the prefix of the signed reasoning sent back (``thinking_binding``, resolved)."""
+        ...
     @property
     def supports(self) -> ModelSupports: ...
     @property
@@ -229,7 +234,7 @@ def select_route(
     return Route(
         candidates=tuple(Candidate(
                 m.name, m.provider, m.upstream_model, output_tokens_to_send(m, needs), m.context_window, m.max_output_tokens, m.reasoning_content,
-                m.thinking_off, binds_thinking(m.upstream_model, m.thinking_binding),
+                m.thinking_off, m.binds_thinking,
             ) for _, m in capable),
         tier=tier,
         pinned=pinned is not None,
@@ -265,6 +270,6 @@ def pinch_windows(
     preferred = capable[0]
     larger = sorted((m for m in capable if m.context_window > preferred.context_window), key=lambda m: m.context_window)
     return tuple(
-        WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens, binds_thinking(m.upstream_model, m.thinking_binding))
+        WindowLimit(m.name, m.provider, m.context_window, m.context_window - min_output_tokens, m.binds_thinking)
         for m in [preferred, *larger]
     )

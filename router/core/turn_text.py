@@ -8,13 +8,19 @@ one concatenated query:
 * ``step``: the most recent assistant message's tool-call arguments plus the
   tail of its text (what the agent is doing right now).
 
-The classifier reads both; pinch-relevance embeds both as its queries.
+The classifier reads both; pinch-relevance embeds both as its queries. Each wire format finds
+its newest user and assistant messages its own way (:func:`latest_turn_text`); the cutting is
+the same for all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
 from router.core.frozen import frozen
-from router.core.content import Message, content_text, tool_call_arguments
+
+T = TypeVar("T")
 
 
 @frozen
@@ -23,24 +29,31 @@ class TurnText:
     step: str
 
 
-def extract_turn_text(messages: list[Message], max_chars: int) -> TurnText:
-    """Each part is at most ``max_chars`` characters."""
-    task = ""
-    step = ""
-    for message in reversed(messages):
-        role = message.get("role")
+def latest_turn_text(
+    newest_first: Iterable[tuple[Any, T]],
+    task_of: Callable[[T], str],
+    step_of: Callable[[T], tuple[Sequence[str], str]],
+    max_chars: int,
+) -> TurnText:
+    """The turn text of a conversation given as ``(role, message)`` pairs, newest first, in any wire
+    format: ``task_of`` reads a user message's words, ``step_of`` an assistant message's calls (each
+    ``name(arguments)``) and text. The task is the newest user message with words, cut to
+    ``max_chars``; the step the newest assistant message with calls or text: its calls (one a line,
+    at most half of ``max_chars``), then the tail of its text that fits."""
+    task = step = ""
+    for role, message in newest_first:
         if role == "user" and not task:
-            task = content_text(message.get("content"))[:max_chars]
+            task = task_of(message)[:max_chars]
         elif role == "assistant" and not step:
-            step = _step_text(message, max_chars)
+            calls, text = step_of(message)
+            step = step_text(calls, text, max_chars)
         if task and step:
             break
     return TurnText(task=task, step=step)
 
 
-def _step_text(message: Message, max_chars: int) -> str:
-    calls = "\n".join(tool_call_arguments(message))[: max_chars // 2]
-    room = max_chars - len(calls) - (1 if calls else 0)
-    text = content_text(message.get("content"))
+def step_text(calls: Sequence[str], text: str, max_chars: int) -> str:
+    joined = "\n".join(calls)[: max_chars // 2]
+    room = max_chars - len(joined) - (1 if joined else 0)
     tail = text[-room:] if room > 0 and text else ""
-    return "\n".join(part for part in (calls, tail) if part)
+    return "\n".join(part for part in (joined, tail) if part)

@@ -13,23 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from router.core.content import TEXT_PART_TYPES, Message
+from router.core.content import TEXT_PART_TYPES
 from router.core.request_view import Conversation
-
-
-def protected_from(messages: list[Message], keep_last_turns: int) -> int:
-    """Index of the first protected message; 0 when there are too few turns (nothing is a candidate)."""
-    seen = 0
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "assistant":
-            seen += 1
-            if seen == keep_last_turns:
-                return index
-    return 0
-
-
-def has_text_content(message: Message) -> bool:
-    return has_text(message.get("content"))
 
 
 def has_text(content: Any) -> bool:
@@ -40,17 +25,6 @@ def has_text(content: Any) -> bool:
         isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
         for part in content
     )
-
-
-def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
-    """Indexes of the old tool results pinch may compress, oldest first."""
-    end = protected_from(messages, keep_last_turns)
-    return [
-        i
-        for i in range(end)
-        if (message := messages[i]).get("role") == "tool"
-        and (type(message.get("content")) is str or has_text_content(message))  # strings first: the usual case
-    ]
 
 
 def candidate_results(conversation: Conversation, keep_last_turns: int) -> list[int]:

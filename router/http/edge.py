@@ -20,16 +20,19 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from router.config import Config
-from router.contract.context import CTX_KEY, RequestContext
+from router.contract.context import CTX_KEY, RequestContext, error_response
 from router.observe.decision_record import (
     CLIENT_CLOSED,
     decision_from_context,
     rejected_request,
 )
-from router.http.errors import ERROR_CODE_KEY, ApiError
+from router.contract.context import ERROR_CODE_KEY
+from router.http.errors import openai_error
+from router.core.errors import ApiError
 from router.http.headers import decision_headers
 from router.observe.recorder import Recorder
-from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, Checked, read_checked_json_body
+from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_checked_json_body
+from router.core.json_body import Checked
 from router.contract.stage import Handler, Middleware
 from router.wire import WireAdapter
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
@@ -97,7 +100,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         reserved = budget.reserve(request)
         if isinstance(reserved, ApiError):
             recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
-            return wire.error_response(reserved, {"x-router-request-id": request_id, **BUSY_HEADERS})
+            return error_response(wire, reserved, {"x-router-request-id": request_id, **BUSY_HEADERS})
         try:
             return await serve(request, handler, request_id, started)
         finally:
@@ -107,12 +110,12 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         read = await read_checked_json_body(request, limits, wire.check_body)
         if isinstance(read, ApiError):
             recorder.record(rejected_request(request_id, started, read.status, read.code))
-            return wire.error_response(read, {"x-router-request-id": request_id})
+            return error_response(wire, read, {"x-router-request-id": request_id})
         body = read.body
         ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
-            return wire.error_response(ctx, {"x-router-request-id": request_id})
+            return error_response(wire, ctx, {"x-router-request-id": request_id})
         request[CTX_KEY] = ctx
         status, code = CLIENT_CLOSED, None
         recorder.metrics.in_flight.inc()
@@ -176,4 +179,4 @@ def context_from_body(
 
 async def chain_end(request: web.Request) -> web.StreamResponse:
     """Reached only if no stage answered, which order validation rules out."""
-    return ApiError(500, "the chain ended without an answer", "server_error", "chain_incomplete").response()
+    return openai_error(ApiError(500, "the chain ended without an answer", "server_error", "chain_incomplete"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
@@ -10,23 +11,25 @@ import orjson
 from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
-from router.wire.anthropic_messages.request import AnthropicInvalid, validate_messages_body
+from router.wire.anthropic_messages.validation import AnthropicInvalid, validate_messages_body
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.core.tokens import TokenEstimator
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
-from router.http.errors import ERROR_CODE_KEY, ApiError, invalid_request
-from router.server.live import LIVE_KEY
+from router.contract.context import ERROR_CODE_KEY
+from router.http.errors import anthropic_error, openai_error
+from router.core.errors import ApiError, invalid_request
 from router.observe.metrics import CONTENT_TYPE
 from router.observe.recorder import Recorder
 from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
-from router.wire.anthropic_messages.adapter import anthropic_error_response
 from router.state.session_store import SessionStore
 
 CONFIG_KEY = web.AppKey("config", Config)
 RECORDER_KEY = web.AppKey("recorder", Recorder)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
+# The config serving now: the reloaded one once there is one (the composition root holds the live chain).
+CURRENT_CONFIG_KEY = web.AppKey("current_config", Callable[[], Config])
 
 MAX_DECISIONS = 1000
 COUNT_TOKENS = "count_tokens"  # its `endpoint` label in pinch_router_endpoint_requests_total
@@ -48,7 +51,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def list_models(request: web.Request) -> web.Response:
     """The catalogue and the routing aliases, in the OpenAI list format."""
-    config = request.app[LIVE_KEY].config  # the reloaded catalogue, once there is one
+    config = request.app[CURRENT_CONFIG_KEY]()  # the reloaded catalogue, once there is one
     data = [
         {
             "id": m.name,
@@ -88,16 +91,16 @@ async def post_outcome(request: web.Request) -> web.Response:
     """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation."""
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        return body.response(BUSY_HEADERS if body.code == "server_busy" else None)
+        return openai_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
     request_id, success, reason = body.get("request_id"), body.get("success"), body.get("reason")
     if not isinstance(request_id, str) or not request_id:
-        return invalid_request("'request_id' must be a non-empty string", param="request_id").response()
+        return openai_error(invalid_request("'request_id' must be a non-empty string", param="request_id"))
     if not isinstance(success, bool):
-        return invalid_request("'success' must be a boolean", param="success").response()
+        return openai_error(invalid_request("'success' must be a boolean", param="success"))
     if reason is not None and not isinstance(reason, str):
-        return invalid_request("'reason' must be a string", param="reason").response()
+        return openai_error(invalid_request("'reason' must be a string", param="reason"))
     if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None):
-        return invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404).response()
+        return openai_error(invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404))
     return _json({"request_id": request_id, "recorded": True})
 
 
@@ -106,11 +109,11 @@ async def list_decisions(request: web.Request) -> web.Response:
     (``x-router-session``) or the raw id the client sent in a ``session.headers`` header."""
     log = request.app[RECORDER_KEY].decision_log
     if log is None:
-        return invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404).response()
+        return openai_error(invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404))
     raw_limit = request.query.get("limit", "50")
     # ASCII digits only, and few of them: "²" is a digit to str.isdigit, and int() refuses 4,300+ digits
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4) or not 1 <= int(raw_limit) <= MAX_DECISIONS:
-        return invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit").response()
+        return openai_error(invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit"))
     session = request.query.get("session", "").strip()
     # the key the proxy reports (x-router-session), or the id the client sent in its session header
     sessions = (session, header_session_key(session)) if session else ()
@@ -135,14 +138,14 @@ async def count_message_tokens(request: web.Request) -> web.Response:
     counted: int | None = None
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        response = anthropic_error_response(body, BUSY_HEADERS if body.code == "server_busy" else None)
+        response = anthropic_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
     else:
         try:
             validate_messages_body(body, count_tokens=True)
         except AnthropicInvalid as exc:
-            response = anthropic_error_response(invalid_request(exc.message))
+            response = anthropic_error(invalid_request(exc.message))
         else:
-            tokens = request.app[LIVE_KEY].config.tokens
+            tokens = request.app[CURRENT_CONFIG_KEY]().tokens
             counted = count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
             response = _json({"input_tokens": counted})
     request.app[RECORDER_KEY].metrics.endpoint_requests.labels(COUNT_TOKENS, str(response.status)).inc()

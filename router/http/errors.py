@@ -1,50 +1,34 @@
-"""Errors in the OpenAI error format: ``{"error": {"message", "type", "code", "param"}}``.
+"""Errors the HTTP edge answers itself, before or outside the chain, in the client's format.
 
-Every error the proxy produces goes through :func:`error_response`, so the
-shape and the content type are the same everywhere and no stack trace leaks.
+Inside the chain every refusal is written by the request's wire adapter
+(:meth:`router.contract.context.RequestContext.error_response`); here the request has no context
+yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one its
+path speaks: Anthropic's for the Messages paths, OpenAI's for every other.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import orjson
 from aiohttp import web
 
-JSON = "application/json"
-# Lets the decision log read which error a response carried without parsing it.
-ERROR_CODE_KEY = web.ResponseKey("pinch_router_error_code", str)
+from router.contract.context import error_response
+from router.core.errors import ApiError
+from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+
+ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
 
 
-@dataclass(frozen=True, slots=True)
-class ApiError:
-    status: int
-    message: str
-    type: str
-    code: str
-    param: str | None = None
-    # The request's body was not read to its end, so its connection cannot carry another request.
-    close_connection: bool = False
-
-    def payload(self) -> dict[str, dict[str, str | None]]:
-        return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
-
-    def response(self, headers: dict[str, str] | None = None) -> web.Response:
-        response = web.Response(status=self.status, body=orjson.dumps(self.payload()), content_type=JSON, headers=headers)
-        response[ERROR_CODE_KEY] = self.code
-        if self.close_connection:
-            response.force_close()
-        return response
+def openai_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    return error_response(OPENAI_CHAT_ADAPTER, error, headers)
 
 
-def invalid_request(message: str, code: str = "invalid_request", param: str | None = None, status: int = 400) -> ApiError:
-    return ApiError(status, message, "invalid_request_error", code, param)
+def anthropic_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    return error_response(ANTHROPIC_MESSAGES_ADAPTER, error, headers)
 
 
-def error_response(
-    status: int, message: str, type_: str, code: str, param: str | None = None, headers: dict[str, str] | None = None
-) -> web.Response:
-    return ApiError(status, message, type_, code, param).response(headers)
+def error_for_path(path: str, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    """``error`` in the format the request's path speaks."""
+    return anthropic_error(error, headers) if path.startswith(ANTHROPIC_PATH_PREFIX) else openai_error(error, headers)
 
 
 # Status → (type, code) for HTTP errors raised by aiohttp itself (404, 405, ...).
@@ -61,4 +45,4 @@ _HTTP_ERRORS = {
 def from_http_exception(exc: web.HTTPException) -> web.Response:
     type_, code = _HTTP_ERRORS.get(exc.status, ("server_error" if exc.status >= 500 else "invalid_request_error", "http_error"))
     headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-    return error_response(exc.status, exc.reason or "error", type_, code, headers=headers)
+    return openai_error(ApiError(exc.status, exc.reason or "error", type_, code), headers)

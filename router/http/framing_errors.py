@@ -24,7 +24,8 @@ from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from router.http.errors import ApiError
+from router.http.errors import openai_error
+from router.core.errors import ApiError
 
 log = logging.getLogger("pinch_router.http")
 
@@ -58,7 +59,7 @@ class _ApiErrorRequestHandler(RequestHandler):
         log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
         if self.on_refused is not None:
             self.on_refused(error)
-        response = error.response()
+        response = openai_error(error)
         response.force_close()
         return response
 

@@ -20,16 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import orjson
 from aiohttp import web
 
 from router.config import ServerSettings
-from router.core.json_body import faithful_loads, json_shape
-from router.http.errors import ApiError, invalid_request
 from router.contract.timeout import within_timeout
+from router.core.errors import ApiError, invalid_request
+from router.core.json_body import BodyCheck, Checked, faithful_loads, json_shape
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,14 +106,6 @@ def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) ->
     )
 
 
-class Checked(Protocol):
-    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
-
-    @property
-    def walk(self) -> Any: ...
-
-
-BodyCheck = Callable[[Any, int], Checked]
 """A wire's validation of a parsed body made before the depth walk: ``check(body, max_depth)``.
 
 It must never raise and must leave every error for later (the depth's comes first), and its

@@ -13,7 +13,8 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import invalid_request
+from router.http.errors import openai_error
+from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
 from router.contract.stage import Handler, Middleware
 
@@ -71,13 +72,13 @@ def not_served(method: str, path: str) -> web.Response:
         what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
     else:
         what = f"{method} {path} is not an endpoint of pinch-router"
-    return invalid_request(
+    return openai_error(invalid_request(
         f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
         "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
         "Anthropic clients at http://<host>:<port>.",
         code="not_found",
         status=404,
-    ).response()
+    ))
 
 
 def unknown_paths(metrics: Metrics) -> Middleware:

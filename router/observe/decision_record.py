@@ -12,7 +12,9 @@ from dataclasses import asdict
 from time import perf_counter
 from typing import Any
 
-from router.contract.context import Attempt, Candidate, Rejection, RequestContext, Route, StageRecord, UpstreamResult
+from router.core.results import Attempt, Candidate, Rejection, Route, StageRecord, UpstreamResult
+
+from router.contract.context import RequestContext
 from router.core.frozen import frozen
 from router.core.redaction import clip
 from router.core.results import round_ms
@@ -103,8 +105,8 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         error_code=error_code,
         session=ctx.session.key if ctx.session else None,
         session_source=ctx.session.source if ctx.session else None,
-        requested_model=clip(ctx.requested_model) if ctx.requested_model else ctx.requested_model,
-        stream=ctx.stream,
+        requested_model=clip(ctx.view.model) if ctx.view.model else ctx.view.model,
+        stream=ctx.view.stream,
         category=classification.task_category if classification else None,
         tier=classification.task_tier if classification else None,
         source=str(classification.source) if classification else None,

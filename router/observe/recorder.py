@@ -9,50 +9,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-
-import orjson
+from dataclasses import replace
 
 from router.core.redaction import Redactor
-from router.core.session_state import Space
 from router.observe.decision_log import DecisionLog, OutcomeUpdate
 from router.observe.decision_record import CLIENT_CLOSED, Decision
 from router.observe.logs import log_event
 from router.observe.metrics import Metrics
 from router.state.escalation import SessionEscalation
+from router.state.remembered import RECENT_REQUESTS, remember_request
 from router.state.session_store import LocalStore, SessionStore
 
 log = logging.getLogger("pinch_router.request")
-
-# Outcomes usually follow their request within seconds; older ids are looked up in the decision log.
-RECENT_SESSIONS = 10_000
-RECENT_SECONDS = 24 * 3600
-
-
-@dataclass(frozen=True, slots=True)
-class RecentRequest:
-    """A served request's session key (None: it had none), for its outcome (a session-state value)."""
-
-    session: str | None
-
-    def encode(self) -> bytes:
-        return orjson.dumps(self.session)
-
-    @classmethod
-    def decode(cls, data: bytes) -> RecentRequest:
-        return cls(orjson.loads(data))
-
-
-RECENT_REQUESTS = Space("request", 1, RECENT_SECONDS, RECENT_SESSIONS, RecentRequest.encode, RecentRequest.decode)
-
-
-def remember_request(state: SessionStore, request_id: str, session: str | None, now: float) -> None:
-    """Queue the request's id for ``POST /v1/outcome`` (on Redis: for every replica), not waited for.
-
-    upstream-forward does it as the request goes upstream, and sends the request's
-    writes with it; the recorder for a request that never got there.
-    """
-    state.put_later(RECENT_REQUESTS, request_id, RecentRequest(session), now)
 
 
 class Recorder:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from router.config import ProviderSettings
-from router.wire.openai_responses.view import OPENAI_RESPONSES
 from router.core.content import Message
+from router.wire.openai_responses.view import OPENAI_RESPONSES
 
 
 def bearer_headers(provider: ProviderSettings) -> dict[str, str]:

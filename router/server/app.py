@@ -9,7 +9,6 @@ stage; tests inject their own.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import os
 import time
@@ -19,101 +18,38 @@ from functools import partial
 import aiohttp
 from aiohttp import web
 
-from router.config import Config, config_secrets
-from router.core.redaction import Redactor, clip
-from router.observe.decision_log import DecisionLog
 from router.clients.drain import OPEN_STREAMS_KEY, OpenStreams
+from router.config import Config, config_secrets
+from router.core.redaction import Redactor
 from router.http.edge import chain_end, chat_edge
 from router.http.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
+    CURRENT_CONFIG_KEY,
     RECORDER_KEY,
-    count_message_tokens,
     STATE_KEY,
+    count_message_tokens,
     healthz,
     list_decisions,
     list_models,
     post_outcome,
     prometheus_metrics,
 )
-from router.http.errors import ApiError, from_http_exception
 from router.http.framing_errors import answer_framing_errors_as_api_errors
-from router.server.live import LIVE_KEY, LiveChain
+from router.http.guards import client_auth, error_boundary, redact_error_bodies
+from router.http.request_body import BodyBudget
+from router.http.unknown_paths import root, unknown_paths
+from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
 from router.observe.recorder import Recorder
-from router.http.request_body import BodyBudget
+from router.server.live import LIVE_KEY, LiveChain
 from router.state.escalation import SessionEscalation
 from router.state.session_store import LocalStore, SessionStore, redis_store
-from router.contract.stage import Handler, Middleware
-from router.http.unknown_paths import root, unknown_paths
 from router.wire import adapters
-from router.wire.anthropic_messages.adapter import anthropic_error_response
 
 log = logging.getLogger("pinch_router.app")
 
 HTTP_KEY = web.AppKey("http", aiohttp.ClientSession)
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
-ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
-
-
-@web.middleware
-async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
-    try:
-        return await handler(request)
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        return from_http_exception(exc)
-    except Exception:
-        log.exception("unhandled_error", extra={"path": request.path})
-        return ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error").response()
-
-
-def redact_error_bodies(recorder: Recorder) -> Middleware:
-    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
-
-    It uses the recorder's redactor of the moment: a config reload may bring new secrets.
-    """
-
-    @web.middleware
-    async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
-        response = await handler(request)
-        redactor = recorder.redactor
-        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
-            response.body = redactor.bytes(response.body)
-        return response
-
-    return redact
-
-
-def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
-    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
-    keys = [k.encode() for k in api_keys]
-
-    @web.middleware
-    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if keys and request.path not in UNAUTHENTICATED_PATHS:
-            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
-                scheme, token = "bearer", request.headers["x-api-key"]
-            # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
-            offered = token.strip().encode("utf-8", "surrogateescape")
-            # compare against every key so the time taken does not say which matched
-            matched = [hmac.compare_digest(offered, key) for key in keys]
-            if scheme.lower() != "bearer" or not any(matched):
-                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
-                if metrics is not None:
-                    metrics.refused.labels("unauthorized").inc()
-                error = ApiError(
-                    401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
-                )
-                if request.path.startswith(ANTHROPIC_PATH_PREFIX):
-                    return anthropic_error_response(error, {"WWW-Authenticate": "Bearer"})
-                return error.response({"WWW-Authenticate": "Bearer"})
-        return await handler(request)
-
-    return auth
 
 
 async def create_app(
@@ -179,6 +115,7 @@ async def create_app(
     app[RECORDER_KEY] = recorder
     app[BODY_BUDGET_KEY] = budget
     app[LIVE_KEY] = live
+    app[CURRENT_CONFIG_KEY] = lambda: live.config
     app[OPEN_STREAMS_KEY] = OpenStreams()
     app.router.add_get("/", root)  # HEAD too
     app.router.add_get("/healthz", healthz)

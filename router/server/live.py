@@ -31,12 +31,11 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import Gauge
 
-from router.contract.chain import ChainError, StageDeps, build_chain
-from router.server.registry import chain_stages
+from router.contract.chain import ChainError, build_chain
+from router.server.registry import chain_stages, stage_deps
 from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
-from router.core.tokens import TokenEstimator
 from router.observe.metrics import MULTIPROCESS_DIR_ENV
 from router.observe.recorder import Recorder
 from router.state.session_store import SessionStore
@@ -161,17 +160,10 @@ class LiveChain:
         what is still valid from its predecessor of the same name (see
         :class:`router.contract.stage.CarryOver`): sessions keep their cached classification.
         """
-        metrics = self.recorder.metrics
-        deps = StageDeps(
-            config=config,
-            http=self.http,
-            estimator=TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
-            clock=self.clock,
-            escalation=self.recorder.escalation,
-            metrics=metrics,
-            state=self.state,
+        deps_of = stage_deps(
+            config, http=self.http, clock=self.clock, state=self.state, escalation=self.recorder.escalation, open_upstreams=self.recorder.metrics.upstream_open
         )
-        stages, chain = build_chain(chain_stages(config.middlewares), deps)
+        stages, chain = build_chain(chain_stages(config.middlewares), deps_of)
         if previous is not None:
             old = {stage.name: stage for stage in previous.stages}
             for stage in stages:

@@ -13,8 +13,12 @@ file, every worker, a reload that keeps the order) trusts the first check.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cache
+from typing import Any
+
+import aiohttp
 
 from middlewares.capability_gate import CapabilityGate
 from middlewares.classification_cache import ClassificationCache
@@ -24,7 +28,12 @@ from middlewares.pinch_relevance import PinchRelevance
 from middlewares.session_fingerprint import SessionFingerprint
 from middlewares.upstream_forward import UpstreamForward
 from router.contract.chain import validate_order
-from router.contract.stage import StageClass
+from router.config import Catalogue, Config
+from router.contract.stage import StageClass, StageDeps
+from router.core.session_state import SessionReads
+from router.core.tokens import TokenEstimator
+from router.state.escalation import SessionEscalation
+from router.state.session_store import SessionStore
 
 STAGES: tuple[StageClass, ...] = (SessionFingerprint, ClassificationCache, Classifier, PinchRelevance, PinchPrune, CapabilityGate, UpstreamForward)
 
@@ -42,3 +51,33 @@ def chain_stages(names: Sequence[str]) -> tuple[StageClass, ...]:
 @cache  # a failed check raises and is not kept: each caller gets the same error
 def _checked(names: tuple[str, ...]) -> tuple[StageClass, ...]:
     return tuple(validate_order(names, stage_registry()))
+
+
+def stage_deps(
+    config: Config,
+    *,
+    http: aiohttp.ClientSession,
+    clock: Callable[[], float],
+    state: SessionStore,
+    escalation: SessionEscalation | None = None,
+    open_upstreams: Any = None,
+) -> Callable[[StageClass], StageDeps]:
+    """What each stage of one generation is built with: the shared deps, with the stage's own
+    section of ``config`` (its class's ``section``) as its settings. One :class:`SessionReads` per
+    generation: its stages register what session-fingerprint reads for them."""
+    base = StageDeps(
+        settings=None,
+        catalogue=Catalogue.of(config),
+        http=http,
+        estimator=TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
+        clock=clock,
+        state=state,
+        session_reads=SessionReads(),
+        escalation=escalation,
+        open_upstreams=open_upstreams,
+    )
+
+    def deps_of(stage: StageClass) -> StageDeps:
+        return replace(base, settings=getattr(config, stage.section) if stage.section else None)
+
+    return deps_of

@@ -54,7 +54,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.server.app import create_app
 from router.config import Config
-from router.contract.context import Message, RequestContext
+from router.core.content import Message
+from router.contract.context import RequestContext
 from router.tools.pinch_measures import (
     ANTHROPIC,
     CachePricing,
@@ -67,10 +68,10 @@ from router.tools.pinch_measures import (
     unchanged_prefix_tokens,
 )
 from router.core.tokens import TokenEstimator
-from router.core.turns import protected_from, trim_candidates
+from router.wire.openai_chat.view import protected_from, trim_candidates
 from router.http.edge import context_from_body
 from router.http.endpoints import MAX_DECISIONS
-from router.http.errors import ApiError
+from router.core.errors import ApiError
 from router.tools.mock_upstream import MockUpstream, SimulatedPromptCache
 from router.tools.transcripts import RequestFileError, Transcript, load_transcript
 

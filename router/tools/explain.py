@@ -33,23 +33,26 @@ from time import perf_counter
 from types import SimpleNamespace
 from typing import Any
 
+import time
+
 import aiohttp
 import orjson
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.contract.chain import TERMINAL_STAGE, StageDeps, build_chain
-from router.server.registry import chain_stages
+from router.contract.chain import TERMINAL_STAGE, build_chain
+from router.server.registry import chain_stages, stage_deps
+from router.state.session_store import LocalStore
 from router.config import Config
-from router.contract.context import Message, RequestContext
+from router.contract.context import RequestContext
 from router.core.content import content_text
 from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
-from router.wire.anthropic_messages.thinking import passthrough_dropped
+from router.core.request_view import BodyChanges
 from router.core.tokens import TokenEstimator
 from router.observe.decision_record import decision_from_context, wire_route
 from router.http.edge import context_from_body
-from router.http.errors import ApiError
+from router.core.errors import ApiError
 from router.providers import provider_adapter
 from router.contract.stage import run_stage
 from router.tools.decision_text import decision_fields, field_lines, text_table, thousands, trace_lines
@@ -157,7 +160,7 @@ async def explain_request(
         raise ExplainError(f"the proxy would refuse this request with {ctx.status} {ctx.code}{where}: {ctx.message}")
     async with aiohttp.ClientSession(trace_configs=[offline_trace()] if offline else None) as http:
         estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
-        stages, _ = build_chain(chain_stages(config.middlewares), StageDeps(config=config, http=http, estimator=estimator))
+        stages, _ = build_chain(chain_stages(config.middlewares), stage_deps(config, http=http, clock=time.monotonic, state=LocalStore()))
         for stage in stages:
             if stage.name == TERMINAL_STAGE:
                 break
@@ -188,7 +191,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     pinch compressed."""
     lines = [f"pinch-router explain: {source}", ""] if source else []
     tools = ctx.view.tools or []
-    fields = [("request", f"{len(ctx.view.units)} messages, {len(tools)} tools{', stream' if ctx.stream else ''}")]
+    fields = [("request", f"{len(ctx.view.units)} messages, {len(tools)} tools{', stream' if ctx.view.stream else ''}")]
     refused = ctx.response
     # No answer was sent: the status is the refusal's, or 0 while the request would still go upstream.
     row = decision_from_context(ctx, refused.status if refused is not None else 0, None).as_json()
@@ -209,8 +212,9 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     elif route and route.candidates:
         provider = config.providers[route.chosen.provider]
         wire_out = provider_adapter(provider).chat_wire(provider)
-        unbound = ctx.pinch.unbound if ctx.pinch is not None and route.chosen.thinking_binding else None
-        dropped = ", ".join(passthrough_dropped(ctx.view, unbound)) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
+        stale = ctx.pinch.stale if ctx.pinch is not None and route.chosen.thinking_binding else None
+        changes = BodyChanges(route.chosen.upstream_model, stale=stale)
+        dropped = ", ".join(ctx.wire.passthrough_dropped(ctx.view, changes)) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
         fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, wire_out, dropped)})"))
     else:
         fields.append(("forward", "(no route)"))

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from router.wire.anthropic_messages.request import error_type
+from router.wire.anthropic_messages.errors import error_type
 from router.wire.anthropic_messages.thinking import binds_thinking
 from router.tools.mock_answers import (
     ONE_LISTING,

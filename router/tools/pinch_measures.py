@@ -36,8 +36,11 @@ from typing import Any
 
 import orjson
 
-from router.core.content import Message, content_text, tool_call_arguments
-from router.core.pinch import compress_tool_result, tool_name_for
+from router.core.content import Message, content_text
+
+from router.wire.openai_chat.view import tool_call_arguments
+from router.core.pinch import compress_tool_result
+from router.wire.openai_chat.pinch import tool_name_for
 from router.core.tokens import TokenEstimator, tools_tokens
 
 

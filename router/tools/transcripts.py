@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from router.contract.context import Message
+from router.core.content import Message
 
 
 class RequestFileError(Exception):

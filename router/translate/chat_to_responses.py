@@ -31,9 +31,8 @@ from typing import Any
 
 import orjson
 
+from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
-
-Event = dict[str, Any]
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
@@ -352,11 +351,6 @@ class ChatStreamTranslator:
         event = {"type": type_, **fields, "sequence_number": self.sequence}
         self.sequence += 1
         return event
-
-
-def sse_event(event: Event) -> bytes:
-    """One Responses event as SSE: its type on the ``event:`` line, as OpenAI sends it."""
-    return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
 def chat_chunks(ready: bytes) -> list[Any]:

@@ -36,7 +36,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from router.wire.openai_responses.validation import Item, item_type
+import orjson
+
+from router.core.results import Candidate, Usage
+from router.core.sse import SseRelay
+from router.translate.chat_to_responses import (
+    ChatStreamTranslator,
+    ResponseFrame,
+    chat_chunks,
+    completion_to_response,
+)
+from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_responses.stream import sse_event
+from router.wire.openai_responses.validation import (
+    Item,
+    item_type,
+    validate_responses_body,
+)
 
 CARRIED_FIELDS = ("temperature", "top_p", "user", "prompt_cache_key")
 TEXT_PARTS = ("input_text", "output_text")
@@ -174,3 +191,80 @@ def _response_format(text: Any) -> dict[str, Any] | None:
         schema = {key: format_[key] for key in ("name", "schema", "strict", "description") if key in format_}
         return {"type": "json_schema", "json_schema": schema}
     return {"type": format_["type"]}
+
+
+class ResponsesToChat:
+    """Translator from a Responses request to a chat-completions provider, and its answer back.
+
+    One per request: :meth:`request` reads the Responses body the adapter
+    wrote (chain's changes included) and keeps it, for the answer to echo.
+    """
+
+    def __init__(self, ids: AnswerIds) -> None:
+        self.ids = ids
+        self.frame = self._frame({})
+        self.dropped: tuple[str, ...] = ()
+
+    def _frame(self, body: dict[str, Any]) -> ResponseFrame:
+        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body)
+
+    def request(self, body: bytes, candidate: Candidate | None = None) -> bytes:
+        responses = orjson.loads(body)
+        parsed = validate_responses_body(responses)  # valid: the edge checked it, the chain kept it so
+        self.frame = self._frame(responses)
+        translation = responses_to_chat(responses, parsed.items)
+        self.dropped = translation.dropped
+        return orjson.dumps(translation.body)
+
+    def response(self, body: bytes) -> bytes:
+        """A whole chat completion as a Responses ``response``; what is no completion passes as it came."""
+        try:
+            completion = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return body
+        response = completion_to_response(completion, self.frame)
+        return body if response is None else orjson.dumps(response)
+
+    def streams(self, content_type: str) -> bool:
+        return content_type == EVENT_STREAM
+
+    def stream(self) -> ChatStreamAsResponses:
+        return ChatStreamAsResponses(self.frame)
+
+
+class ChatStreamAsResponses:
+    """One chat SSE stream in (raw bytes), Responses events out, whole events only.
+
+    An upstream error inside the stream ends it with ``response.failed``; the
+    end of the chat stream (``[DONE]`` or the connection closing after it)
+    completes the response, with the usage the stream reported.
+    """
+
+    def __init__(self, frame: ResponseFrame) -> None:
+        self.chat = SseRelay(OPENAI_CHAT_ADAPTER)
+        self.translator = ChatStreamTranslator(frame)
+        self.started = False
+
+    @property
+    def usage(self) -> Usage | None:
+        return self.chat.usage
+
+    def feed(self, chunk: bytes) -> bytes:
+        events = [] if self.started else self.translator.start()
+        self.started = True
+        for parsed in chat_chunks(self.chat.feed(chunk)):
+            events += self.translator.feed(parsed)
+        if self.chat.done:
+            events += self.translator.finish()
+        return b"".join(sse_event(e) for e in events)
+
+    def finish(self) -> bytes:
+        """At the end of the upstream stream: complete the response if [DONE] did not already —
+        or fail it, when the stream closed before saying how the answer finished."""
+        if not self.started:
+            return b""
+        if self.chat.done or self.translator.finish_reason is not None:
+            events = self.translator.finish()
+        else:
+            events = self.translator.fail("the provider closed the stream before its end", "upstream_stream_interrupted")
+        return b"".join(sse_event(e) for e in events)

@@ -9,14 +9,16 @@ from typing import Any
 import orjson
 import pytest
 
-from router.contract.context import Usage
-from router.core.sse import SseRelay, read_usage
+from router.core.results import Usage
+from router.core.sse import SseRelay
 from router.observe.decision_log import COLUMNS, DecisionLog
 from router.observe.decision_record import Decision
 from router.tools.mock_upstream import Behaviour
-from tests.support.config import chat_body, make_config
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.usage import read_usage
 from tests.http.test_decision_log import decisions
 from tests.http.test_metrics import scrape, value
+from tests.support.config import chat_body, make_config
 
 OPENAI_USAGE = {"prompt_tokens": 2000, "completion_tokens": 50, "total_tokens": 2050, "prompt_tokens_details": {"cached_tokens": 1536}}
 # Anthropic's shape: input_tokens leaves out what was read from or written to the cache
@@ -53,7 +55,7 @@ def test_uncached_prompt_tokens_need_the_cache_figure() -> None:
 
 
 def test_an_anthropic_stream_reports_the_prompt_at_the_start_and_the_output_at_the_end() -> None:
-    relay = SseRelay()
+    relay = SseRelay(OPENAI_CHAT_ADAPTER)
     relay.feed(
         b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":'
         b'{"input_tokens":40,"output_tokens":1,"cache_read_input_tokens":1800,"cache_creation_input_tokens":160}}}\n\n'

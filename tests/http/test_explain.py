@@ -17,7 +17,7 @@ from bench.harness import (
 )
 from router.cli import main
 from router.config import Config, parse_config
-from router.contract.context import Outcome, PinchMode, PinchStats
+from router.core.results import Outcome, PinchMode, PinchStats
 from router.wire.openai_chat.view import ChatConversation
 from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator

@@ -42,7 +42,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bench.harness import free_port
 from router.config import DEFAULT_CHAIN, Config
-from router.wire.openai_chat.body import is_usage_only_event
+from router.wire.openai_chat.stream import is_usage_only_event
 from router.tools.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.support.classifier_fakes import CATEGORIES, ollama_reply, verdict
 from tests.support.servers import ProxyFactory

@@ -22,8 +22,16 @@ from router.config import ConfigError, parse_config
 from router.core.retry_after import parse_retry_after
 from router.core.sse import EventTooLarge, SseRelay
 from router.tools.mock_upstream import Behaviour, MockUpstream
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from tests.support.config import chat_body, make_config, model_entry
-from tests.support.misbehaving_upstream import COMPLETION, MisbehavingUpstream, endless, gzip_bomb, http_answer, trickle
+from tests.support.misbehaving_upstream import (
+    COMPLETION,
+    MisbehavingUpstream,
+    endless,
+    gzip_bomb,
+    http_answer,
+    trickle,
+)
 
 PROVIDER_KEY = "sk-provider-SECRET-0123456789"
 TASK = "please refactor the secret-plan module of project nightingale"
@@ -107,8 +115,8 @@ class KeptRows:
 
 @pytest.mark.parametrize("field", ["attempt error", "stage detail", "relevance reason", "stream error", "requested model", "rejection"])
 def test_the_redaction_pass_covers_every_foreign_text_of_a_decision(field, caplog):
-    from router.contract.context import Attempt, Outcome, Rejection, StageRecord
     from router.core.redaction import Redactor
+    from router.core.results import Attempt, Outcome, Rejection, StageRecord
     from router.observe.decision_record import Decision
     from router.observe.metrics import Metrics
     from router.observe.recorder import Recorder
@@ -249,13 +257,13 @@ async def test_an_endless_sse_line_is_cut_at_the_event_cap(proxy):
 @pytest.mark.parametrize("framing", [b"\n\n", b"\r\n\r\n", b"\r\r"], ids=["lf", "crlf", "cr"])
 def test_event_boundaries_split_across_chunks_are_found_when_only_new_bytes_are_scanned(framing):
     stream = b"".join(b"data: {\"n\": %d}" % i + framing for i in range(5)) + b"data: [DONE]" + framing
-    relay = SseRelay()
+    relay = SseRelay(OPENAI_CHAT_ADAPTER)
     out = b"".join(relay.feed(stream[i : i + 1]) for i in range(len(stream)))  # a byte at a time
     assert out == stream and relay.done and relay.pending == bytearray()
 
 
 def test_an_event_that_never_ends_raises_at_the_bound():
-    relay = SseRelay(max_event_bytes=1024 * 1024)
+    relay = SseRelay(OPENAI_CHAT_ADAPTER, max_event_bytes=1024 * 1024)
     relay.feed(b"data: ")
     with pytest.raises(EventTooLarge, match="upstream.max_stream_event_mb"):
         for _ in range(17):  # 17 x 64 KiB > 1 MiB

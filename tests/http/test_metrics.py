@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from router.contract.context import Outcome, StageRecord
+from router.core.results import Outcome, StageRecord
 from router.observe.decision_record import Decision
 from router.observe.metrics import LATENCY_BUCKETS, MULTIPROCESS_DIR_ENV, Metrics
 from router.tools.mock_upstream import Behaviour

@@ -15,9 +15,10 @@ import orjson
 import pytest
 
 from bench.harness import TRANSCRIPTS
-from router.core.pinch import compress_tool_result, tool_name_for
+from router.core.pinch import compress_tool_result
+from router.wire.openai_chat.pinch import tool_name_for
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.core.turns import protected_from, trim_candidates
+from router.wire.openai_chat.view import protected_from, trim_candidates
 from tests.support.config import make_config, model_entry
 URL = "/v1/chat/completions"
 KEEP_LAST_TURNS, MAX_SUMMARIZE_CHARS = 4, 4000

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from router.translate.messages_chat import PING_EVENT
+from router.wire.anthropic_messages.errors import PING_EVENT
 from router.core.sse import KEEP_ALIVE_COMMENT
 from tests.support.config import chat_body, make_config, model_entry
 from tests.support.misbehaving_upstream import MisbehavingUpstream, Writer

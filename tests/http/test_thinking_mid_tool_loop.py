@@ -22,22 +22,39 @@ import orjson
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.wire.anthropic_messages.request import (
-    PROXY_THINKING_SIGNATURE,
-    THINKING_OFF_MID_TOOL_LOOP,
-    thinking_within_output_limit,
-    tool_loop_without_thinking,
-    validate_messages_body,
-)
-from router.wire.anthropic_messages.view import messages_view
+from router.config import ConfigError, parse_config
+from router.core.request_view import BodyChanges
 from router.tools import mock_anthropic
 from router.tools.decision_text import decision_detail
 from router.tools.explain import explain_request, render_explanation
 from router.tools.mock_answers import seal
-from router.config import ConfigError, parse_config
-from tests.support.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user, two_wire_config
+from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+from router.wire.anthropic_messages.blocks import (
+    PROXY_THINKING_SIGNATURE,
+    THINKING_OFF_MID_TOOL_LOOP,
+    tool_loop_without_thinking,
+)
+from router.wire.anthropic_messages.body import thinking_within_output_limit
+from router.wire.anthropic_messages.validation import validate_messages_body
+from router.wire.anthropic_messages.view import messages_view
+from tests.support.anthropic_factories import (
+    BASH,
+    assistant,
+    body,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    two_wire_config,
+    user,
+)
 from tests.support.config import model_entry
-from tests.support.wire_factories import function_call, function_call_output, input_message, responses_body
+from tests.support.wire_factories import (
+    function_call,
+    function_call_output,
+    input_message,
+    responses_body,
+)
 
 SIGNED = thinking("Claude reasoned", seal("Claude reasoned"))  # what the mock signed, so it accepts it back
 PROXY_MADE = thinking("the chat model reasoned", PROXY_THINKING_SIGNATURE)
@@ -80,10 +97,11 @@ def test_anthropic_refuses_thinking_when_the_last_tool_step_has_none_it_signed(m
     [(ADAPTIVE, True), ({"type": "enabled", "budget_tokens": 2000}, True), ({"type": "disabled"}, False), (None, False)],
     ids=["adaptive", "enabled", "disabled", "absent"],
 )
-def test_the_view_says_what_the_provider_is_not_sent_only_when_thinking_was_asked(asked, turned_off) -> None:
+def test_the_adapter_says_what_the_provider_is_not_sent_only_when_thinking_was_asked(asked, turned_off) -> None:
     request = body(*loop_after(assistant(tool_use("toolu_1"))), **({"thinking": asked} if asked else {}))
     view = messages_view(request, validate_messages_body(request), 2000)
-    assert view.passthrough_dropped == ((THINKING_OFF_MID_TOOL_LOOP,) if turned_off else ())
+    dropped = ANTHROPIC_MESSAGES_ADAPTER.passthrough_dropped(view, BodyChanges("claude-up"))
+    assert dropped == ((THINKING_OFF_MID_TOOL_LOOP,) if turned_off else ())
     assert view.conversation.needs_thinking_off is turned_off
 
 

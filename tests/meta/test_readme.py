@@ -19,7 +19,7 @@ from pydantic import BaseModel
 
 from router.cli import build_parser
 from router.config import DEFAULT_CHAIN, Config, ProviderSettings, load_config
-from router.wire.anthropic_messages.request import ERROR_TYPES
+from router.wire.anthropic_messages.errors import ERROR_TYPES
 from router.observe.metrics import Metrics
 from router.server.registry import STAGES, stage_registry
 from router.http.unknown_paths import SUPPORTED_ENDPOINTS
@@ -264,7 +264,8 @@ def layout_blocks() -> dict[str, str]:
     return blocks
 
 
-PACKAGES = ["router/", "router/core/", "router/wire/", "router/providers/", "router/tools/", "middlewares/"]
+# every package folder of the code, middlewares/ last
+PACKAGES = sorted(f"{p.parent.relative_to(ROOT)}/" for p in (ROOT / "router").rglob("__init__.py")) + ["middlewares/"]
 
 
 @pytest.mark.parametrize("folder", PACKAGES)

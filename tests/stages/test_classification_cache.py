@@ -13,11 +13,16 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from middlewares.classification_cache import ClassificationCache
-from router.contract.chain import StageDeps
-from router.contract.context import Classification, ClassificationSource, Outcome, SessionKey
+from router.contract.stage import run_stage
+from router.core.results import (
+    Classification,
+    ClassificationSource,
+    Outcome,
+    SessionKey,
+)
 from router.core.tokens import TokenEstimator
 from router.tools.mock_upstream import MockUpstream
-from router.contract.stage import run_stage
+from tests.support.agent_captures import CapturedRequest, captured, client_headers
 from tests.support.classifier_fakes import (
     OLLAMA_CHAT_URL,
     FakeClock,
@@ -29,14 +34,14 @@ from tests.support.classifier_fakes import (
     two_window_models,
     verdict,
 )
-from tests.support.agent_captures import CapturedRequest, captured, client_headers
-from tests.support.servers import ProxyFactory
 from tests.support.config import model_entry
 from tests.support.factories import make_ctx
+from tests.support.servers import ProxyFactory
 
 STALENESS_SECONDS = 20 * 60
 TASK = "The payment webhook test fails with a KeyError"
 OTHER_TASK = "Document the public API of the billing module"
+from tests.support.stages import build_stage
 
 
 async def send(client: TestClient[Any, Any], messages: list[dict[str, Any]], **headers: str) -> aiohttp.ClientResponse:
@@ -227,7 +232,7 @@ async def test_cached_turn_uses_the_measured_context_alone(proxy: ProxyFactory, 
 
 def cache_stage(clock: FakeClock, enabled: bool = True) -> ClassificationCache:
     config = classifier_config(session_cache={"enabled": enabled})
-    return ClassificationCache(StageDeps(config=config, http=None, estimator=TokenEstimator(), clock=clock))  # type: ignore[arg-type]
+    return build_stage(ClassificationCache, config, http=None, estimator=TokenEstimator(), clock=clock)  # type: ignore[arg-type]
 
 
 async def test_hit_carries_only_category_and_tier() -> None:

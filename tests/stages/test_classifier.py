@@ -9,13 +9,13 @@ import aiohttp
 import pytest
 
 from middlewares.classifier import Classifier
-from router.contract.chain import ChainError, StageDeps, validate_order
-from router.server.registry import stage_registry
 from router.config import ConfigError
-from router.contract.context import Classification, ClassificationSource, Outcome
-from router.core.tokens import TokenEstimator
-from router.tools.mock_upstream import MockUpstream
+from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
+from router.core.results import Classification, ClassificationSource, Outcome
+from router.core.tokens import TokenEstimator
+from router.server.registry import stage_registry
+from router.tools.mock_upstream import MockUpstream
 from tests.support.classifier_fakes import (
     OLLAMA_CHAT_URL,
     OPENAI_CHAT_URL,
@@ -28,11 +28,12 @@ from tests.support.classifier_fakes import (
     two_window_models,
     verdict,
 )
-from tests.support.servers import ProxyFactory
 from tests.support.config import chat_body
 from tests.support.factories import make_ctx
+from tests.support.servers import ProxyFactory
 
 FALLBACK = {"x-router-source": "fallback", "x-router-category": "coding_general", "x-router-tier": "2"}
+from tests.support.stages import build_stage
 
 
 def routed(response: aiohttp.ClientResponse) -> dict[str, str]:
@@ -41,7 +42,7 @@ def routed(response: aiohttp.ClientResponse) -> dict[str, str]:
 
 def classifier_stage(http: aiohttp.ClientSession, **config: Any) -> Classifier:
     cfg = classifier_config(**config)
-    return Classifier(StageDeps(config=cfg, http=http, estimator=TokenEstimator()))
+    return build_stage(Classifier, cfg, http=http, estimator=TokenEstimator())
 
 
 # --- wire formats -------------------------------------------------------------

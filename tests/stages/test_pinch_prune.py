@@ -12,18 +12,36 @@ import orjson
 import pytest
 
 from middlewares.pinch_prune import PinchPrune
-from router.contract.chain import StageDeps
 from router.config import ConfigError, load_config
-from router.contract.context import Classification, ClassificationSource, Message, Outcome, PinchMode, Relevance, RelevanceStatus, SessionKey
-from router.core.cache_timing import CacheState, CacheVerdict
-from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed, prune_context
-from router.core.pinch_ledger import EMPTY_LEDGER, pinch_session
-from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
-from router.core.turns import trim_candidates
 from router.contract.stage import run_stage
+from router.core.cache_timing import CacheState, CacheVerdict
+from router.core.content import Message
+from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed
+from router.core.pinch_ledger import EMPTY_LEDGER
+from router.core.results import (
+    Classification,
+    ClassificationSource,
+    Outcome,
+    PinchMode,
+    Relevance,
+    RelevanceStatus,
+    SessionKey,
+)
+from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from router.wire.openai_chat.pinch import pinch_session, prune_context
+from router.wire.openai_chat.view import trim_candidates
 from tests.support.classifier_fakes import FakeClock
 from tests.support.config import make_config, model_entry
-from tests.support.factories import agent_session, assistant, make_ctx, sent_messages, system, tool, user
+from tests.support.factories import (
+    agent_session,
+    assistant,
+    make_ctx,
+    sent_messages,
+    system,
+    tool,
+    user,
+)
+from tests.support.stages import build_stage
 
 URL = "/v1/chat/completions"
 CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
@@ -121,7 +139,7 @@ class BrokenEstimator(TokenEstimator):
 
 
 def stage(http: aiohttp.ClientSession, estimator: TokenEstimator = DEFAULT_ESTIMATOR, **pinch: Any) -> PinchPrune:
-    return PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", **pinch), http=http, estimator=estimator))
+    return build_stage(PinchPrune, pinch_config("http://127.0.0.1:9/v1", **pinch), http=http, estimator=estimator)
 
 
 async def test_disabled_is_recorded_as_skipped(http):
@@ -254,7 +272,7 @@ async def test_a_session_resends_its_compressed_results_byte_for_byte_and_batche
 )
 async def test_the_trace_says_why_new_results_were_or_were_not_compressed(http, advance, ledger, detail):
     clock = FakeClock()
-    prune = PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger=ledger), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+    prune = build_stage(PinchPrune, pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger=ledger), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock)
     first = make_ctx({"model": "auto", "messages": session(6)})
     first.session = SessionKey("s1", "header")
     record = await run_stage(prune, first)
@@ -315,7 +333,7 @@ async def test_only_when_even_the_fully_pinched_prompt_fits_no_window_does_the_g
 async def test_a_ledger_evicted_from_the_session_state_means_one_fresh_batch_not_an_error(http):
     clock = FakeClock()
     config = pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger_max_sessions=1)
-    prune = PinchPrune(StageDeps(config=config, http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+    prune = build_stage(PinchPrune, config, http=http, estimator=DEFAULT_ESTIMATOR, clock=clock)
 
     async def turn(session_key: str, results: int):
         ctx = make_ctx({"model": "auto", "messages": session(results)})
@@ -373,7 +391,7 @@ def opencodes_title_request() -> dict[str, Any]:
 )
 async def test_a_side_request_neither_warms_nor_cools_the_sessions_cache(http, title_at, loop_at, reason):
     clock = FakeClock()
-    prune = PinchPrune(StageDeps(config=pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock))
+    prune = build_stage(PinchPrune, pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock)
     requests = [(title_at, opencodes_title_request()), (loop_at, {"model": "auto", "messages": session(10), "tools": TOOLS})]
     if title_at > 0:  # the loop's own first request, at 0
         requests.insert(0, (0.0, {"model": "auto", "messages": session(6), "tools": TOOLS}))

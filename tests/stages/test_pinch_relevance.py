@@ -20,14 +20,13 @@ from aioresponses import CallbackResult, aioresponses
 from yarl import URL
 
 from middlewares.pinch_relevance import PinchRelevance
-from router.contract.chain import ChainError, StageDeps, validate_order
-from router.server.registry import stage_registry
-from router.config import ConfigError
-from router.contract.context import Outcome, RelevanceStatus
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError, embeddings_url
-from router.tools.mock_upstream import MockUpstream
+from router.config import ConfigError
+from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
-from tests.support.servers import ProxyFactory
+from router.core.results import Outcome, RelevanceStatus
+from router.server.registry import stage_registry
+from router.tools.mock_upstream import MockUpstream
 from tests.support.config import make_config
 from tests.support.factories import assistant, make_ctx, system, tool
 from tests.support.http_mocks import MockedResponse
@@ -43,6 +42,8 @@ from tests.support.relevance_fakes import (
     result_text,
     session,
 )
+from tests.support.servers import ProxyFactory
+from tests.support.stages import build_stage
 
 
 def tool_contents(messages: list[dict[str, Any]]) -> dict[str, str]:
@@ -73,7 +74,7 @@ async def proxied(
 
 
 def stage_for(http: aiohttp.ClientSession, **relevance: Any) -> PinchRelevance:
-    return PinchRelevance(StageDeps(config=relevance_config(**relevance), http=http, estimator=ESTIMATOR))
+    return build_stage(PinchRelevance, relevance_config(**relevance), http=http, estimator=ESTIMATOR)
 
 
 # --- relevance changes what survives -----------------------------------------------------
@@ -248,7 +249,7 @@ async def test_skipped_with_the_reason_and_no_call(
 
 async def test_pinch_disabled_skips(http: aiohttp.ClientSession) -> None:
     config = make_config(middlewares=CHAIN, pinch={"enabled": False})
-    stage = PinchRelevance(StageDeps(config=config, http=http, estimator=ESTIMATOR))
+    stage = build_stage(PinchRelevance, config, http=http, estimator=ESTIMATOR)
     ctx = make_ctx({"model": "auto", "messages": session()})
     record = await run_stage(stage, ctx)
     assert (record.outcome, record.detail) == (Outcome.SKIPPED, "pinch disabled")

@@ -8,15 +8,16 @@ import pytest
 
 from middlewares.session_fingerprint import SessionFingerprint
 from router.config import DEFAULT_SESSION_HEADERS
-from router.contract.context import Outcome, SessionKey
+from router.contract.stage import run_stage
 from router.core.fingerprint import header_session_key
+from router.core.results import Outcome, SessionKey
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.state.session_store import LocalStore
-from router.contract.stage import StageDeps, run_stage
 from tests.support.agent_captures import captured, client_headers
 from tests.support.config import chat_body, make_config
 from tests.support.factories import make_ctx
+from tests.support.stages import build_stage
 
 URL = "/v1/chat/completions"
 
@@ -87,10 +88,10 @@ class BrokenStore(LocalStore):
 
 
 async def test_a_failed_read_of_the_sessions_state_keeps_its_key_and_leaves_the_reads_to_the_stages() -> None:
-    deps = StageDeps(config=make_config(), http=None, estimator=TokenEstimator(), state=BrokenStore())  # type: ignore[arg-type]
-    deps.session_reads.add(Space("notes", 1, 60.0, 10, str.encode, bytes.decode))
+    stage = build_stage(SessionFingerprint, make_config(), estimator=TokenEstimator(), state=BrokenStore())  # type: ignore[arg-type]
+    stage.reads.add(Space("notes", 1, 60.0, 10, str.encode, bytes.decode))
     ctx = make_ctx(headers={"x-router-session": "ses_1"})
-    record = await run_stage(SessionFingerprint(deps), ctx)
+    record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.ERROR
     assert ctx.session == SessionKey(header_session_key("ses_1"), "header")
     assert ctx.session_state is None

@@ -16,6 +16,7 @@ from router.tools.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.support.agent_captures import captured
 from tests.support.config import chat_body, make_config, model_entry
 from tests.support.servers import loopback_server
+
 URL = "/v1/chat/completions"
 TOOLS = [
     {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},

@@ -10,10 +10,10 @@ from aiohttp.test_utils import make_mocked_request
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.contract.context import RequestContext
-from router.wire.openai_chat.view import ChatConversation, messages_with
+from router.core.errors import ApiError
 from router.core.request_view import RequestView
-from router.http.errors import ApiError
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.view import ChatConversation, messages_with
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+
 @contextlib.asynccontextmanager
 async def loopback_server(app: web.Application) -> AsyncIterator[str]:
     """``app`` served on a free loopback port; yields its ``/v1`` base URL and closes it however the block ends."""

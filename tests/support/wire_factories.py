@@ -6,6 +6,8 @@ from typing import Any
 
 import orjson
 
+from router.translate.protocol import AnswerIds
+
 # Claude Code's Bash tool and Codex's exec_command tool, as they declare them (descriptions cut).
 BASH = {
     "name": "Bash",
@@ -82,3 +84,7 @@ def reasoning_item(summary: str, encrypted: str = "c2VhbGVk") -> dict[str, Any]:
 def input_image(url: str = "data:image/png;base64,AAAA", detail: str | None = None) -> dict[str, Any]:
     part = {"type": "input_image", "image_url": url}
     return {**part, "detail": detail} if detail is not None else part
+
+
+# What a translated answer is given outside the pure translations: fixed, so a test can name them.
+ANSWER_IDS = AnswerIds("0123456789abcdef01234567", 1_700_000_000)

@@ -1,9 +1,8 @@
 """The Anthropic Messages wire adapter (``POST /v1/messages``): Claude Code and the ``anthropic`` SDK.
 
-* Validation: :func:`router.wire.anthropic_messages.request.validate_messages_body` (the
-  minimal shape; every unknown field and block passes through); the view:
-  :func:`router.wire.anthropic_messages.view.messages_view` (a unit holds at most one
-  ``tool_result``; reminders and the billing line are not the user's words).
+* Validation: :func:`.validation.validate_messages_body` (the minimal shape; every unknown
+  field and block passes through); the view: :func:`.view.messages_view` (a unit holds at most
+  one ``tool_result``; reminders and the billing line are not the user's words).
 * Errors: ``{"type": "error", "error": {"type", "message"}}`` with the status's
   Anthropic type (``invalid_request_error`` 400, ``authentication_error`` 401,
   ``not_found_error`` 404, ``request_too_large`` 413, ``rate_limit_error`` 429,
@@ -13,9 +12,9 @@
   everything else — thinking blocks and their signatures, ``cache_control``,
   ``context_management``, ``safeguards``, ``metadata`` — goes out as sent, except
   the thinking blocks the proxy itself made from a chat model's reasoning
-  (:func:`~router.wire.anthropic_messages.request.without_proxy_thinking`), and thinking
+  (:func:`~router.wire.anthropic_messages.validation.without_proxy_thinking`), and thinking
   itself when the tool loop in progress has none Anthropic signed (the session
-  moved to Anthropic mid loop: :func:`~router.wire.anthropic_messages.request.with_thinking_off`,
+  moved to Anthropic mid loop: :func:`~router.wire.anthropic_messages.validation.with_thinking_off`,
   named in ``x-router-dropped``), and, for a model that checks thinking's prefix, the
   signed thinking blocks whose prefix pinch changed
   (:func:`~router.wire.anthropic_messages.thinking.unbind`; thinking off too when that leaves the
@@ -32,25 +31,18 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from aiohttp import web
 
-from router.contract.context import Usage
-from router.translate.messages_chat import PING_EVENT, anthropic_error_event
-from router.wire.anthropic_messages.request import (
-    AnthropicInvalid,
-    error_payload,
-    is_message_stop,
-    thinking_within_output_limit,
-    validate_messages_body,
-    with_thinking_off,
-    without_blocks,
-    without_proxy_thinking,
-)
-from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.core.errors import ApiError, ErrorAnswer, invalid_request
 from router.core.request_view import BodyChanges, RequestView
-from router.wire.anthropic_messages.thinking import leaves_thinking_off
-from router.core.sse import read_usage, usage_of
-from router.http.errors import ERROR_CODE_KEY, JSON, ApiError, invalid_request
+from router.core.results import Usage
+from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
+from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
+from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
+from router.wire.anthropic_messages.thinking import dropped, leaves_thinking_off
+from router.wire.anthropic_messages.validation import AnthropicInvalid, validate_messages_body
+from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.wire.usage import read_usage, usage_of
+
 
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
@@ -65,8 +57,11 @@ class AnthropicMessages:
             return invalid_request(exc.message)
         return messages_view(body, parsed, turn_chars)
 
-    def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-        return anthropic_error_response(error, headers)
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
+        return self.parse(body, turn_chars)
+
+    def render_error(self, error: ApiError) -> ErrorAnswer:
+        return render_error(error)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         """To an Anthropic-format provider without the thinking the proxy made (it is unsigned
@@ -77,11 +72,11 @@ class AnthropicMessages:
         conversation = view.conversation
         assert isinstance(conversation, MessagesConversation)
         if not changes.translated:
-            if changes.unbound is not None:  # by position in the client's messages: before anything moves them
-                payload = {**payload, "messages": without_blocks(payload["messages"], frozenset(changes.unbound.positions))}
+            if changes.stale is not None:  # by position in the client's messages: before anything moves them
+                payload = {**payload, "messages": without_blocks(payload["messages"], frozenset(changes.stale.positions))}
             if conversation.proxy_thinking:
                 payload = without_proxy_thinking(payload) or payload
-            if conversation.needs_thinking_off or leaves_thinking_off(view.thinking, changes.unbound):
+            if conversation.needs_thinking_off or leaves_thinking_off(view.thinking, changes.stale):
                 payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
@@ -98,6 +93,19 @@ class AnthropicMessages:
             payload = thinking_within_output_limit(payload, limit, changes.thinking_off) or payload  # the budget must stay below it
         return payload
 
+    def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
+        """What :meth:`upstream_body` leaves out of what the client asked (``x-router-dropped``):
+        thinking switched off mid a tool loop without Anthropic's thinking, the signed thinking whose
+        prefix pinch changed, and thinking itself when leaving that out leaves the loop without it."""
+        conversation = view.conversation
+        names: tuple[str, ...] = (THINKING_OFF_MID_TOOL_LOOP,) if isinstance(conversation, MessagesConversation) and conversation.needs_thinking_off else ()
+        if changes.stale is None:
+            return names
+        names += (dropped(changes.stale),)
+        if leaves_thinking_off(view.thinking, changes.stale) and THINKING_OFF_MID_TOOL_LOOP not in names:
+            names += (THINKING_OFF_MID_TOOL_LOOP,)
+        return names
+
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)
 
@@ -105,7 +113,7 @@ class AnthropicMessages:
         return usage_of(answer)
 
     def stream_error(self, message: str, code: str) -> bytes:
-        return anthropic_error_event(message, "overloaded_error" if code == "server_shutting_down" else "api_error")
+        return stream_error(message, code)
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # an Anthropic stream reports usage in message_start and message_delta, always
@@ -114,21 +122,7 @@ class AnthropicMessages:
         return is_message_stop(data)
 
 
-def anthropic_error_response(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    """Any error of the proxy's, in Anthropic's shape with the status's type; the code kept for the log."""
-    payload = error_payload(error.status, error.message)
-    response = web.Response(status=error.status, body=orjson.dumps(payload), content_type=JSON, headers=headers)
-    response[ERROR_CODE_KEY] = error.code
-    if error.close_connection:
-        response.force_close()
-    return response
-
-
-
-
 ANTHROPIC_MESSAGES_ADAPTER = AnthropicMessages()
-
-
 ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 

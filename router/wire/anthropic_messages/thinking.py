@@ -19,27 +19,25 @@ request, plus every block the session's ledger already recorded as unbound — s
 the proxy leaves exactly those out, on this request and every later one, and the
 prefix of each block it keeps is byte for byte what Claude signed. When that
 leaves the tool loop in progress without thinking, the request goes with thinking
-off (the rule of :func:`~router.wire.anthropic_messages.request.tool_loop_without_thinking`).
+off (the rule of :func:`~router.wire.anthropic_messages.validation.tool_loop_without_thinking`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import xxhash
 
-from router.wire.anthropic_messages.request import (
+from router.core.results import StaleSignatures
+
+from router.wire.anthropic_messages.blocks import (
     THINKING_BLOCKS,
-    THINKING_OFF_MID_TOOL_LOOP,
     is_proxy_thinking,
     last_assistant_at,
     tool_loop_without_thinking,
 )
 
-if TYPE_CHECKING:
-    from router.core.request_view import RequestView
 
 # Anthropic's models that run the prefix check, as its docs list them (platform.claude.com,
 # build-with-claude/preserved-thinking/prefix-checks): matched anywhere in an upstream model id,
@@ -76,30 +74,16 @@ def block_key(block: Any) -> str | None:
     return xxhash.xxh3_64_hexdigest(sealed.encode("utf-8", "surrogatepass")) if isinstance(sealed, str) and sealed else None
 
 
-@dataclass(frozen=True, slots=True)
-class ThinkingUnbound:
-    """The signed thinking blocks whose prefix the proxy changed, in one request.
-
-    ``positions``: each block's (message index, block index) in the client's messages, in order;
-    ``keys``: the session's record after this request (every block unbound so far, oldest first);
-    ``new``: how many of ``positions`` this request unbound first; ``loop_without_thinking``: leaving
-    them out leaves the tool loop in progress without its leading thinking (thinking must go off)."""
-
-    positions: tuple[tuple[int, int], ...] = ()
-    keys: tuple[str, ...] = ()
-    new: int = 0
-    loop_without_thinking: bool = False
-
-    def dropped(self) -> str:
-        """What ``x-router-dropped`` and the decision row name for them."""
-        count = len(self.positions)
-        return f"thinking bound to a prefix pinch changed ({count} block{'s' if count != 1 else ''})"
+def dropped(stale: StaleSignatures) -> str:
+    """What ``x-router-dropped`` and the decision row name for the thinking blocks left out."""
+    count = len(stale.positions)
+    return f"thinking bound to a prefix pinch changed ({count} block{'s' if count != 1 else ''})"
 
 
-NOTHING_UNBOUND = ThinkingUnbound()
+NOTHING_UNBOUND = StaleSignatures()
 
 
-def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterable[str] = ()) -> ThinkingUnbound:
+def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterable[str] = ()) -> StaleSignatures:
     """The signed thinking blocks to leave out of ``messages``: every one in a message after
     ``changed_from`` (the index of the first message whose bytes differ from what the session's
     previous request sent; None: nothing changed) and every one the session ``remembered`` as
@@ -125,9 +109,9 @@ def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterab
                 added.append(key)
                 known.add(key)
     if not positions:
-        return ThinkingUnbound(keys=tuple(record))
+        return StaleSignatures(keys=tuple(record))
     keys = tuple((record + added)[-MAX_UNBOUND:])
-    return ThinkingUnbound(tuple(positions), keys, len(added), _loop_left_without_thinking(messages, positions))
+    return StaleSignatures(tuple(positions), keys, len(added), _loop_left_without_thinking(messages, positions))
 
 
 def _loop_left_without_thinking(messages: Sequence[Any], positions: list[tuple[int, int]]) -> bool:
@@ -156,18 +140,7 @@ def loop_thinking_at_stake(messages: Sequence[Any]) -> bool:
     return block_key(content[0]) is not None and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
 
 
-def leaves_thinking_off(thinking: bool, unbound: ThinkingUnbound | None) -> bool:
-    """Whether leaving ``unbound`` out means sending this request with thinking off: the client asked
+def leaves_thinking_off(thinking: bool, stale: StaleSignatures | None) -> bool:
+    """Whether leaving ``stale`` out means sending this request with thinking off: the client asked
     for thinking and the tool loop in progress has lost its leading thinking."""
-    return thinking and unbound is not None and unbound.loop_without_thinking
-
-
-def passthrough_dropped(view: RequestView, unbound: ThinkingUnbound | None) -> tuple[str, ...]:
-    """What a passed-through request could not keep (``x-router-dropped``): the view's, plus the
-    thinking left out for ``unbound`` and thinking itself when that leaves the tool loop without it."""
-    if unbound is None:
-        return view.passthrough_dropped
-    names = (*view.passthrough_dropped, unbound.dropped())
-    if leaves_thinking_off(view.thinking, unbound) and THINKING_OFF_MID_TOOL_LOOP not in names:
-        names += (THINKING_OFF_MID_TOOL_LOOP,)
-    return names
+    return thinking and stale is not None and stale.loop_without_reasoning

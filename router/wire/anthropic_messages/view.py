@@ -23,28 +23,32 @@ from typing import Any
 
 import orjson
 
-from router.wire.anthropic_messages.request import (
-    THINKING_OFF_MID_TOOL_LOOP,
-    MessagesRequest,
+from router.core.content import Message
+from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.results import StaleSignatures
+from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
+from router.core.turn_text import TurnText, latest_turn_text
+from router.wire.anthropic_messages.blocks import (
     blocks_of,
     is_billing_line,
     is_reminder,
-    metadata_session,
     system_blocks,
     tool_loop_without_thinking,
-    wants_json_output,
-    wants_thinking,
 )
-from router.core.content import Message
-from router.core.request_view import RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
-from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
-from router.core.turn_text import TurnText
+from router.wire.anthropic_messages.thinking import HOLD_FOR_LOOP_THINKING, loop_thinking_at_stake, unbind
+from router.wire.anthropic_messages.validation import MessagesRequest
 
 ANTHROPIC_MESSAGES = "anthropic-messages"
 
 
-class MessagesConversation:
-    """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``."""
+class MessagesConversation(Conversation):
+    """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``.
+
+    Its signed reasoning is Anthropic's thinking (:mod:`.thinking`): a batch only the budget calls
+    for waits while the tool loop in progress opens with signed thinking, on a model that checks
+    it (:meth:`batch_hold`); the thinking blocks after the first rewritten result go stale
+    (:meth:`stale_signatures`).
+    """
 
     __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_results", "_units", "_where", "_turns", "_names")
     result_key = "content"
@@ -53,7 +57,7 @@ class MessagesConversation:
     def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False) -> None:
         """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it).
         ``needs_thinking_off``: the client asked for thinking mid a tool loop that has none Anthropic signed
-        (:func:`~router.wire.anthropic_messages.request.tool_loop_without_thinking`): an Anthropic provider
+        (:func:`~router.wire.anthropic_messages.validation.tool_loop_without_thinking`): an Anthropic provider
         gets this request with thinking off."""
         self.messages = messages
         self.proxy_thinking = proxy_thinking
@@ -116,6 +120,17 @@ class MessagesConversation:
             }
         return clean_tool_name(self._names.get(self.units[unit].get("tool_use_id")))
 
+    def batch_hold(self, checks_signatures: bool) -> str | None:
+        """A batch would unbind the signed thinking the tool loop in progress opens with (thinking
+        would then be off for the rest of the loop): it waits for the loop's end."""
+        return HOLD_FOR_LOOP_THINKING if checks_signatures and loop_thinking_at_stake(self.messages) else None
+
+    def stale_signatures(self, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[StaleSignatures | None, tuple[str, ...]]:
+        if first_changed is None and not remembered:
+            return None, remembered
+        found = unbind(self.messages, self.message_of(first_changed) if first_changed is not None else None, remembered)
+        return (found if found.positions else None), found.keys
+
     def messages_with(self, rewrites: Rewrites) -> list[Message]:
         """The client's messages with each rewritten result's ``content`` replaced — nothing else of its
         block (``is_error``, ``cache_control``), no other block or message; the very same list when none is."""
@@ -159,26 +174,18 @@ def opening(system: Any, messages: list[Message]) -> tuple[str, ...]:
 
 def turn_text(messages: list[Message], max_chars: int) -> TurnText:
     """The last real user words (tool results and reminders are not what was asked) and the last
-    assistant turn's tool calls plus the tail of its text (:mod:`router.core.turn_text`)."""
-    task = step = ""
-    for message in reversed(messages):
-        role = message.get("role")
-        if role == "user" and not task:
-            task = user_words(message.get("content"))[:max_chars]
-        elif role == "assistant" and not step:
-            step = _step(message.get("content"), max_chars)
-        if task and step:
-            break
-    return TurnText(task=task, step=step)
+    assistant turn's tool calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`)."""
+    return latest_turn_text(((m.get("role"), m) for m in reversed(messages)), _user_words_of, _calls_and_text, max_chars)
 
 
-def _step(content: Any, max_chars: int) -> str:
-    blocks = blocks_of(content)
-    calls = "\n".join(f"{b.get('name', '')}({orjson.dumps(b.get('input', {})).decode()})" for b in blocks if b.get("type") == "tool_use")[: max_chars // 2]
-    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    room = max_chars - len(calls) - (1 if calls else 0)
-    tail = text[-room:] if room > 0 and text else ""
-    return "\n".join(part for part in (calls, tail) if part)
+def _user_words_of(message: Message) -> str:
+    return user_words(message.get("content"))
+
+
+def _calls_and_text(message: Message) -> tuple[list[str], str]:
+    blocks = blocks_of(message.get("content"))
+    calls = [f"{b.get('name', '')}({orjson.dumps(b.get('input', {})).decode()})" for b in blocks if b.get("type") == "tool_use"]
+    return calls, "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
 
 
 def _has_image(content: Any) -> bool:
@@ -214,7 +221,6 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
         usage_requested=True,  # an Anthropic stream always reports its usage
         body_session=metadata_session(body),
         thinking=thinking,
-        passthrough_dropped=(THINKING_OFF_MID_TOOL_LOOP,) if needs_thinking_off else (),
     )
 
 
@@ -225,3 +231,29 @@ def count_input_tokens(body: dict[str, Any], estimator: TokenEstimator = DEFAULT
     schemas. Never 0 for a valid request."""
     units = MessagesConversation(body.get("system"), body.get("messages") or []).units
     return estimator.prompt_tokens(list(units), body.get("tools") or None)
+
+
+def metadata_session(body: dict[str, Any]) -> str | None:
+    """The session part of ``metadata.user_id``: Claude Code sends a JSON string with ``session_id``."""
+    metadata = body.get("metadata")
+    user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
+    if not isinstance(user_id, str) or not user_id.startswith("{"):
+        return None
+    try:
+        parsed = orjson.loads(user_id)
+    except orjson.JSONDecodeError:
+        return None
+    session = parsed.get("session_id") if isinstance(parsed, dict) else None
+    return session.strip() if isinstance(session, str) and session.strip() else None
+
+
+def wants_json_output(body: dict[str, Any]) -> bool:
+    """``output_config.format`` asks for JSON (a schema), which the gate must see as JSON mode."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, dict) else None
+    return isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object", "json")
+
+
+def wants_thinking(body: dict[str, Any]) -> bool:
+    thinking = body.get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")

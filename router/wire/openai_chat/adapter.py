@@ -1,16 +1,14 @@
 """The OpenAI chat-completions wire adapter (``POST /v1/chat/completions``): the example to follow.
 
-* Validation: :func:`router.wire.openai_chat.validation.validate_chat_body` (the minimal
-  shape; unknown fields pass through); the view:
-  :func:`router.wire.openai_chat.view.chat_view` (a unit is a message, a tool result a
-  ``tool`` message).
-* Errors: ``{"error": {"message", "type", "code", "param"}}`` (:class:`router.http.errors.ApiError`).
-* Upstream body: the client's body with ``model`` and the rewritten tool
-  messages replaced and :func:`router.wire.openai_chat.body.upstream_body`'s
-  three fields (output limit clamp, usage request, prompt_cache_key); nothing
-  else changes.
-* Answers: chat SSE (``data: {...}`` chunks ending in ``data: [DONE]``),
-  relayed event by event; usage from the final chunk or the whole body.
+* Validation: :func:`.validation.validate_chat_body` (the minimal shape; unknown fields pass
+  through), fused with the depth walk for the usual messages (:func:`.validation.check_chat_body`);
+  the view: :func:`.view.chat_view` (a unit is a message, a tool result a ``tool`` message).
+* Errors: ``{"error": {"message", "type", "code", "param"}}`` (:mod:`.errors`).
+* Upstream body: the client's body with ``model`` and the rewritten tool messages replaced and
+  :func:`.body.upstream_body`'s three fields (output limit clamp, usage request,
+  prompt_cache_key); nothing else changes.
+* Answers: chat SSE (``data: {...}`` chunks ending in ``data: [DONE]``), relayed event by
+  event; usage from the final chunk or the whole body (:mod:`router.wire.usage`).
 """
 
 from __future__ import annotations
@@ -18,15 +16,18 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from aiohttp import web
 
-from router.contract.context import Usage
-from router.wire.openai_chat.validation import CheckedChat, InvalidRequest, check_chat_body, validate_chat_body
-from router.wire.openai_chat.view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
+from router.core.errors import ApiError, ErrorAnswer, invalid_request
 from router.core.request_view import BodyChanges, RequestView
-from router.core.sse import KEEP_ALIVE_COMMENT, error_event, read_usage, usage_of
-from router.wire.openai_chat.body import is_usage_only_event, upstream_body
-from router.http.errors import ApiError, invalid_request
+from router.core.results import Usage
+from router.core.sse import KEEP_ALIVE_COMMENT
+from router.wire.openai_chat.body import upstream_body
+from router.wire.openai_chat.errors import render_error
+from router.wire.openai_chat.stream import error_event, is_usage_only_event
+from router.wire.openai_chat.validation import CheckedChat, check_chat_body, validate_chat_body
+from router.core.errors import InvalidRequest
+from router.wire.openai_chat.view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
+from router.wire.usage import read_usage, usage_of
 
 
 class OpenAIChat:
@@ -49,18 +50,19 @@ class OpenAIChat:
             return self.parse(body, turn_chars)
         return chat_view(body, checked.request, turn_chars)
 
-    def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-        return error.response(headers)
+    def render_error(self, error: ApiError) -> ErrorAnswer:
+        return render_error(error)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
-        payload = dict(
-            upstream_body(body, changes.output_tokens, changes.request_usage, changes.prompt_cache_key)
-        )
+        payload = dict(upstream_body(body, changes.output_tokens, changes.request_usage, changes.prompt_cache_key))
         payload["model"] = changes.upstream_model
         conversation = view.conversation
         assert isinstance(conversation, ChatConversation)
         payload["messages"] = messages_with(conversation.messages, conversation.result_units(), changes.rewrites)
         return orjson.dumps(payload)
+
+    def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
+        return ()  # a chat body goes out with everything the client sent
 
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)

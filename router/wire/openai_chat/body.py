@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 OUTPUT_LIMIT_KEYS = ("max_completion_tokens", "max_tokens")
 
 
@@ -52,17 +50,3 @@ def upstream_body(
         options = body.get("stream_options")
         changes["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
     return {**body, **changes} if changes else body
-
-
-def is_usage_only_event(event: bytes) -> bool:
-    """An SSE event that only carries usage (``choices`` empty), as ``include_usage`` adds at the end."""
-    if b'"usage"' not in event:
-        return False
-    for line in event.splitlines():
-        if line.startswith(b"data:"):
-            try:
-                chunk = orjson.loads(line[5:])
-            except orjson.JSONDecodeError:
-                return False
-            return isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
-    return False

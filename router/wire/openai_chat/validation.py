@@ -10,21 +10,13 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from router.core.frozen import frozen
 from router.core.content import Message, has_image_part
+from router.core.errors import InvalidRequest
+from router.core.frozen import frozen
 from router.core.redaction import clip
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_SET = frozenset(ROLES)
-
-
-class InvalidRequest(ValueError):
-    """The body is not a usable chat request; ``param`` points at the offending field."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
 
 
 @frozen

@@ -15,19 +15,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from router.wire.openai_chat.validation import ChatRequest, offers_tools, requested_max_tokens
+from router.core.content import Message, content_text
 from router.core.fingerprint import opening_parts
-from router.core.content import Message
-from router.core.request_view import TOOL_NAME_MAX_CHARS, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
-from router.core.turn_text import extract_turn_text
-from router.core.turns import protected_from
+from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.turn_text import TurnText, latest_turn_text
+from router.core.turns import has_text
 from router.wire.openai_chat.body import usage_must_be_injected
+from router.wire.openai_chat.validation import ChatRequest, offers_tools, requested_max_tokens
+
 
 OPENAI_CHAT = "openai-chat"
 JSON_MODE_FORMATS = frozenset({"json_object", "json_schema"})
 
 
-class ChatConversation:
+class ChatConversation(Conversation):
     """:class:`router.core.request_view.Conversation` over a list of chat messages.
 
     Built for every request, so it holds only the messages until asked. It names its results
@@ -141,3 +142,58 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
 def messages_with(messages: list[Message], result_units: Sequence[int], rewrites: Rewrites) -> list[Message]:
     """``messages`` with each rewritten result's content replaced (:func:`units_with`)."""
     return units_with(messages, result_units, rewrites, "content")
+
+
+def extract_turn_text(messages: list[Message], max_chars: int) -> TurnText:
+    """The turn text of chat messages (:func:`router.core.turn_text.latest_turn_text`)."""
+    return latest_turn_text(((m.get("role"), m) for m in reversed(messages)), _words, _calls_and_text, max_chars)
+
+
+def _words(message: Message) -> str:
+    return content_text(message.get("content"))
+
+
+def _calls_and_text(message: Message) -> tuple[list[str], str]:
+    return tool_call_arguments(message), content_text(message.get("content"))
+
+
+# --- turns and candidates of a list of chat messages (the turn text, pinch's protected turns) ---
+
+
+def tool_call_arguments(message: Message) -> list[str]:
+    """The `name(arguments)` strings of an assistant message's tool calls, in order."""
+    calls = message.get("tool_calls")
+    if not isinstance(calls, list):
+        return []
+    out = []
+    for call in calls:
+        function = call.get("function") if isinstance(call, dict) else None
+        if isinstance(function, dict):
+            out.append(f"{function.get('name', '')}({function.get('arguments', '')})")
+    return out
+
+
+def protected_from(messages: list[Message], keep_last_turns: int) -> int:
+    """Index of the first protected message; 0 when there are too few turns (nothing is a candidate)."""
+    seen = 0
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            seen += 1
+            if seen == keep_last_turns:
+                return index
+    return 0
+
+
+def has_text_content(message: Message) -> bool:
+    return has_text(message.get("content"))
+
+
+def trim_candidates(messages: list[Message], keep_last_turns: int) -> list[int]:
+    """Indexes of the old tool results pinch may compress, oldest first."""
+    end = protected_from(messages, keep_last_turns)
+    return [
+        i
+        for i in range(end)
+        if (message := messages[i]).get("role") == "tool"
+        and (type(message.get("content")) is str or has_text_content(message))  # strings first: the usual case
+    ]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from router.wire.openai_chat.validation import InvalidRequest
+from router.core.errors import InvalidRequest
 
 Item = dict[str, Any]
 

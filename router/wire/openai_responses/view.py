@@ -20,12 +20,12 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.content import IMAGE_PART_TYPES
-from router.core.request_view import BodyChanges, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.turn_text import latest_turn_text
+from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
 from router.wire.openai_responses.validation import Item, ResponsesRequest, is_proxy_reasoning, item_type
-from router.translate.responses_to_chat import responses_to_chat
-from router.core.turn_text import extract_turn_text
 
 OPENAI_RESPONSES = "openai-responses"
+TEXT_PARTS = ("input_text", "output_text")
 JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
 # Items the model produced (its turn), as opposed to the client's messages and tool outputs.
 MODEL_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call", "local_shell_call", "image_generation_call", "code_interpreter_call", "mcp_call"})
@@ -36,7 +36,7 @@ def is_model_item(item: Item) -> bool:
     return kind in MODEL_ITEM_TYPES or (kind == "message" and item.get("role") == "assistant")
 
 
-class ResponsesConversation:
+class ResponsesConversation(Conversation):
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
     __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results")
@@ -119,7 +119,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         has_images=any(_has_image(i) for i in items),
         json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
         output_limit=parsed.output_limit,
-        turn_text=extract_turn_text(_recent_as_chat(items), turn_chars),
+        turn_text=latest_turn_text(reversed(_recent_messages(items)), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
         opening=opening,
         usage_requested=True,  # a Responses stream always reports usage, in response.completed
     )
@@ -137,9 +137,12 @@ def _has_image(item: Item) -> bool:
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES for p in content)
 
 
-def _recent_as_chat(items: list[Item]) -> list[dict[str, Any]]:
-    """The items from the last model turn before the last user message on, as chat messages:
-    enough for the turn text (task: the last user message; step: the latest assistant turn)."""
+def _recent_messages(items: list[Item]) -> list[tuple[str, Item | list[Item]]]:
+    """The items from the last model turn before the last user message on, as ``(role, message)``
+    pairs the way the translation to chat groups them (:mod:`router.translate.responses_to_chat`):
+    a message item is one message (a developer's or system's is a system one); a function call
+    joins the assistant message before it, else opens one; outputs and reasoning are no message.
+    An assistant "message" is the list of its items: its text first when it has one, then its calls."""
     start = len(items)
     seen_user = seen_model = False
     while start > 0 and not (seen_user and seen_model):
@@ -149,7 +152,52 @@ def _recent_as_chat(items: list[Item]) -> list[dict[str, Any]]:
         seen_model = seen_model or is_model_item(item)
     while start > 0 and is_model_item(items[start - 1]):
         start -= 1  # the whole of that turn: its calls and its text
-    return responses_to_chat({}, items[start:]).body["messages"]
+    messages: list[tuple[str, Item | list[Item]]] = []
+    calls_open = False  # the last message is an assistant's, which calls may still join
+    for item in items[start:]:
+        kind = item_type(item)
+        if kind == "message":
+            role = "system" if item.get("role") in ("developer", "system") else item.get("role")
+            messages.append((role, [item] if role == "assistant" else item))
+            calls_open = role == "assistant"
+        elif kind == "function_call":
+            if not calls_open:
+                messages.append(("assistant", []))
+                calls_open = True
+            messages[-1][1].append(item)  # type: ignore[union-attr]
+        elif kind == "function_call_output":
+            calls_open = False
+    return messages
+
+
+def _user_text(item: Item) -> str:
+    """A user message's words as the chat translation gives them: its text parts joined by a blank
+    line, or by a newline when images come with them (its content then stays a list of parts)."""
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    texts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") in TEXT_PARTS and isinstance(p.get("text"), str)]
+    with_image = any(isinstance(p, dict) and p.get("type") == "input_image" and isinstance(p.get("image_url"), str) for p in content)
+    return ("\n" if with_image else "\n\n").join(texts)
+
+
+def _assistant_calls_and_text(turn: list[Item]) -> tuple[list[str], str]:
+    calls = [f"{item.get('name', '')}({item.get('arguments', '')})" for item in turn if item_type(item) == "function_call"]
+    head = turn[0] if turn and item_type(turn[0]) == "message" else None
+    return calls, _text(head.get("content")) if head is not None else ""
+
+
+def _text(content: Any) -> str:
+    """A string, or the text of the parts (output_text, input_text, refusal) joined by a blank line."""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, dict):
+            text = part.get("text") if part.get("type") != "refusal" else part.get("refusal")
+            if isinstance(text, str):
+                texts.append(text)
+    return "\n\n".join(texts)
 
 
 def items_with(items: list[Item], result_units: Sequence[int], rewrites: Rewrites) -> list[Item]:

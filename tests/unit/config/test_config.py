@@ -10,6 +10,7 @@ import pytest
 from router.cli import main
 from router.config import ConfigError, load_config, parse_config
 from tests.support.config import model_entry
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

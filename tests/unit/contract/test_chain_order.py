@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from bench.harness import ROOT, free_port
-from router.server import registry as registry_module
-from router.server.app import create_app
-from router.contract.chain import ChainError, validate_order
 from router.cli import main
 from router.config import DEFAULT_CHAIN, parse_config
+from router.contract.chain import ChainError, validate_order
+from router.server import registry as registry_module
+from router.server.app import create_app
 from router.server.live import LIVE_KEY
 from router.server.registry import chain_stages, stage_registry
 from tests.support.config import chat_body

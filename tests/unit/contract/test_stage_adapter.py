@@ -11,17 +11,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.clients.dependency_http import BodyTooLarge, read_bounded
-from router.contract.context import CTX_KEY, Outcome, RequestContext, SessionKey
-from router.core.results import round_ms
-from router.http.errors import invalid_request
-from router.contract.stage import (
-    FailMode,
-    StageReport,
-    StageTimeout,
-    run_stage,
-    stage_middleware,
-    within_timeout,
-)
+from router.contract.context import CTX_KEY, RequestContext
+from router.contract.stage import FailMode, StageReport, run_stage, stage_middleware
+from router.contract.timeout import StageTimeout, within_timeout
+from router.core.errors import invalid_request
+from router.core.results import Outcome, SessionKey, round_ms
 from tests.support.factories import make_ctx
 
 
@@ -318,7 +312,7 @@ async def serve(stages, endpoint) -> TestClient:
 
 async def test_short_circuit_returns_the_response_and_skips_later_stages():
     async def refuses(ctx):
-        ctx.response = invalid_request("no", code="refused").response()
+        ctx.response = ctx.error_response(invalid_request("no", code="refused"))
 
     later_ran: list[str] = []
 

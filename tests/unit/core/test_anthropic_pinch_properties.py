@@ -15,9 +15,18 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.wire.anthropic_messages.view import MessagesConversation, count_input_tokens
 from router.core.pinch import prune_results
-from tests.support.anthropic_factories import assistant, image, reminder, text, thinking, tool_result, tool_use, user
+from router.wire.anthropic_messages.view import MessagesConversation, count_input_tokens
+from tests.support.anthropic_factories import (
+    assistant,
+    image,
+    reminder,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    user,
+)
 
 CACHED = {"type": "ephemeral", "ttl": "1h", "scope": "session"}
 result_text = st.builds(lambda n, c: (c * n)[:n], st.sampled_from([0, 10, 300, 3000, 9000]), st.sampled_from(["ok\n", "FAILED x\n", "ü✓ "]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from router.contract.context import Classification, ClassificationSource
 from router.core.classification import (
     CATEGORY_HEADER,
     TIER_HEADER,
@@ -15,6 +14,7 @@ from router.core.classification import (
     parse_classifier_answer,
     parse_override,
 )
+from router.core.results import Classification, ClassificationSource
 from router.core.turn_text import TurnText
 
 CATEGORIES = {"coding_general": "writing or changing code", "debugging": "finding and fixing a failure"}

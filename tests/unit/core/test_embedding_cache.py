@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from router.core.embedding_cache import EmbeddingCache, cache_key, decode_vector, encode_vector, shared_key
+from router.core.embedding_cache import (
+    EmbeddingCache,
+    cache_key,
+    decode_vector,
+    encode_vector,
+    shared_key,
+)
 
 
 def vec(*values: float) -> np.ndarray:

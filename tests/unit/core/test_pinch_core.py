@@ -9,18 +9,17 @@ from typing import Any
 import orjson
 import pytest
 
-from router.contract.context import PinchMode
 from router.core.pinch import (
     MIN_SUMMARIZE_CHARS,
     CompressionKind,
     RelevanceOrderError,
     compress_tool_result,
     is_compressed,
-    prune_context,
-    tool_name_for,
 )
+from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
-from router.core.turns import trim_candidates
+from router.wire.openai_chat.pinch import prune_context, tool_name_for
+from router.wire.openai_chat.view import trim_candidates
 from tests.support.factories import assistant, image_part, system, tool, user
 
 MAX_CHARS = 400

@@ -7,7 +7,6 @@ from typing import Any
 import orjson
 import pytest
 
-from router.contract.context import PinchMode
 from router.core.cache_timing import (
     PAYBACK_REQUESTS,
     CacheState,
@@ -16,7 +15,7 @@ from router.core.cache_timing import (
     cache_state,
     rewrite_pays,
 )
-from router.core.pinch import is_compressed, prune_context
+from router.core.pinch import is_compressed
 from router.core.pinch_ledger import (
     EMPTY_LEDGER,
     MAX_LEDGER_RESULTS,
@@ -26,10 +25,18 @@ from router.core.pinch_ledger import (
     SessionPinch,
     WindowLimit,
     content_digest,
-    pinch_session,
 )
+from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
-from tests.support.factories import agent_session, assistant, system, tool, tool_output, user
+from router.wire.openai_chat.pinch import pinch_session, prune_context
+from tests.support.factories import (
+    agent_session,
+    assistant,
+    system,
+    tool,
+    tool_output,
+    user,
+)
 
 KEEP, MAX_CHARS = 1, 400
 WARM = CacheState(CacheVerdict.WARM, "warm cache (idle 10s <= 300s)", requests=3)

@@ -11,19 +11,17 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.contract.context import PinchMode, PinchStats
 from router.core.cache_timing import CacheState, CacheVerdict
-from router.wire.openai_chat.view import ChatConversation
-from router.core.pinch import (
-    MIN_SUMMARIZE_CHARS,
-    compress_tool_result,
-    is_compressed,
-    prune_context,
-    tool_name_for,
-)
-from router.core.pinch_ledger import EMPTY_LEDGER, WindowLimit, pinch_session
+from router.core.pinch import MIN_SUMMARIZE_CHARS, compress_tool_result, is_compressed
+from router.core.pinch_ledger import EMPTY_LEDGER, WindowLimit
+from router.core.results import PinchMode, PinchStats
 from router.core.tokens import DEFAULT_ESTIMATOR
-from router.core.turns import protected_from, trim_candidates
+from router.wire.openai_chat.pinch import pinch_session, prune_context, tool_name_for
+from router.wire.openai_chat.view import (
+    ChatConversation,
+    protected_from,
+    trim_candidates,
+)
 from tests.support.factories import assistant, image_part, system, tool, user
 
 WORDS = ["ok", "error:", "def parse(", "    return x", "PASSED", "FAILED test_parser.py::test_x", "ünïcode ✓", "\t{}", ""]

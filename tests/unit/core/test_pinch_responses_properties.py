@@ -17,11 +17,22 @@ from hypothesis import strategies as st
 
 from router.core.pinch import prune_results
 from router.core.request_view import BodyChanges
-from router.wire.openai_responses.validation import validate_responses_body
-from router.wire.openai_responses.view import ResponsesConversation, body_with_changes, items_with, responses_view
 from router.core.turns import candidate_results
+from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.view import (
+    ResponsesConversation,
+    body_with_changes,
+    items_with,
+    responses_view,
+)
+from tests.support.wire_factories import (
+    function_call,
+    function_call_output,
+    input_message,
+    reasoning_item,
+    responses_body,
+)
 from tests.unit.core.test_pinch_properties import log
-from tests.support.wire_factories import function_call, function_call_output, input_message, reasoning_item, responses_body
 
 SIZES = [0, 10, 200, 1000, 5000, 20_000]
 output_text = st.builds(log, st.sampled_from(SIZES), st.integers(0, 100), st.booleans())

@@ -5,8 +5,13 @@ from __future__ import annotations
 import pytest
 
 from router.config import ModelSettings
-from router.contract.context import Capabilities
-from router.core.routing import NoRoute, detect_capabilities, output_tokens_to_send, select_route
+from router.core.results import Capabilities
+from router.core.routing import (
+    NoRoute,
+    detect_capabilities,
+    output_tokens_to_send,
+    select_route,
+)
 from router.core.tokens import TokenEstimator
 from tests.support.config import model_entry
 from tests.support.factories import assistant, chat_request_view, image_part, tool, user

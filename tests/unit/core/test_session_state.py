@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from router.core.session_cache import CachedClassification
-from router.core.session_state import UNREAD, MemorySessionState, SessionReads, SessionSnapshot, Space
+from router.core.session_state import (
+    UNREAD,
+    MemorySessionState,
+    SessionReads,
+    SessionSnapshot,
+    Space,
+)
 
 
 def text_space(name: str = "notes", version: int = 1, ttl: float = 60.0, max_entries: int = 100) -> Space[str]:

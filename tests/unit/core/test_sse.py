@@ -7,13 +7,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from router.contract.context import Usage
+from router.core.results import Usage
 from router.core.retry_after import parse_retry_after
-from router.core.sse import SseRelay, error_event, read_usage
+from router.core.sse import SseRelay
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.stream import error_event
 from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
+from router.wire.usage import read_usage
 
-ENDS_STREAM = {"anthropic": ANTHROPIC_MESSAGES_ADAPTER.is_stream_end, "responses": OPENAI_RESPONSES_ADAPTER.is_stream_end, "chat": None}
+FORMATS = {"anthropic": ANTHROPIC_MESSAGES_ADAPTER, "responses": OPENAI_RESPONSES_ADAPTER, "chat": OPENAI_CHAT_ADAPTER}
 
 EVENTS = [
     b'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"a","function":{"name":"f","arguments":""}}]}}]}\n\n',
@@ -28,7 +31,7 @@ STREAM = b"".join(EVENTS)
 
 @given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=20))
 def test_any_chunking_relays_the_same_bytes_in_whole_events(cuts):
-    relay = SseRelay()
+    relay = SseRelay(OPENAI_CHAT_ADAPTER)
     points = sorted(set(cuts))
     pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
     out = []
@@ -45,7 +48,7 @@ def test_any_chunking_relays_the_same_bytes_in_whole_events(cuts):
 
 @given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=20))
 def test_dropping_the_usage_chunk_removes_exactly_that_event_in_any_chunking(cuts):
-    relay = SseRelay(drop_usage_only=True)
+    relay = SseRelay(OPENAI_CHAT_ADAPTER, drop_usage_only=True)
     points = sorted(set(cuts))
     pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)])]
     out = b"".join(relay.feed(piece) for piece in pieces)
@@ -63,22 +66,22 @@ def test_dropping_the_usage_chunk_removes_exactly_that_event_in_any_chunking(cut
     ],
 )
 def test_only_a_usage_only_event_is_dropped(event):
-    assert SseRelay(drop_usage_only=True).feed(event) == event
+    assert SseRelay(OPENAI_CHAT_ADAPTER, drop_usage_only=True).feed(event) == event
 
 
 def test_crlf_framed_usage_chunk_is_dropped_whole():
     stream = b'data: {"choices":[]}\r\n\r\ndata: {"choices":[],"usage":{"total_tokens":3}}\r\n\r\ndata: [DONE]\r\n\r\n'
-    assert SseRelay(drop_usage_only=True).feed(stream) == b'data: {"choices":[]}\r\n\r\ndata: [DONE]\r\n\r\n'
+    assert SseRelay(OPENAI_CHAT_ADAPTER, drop_usage_only=True).feed(stream) == b'data: {"choices":[]}\r\n\r\ndata: [DONE]\r\n\r\n'
 
 
 def test_a_partial_event_waits_for_the_rest():
-    relay = SseRelay()
+    relay = SseRelay(OPENAI_CHAT_ADAPTER)
     assert relay.feed(b'data: {"a"') == b""
     assert relay.feed(b": 1}\n\n") == b'data: {"a": 1}\n\n'
 
 
 def test_crlf_framing_is_understood():
-    relay = SseRelay()
+    relay = SseRelay(OPENAI_CHAT_ADAPTER)
     assert relay.feed(b"data: x\r\n\r\ndata: [DONE]\r\n\r\n") == b"data: x\r\n\r\ndata: [DONE]\r\n\r\n"
     assert relay.done
 
@@ -119,13 +122,13 @@ def test_retry_after_seconds_and_dates():
     ],
 )
 def test_a_stream_ends_at_its_wire_formats_last_event_by_the_datas_type(wire, stream, done):
-    relay = SseRelay(ends_stream=ENDS_STREAM[wire])
+    relay = SseRelay(FORMATS[wire])
     assert relay.feed(stream) == stream
     assert relay.done is done
 
 
 def test_the_last_event_of_a_responses_stream_is_read_for_its_usage():
-    relay = SseRelay(ends_stream=OPENAI_RESPONSES_ADAPTER.is_stream_end)
+    relay = SseRelay(OPENAI_RESPONSES_ADAPTER)
     usage = {"input_tokens": 12, "input_tokens_details": {"cached_tokens": 8}, "output_tokens": 3, "total_tokens": 15}
     relay.feed(b"event: response.completed\ndata: " + orjson.dumps({"type": "response.completed", "response": {"usage": usage}}) + b"\n\n")
     assert relay.done and relay.usage is not None

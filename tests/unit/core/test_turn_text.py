@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from router.core.turn_text import extract_turn_text
+from router.wire.openai_chat.view import extract_turn_text
 from tests.support.factories import assistant, system, tool, user
 
 

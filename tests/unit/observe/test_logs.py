@@ -16,8 +16,8 @@ from router.core.redaction import Redactor
 from router.observe.logs import (
     DroppingQueueHandler,
     JsonFormatter,
-    LineWriter,
     Lines,
+    LineWriter,
     configure_logging,
     log_event,
 )

@@ -7,11 +7,15 @@ import pytest
 from multidict import CIMultiDict
 
 from router.config import ConfigError, ProviderSettings
-from router.contract.context import Candidate
-from router.providers import provider_adapter, translator
-from router.providers.anthropic import DEFAULT_VERSION, ChatToMessagesTranslator, MessagesToChatTranslator, anthropic_headers, messages_url
+from router.core.results import Candidate
+from router.providers import provider_adapter
+from router.providers.anthropic import DEFAULT_VERSION, anthropic_headers, messages_url
+from router.translate.chat_to_messages import ChatToMessagesTranslator
+from router.translate.messages_to_chat import MessagesToChatTranslator
+from router.translate.registry import translator
 
 BETAS = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,effort-2025-11-24"
+from tests.support.wire_factories import ANSWER_IDS
 
 
 @pytest.mark.parametrize("base", ["https://api.anthropic.com", "https://api.anthropic.com/", "https://api.anthropic.com/v1", "https://api.anthropic.com/v1/"])
@@ -52,9 +56,9 @@ def test_the_classifier_can_run_on_an_anthropic_provider() -> None:
 
 
 def test_both_directions_between_anthropic_and_chat_are_registered() -> None:
-    assert isinstance(translator("anthropic-messages", "openai-chat"), MessagesToChatTranslator)
-    assert isinstance(translator("openai-chat", "anthropic-messages"), ChatToMessagesTranslator)
-    assert translator("anthropic-messages", "anthropic-messages") is None
+    assert isinstance(translator("anthropic-messages", "openai-chat", ANSWER_IDS), MessagesToChatTranslator)
+    assert isinstance(translator("openai-chat", "anthropic-messages", ANSWER_IDS), ChatToMessagesTranslator)
+    assert translator("anthropic-messages", "anthropic-messages", ANSWER_IDS) is None
 
 
 def test_relevance_cannot_name_an_anthropic_provider() -> None:
@@ -73,7 +77,7 @@ def test_relevance_cannot_name_an_anthropic_provider() -> None:
     ],
 )
 def test_a_tool_the_other_api_cannot_carry_is_left_out_and_named(pair, tools, dropped) -> None:
-    translation = translator(*pair)
+    translation = translator(*pair, ANSWER_IDS)
     messages = [{"role": "user", "content": "hi"}]
     sent = orjson.loads(translation.request(orjson.dumps({"model": "m", "messages": messages, "tools": tools, "max_tokens": 10}), Candidate("m", "p", upstream_model="up")))
     assert translation.dropped == dropped

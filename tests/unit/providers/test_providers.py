@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 
 from router.config import ConfigError, ProviderSettings
-from router.providers import PROVIDER_ADAPTERS, Untranslatable, provider_adapter, translator
-from router.providers.ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.providers import PROVIDER_ADAPTERS, provider_adapter
+from router.translate.chat_to_ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.translate.protocol import Untranslatable
+from router.translate.registry import translator
 from router.wire.openai_chat.adapter import OPENAI_CHAT
 from tests.support.config import make_config
+from tests.support.wire_factories import ANSWER_IDS
+
+
 def provider(**settings) -> ProviderSettings:
     return ProviderSettings(**settings)
 
@@ -38,10 +43,10 @@ def test_headers_carry_the_configured_headers_and_the_key_never_the_clients(api,
 
 
 def test_the_same_wire_in_and_out_passes_through_and_an_unknown_pair_is_refused():
-    assert translator(OPENAI_CHAT, OPENAI_CHAT) is None
-    assert isinstance(translator(OPENAI_CHAT, OLLAMA_CHAT), OllamaChatTranslator)
+    assert translator(OPENAI_CHAT, OPENAI_CHAT, ANSWER_IDS) is None
+    assert isinstance(translator(OPENAI_CHAT, OLLAMA_CHAT, ANSWER_IDS), OllamaChatTranslator)
     with pytest.raises(Untranslatable, match="no translation from ollama-chat to openai-chat"):
-        translator(OLLAMA_CHAT, OPENAI_CHAT)
+        translator(OLLAMA_CHAT, OPENAI_CHAT, ANSWER_IDS)
 
 
 def test_relevance_names_a_provider_like_the_classifier():

@@ -16,8 +16,14 @@ from bench.harness import free_port
 from router.config import Config, RedisSettings, parse_config
 from router.core.session_state import SessionSnapshot, Space
 from router.server.doctor import Finding, state_backend_findings
-from router.observe.recorder import RECENT_REQUESTS, RecentRequest
-from router.state.session_store import LocalStore, RedisStore, read_session, redis_store, without_password
+from router.state.remembered import RECENT_REQUESTS, RecentRequest
+from router.state.session_store import (
+    LocalStore,
+    RedisStore,
+    read_session,
+    redis_store,
+    without_password,
+)
 from tests.support.config import model_entry
 from tests.support.processes import redis_server_binary, running, start_redis
 

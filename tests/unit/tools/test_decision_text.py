@@ -6,7 +6,15 @@ from datetime import UTC
 
 import pytest
 
-from router.tools.decision_text import decision_detail, decision_fields, format_ms, format_tokens, text_table, thousands, trace_lines
+from router.tools.decision_text import (
+    decision_detail,
+    decision_fields,
+    format_ms,
+    format_tokens,
+    text_table,
+    thousands,
+    trace_lines,
+)
 from tests.support.factories import decision_row
 
 

@@ -13,8 +13,6 @@ import yaml
 
 from router.cli import main
 from router.config import load_config
-from router.core.pinch import prune_context
-from router.tools.pinch_measures import ANTHROPIC, SentRequest, price_session, unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.eval_pinch import (
     MODES,
@@ -24,16 +22,23 @@ from router.tools.eval_pinch import (
     STEP_SECONDS,
     Mode,
     ProgressBar,
-    Results,
     Quality,
+    Results,
     SessionRun,
     Target,
     cost_at_most,
-    keeps_more_than_recency,
     eval_pinch,
+    keeps_more_than_recency,
     run_eval,
 )
+from router.tools.pinch_measures import (
+    ANTHROPIC,
+    SentRequest,
+    price_session,
+    unchanged_prefix_tokens,
+)
 from router.tools.transcripts import Transcript, load_transcript
+from router.wire.openai_chat.pinch import prune_context
 from tests.support.relevance_fakes import relevance_config, session
 
 ESTIMATOR = TokenEstimator()

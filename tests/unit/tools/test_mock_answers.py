@@ -8,9 +8,20 @@ import orjson
 import pytest
 
 from router.tools import mock_anthropic, mock_responses
+from router.tools.mock_answers import (
+    FunctionTool,
+    ScriptedAnswer,
+    ToolCall,
+    call_tool,
+    example_of,
+    pick_tool,
+    quoting_tool_result,
+    reasoning_about,
+    seal,
+    words,
+)
 from router.tools.mock_upstream import completion
 from tests.support.factories import assistant, tool, user
-from router.tools.mock_answers import FunctionTool, ScriptedAnswer, ToolCall, call_tool, example_of, pick_tool, quoting_tool_result, reasoning_about, seal, words
 
 
 def tools(*names: str) -> list[FunctionTool]:

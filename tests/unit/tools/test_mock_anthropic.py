@@ -9,7 +9,16 @@ import pytest
 
 from router.tools import mock_anthropic
 from router.tools.mock_answers import seal
-from tests.support.wire_factories import BASH, READ, WEB_SEARCH_SERVER_TOOL, anthropic_body, anthropic_user, sse_events, tool_result, tool_use
+from tests.support.wire_factories import (
+    BASH,
+    READ,
+    WEB_SEARCH_SERVER_TOOL,
+    anthropic_body,
+    anthropic_user,
+    sse_events,
+    tool_result,
+    tool_use,
+)
 
 TEXT = "Hello from the mock upstream."
 

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import pytest
 
-from router.core.pinch import prune_context
+from router.core.tokens import TokenEstimator, tools_tokens
 from router.tools.pinch_measures import (
     ANTHROPIC,
     CachePricing,
-    as_cached,
-    prompt_units,
-    unchanged_prefix_share,
     SentRequest,
+    as_cached,
     message_terms,
     price_session,
+    prompt_units,
     recency_kept,
     reference_terms,
     referenced_results,
     results_by_call,
+    unchanged_prefix_share,
     unchanged_prefix_tokens,
 )
-from router.core.tokens import TokenEstimator, tools_tokens
-from router.core.turns import trim_candidates
+from router.wire.openai_chat.pinch import prune_context
+from router.wire.openai_chat.view import trim_candidates
 from tests.support.factories import assistant, system, tool, user
 
 ESTIMATOR = TokenEstimator()

@@ -5,20 +5,35 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.translate.messages_chat import (
-    NO_RESULT,
-    ChatToMessagesStream,
-    MessagesToChatStream,
-    chat_completion_to_message,
-    chat_to_messages_body,
-    message_to_chat_completion,
-    messages_to_chat_body,
-    tool_input,
-)
+from router.tools.mock_answers import ScriptedAnswer, ToolCall
 from router.tools.mock_anthropic import events as mock_anthropic_events
 from router.tools.mock_anthropic import message as mock_anthropic_message
-from router.tools.mock_answers import ScriptedAnswer, ToolCall
-from tests.support.anthropic_factories import BASH, PNG, assistant, body, captured, image, reminder, text, thinking, tool_result, tool_use, user
+from router.translate.chat_to_messages import (
+    MessagesToChatStream,
+    chat_to_messages_body,
+    message_to_chat_completion,
+)
+from router.translate.json_values import tool_input
+from router.translate.messages_to_chat import (
+    NO_RESULT,
+    ChatToMessagesStream,
+    chat_completion_to_message,
+    messages_to_chat_body,
+)
+from tests.support.anthropic_factories import (
+    BASH,
+    PNG,
+    assistant,
+    body,
+    captured,
+    image,
+    reminder,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    user,
+)
 from tests.support.factories import assistant as chat_assistant
 from tests.support.factories import image_part, system, tool
 from tests.support.factories import user as chat_user

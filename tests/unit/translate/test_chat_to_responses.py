@@ -7,7 +7,13 @@ from typing import Any
 import orjson
 import pytest
 
-from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, chat_chunks, completion_to_response, sse_event
+from router.translate.chat_to_responses import (
+    ChatStreamTranslator,
+    ResponseFrame,
+    chat_chunks,
+    completion_to_response,
+)
+from router.wire.openai_responses.stream import sse_event
 from tests.support.wire_factories import EXEC_COMMAND, input_message, responses_body
 
 REQUEST = responses_body(input_message("user", "list the files"), tools=[EXEC_COMMAND], stream=True)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from router.wire.openai_responses.validation import validate_responses_body
 from router.translate.responses_to_chat import responses_to_chat
+from router.wire.openai_responses.validation import validate_responses_body
 from tests.http.test_agent_fixtures import load
 from tests.support.wire_factories import (
     EXEC_COMMAND,

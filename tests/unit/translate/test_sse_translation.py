@@ -5,9 +5,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.translate.messages_chat_stream import AnthropicToChatSse, ChatToAnthropicSse, UpstreamStreamError, data_lines
-from router.tools.mock_anthropic import events as anthropic_events
 from router.tools.mock_answers import ScriptedAnswer
+from router.tools.mock_anthropic import events as anthropic_events
+from router.translate.chat_to_messages import AnthropicToChatSse
+from router.translate.messages_to_chat import ChatToAnthropicSse
+from router.translate.protocol import StreamBroken
+from router.translate.sse_frames import data_lines
 from tests.support.anthropic_factories import body, user
 
 
@@ -57,7 +60,7 @@ def test_an_error_chunk_is_raised_after_the_events_before_it() -> None:
     translator = ChatToAnthropicSse("claude", 50, message_id="msg_1")
     out = translator.feed(chat_sse({"choices": [{"delta": {"content": "hi"}}]}, {"error": {"message": "model overloaded"}}))
     assert "content_block_delta" in names(out)
-    with pytest.raises(UpstreamStreamError, match="model overloaded"):
+    with pytest.raises(StreamBroken, match="model overloaded"):
         translator.finish()
 
 
@@ -78,5 +81,5 @@ def test_an_anthropic_stream_cut_short_owes_nothing_and_an_error_event_is_raised
     assert translator.finish() == b""
     broken = AnthropicToChatSse("claude")
     broken.feed(b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n')
-    with pytest.raises(UpstreamStreamError, match="overloaded_error: Overloaded"):
+    with pytest.raises(StreamBroken, match="overloaded_error: Overloaded"):
         broken.finish()

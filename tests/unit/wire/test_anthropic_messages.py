@@ -5,17 +5,19 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from router.wire.anthropic_messages.request import (
+from router.core.tokens import DEFAULT_ESTIMATOR
+from router.translate.messages_to_chat import chat_view
+from router.wire.anthropic_messages.errors import error_payload
+from router.wire.anthropic_messages.validation import (
     AnthropicInvalid,
-    chat_view,
-    error_payload,
-    metadata_session,
     validate_messages_body,
+)
+from router.wire.anthropic_messages.view import (
+    count_input_tokens,
+    metadata_session,
     wants_json_output,
     wants_thinking,
 )
-from router.wire.anthropic_messages.view import count_input_tokens
-from router.core.tokens import DEFAULT_ESTIMATOR
 from tests.support.anthropic_factories import (
     assistant,
     body,

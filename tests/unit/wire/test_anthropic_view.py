@@ -4,9 +4,25 @@ from __future__ import annotations
 
 import copy
 
-from router.wire.anthropic_messages.request import validate_messages_body
-from router.wire.anthropic_messages.view import MessagesConversation, messages_view, opening
-from tests.support.anthropic_factories import BILLING, assistant, body, captured, image, reminder, text, thinking, tool_result, tool_use, user
+from router.wire.anthropic_messages.validation import validate_messages_body
+from router.wire.anthropic_messages.view import (
+    MessagesConversation,
+    messages_view,
+    opening,
+)
+from tests.support.anthropic_factories import (
+    BILLING,
+    assistant,
+    body,
+    captured,
+    image,
+    reminder,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    user,
+)
 
 CACHED = {"type": "ephemeral", "ttl": "1h"}
 

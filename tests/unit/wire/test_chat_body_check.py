@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.wire.openai_chat.validation import check_chat_body
+from router.core.errors import ApiError
 from router.core.request_view import BodyChanges
-from router.http.errors import ApiError
 from router.http.request_body import parse_checked_json_body, parse_json_body
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER as CHAT
+from router.wire.openai_chat.validation import check_chat_body
 from tests.support.factories import agent_session, assistant, tool, user
 
 # Literals orjson reads as a float that may not be what was written (and 1e400, which it refuses),

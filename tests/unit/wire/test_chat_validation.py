@@ -16,8 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router.wire.openai_chat.validation import InvalidRequest, _check_message, validate_chat_body
 from router.core.content import has_image_part
+from router.core.errors import InvalidRequest
+from router.wire.openai_chat.validation import _check_message, validate_chat_body
 
 ODD = st.one_of(st.none(), st.integers(), st.booleans(), st.just([]), st.just({}), st.just(""), st.text(max_size=3))
 

@@ -15,12 +15,22 @@ import orjson
 import pytest
 
 from router.core.request_view import BodyChanges
-from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX, is_proxy_reasoning, validate_responses_body
-from router.wire.openai_responses.view import body_with_changes, responses_view
 from router.tools.mock_answers import seal
+from router.wire.openai_responses.validation import (
+    PROXY_REASONING_ID_PREFIX,
+    is_proxy_reasoning,
+    validate_responses_body,
+)
+from router.wire.openai_responses.view import body_with_changes, responses_view
 from tests.support.config import make_config, model_entry
 from tests.support.http_mocks import mocked_http
-from tests.support.wire_factories import function_call, function_call_output, input_message, reasoning_item, responses_body
+from tests.support.wire_factories import (
+    function_call,
+    function_call_output,
+    input_message,
+    reasoning_item,
+    responses_body,
+)
 
 CHAT = "https://chat.example/v1"  # aioresponses answers; the Responses provider is the loopback mock
 MADE = {"type": "reasoning", "id": f"{PROXY_REASONING_ID_PREFIX}_0123abcd_0", "summary": [{"type": "summary_text", "text": "ls shows them"}]}

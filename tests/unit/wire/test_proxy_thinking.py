@@ -16,17 +16,32 @@ import orjson
 import pytest
 from yarl import URL
 
-from router.translate.messages_chat import ChatToMessagesStream, chat_completion_to_message, chat_to_messages_body
-from router.wire.anthropic_messages.request import (
+from router.tools.mock_answers import seal
+from router.translate.chat_to_messages import chat_to_messages_body
+from router.translate.messages_to_chat import (
+    ChatToMessagesStream,
+    chat_completion_to_message,
+)
+from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
     tool_loop_without_thinking,
-    validate_messages_body,
+)
+from router.wire.anthropic_messages.body import (
     with_thinking_off,
     without_proxy_thinking,
 )
-from router.tools.mock_answers import seal
-from tests.support.anthropic_factories import BASH, assistant, body, text, thinking, tool_result, tool_use, user
-from tests.support.anthropic_factories import two_wire_config
+from router.wire.anthropic_messages.validation import validate_messages_body
+from tests.support.anthropic_factories import (
+    BASH,
+    assistant,
+    body,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    two_wire_config,
+    user,
+)
 from tests.support.http_mocks import mocked_http
 
 CHAT = "https://chat.example/v1"  # aioresponses answers; the Anthropic side is the loopback mock

@@ -7,13 +7,17 @@ from typing import Any
 
 import pytest
 
+from router.core.request_view import Conversation, stable_id
 from router.wire.anthropic_messages.view import MessagesConversation
 from router.wire.openai_chat.view import ChatConversation
-from router.core.request_view import Conversation, stable_id
 from router.wire.openai_responses.view import ResponsesConversation
 from tests.support import anthropic_factories as anthropic
 from tests.support.factories import agent_session, tool
-from tests.support.wire_factories import function_call, function_call_output, input_message
+from tests.support.wire_factories import (
+    function_call,
+    function_call_output,
+    input_message,
+)
 
 
 def chat() -> ChatConversation:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from router.wire.openai_chat.validation import InvalidRequest
+from router.core.errors import InvalidRequest
 from router.wire.openai_responses.validation import validate_responses_body
 from tests.http.test_agent_fixtures import load
 from tests.support.wire_factories import (

@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from router.wire.openai_responses.validation import validate_responses_body
-from router.wire.openai_responses.view import OPENAI_RESPONSES, items_with, responses_view
+from router.wire.openai_responses.view import (
+    OPENAI_RESPONSES,
+    items_with,
+    responses_view,
+)
 from tests.http.test_agent_fixtures import load
 from tests.support.wire_factories import (
     EXEC_COMMAND,

@@ -22,12 +22,20 @@ import orjson
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from router.wire.anthropic_messages.request import THINKING_OFF_MID_TOOL_LOOP
 from router.core.cache_timing import CacheState, CacheVerdict
-from router.wire.openai_chat.view import ChatConversation
-from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, WindowLimit, pinch_conversation
+from router.core.pinch_ledger import (
+    EMPTY_LEDGER,
+    Ledger,
+    PinchPolicy,
+    PinchSession,
+    WindowLimit,
+    pinch_conversation,
+)
 from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
+from router.tools import mock_anthropic
+from router.tools.explain import explain_request, render_explanation
+from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP
 from router.wire.anthropic_messages.thinking import (
     BINDING_MODELS,
     HOLD_FOR_LOOP_THINKING,
@@ -36,9 +44,18 @@ from router.wire.anthropic_messages.thinking import (
     loop_thinking_at_stake,
     unbind,
 )
-from router.tools import mock_anthropic
-from router.tools.explain import explain_request, render_explanation
-from tests.support.anthropic_factories import SUPPORTS, assistant, body, streamed_message, text, thinking, tool_result, tool_use, user
+from router.wire.openai_chat.view import ChatConversation
+from tests.support.anthropic_factories import (
+    SUPPORTS,
+    assistant,
+    body,
+    streamed_message,
+    text,
+    thinking,
+    tool_result,
+    tool_use,
+    user,
+)
 from tests.support.config import make_config, model_entry
 from tests.support.factories import agent_session
 
@@ -92,7 +109,7 @@ def test_nothing_changed_and_nothing_recorded_unbinds_nothing() -> None:
 
 @pytest.mark.parametrize(("changed_from", "off"), [(4, True), (0, True), (None, False)], ids=["loop's thinking unbound", "all", "none"])
 def test_the_loop_in_progress_losing_its_thinking_is_named(changed_from, off) -> None:
-    assert unbind(LOOP, changed_from).loop_without_thinking is off
+    assert unbind(LOOP, changed_from).loop_without_reasoning is off
 
 
 @pytest.mark.parametrize(
@@ -112,8 +129,8 @@ def test_redacted_thinking_is_unbound_and_the_proxys_own_thinking_is_not_counted
 
 
 def session_pinch(messages: list[dict[str, Any]], ledger: Ledger, budget: int, **options: Any) -> Any:
-    return pinch_conversation(ChatConversation(messages), ledger, budget_tokens=budget, low_watermark=0.6, keep_last_turns=1,
-                              max_summarize_chars=400, cache=CacheState(CacheVerdict.COLD, "cache cold"), **options)
+    policy = PinchPolicy(budget_tokens=budget, keep_last_turns=1, max_summarize_chars=400, low_watermark=0.6)
+    return pinch_conversation(ChatConversation(messages), ledger, policy, CacheState(CacheVerdict.COLD, "cache cold"), **options)
 
 
 def test_the_ledger_says_from_which_result_on_a_request_differs_from_the_sessions_previous_one() -> None:
@@ -156,7 +173,7 @@ def test_a_ledger_stored_before_the_record_existed_reads_as_none_recorded() -> N
     stored = orjson.loads(PinchSession(requests=3).encode())
     del stored["unbound"]
     assert PinchSession.decode(orjson.dumps(stored)) == PinchSession(requests=3)
-    assert PinchSession.decode(PinchSession(unbound=("k1", "k2")).encode()).unbound == ("k1", "k2")
+    assert PinchSession.decode(PinchSession(stale_keys=("k1", "k2")).encode()).stale_keys == ("k1", "k2")
 
 
 # ---- the mock refuses what the prefix check refuses
@@ -335,6 +352,6 @@ async def test_explain_names_the_thinking_pinch_would_unbind(mock) -> None:
     request = body(*history, model="fable", thinking=ADAPTIVE)
     config = binding_config(mock[1], cache_lifetime=0)
     ctx = await explain_request(config, request, CIMultiDictProxy(CIMultiDict(HEADERS)))
-    assert ctx.pinch is not None and ctx.pinch.unbound is not None
-    count = len(ctx.pinch.unbound.positions)
+    assert ctx.pinch is not None and ctx.pinch.stale is not None
+    count = len(ctx.pinch.stale.positions)
     assert f"would go to fable (anthropic-messages → anthropic-messages, passed through, dropped {BINDING} ({count} blocks)" in render_explanation(ctx, config)

@@ -6,20 +6,27 @@ from typing import Any
 
 import orjson
 import pytest
-from aiohttp import web
 
 from middlewares.capability_gate import CapabilityGate
-
+from router.contract.stage import run_stage
+from router.core.errors import ApiError, ErrorAnswer, invalid_request
 from router.core.pinch import prune_results
-from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
 from router.core.request_view import BodyChanges, ToolResult, start_of_last_turns
 from router.core.sse import SseRelay
-from router.http.errors import ApiError, invalid_request
-from router.contract.stage import StageDeps, run_stage
+from router.core.tokens import DEFAULT_ESTIMATOR as DEFAULT
 from router.wire import adapters
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from tests.support.config import make_config
-from tests.support.factories import assistant, chat_request_view, image_part, make_ctx, system, tool, user
+from tests.support.factories import (
+    assistant,
+    chat_request_view,
+    image_part,
+    make_ctx,
+    system,
+    tool,
+    user,
+)
+from tests.support.stages import build_stage
 
 WIRE = OPENAI_CHAT_ADAPTER
 
@@ -101,8 +108,8 @@ def test_no_change_sends_the_clients_body_with_only_the_model_replaced():
 def test_a_bad_body_is_an_openai_error_naming_the_field():
     error = WIRE.parse({"messages": [{"role": "robot"}]}, 100)
     assert isinstance(error, ApiError) and error.param == "messages[0].role"
-    response = WIRE.error_response(invalid_request("nope", code="x"))
-    assert response.status == 400 and orjson.loads(response.body)["error"]["code"] == "x"
+    answer = WIRE.render_error(invalid_request("nope", code="x"))
+    assert answer.status == 400 and orjson.loads(answer.body)["error"]["code"] == "x"
 
 
 class BlocksConversation:
@@ -148,27 +155,29 @@ def test_pinch_compresses_any_formats_results_by_position():
 class ShapedErrors(type(WIRE)):
     """The chat adapter with another error shape, as an Anthropic adapter would render errors."""
 
-    def error_response(self, error, headers=None):
-        body = orjson.dumps({"type": "error", "error": {"type": error.type, "message": error.message}})
-        return web.Response(status=error.status, body=body, content_type="application/json", headers=headers)
+    def render_error(self, error):
+        return ErrorAnswer(error.status, orjson.dumps({"type": "error", "error": {"type": error.type, "message": error.message}}))
 
 
 async def test_a_stage_refuses_in_the_clients_wire_format(http):
     ctx = make_ctx({"model": "no-such-model", "messages": [user("hi")]})
     ctx.wire = ShapedErrors()
-    await run_stage(CapabilityGate(StageDeps(config=make_config(), http=http, estimator=DEFAULT)), ctx)
+    await run_stage(build_stage(CapabilityGate, make_config(), http=http, estimator=DEFAULT), ctx)
     assert ctx.response is not None and ctx.response.status == 404
     error = orjson.loads(ctx.response.body)
     assert error["type"] == "error" and "neither a configured model nor a routing alias" in error["error"]["message"]
 
 
 def test_the_relay_knows_a_streams_end_by_the_wire_adapters_rule():
-    anthropic_end = lambda data: data == b'{"type":"message_stop"}'  # noqa: E731 - as an Anthropic adapter would say
-    relay = SseRelay(ends_stream=anthropic_end)
+    class AnthropicEnd(type(WIRE)):
+        def is_stream_end(self, data):
+            return data == b'{"type":"message_stop"}'  # as an Anthropic adapter would say
+
+    relay = SseRelay(AnthropicEnd())
     relay.feed(b'event: message_delta\ndata: {"type":"message_delta"}\n\n')
     assert not relay.done
     relay.feed(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
     assert relay.done
-    chat = SseRelay(ends_stream=WIRE.is_stream_end)
+    chat = SseRelay(WIRE)
     chat.feed(b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
     assert chat.done

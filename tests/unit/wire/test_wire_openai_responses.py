@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import orjson
 
+from router.core.errors import ApiError
 from router.core.request_view import BodyChanges
-from router.http.errors import ApiError
+from router.translate.responses_to_chat import ResponsesToChat
 from router.wire import adapters
-from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER, ResponsesToChat
+from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 from tests.http.test_agent_fixtures import load
-from tests.support.wire_factories import EXEC_COMMAND, function_call, function_call_output, input_message, reasoning_item, responses_body, sse_events
+from tests.support.wire_factories import (
+    ANSWER_IDS,
+    EXEC_COMMAND,
+    function_call,
+    function_call_output,
+    input_message,
+    reasoning_item,
+    responses_body,
+    sse_events,
+)
 
 ADAPTER = OPENAI_RESPONSES_ADAPTER
 
@@ -21,7 +31,7 @@ def test_the_adapter_is_registered_for_v1_responses() -> None:
 def test_a_stateful_request_is_an_openai_error_naming_the_field() -> None:
     error = ADAPTER.parse(responses_body(previous_response_id="resp_1"), 2000)
     assert isinstance(error, ApiError) and error.status == 400 and error.param == "previous_response_id"
-    body = orjson.loads(ADAPTER.error_response(error).body)
+    body = orjson.loads(ADAPTER.render_error(error).body)
     assert body["error"]["param"] == "previous_response_id" and body["error"]["type"] == "invalid_request_error"
 
 
@@ -61,7 +71,7 @@ def test_usage_is_read_from_response_completed_with_cached_tokens() -> None:
 def translated(body: dict, rewrites: dict | None = None) -> tuple[ResponsesToChat, dict]:
     view = ADAPTER.parse(body, 2000)
     assert not isinstance(view, ApiError)
-    translator = ResponsesToChat()
+    translator = ResponsesToChat(ANSWER_IDS)
     return translator, orjson.loads(translator.request(ADAPTER.upstream_body(body, view, BodyChanges("qwen-up", rewrites or {}))))
 
 

@@ -1,32 +1,20 @@
-"""Translation between the Anthropic Messages API and OpenAI chat completions, both ways. Pure.
-
-Used when the client's format and the chosen provider's differ: Claude Code (Anthropic)
-routed to an OpenAI-compatible or Ollama model, and opencode or aider (OpenAI chat)
-routed to an ``api: anthropic`` model. Requests, answers and streams are translated;
-a same-format request never comes here (it is passed through).
+"""An Anthropic Messages client (Claude Code, the anthropic SDK) to an OpenAI-chat provider: the
+request, the answer and its stream back. Pure.
 
 Decisions, where the two APIs have no common ground:
 
-* Anthropic → chat. Claude Code's billing line is dropped from the system text (it
-  is not an instruction); ``<system-reminder>`` blocks are kept (they are). Each
-  ``tool_result`` becomes a ``tool`` message right after the assistant turn, exactly
-  one per ``tool_call``: a duplicate result is dropped, a missing one is sent as
-  ``(no result)`` (providers reject both otherwise), a result naming no call is dropped.
-  Images in a tool result follow as a user message. ``thinking`` is dropped, or sent
-  back as ``reasoning_content`` when the provider needs it (``reasoning_content=True``:
-  DeepSeek and others require it on tool-call turns); the answer's reasoning comes back
-  as thinking blocks signed :data:`~router.wire.anthropic_messages.request.PROXY_THINKING_SIGNATURE`,
-  which an Anthropic provider is never sent (:func:`~router.wire.anthropic_messages.request.without_proxy_thinking`). Fields no chat API has —
-  ``thinking``, ``context_management``, ``safeguards`` (it carries local paths),
-  ``cache_control``, ``metadata``, ``top_k``, ``output_config.effort``, server tools —
-  are dropped. ``output_config.format`` becomes ``response_format``.
-* chat → Anthropic. Every system/developer message joins the top-level ``system``
-  (Anthropic has no system role among messages outside a beta); consecutive tool
-  messages become one user message of ``tool_result`` blocks; ``max_tokens`` is
-  required there, so a request without one gets ``default_max_tokens``;
-  ``response_format: json_schema`` becomes ``output_config.format``, ``json_object``
-  has no equivalent and is dropped; tool-call arguments that are not a JSON object
-  are sent as ``{"arguments": <text>}``.
+Claude Code's billing line is dropped from the system text (it is not an instruction); ``<system-
+reminder>`` blocks are kept (they are). Each ``tool_result`` becomes a ``tool`` message right after
+the assistant turn, exactly one per ``tool_call``: a duplicate result is dropped, a missing one is
+sent as ``(no result)`` (providers reject both otherwise), a result naming no call is dropped.
+Images in a tool result follow as a user message. ``thinking`` is dropped, or sent back as
+``reasoning_content`` when the provider needs it (``reasoning_content=True``: DeepSeek and others
+require it on tool-call turns); the answer's reasoning comes back as thinking blocks signed
+:data:`~router.wire.anthropic_messages.blocks.PROXY_THINKING_SIGNATURE`, which an Anthropic provider
+is never sent (:func:`~router.wire.anthropic_messages.body.without_proxy_thinking`). Fields no chat
+API has — ``thinking``, ``context_management``, ``safeguards`` (it carries local paths),
+``cache_control``, ``metadata``, ``top_k``, ``output_config.effort``, server tools — are dropped.
+``output_config.format`` becomes ``response_format``.
 """
 
 from __future__ import annotations
@@ -36,19 +24,55 @@ from typing import Any
 
 import orjson
 
-from router.wire.anthropic_messages.request import (
+from router.core.content import Message, content_text
+from router.core.results import Candidate
+from router.translate.json_values import answer_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.sse_frames import SseTranslator
+from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
     blocks_of,
-    chat_view,
     is_billing_line,
     system_blocks,
 )
-from router.core.content import Message, content_text
+from router.wire.anthropic_messages.errors import PING_EVENT, anthropic_event
+from router.wire.anthropic_messages.view import count_input_tokens
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+
+
+class MessagesToChatTranslator:
+    """An Anthropic Messages request to an OpenAI-chat provider, and its answer back (one request)."""
+
+    def __init__(self, ids: AnswerIds) -> None:
+        self.model = ""
+        self.input_tokens = 0
+        self.reasoning = False
+        self.dropped: tuple[str, ...] = ()
+        # the answer's own id, never the provider's: those repeat (a constant, Ollama's "chatcmpl-<0…998>",
+        # none at all), and Claude Code merges the answers that share one into one turn
+        self.message_id = f"msg_{ids.token}"
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes:
+        messages_body = orjson.loads(body)
+        self.model, self.reasoning = candidate.model, candidate.reasoning_content
+        self.dropped = server_tools(messages_body)
+        # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
+        self.input_tokens = count_input_tokens(messages_body)
+        return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
+
+    def response(self, body: bytes) -> bytes:
+        return orjson.dumps(
+            chat_completion_to_message(answer_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+        )
+
+    def streams(self, content_type: str) -> bool:
+        return content_type == EVENT_STREAM
+
+    def stream(self) -> ChatToAnthropicSse:
+        return ChatToAnthropicSse(self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+
 
 NO_RESULT = "(no result)"
-
-# ----------------------------------------------------------------------------------------------
-# Anthropic request → chat request
 
 
 def server_tools(body: dict[str, Any]) -> tuple[str, ...]:
@@ -151,9 +175,6 @@ def _close_calls(out: list[Message], open_calls: list[str], answered: set[str]) 
     open_calls.clear()
 
 
-# ----------------------------------------------------------------------------------------------
-# chat answer → Anthropic answer
-
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use", "content_filter": "refusal"}
 
 
@@ -212,30 +233,6 @@ def missing_call_id(message_id: str, position: int) -> str:
     """A ``tool_use`` id for a call the provider sent without one: unique in the conversation as Anthropic
     wants (``toolu_0`` in every answer made a session's calls share it), as its answer's id is."""
     return f"toolu_{message_id.removeprefix('msg_')}_{position}"
-
-
-def tool_input(arguments: Any) -> dict[str, Any]:
-    """Tool-call arguments (JSON text) as a ``tool_use`` input object; not an object ⇒ ``{"arguments": text}``."""
-    if isinstance(arguments, dict):
-        return arguments
-    if not isinstance(arguments, str) or not arguments.strip():
-        return {}
-    try:
-        value = orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return {"arguments": arguments}
-    return value if isinstance(value, dict) else {"arguments": arguments}
-
-
-def anthropic_event(kind: str, payload: dict[str, Any]) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **payload}) + b"\n\n"
-
-
-PING_EVENT = anthropic_event("ping", {})
-
-
-def anthropic_error_event(message: str, error_type: str = "api_error") -> bytes:
-    return anthropic_event("error", {"error": {"type": error_type, "message": message}})
 
 
 @dataclass(slots=True)
@@ -368,227 +365,105 @@ def _delta(index: int, delta: dict[str, Any]) -> bytes:
     return anthropic_event("content_block_delta", {"index": index, "delta": delta})
 
 
-# ----------------------------------------------------------------------------------------------
-# chat request → Anthropic request
+def image_part(block: dict[str, Any]) -> dict[str, Any] | None:
+    """An Anthropic image block as an OpenAI ``image_url`` part (base64 ⇒ a data URL)."""
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return None
+    if source.get("type") == "base64" and isinstance(source.get("data"), str):
+        return {"type": "image_url", "image_url": {"url": f"data:{source.get('media_type', 'image/png')};base64,{source['data']}"}}
+    if source.get("type") == "url" and isinstance(source.get("url"), str):
+        return {"type": "image_url", "image_url": {"url": source["url"]}}
+    return None
 
 
-def chat_to_messages_body(body: dict[str, Any], upstream_model: str, default_max_tokens: int) -> dict[str, Any]:
-    """A chat-completions body as an Anthropic Messages body for ``upstream_model``."""
-    system: list[str] = []
-    messages: list[dict[str, Any]] = []
-
-    def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += blocks  # Anthropic alternates roles: consecutive turns are one
-        else:
-            messages.append({"role": role, "content": blocks})
-
-    for message in body.get("messages") or []:
-        role = message.get("role")
-        content = message.get("content")
-        if role in ("system", "developer"):
-            if text := content_text(content):
-                system.append(text)
-        elif role == "user":
-            add("user", _user_blocks(content))
-        elif role in ("tool", "function"):
-            result = {"type": "tool_result", "tool_use_id": message.get("tool_call_id") or message.get("name") or "", "content": content_text(content)}
-            add("user", [result])
-        elif role == "assistant":
-            blocks = []
-            if text := content_text(content):
-                blocks.append({"type": "text", "text": text})
-            for call in message.get("tool_calls") or []:
-                function = call.get("function") if isinstance(call, dict) else None
-                if isinstance(function, dict):
-                    blocks.append({"type": "tool_use", "id": call.get("id", ""), "name": function.get("name", ""), "input": tool_input(function.get("arguments"))})
-            add("assistant", blocks)
-    out: dict[str, Any] = {"model": upstream_model, "messages": messages}
-    if system:
-        out["system"] = "\n\n".join(system)
-    limit = body.get("max_completion_tokens") or body.get("max_tokens")
-    out["max_tokens"] = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else default_max_tokens
-    for key in ("temperature", "top_p"):
-        if body.get(key) is not None:
-            out[key] = body[key]
-    stop = body.get("stop")
-    if stop:
-        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
-    tools = [_anthropic_tool(t) for t in body.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
-    if tools:
-        out["tools"] = tools
-        choice = body.get("tool_choice")
-        mapped: dict[str, Any] | None = None
-        if choice in ("auto", "required", "none"):
-            mapped = {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
-        elif isinstance(choice, dict) and isinstance(choice.get("function"), dict):
-            mapped = {"type": "tool", "name": choice["function"].get("name", "")}
-        if body.get("parallel_tool_calls") is False:
-            mapped = {**(mapped or {"type": "auto"}), "disable_parallel_tool_use": True}
-        if mapped is not None:
-            out["tool_choice"] = mapped
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict):
-        schema = fmt["json_schema"].get("schema")
-        if isinstance(schema, dict):
-            out["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
-    if isinstance(body.get("user"), str):
-        out["metadata"] = {"user_id": body["user"]}
-    if body.get("stream") is True:
-        out["stream"] = True
-    return out
-
-
-def _user_blocks(content: Any) -> list[dict[str, Any]]:
+def result_parts(content: Any) -> tuple[str, list[dict[str, Any]]]:
+    """A ``tool_result``'s content: its text (text blocks joined by newlines) and its images as image parts."""
     if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
-    blocks = []
-    for part in content if isinstance(content, list) else []:
-        if not isinstance(part, dict):
+        return content, []
+    texts, images = [], []
+    for block in blocks_of(content):
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "image" and (part := image_part(block)) is not None:
+            images.append(part)
+    return "\n".join(texts), images
+
+
+def chat_view(system: Any, messages: list[Message]) -> list[Message]:
+    """The conversation as chat messages, the base of the translation to a chat provider
+    (:mod:`router.translate.messages_chat`): each ``tool_result`` a ``tool`` message right where it
+    was, its images after it as the user's; unknown blocks kept for the translation to judge."""
+    out: list[Message] = []
+    system_texts = [b["text"] for b in system_blocks(system) if isinstance(b.get("text"), str)]
+    if system_texts:
+        out.append({"role": "system", "content": "\n\n".join(system_texts)})
+    for message in messages:
+        role = message.get("role")
+        blocks = blocks_of(message.get("content"))
+        if role == "assistant":
+            out.append(_assistant_view(blocks))
             continue
-        if part.get("type") in ("text", "input_text") and isinstance(part.get("text"), str):
-            blocks.append({"type": "text", "text": part["text"]})
-        elif part.get("type") == "image_url":
-            url = part.get("image_url", {}).get("url") if isinstance(part.get("image_url"), dict) else part.get("image_url")
-            if isinstance(url, str):
-                blocks.append({"type": "image", "source": image_source(url)})
-    return blocks
-
-
-def image_source(url: str) -> dict[str, Any]:
-    """An ``image_url`` as an Anthropic image source: a data URL ⇒ base64, anything else ⇒ url."""
-    if url.startswith("data:") and ";base64," in url:
-        media_type, data = url[5:].split(";base64,", 1)
-        return {"type": "base64", "media_type": media_type or "image/png", "data": data}
-    return {"type": "url", "url": url}
-
-
-def _anthropic_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    function = tool["function"]
-    out: dict[str, Any] = {"name": function.get("name", ""), "input_schema": function.get("parameters") or {"type": "object", "properties": {}}}
-    if isinstance(function.get("description"), str):
-        out["description"] = function["description"]
+        parts: list[dict[str, Any]] = []
+        for block in blocks:
+            kind = block.get("type")
+            if kind == "tool_result":
+                text, images = result_parts(block.get("content"))
+                out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+                parts += images  # a tool message holds text only; its images follow as the user's
+            elif kind == "text":
+                parts.append({"type": "text", "text": block["text"]})
+            elif kind == "image":
+                if (part := image_part(block)) is not None:
+                    parts.append(part)
+            else:
+                parts.append(block)  # documents and the like
+        if parts or role == "system":
+            out.append({"role": "system" if role == "system" else "user", "content": parts})
     return out
 
 
-# ----------------------------------------------------------------------------------------------
-# Anthropic answer → chat answer
-
-FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls", "pause_turn": "stop", "refusal": "content_filter"}
-
-
-def chat_usage(usage: Any) -> dict[str, Any]:
-    """Anthropic usage in chat terms: the prompt is the uncached input plus what the cache read and wrote."""
-    usage = usage if isinstance(usage, dict) else {}
-
-    def number(key: str) -> int:
-        value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    read, written = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
-    prompt = number("input_tokens") + read + written
-    completion = number("output_tokens")
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": read}}
-
-
-def message_to_chat_completion(message: dict[str, Any], model: str) -> dict[str, Any]:
-    """A non-streamed Anthropic ``message`` as a chat completion."""
+def _assistant_view(blocks: list[dict[str, Any]]) -> Message:
     texts, reasoning, calls = [], [], []
-    for block in blocks_of(message.get("content")):
+    for block in blocks:
         kind = block.get("type")
         if kind == "text":
-            texts.append(str(block.get("text", "")))
+            texts.append(block.get("text", ""))
         elif kind == "thinking":
             reasoning.append(str(block.get("thinking", "")))
         elif kind == "tool_use":
-            calls.append({"id": block.get("id", ""), "type": "function", "function": {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input", {})).decode()}})
-    reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if reasoning:
-        reply["reasoning_content"] = "".join(reasoning)
+            arguments = orjson.dumps(block.get("input", {})).decode()
+            calls.append({"id": block["id"], "type": "function", "function": {"name": block["name"], "arguments": arguments}})
+    message: Message = {"role": "assistant", "content": "".join(texts) or None}
     if calls:
-        reply["tool_calls"] = calls
-    return {
-        "id": f"chatcmpl-{message.get('id', 'pinch')}",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": reply, "finish_reason": FINISH_REASONS.get(message.get("stop_reason"), "stop")}],
-        "usage": chat_usage(message.get("usage")),
-    }
+        message["tool_calls"] = calls
+    if reasoning:
+        message["reasoning_content"] = "".join(reasoning)
+    return message
 
 
-@dataclass(slots=True)
-class MessagesToChatStream:
-    """Turns Anthropic stream events into chat-completions chunks (``data:`` lines).
+class ChatToAnthropicSse(SseTranslator):
+    """A chat-completions stream (``data: {...}`` … ``data: [DONE]``) as Anthropic Messages events."""
 
-    Feed each event's parsed JSON to :meth:`event`. Text and thinking deltas become
-    ``content`` and ``reasoning_content`` deltas; each ``tool_use`` block a tool call
-    with its own chat ``index`` whose ``input_json_delta`` fragments become argument
-    fragments unchanged; ``message_delta`` the finish reason; ``message_stop`` the usage
-    chunk (when ``include_usage``) and ``[DONE]``; an ``error`` event an error chunk.
-    """
+    def __init__(self, model: str, input_estimate: int, *, message_id: str, reasoning_content: bool = False) -> None:
+        super().__init__(OPENAI_CHAT_ADAPTER)
+        self.stream = ChatToMessagesStream(model=model, input_estimate=input_estimate, message_id=message_id, reasoning_content=reasoning_content)
 
-    model: str
-    include_usage: bool = False
-    chunk_id: str = "chatcmpl-pinch"
-    tool_index: dict[int, int] = field(default_factory=dict)  # block index → chat tool-call index
-    usage: dict[str, Any] = field(default_factory=dict)
-    done: bool = False
-
-    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
-        return b"data: " + orjson.dumps(chunk) + b"\n\n"
-
-    def event(self, event: dict[str, Any]) -> list[bytes]:
-        kind = event.get("type")
-        if kind == "message_start":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
-            self.chunk_id = f"chatcmpl-{message.get('id', 'pinch')}"
-            self.usage.update(message.get("usage") or {})
-            return [self._chunk({"role": "assistant", "content": ""})]
-        if kind == "content_block_start":
-            block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
-            if block.get("type") == "tool_use":
-                position = len(self.tool_index)
-                self.tool_index[event.get("index", position)] = position
-                call = {"index": position, "id": block.get("id", ""), "type": "function", "function": {"name": block.get("name", ""), "arguments": ""}}
-                return [self._chunk({"tool_calls": [call]})]
-            if block.get("type") == "text" and block.get("text"):
-                return [self._chunk({"content": block["text"]})]
-            return []
-        if kind == "content_block_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                return [self._chunk({"content": delta.get("text", "")})]
-            if dtype == "thinking_delta":
-                return [self._chunk({"reasoning_content": delta.get("thinking", "")})]
-            if dtype == "input_json_delta":
-                position = self.tool_index.get(event.get("index"), 0)
-                return [self._chunk({"tool_calls": [{"index": position, "function": {"arguments": delta.get("partial_json", "")}}]})]
-            return []
-        if kind == "message_delta":
-            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            stop = (event.get("delta") or {}).get("stop_reason")
-            return [self._chunk({}, FINISH_REASONS.get(stop, "stop"))]
-        if kind == "message_stop":
-            return self.finish()
-        if kind == "error":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+    def _data(self, data: bytes) -> list[bytes]:
+        if data == b"[DONE]":
             self.done = True
-            payload = {"error": {"message": str(error.get("message", "upstream error")), "type": "upstream_error", "code": str(error.get("type", "upstream_error"))}}
-            return [b"data: " + orjson.dumps(payload) + b"\n\n", b"data: [DONE]\n\n"]
-        return []  # ping, and event types added later
-
-    def finish(self) -> list[bytes]:
-        if self.done:
+            return self.stream.finish()
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
+        if not isinstance(chunk, dict):
             return []
-        self.done = True
-        out = []
-        if self.include_usage:
-            usage_chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [], "usage": chat_usage(self.usage)}
-            out.append(b"data: " + orjson.dumps(usage_chunk) + b"\n\n")
-        out.append(b"data: [DONE]\n\n")
-        return out
+        if chunk.get("error") is not None:
+            error = chunk["error"]
+            raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
+        return self.stream.chunk(chunk)
+
+    def _closing(self) -> list[bytes]:
+        # after its finish reason a chat answer is complete, [DONE] or not; before it, it was cut short
+        return self.stream.finish() if self.stream.finish_reason is not None else []

@@ -1,0 +1,78 @@
+"""The HTTP middlewares every request passes, outside the chain: the last line of defence against
+an error leaving as a trace, the one redaction pass over error bodies, and client auth."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+from aiohttp import web
+
+from router.contract.stage import Handler, Middleware
+from router.core.errors import ApiError
+from router.core.redaction import clip
+from router.http.errors import error_for_path, from_http_exception, openai_error
+from router.observe.metrics import Metrics
+from router.observe.recorder import Recorder
+
+log = logging.getLogger("pinch_router.app")
+
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+
+
+@web.middleware
+async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return from_http_exception(exc)
+    except Exception:
+        log.exception("unhandled_error", extra={"path": request.path})
+        return openai_error(ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
+
+
+def redact_error_bodies(recorder: Recorder) -> Middleware:
+    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
+
+    It uses the recorder's redactor of the moment: a config reload may bring new secrets.
+    """
+
+    @web.middleware
+    async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        redactor = recorder.redactor
+        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+            response.body = redactor.bytes(response.body)
+        return response
+
+    return redact
+
+
+def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
+    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
+    keys = [k.encode() for k in api_keys]
+
+    @web.middleware
+    async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if keys and request.path not in UNAUTHENTICATED_PATHS:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
+                scheme, token = "bearer", request.headers["x-api-key"]
+            # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
+            offered = token.strip().encode("utf-8", "surrogateescape")
+            # compare against every key so the time taken does not say which matched
+            matched = [hmac.compare_digest(offered, key) for key in keys]
+            if scheme.lower() != "bearer" or not any(matched):
+                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
+                if metrics is not None:
+                    metrics.refused.labels("unauthorized").inc()
+                error = ApiError(
+                    401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
+                )
+                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return auth

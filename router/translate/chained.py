@@ -1,0 +1,69 @@
+"""Two translations one after the other, for the pairs that go through chat completions. Pure."""
+
+from __future__ import annotations
+
+from router.core.results import Candidate, Usage
+from router.translate.chat_to_messages import ChatToMessagesTranslator
+from router.translate.chat_to_ollama import OllamaChatTranslator
+from router.translate.messages_to_chat import MessagesToChatTranslator
+from router.translate.protocol import AnswerIds, StreamTranslator, Translator
+from router.translate.responses_to_chat import ResponsesToChat
+
+
+class ChainedTranslator:
+    """Two translations one after the other: the client's wire → an intermediate wire → the provider's.
+
+    An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
+    answer back the same way, so no third translation is written for the pair; a Responses
+    client to an Anthropic or Ollama-native provider goes through chat the same way.
+    """
+
+    def __init__(self, first: Translator, second: Translator) -> None:
+        self.first, self.second = first, second
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """What either translation left out."""
+        return (*self.first.dropped, *self.second.dropped)
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes:
+        return self.second.request(self.first.request(body, candidate), candidate)
+
+    def response(self, body: bytes) -> bytes:
+        return self.first.response(self.second.response(body))
+
+    def streams(self, content_type: str) -> bool:
+        return self.second.streams(content_type)
+
+    def stream(self) -> ChainedStream:
+        return ChainedStream(self.first.stream(), self.second.stream())
+
+
+class ChainedStream:
+    def __init__(self, outer: StreamTranslator, inner: StreamTranslator) -> None:
+        self.outer, self.inner = outer, inner  # inner: provider bytes → intermediate; outer: → client
+
+    @property
+    def usage(self) -> Usage | None:
+        """The provider's own figures, from the inner translator."""
+        return self.inner.usage or self.outer.usage
+
+    def feed(self, chunk: bytes) -> bytes:
+        middle = self.inner.feed(chunk)
+        return self.outer.feed(middle) if middle else b""
+
+    def finish(self) -> bytes:
+        middle = self.inner.finish()
+        return (self.outer.feed(middle) if middle else b"") + self.outer.finish()
+
+
+def messages_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(MessagesToChatTranslator(ids), OllamaChatTranslator(ids))
+
+
+def responses_to_messages(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids), ChatToMessagesTranslator(ids))
+
+
+def responses_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids), OllamaChatTranslator(ids))

@@ -1,0 +1,72 @@
+"""What a translation is: one request's body turned into the provider's wire format, and the answer back. Pure.
+
+A translator is made per request attempt (:func:`router.translate.registry.translator`) with the
+:class:`AnswerIds` the answer it makes needs (the clock and randomness stay outside); ``request``
+reads the body the client's wire adapter wrote, the chain's changes in it, and remembers what the
+answer's translation must echo.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from router.core.frozen import frozen
+from router.core.results import Candidate, Usage
+
+EVENT_STREAM = "text/event-stream"
+
+
+@frozen
+class AnswerIds:
+    """What a translated answer is given that only the outside world has: ``token``, random hex (at
+    least 24 digits) that makes its ids unique (Claude Code merges answers that share a message id;
+    a client answers calls by their ids), and ``created``, the epoch second it is made."""
+
+    token: str
+    created: int
+
+
+class Translator(Protocol):
+    """Turns a request in the client's wire format into the provider's, and the provider's answer back.
+
+    ``request``: the upstream body (bytes, as the client's wire adapter wrote it) → the provider's
+    body. ``response``: a whole answer → the client's; :class:`MalformedAnswer` when it is none the
+    provider's format allows. ``stream()``: a fresh :class:`StreamTranslator` for one streamed
+    answer; ``streams(content_type)``: whether an answer of that type is a stream. ``dropped``: what
+    ``request`` could not carry to the provider (``"tool web_search"``, …), reported to the client
+    in ``x-router-dropped`` instead of failing the request.
+    """
+
+    dropped: tuple[str, ...]
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes: ...
+
+    def response(self, body: bytes) -> bytes: ...
+
+    def streams(self, content_type: str) -> bool: ...
+
+    def stream(self) -> StreamTranslator: ...
+
+
+class StreamTranslator(Protocol):
+    """One streamed answer: provider bytes in, whole client events out.
+
+    ``feed`` returns the client's complete events so far (maybe b""), and raises
+    :class:`StreamBroken` when the provider reports an error mid-stream; ``finish`` the events
+    owed at the provider's end of stream (b"" when it ended cleanly already). ``usage``: the usage
+    the provider reported.
+    """
+
+    usage: Usage | None
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+
+class StreamBroken(Exception):
+    """The provider reported an error inside a stream it had started."""
+
+
+class Untranslatable(LookupError):
+    """No translator from the client's wire format to the provider's."""

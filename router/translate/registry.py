@@ -1,0 +1,45 @@
+"""The one registry of translations, keyed by (client wire, provider wire). Pure.
+
+The same format in and out is a pass-through (no translator: the client's body with only the
+chain's changes, the answer relayed event by event); a registered pair translates the request and
+the answer, streams included; a pair with no translator is not servable by that provider (the
+candidate fails over). A new wire format registers its pairs here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from router.translate.chained import (
+    messages_to_ollama_native,
+    responses_to_messages,
+    responses_to_ollama_native,
+)
+from router.translate.chat_to_messages import ChatToMessagesTranslator
+from router.translate.chat_to_ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.translate.messages_to_chat import MessagesToChatTranslator
+from router.translate.protocol import AnswerIds, Translator, Untranslatable
+from router.translate.responses_to_chat import ResponsesToChat
+from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
+from router.wire.openai_chat.view import OPENAI_CHAT
+from router.wire.openai_responses.view import OPENAI_RESPONSES
+
+TRANSLATORS: dict[tuple[str, str], Callable[[AnswerIds], Translator]] = {
+    (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,
+    (ANTHROPIC_MESSAGES, OPENAI_CHAT): MessagesToChatTranslator,
+    (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
+    (ANTHROPIC_MESSAGES, OLLAMA_CHAT): messages_to_ollama_native,  # through chat
+    (OPENAI_RESPONSES, OPENAI_CHAT): ResponsesToChat,
+    (OPENAI_RESPONSES, ANTHROPIC_MESSAGES): responses_to_messages,  # through chat
+    (OPENAI_RESPONSES, OLLAMA_CHAT): responses_to_ollama_native,  # through chat
+}
+
+
+def translator(client_wire: str, provider_wire: str, ids: AnswerIds) -> Translator | None:
+    """None for a pass-through (the same format); else the pair's translator (:class:`Untranslatable` if none)."""
+    if client_wire == provider_wire:
+        return None
+    make = TRANSLATORS.get((client_wire, provider_wire))
+    if make is None:
+        raise Untranslatable(f"no translation from {client_wire} to {provider_wire}")
+    return make(ids)

@@ -1,0 +1,77 @@
+"""The frame of a stream translator over raw provider SSE bytes (Anthropic Messages ⇄ OpenAI chat). Pure.
+
+Each translator takes the provider's stream as it arrives (any cut), frames it into
+whole events (:class:`router.core.sse.SseRelay`, which also reads the provider's
+usage), and returns whole events in the client's format as they are made — never
+buffered to the end. :meth:`finish` at the provider's end of stream gives the
+closing events a complete answer is owed (a chat server may end after its finish
+reason without ``[DONE]``), or nothing when the answer was cut short, so the relay
+ends it with the client's error event. An error the provider reports inside its
+stream is raised as :class:`~router.translate.protocol.StreamBroken`, after the events before it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from router.core.results import Usage
+from router.core.sse import EventFormat, SseRelay
+from router.translate.protocol import StreamBroken
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def data_lines(events: bytes) -> list[bytes]:
+    """The ``data:`` payload of each whole event (multi-line data joined), in order."""
+    out = []
+    for event in _EVENT_END.split(events):
+        lines = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
+        if lines:
+            out.append(b"\n".join(lines))
+    return out
+
+
+class SseTranslator:
+    """A stream translator's frame: the provider's events in ``provider_format``, whole, to ``_data``
+    one by one; ``_closing`` at the provider's end of stream."""
+
+    def __init__(self, provider_format: EventFormat) -> None:
+        self.frames = SseRelay(provider_format)
+        self.done = False
+        self.broken: StreamBroken | None = None
+
+    @property
+    def usage(self) -> Usage | None:
+        """The usage the provider reported, read from its own events."""
+        return self.frames.usage
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._raise_pending()
+        out: list[bytes] = []
+        for data in data_lines(self.frames.feed(chunk)):
+            if self.done:
+                break
+            try:
+                out += self._data(data)
+            except StreamBroken as exc:
+                self.broken, self.done = exc, True
+                break
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        self._raise_pending()
+        if self.done:
+            return b""
+        self.done = True
+        return b"".join(self._closing())
+
+    def _raise_pending(self) -> None:
+        if self.broken is not None:
+            broken, self.broken = self.broken, None
+            raise broken
+
+    def _data(self, data: bytes) -> list[bytes]:
+        raise NotImplementedError
+
+    def _closing(self) -> list[bytes]:
+        raise NotImplementedError

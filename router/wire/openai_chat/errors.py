@@ -1,0 +1,16 @@
+"""Errors in the OpenAI format, ``{"error": {"message", "type", "code", "param"}}``: chat
+completions, the Responses API, and every endpoint of the proxy's own. Pure."""
+
+from __future__ import annotations
+
+import orjson
+
+from router.core.errors import ApiError, ErrorAnswer
+
+
+def error_payload(error: ApiError) -> dict[str, dict[str, str | None]]:
+    return {"error": {"message": error.message, "type": error.type, "code": error.code, "param": error.param}}
+
+
+def render_error(error: ApiError) -> ErrorAnswer:
+    return ErrorAnswer(error.status, orjson.dumps(error_payload(error)))

@@ -1,0 +1,69 @@
+"""Usage reports as providers write them, in every wire format's shape and their mixes. Pure.
+
+One reader for all of them, because compatible servers mix the shapes (Anthropic's cache fields
+inside an OpenAI-shaped usage, DeepSeek's own cache field): each wire adapter reads its answers'
+usage with it, and the stream relay each event's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.core.results import Usage
+
+
+def read_usage(data: bytes) -> Usage | None:
+    """Usage from one JSON body (a chat completion or one stream chunk), if it has one.
+
+    Reads both shapes of cache accounting: OpenAI's ``prompt_tokens`` with
+    ``prompt_tokens_details.cached_tokens``, and Anthropic's ``input_tokens``
+    (which leaves out the cached part) with ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` — also inside an OpenAI-shaped usage, as
+    some compatible servers send them — plus DeepSeek's
+    ``prompt_cache_hit_tokens``. Anthropic's stream carries its usage in
+    ``message_start``'s ``message``, the Responses API in ``response`` (its
+    ``input_tokens`` include the cached ``input_tokens_details.cached_tokens``);
+    those are read too.
+    """
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return usage_of(obj)
+
+
+def usage_of(obj: Any) -> Usage | None:
+    """:func:`read_usage` of a body already parsed (a whole answer the proxy has parsed anyway)."""
+    if not isinstance(obj, dict):
+        return None
+    usage = obj.get("usage")
+    if not isinstance(usage, dict):
+        # Anthropic's message_start carries it in ``message``, a Responses event in ``response``
+        holder = obj.get("message") if isinstance(obj.get("message"), dict) else obj.get("response")
+        usage = holder.get("usage") if isinstance(holder, dict) else None
+        if not isinstance(usage, dict):
+            return None
+    return _usage(usage)
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    def number(key: str, within: dict[str, Any] = usage) -> int | None:
+        value = within.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+    details = usage.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = usage.get("input_tokens_details")  # the Responses API's name for it
+    cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
+    cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
+    cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)
+    prompt, completion = number("prompt_tokens"), number("completion_tokens")
+    total, uncached_input = number("total_tokens"), number("input_tokens")
+    if prompt is None and uncached_input is not None:
+        # Anthropic's shape: input_tokens counts only what was neither read from nor written to the cache
+        prompt = uncached_input + (cache_read or 0) + (cache_write or 0)
+    if completion is None:
+        completion = number("output_tokens")
+    return Usage(prompt, completion, total, cached, cache_write)
