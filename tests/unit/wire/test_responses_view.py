@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+from router.translate.responses_to_chat import responses_to_chat
+from router.wire.openai_chat.view import extract_turn_text
 from router.wire.openai_responses.validation import validate_responses_body
 from router.wire.openai_responses.view import (
     OPENAI_RESPONSES,
+    is_model_item,
     items_with,
     responses_view,
 )
@@ -83,3 +89,53 @@ def test_rewrites_replace_only_the_outputs_they_name() -> None:
     assert out[3] == {**items[3], "output": "[compressed]"} and items[3]["output"] == "long"
     assert all(out[i] is items[i] for i in (0, 1, 2, 4, 5))
     assert items_with(items, results, {}) is items
+
+
+# --- the turn text, read from the items themselves -------------------------------------------------------------------
+
+_text = st.text(alphabet="abc xyz\n", max_size=40)
+_part = st.one_of(
+    st.builds(lambda t: {"type": "input_text", "text": t}, _text),
+    st.builds(lambda t: {"type": "output_text", "text": t}, _text),
+    st.just({"type": "input_image", "image_url": "data:image/png;base64,AAAA"}),
+    st.builds(lambda t: {"type": "refusal", "refusal": t}, _text),
+)
+_message = st.builds(
+    lambda role, content: {"type": "message", "role": role, "content": content},
+    st.sampled_from(["user", "assistant", "developer", "system"]),
+    st.one_of(_text, st.lists(_part, max_size=3)),
+)
+_call = st.builds(lambda n, args: {"type": "function_call", "call_id": f"c{n}", "name": "exec_command", "arguments": args}, st.integers(0, 3), _text)
+_output = st.builds(lambda n, out: {"type": "function_call_output", "call_id": f"c{n}", "output": out}, st.integers(0, 3), _text)
+_reasoning = st.just({"type": "reasoning", "id": "rs_1", "summary": []})
+
+
+@settings(max_examples=300, deadline=None)
+@example(  # a user message with an image keeps its parts: their texts join by a newline there
+    items=[{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_image", "image_url": "data:,"}, {"type": "input_text", "text": "b"}]}],
+    max_chars=40,
+)
+@given(items=st.lists(st.one_of(_message, _call, _output, _reasoning), min_size=1, max_size=12), max_chars=st.integers(4, 60))
+def test_the_turn_text_is_the_one_the_chat_translation_of_the_items_gives(items, max_chars) -> None:
+    """The view reads its items directly; what it finds is what the chat view finds in the same
+    conversation translated to chat (the pair the turn text was defined on)."""
+    user_parts_ok = all(
+        not (i.get("role") == "user" and isinstance(i.get("content"), list) and any(p["type"] == "refusal" for p in i["content"])) for i in items
+    )
+    assume(user_parts_ok)  # a user message holds no refusal part (the validation refuses it)
+    body = responses_body(*items)
+    view = responses_view(body, validate_responses_body(body), max_chars)
+    chat = responses_to_chat({}, items[_recent_from(items):]).body["messages"]
+    assert view.turn_text == extract_turn_text(chat, max_chars)
+
+
+def _recent_from(items: list[dict[str, Any]]) -> int:
+    """Where the turn text is read from: the last model turn before the last user message, whole."""
+    start, seen_user, seen_model = len(items), False, False
+    while start > 0 and not (seen_user and seen_model):
+        start -= 1
+        seen_user = seen_user or (items[start]["type"] == "message" and items[start]["role"] == "user")
+        seen_model = seen_model or is_model_item(items[start])
+    while start > 0 and is_model_item(items[start - 1]):
+        start -= 1
+    return start
