@@ -157,6 +157,21 @@ def test_every_pair_the_proxy_serves_is_checked():
     assert set(CLIENTS) == set(adapters()) and set(PROVIDERS) == provider_wires()
 
 
+def test_the_checks_find_what_a_strict_client_refuses_and_excuse_only_the_artifacts():
+    from anthropic.types import Message
+
+    whole = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "message": {"role": "assistant", "content": "hi"}}]}
+    assert [(v.at, v.rule) for v in openai_violations("CreateChatCompletionResponse", whole)] == [("/choices/0/message", "required")]  # no refusal
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": None}]}
+    assert not_excused(openai_violations("CreateChatCompletionStreamResponse", chunk)) == []  # null where the spec says nullable
+    chunk["choices"][0]["finish_reason"] = "done"
+    assert not_excused(openai_violations("CreateChatCompletionStreamResponse", chunk)) != []
+    assert [v.at for v in responses_event_violations({"type": "response.output_text.delta", "item_id": "m", "output_index": 0, "content_index": 0, "delta": "x", "logprobs": []})] == ["/"]  # no sequence_number
+    assert [v.rule for v in responses_event_violations({"type": "response.invented", "sequence_number": 0})] == ["enum"]
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": "2"}}
+    assert [(v.at, v.rule) for v in anthropic_violations(Message, orjson.dumps(message))] == [("/usage/output_tokens", "int_type")]  # strict: no "2" for 2
+
+
 # --- running one request through the proxy ------------------------------------------------------
 
 
