@@ -116,7 +116,7 @@ class UpstreamForward:
         try:
             if response.status >= 400:
                 body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=exchange.translation is None)
+                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=exchange.translation is None, headers=response.headers)
                 self._answered(result, candidate, response.status, sent)
                 return
             if exchange.streams(response.content_type):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import aiohttp
 import orjson
@@ -116,10 +116,11 @@ class StreamRelay:
             return
         if failure:
             log.warning("stream_interrupted", extra={"request_id": ctx.request_id, "reason": failure})
+            sent = self.events.events  # the events relayed before it (the Responses API numbers its events)
             event = (
-                ctx.wire.stream_error(failure, "server_shutting_down")
+                ctx.wire.stream_error(failure, "server_shutting_down", sent)
                 if self.cut_reason
-                else ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted")
+                else ctx.wire.stream_error(f"upstream stream interrupted: {failure}", "upstream_stream_interrupted", sent)
             )
             if not await self._write(response, event):
                 return
@@ -194,19 +195,27 @@ class StreamRelay:
         return True
 
 
-def relay_client_error(status: int, body: bytes, candidate: Candidate, ctx: RequestContext, *, same_wire: bool = True) -> web.Response:
+# The provider's id of a request, relayed with its error: the body names it too (Anthropic's request_id).
+RELAYED_ERROR_HEADERS = ("request-id", "x-request-id")
+
+
+def relay_client_error(
+    status: int, body: bytes, candidate: Candidate, ctx: RequestContext, *, same_wire: bool = True, headers: Mapping[str, str] | None = None
+) -> web.Response:
     """An upstream 4xx the client must see (keys are removed by the app's redaction pass).
 
     From a provider speaking the client's own wire format, an error object in
-    that format (``{"error": {...}}``) is relayed as it came; anything else
-    becomes the proxy's own error, rendered by the client's wire adapter.
+    that format (``{"error": {...}}``) is relayed as it came, with the provider's
+    request id header (of ``headers``, the provider's); anything else becomes the
+    proxy's own error, rendered by the client's wire adapter.
     """
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
         obj = None
     if same_wire and isinstance(obj, dict) and isinstance(obj.get("error"), dict):
-        return web.Response(status=status, body=body, content_type="application/json")
+        kept = {name: headers[name] for name in RELAYED_ERROR_HEADERS if headers is not None and name in headers}
+        return web.Response(status=status, body=body, content_type="application/json", headers=kept)
     message = f"{candidate.model} via {candidate.provider} answered {status}: {error_text(body)}"
     return ctx.error_response(ApiError(status, message, "invalid_request_error", f"upstream_{status}"))
 

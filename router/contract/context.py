@@ -66,13 +66,14 @@ class RequestContext:
         return self.prompt_size
 
     def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-        """``error`` as this client's wire format writes it: how every stage refuses."""
-        return error_response(self.wire, error, headers)
+        """``error`` as this client's wire format writes it, with the request's id: how every stage refuses."""
+        return error_response(self.wire, error, headers, self.request_id)
 
 
-def error_response(wire: WireAdapter, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    """The response of an error as ``wire`` writes it, with its code kept for the log."""
-    answer = wire.render_error(error)
+def error_response(wire: WireAdapter, error: ApiError, headers: dict[str, str] | None = None, request_id: str | None = None) -> web.Response:
+    """The response of an error as ``wire`` writes it (``request_id`` where its format carries one), with
+    its code kept for the log."""
+    answer = wire.render_error(error, request_id)
     response = web.Response(status=answer.status, body=answer.body, content_type=JSON, headers={**dict(answer.headers), **(headers or {})})
     response[ERROR_CODE_KEY] = error.code
     if error.close_connection:

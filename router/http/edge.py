@@ -100,7 +100,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         reserved = budget.reserve(request)
         if isinstance(reserved, ApiError):
             recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
-            return error_response(wire, reserved, {"x-router-request-id": request_id, **BUSY_HEADERS})
+            return error_response(wire, reserved, {"x-router-request-id": request_id, **BUSY_HEADERS}, request_id)
         try:
             return await serve(request, handler, request_id, started)
         finally:
@@ -110,12 +110,12 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         read = await read_checked_json_body(request, limits, wire.check_body)
         if isinstance(read, ApiError):
             recorder.record(rejected_request(request_id, started, read.status, read.code))
-            return error_response(wire, read, {"x-router-request-id": request_id})
+            return error_response(wire, read, {"x-router-request-id": request_id}, request_id)
         body = read.body
         ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
-            return error_response(wire, ctx, {"x-router-request-id": request_id})
+            return error_response(wire, ctx, {"x-router-request-id": request_id}, request_id)
         request[CTX_KEY] = ctx
         status, code = CLIENT_CLOSED, None
         recorder.metrics.in_flight.inc()

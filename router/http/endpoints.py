@@ -17,6 +17,7 @@ from router.core.tokens import TokenEstimator
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
 from router.contract.context import ERROR_CODE_KEY
+from router.http.edge import new_request_id
 from router.http.errors import anthropic_error, openai_error
 from router.core.errors import ApiError, invalid_request
 from router.observe.metrics import CONTENT_TYPE
@@ -136,18 +137,20 @@ async def count_message_tokens(request: web.Request) -> web.Response:
     decisions in ``top`` and ``/v1/decisions``."""
     started = perf_counter()
     counted: int | None = None
+    request_id = new_request_id()  # an error's, as Anthropic's carry one
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        response = anthropic_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
+        response = anthropic_error(body, BUSY_HEADERS if body.code == "server_busy" else None, request_id=request_id)
     else:
         try:
             validate_messages_body(body, count_tokens=True)
         except AnthropicInvalid as exc:
-            response = anthropic_error(invalid_request(exc.message))
+            response = anthropic_error(invalid_request(exc.message), request_id=request_id)
         else:
             tokens = request.app[CURRENT_CONFIG_KEY]().tokens
             counted = count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
             response = _json({"input_tokens": counted})
     request.app[RECORDER_KEY].metrics.endpoint_requests.labels(COUNT_TOKENS, str(response.status)).inc()
-    log.info(COUNT_TOKENS, extra={"status": response.status, "error_code": response.get(ERROR_CODE_KEY), "input_tokens": counted, "duration_ms": round((perf_counter() - started) * 1000, 3)})
+    extra = {"status": response.status, "error_code": response.get(ERROR_CODE_KEY), "input_tokens": counted, "duration_ms": round((perf_counter() - started) * 1000, 3)}
+    log.info(COUNT_TOKENS, extra={**extra, "request_id": request_id} if response.status >= 400 else extra)
     return response

@@ -22,13 +22,17 @@ def openai_error(error: ApiError, headers: dict[str, str] | None = None) -> web.
     return error_response(OPENAI_CHAT_ADAPTER, error, headers)
 
 
-def anthropic_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    return error_response(ANTHROPIC_MESSAGES_ADAPTER, error, headers)
+def anthropic_error(error: ApiError, headers: dict[str, str] | None = None, *, request_id: str) -> web.Response:
+    """Anthropic's errors always carry a request id (``request_id``, ``request-id``): a refusal outside
+    the chain gets one of its own (:func:`router.http.edge.new_request_id`), logged with it."""
+    return error_response(ANTHROPIC_MESSAGES_ADAPTER, error, headers, request_id)
 
 
-def error_for_path(path: str, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    """``error`` in the format the request's path speaks."""
-    return anthropic_error(error, headers) if path.startswith(ANTHROPIC_PATH_PREFIX) else openai_error(error, headers)
+def error_for_path(path: str, error: ApiError, headers: dict[str, str] | None = None, *, request_id: str) -> web.Response:
+    """``error`` in the format the request's path speaks (``request_id`` where that format carries one)."""
+    if path.startswith(ANTHROPIC_PATH_PREFIX):
+        return anthropic_error(error, headers, request_id=request_id)
+    return openai_error(error, headers)
 
 
 # Status → (type, code) for HTTP errors raised by aiohttp itself (404, 405, ...).

@@ -11,6 +11,7 @@ from aiohttp import web
 from router.contract.stage import Handler, Middleware
 from router.core.errors import ApiError
 from router.core.redaction import clip
+from router.http.edge import new_request_id
 from router.http.errors import error_for_path, from_http_exception, openai_error
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
@@ -66,13 +67,14 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
             # compare against every key so the time taken does not say which matched
             matched = [hmac.compare_digest(offered, key) for key in keys]
             if scheme.lower() != "bearer" or not any(matched):
-                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None})
+                request_id = new_request_id()
+                log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None, "request_id": request_id})
                 if metrics is not None:
                     metrics.refused.labels("unauthorized").inc()
                 error = ApiError(
                     401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
                 )
-                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"})
+                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
         return await handler(request)
 
     return auth

@@ -5,7 +5,7 @@ it: a ``message`` object, or the stream ``message_start``, ``ping``,
 ``content_block_start`` / ``content_block_delta`` (``thinking_delta`` then
 ``signature_delta``, ``text_delta``, ``input_json_delta``) /
 ``content_block_stop`` per block, ``message_delta`` (stop reason, output usage),
-``message_stop``. Errors are ``{"type": "error", "error": {"type", "message"}}``.
+``message_stop``. Errors are ``{"type": "error", "error": {"type", "message"}, "request_id"}``.
 
 Models that check thinking's prefix (:func:`router.wire.anthropic_messages.thinking.binds_thinking`:
 the ids Anthropic documents, e.g. ``claude-fable-5-1``) sign each thinking block over a
@@ -44,7 +44,10 @@ from router.tools.mock_answers import (
 )
 
 def error_body(status: int, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": error_type(status), "message": message}}
+    """Anthropic's error, with the ``request_id`` its errors carry (also their ``request-id`` header): made
+    of the error itself, so the mock stays deterministic."""
+    digest = hashlib.sha256(f"{status} {message}".encode()).hexdigest()[:24]
+    return {"type": "error", "error": {"type": error_type(status), "message": message}, "request_id": f"req_mock{digest}"}
 
 
 def request_error(body: dict[str, Any]) -> str | None:

@@ -119,7 +119,7 @@ def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[st
             {"id": f"fc_mock_{n}", "type": "function_call", "status": "completed", "call_id": call.id, "name": call.name, "arguments": call.arguments_json}
         )
     else:
-        part = {"type": "output_text", "text": scripted.text, "annotations": []}
+        part = {"type": "output_text", "text": scripted.text, "annotations": [], "logprobs": []}
         items.append({"id": f"msg_mock_{n}", "type": "message", "status": "completed", "role": "assistant", "content": [part]})
     return items
 
@@ -206,7 +206,7 @@ def _usage(body: dict[str, Any], output: list[dict[str, Any]], scripted: Scripte
     reasoning = estimate_tokens(scripted.reasoning) if scripted.reasoning is not None else 0
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": prompt + completion,

@@ -37,6 +37,7 @@ from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
 from router.tools.mock_capture import record_file_name, request_record
+from router.wire.openai_chat.answer import chat_completion
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,7 +304,7 @@ class MockUpstream:
             await asyncio.sleep(behaviour.delay_before_head)
         if behaviour.status != 200 or behaviour.body is not None:
             payload = behaviour.body if behaviour.body is not None else orjson.dumps(
-                {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "code": str(behaviour.status)}}
+                {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "param": None, "code": str(behaviour.status)}}
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
         text = behaviour.json_text if _wants_json(body) else behaviour.text
@@ -347,7 +348,10 @@ class MockUpstream:
 
 
 def _error(wire: MockWire, status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(wire.error_body(status, message)), headers=headers, content_type="application/json")
+    body = wire.error_body(status, message)
+    if isinstance(body.get("request_id"), str):  # Anthropic's: the id is also the request-id header
+        headers = {"request-id": body["request_id"], **(headers or {})}
+    return web.Response(status=status, body=orjson.dumps(body), headers=headers, content_type="application/json")
 
 
 EMBEDDING_DIMENSIONS = 64
@@ -424,14 +428,7 @@ def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_
         reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
-    return {
-        "id": "chatcmpl-mock",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": _usage(body, 7),
-    }
+    return chat_completion("chatcmpl-mock", 0, model, message, finish, _usage(body, 7))
 
 
 def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None = None, commands: tuple[str, ...] = ONE_LISTING) -> list[bytes]:

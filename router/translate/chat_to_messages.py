@@ -25,6 +25,7 @@ from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
+from router.wire.openai_chat.answer import chat_completion
 
 # Sent when an OpenAI-chat client set no output limit and the model has none configured (Anthropic requires one).
 FALLBACK_MAX_TOKENS = 8192
@@ -47,13 +48,13 @@ class ChatToMessagesTranslator:
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(message_to_chat_completion(answer_object(body), self.model))
+        return orjson.dumps(message_to_chat_completion(answer_object(body), self.model, self.ids.created))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
 
     def stream(self) -> AnthropicToChatSse:
-        return AnthropicToChatSse(self.model)
+        return AnthropicToChatSse(self.model, self.ids.created)
 
 
 def chat_to_messages_body(body: dict[str, Any], upstream_model: str, default_max_tokens: int) -> dict[str, Any]:
@@ -161,7 +162,8 @@ FINISH_REASONS = {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "le
 
 
 def chat_usage(usage: Any) -> dict[str, Any]:
-    """Anthropic usage in chat terms: the prompt is the uncached input plus what the cache read and wrote."""
+    """Anthropic usage in chat terms: the prompt is the uncached input plus what the cache read and wrote;
+    ``prompt_tokens_details`` says which part was read (``cached_tokens``) and which written (``cache_write_tokens``)."""
     usage = usage if isinstance(usage, dict) else {}
 
     def number(key: str) -> int:
@@ -171,11 +173,12 @@ def chat_usage(usage: Any) -> dict[str, Any]:
     read, written = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
     prompt = number("input_tokens") + read + written
     completion = number("output_tokens")
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": read}}
+    details = {"cached_tokens": read, "cache_write_tokens": written}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion, "prompt_tokens_details": details}
 
 
-def message_to_chat_completion(message: dict[str, Any], model: str) -> dict[str, Any]:
-    """A non-streamed Anthropic ``message`` as a chat completion."""
+def message_to_chat_completion(message: dict[str, Any], model: str, created: int) -> dict[str, Any]:
+    """A non-streamed Anthropic ``message`` as a chat completion made at ``created`` (epoch seconds)."""
     texts, reasoning, calls = [], [], []
     for block in blocks_of(message.get("content")):
         kind = block.get("type")
@@ -190,14 +193,8 @@ def message_to_chat_completion(message: dict[str, Any], model: str) -> dict[str,
         reply["reasoning_content"] = "".join(reasoning)
     if calls:
         reply["tool_calls"] = calls
-    return {
-        "id": f"chatcmpl-{message.get('id', 'pinch')}",
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "message": reply, "finish_reason": FINISH_REASONS.get(message.get("stop_reason"), "stop")}],
-        "usage": chat_usage(message.get("usage")),
-    }
+    finish = FINISH_REASONS.get(message.get("stop_reason"), "stop")
+    return chat_completion(f"chatcmpl-{message.get('id', 'pinch')}", created, model, reply, finish, chat_usage(message.get("usage")))
 
 
 @dataclass(slots=True)
@@ -212,6 +209,7 @@ class MessagesToChatStream:
     """
 
     model: str
+    created: int  # epoch seconds of the answer (AnswerIds.created)
     include_usage: bool = False
     chunk_id: str = "chatcmpl-pinch"
     tool_index: dict[int, int] = field(default_factory=dict)  # block index → chat tool-call index
@@ -219,7 +217,7 @@ class MessagesToChatStream:
     done: bool = False
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+        chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": self.created, "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def event(self, event: dict[str, Any]) -> list[bytes]:
@@ -259,7 +257,7 @@ class MessagesToChatStream:
         if kind == "error":
             error = event.get("error") if isinstance(event.get("error"), dict) else {}
             self.done = True
-            payload = {"error": {"message": str(error.get("message", "upstream error")), "type": "upstream_error", "code": str(error.get("type", "upstream_error"))}}
+            payload = {"error": {"message": str(error.get("message", "upstream error")), "type": "upstream_error", "param": None, "code": str(error.get("type", "upstream_error"))}}
             return [b"data: " + orjson.dumps(payload) + b"\n\n", b"data: [DONE]\n\n"]
         return []  # ping, and event types added later
 
@@ -269,7 +267,7 @@ class MessagesToChatStream:
         self.done = True
         out = []
         if self.include_usage:
-            usage_chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": 0, "model": self.model, "choices": [], "usage": chat_usage(self.usage)}
+            usage_chunk = {"id": self.chunk_id, "object": "chat.completion.chunk", "created": self.created, "model": self.model, "choices": [], "usage": chat_usage(self.usage)}
             out.append(b"data: " + orjson.dumps(usage_chunk) + b"\n\n")
         out.append(b"data: [DONE]\n\n")
         return out
@@ -281,9 +279,9 @@ class AnthropicToChatSse(SseTranslator):
     The usage chunk is always made: the relay drops it when the client did not ask for it.
     """
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, created: int) -> None:
         super().__init__(ANTHROPIC_MESSAGES_ADAPTER)
-        self.stream = MessagesToChatStream(model=model, include_usage=True)
+        self.stream = MessagesToChatStream(model=model, include_usage=True, created=created)
 
     def _data(self, data: bytes) -> list[bytes]:
         try:

@@ -27,6 +27,7 @@ from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
 from router.translate.json_values import tool_input
 from router.translate.protocol import AnswerIds, StreamBroken
+from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
 
 OLLAMA_CHAT = "ollama-chat"
@@ -175,17 +176,7 @@ class OllamaChatTranslator:
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
         finish = "tool_calls" if calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
-        completion: dict[str, Any] = {
-            "id": f"chatcmpl-ollama-{self.created}",
-            "object": "chat.completion",
-            "created": self.created,
-            "model": answer.get("model", self.model),
-            "choices": [{"index": 0, "message": out_message, "finish_reason": finish}],
-        }
-        usage = _usage(answer)
-        if usage is not None:
-            completion["usage"] = usage
-        return orjson.dumps(completion)
+        return orjson.dumps(chat_completion(f"chatcmpl-ollama-{self.created}", self.created, answer.get("model", self.model), out_message, finish, _usage(answer)))
 
     def streams(self, content_type: str) -> bool:
         return content_type == NDJSON

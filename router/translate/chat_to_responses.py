@@ -36,18 +36,21 @@ from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
-    """A chat ``usage`` as Responses usage; None when the upstream reported none."""
+    """A chat ``usage`` as Responses usage; None when the upstream reported none. The input's details carry
+    both figures the spec requires: tokens read from the provider's cache and written to it (0 when the
+    provider says nothing of it: most chat servers report no writes)."""
     if not isinstance(usage, dict):
         return None
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
     cached = _count(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else 0
+    written = _count(prompt_details.get("cache_write_tokens")) if isinstance(prompt_details, dict) else 0
     reasoning = _count(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else 0
     total = _count(usage.get("total_tokens")) or prompt + completion
     return {
         "input_tokens": prompt,
-        "input_tokens_details": {"cached_tokens": cached},
+        "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": written},
         "output_tokens": completion,
         "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": total,
@@ -108,8 +111,14 @@ def _status(finish_reason: Any) -> tuple[str, dict[str, Any]]:
     return "incomplete", {"incomplete_details": {"reason": reason}}
 
 
+def _output_text(text: str) -> dict[str, Any]:
+    """An ``output_text`` part with the ``logprobs`` the spec requires (none: a chat answer carries none the
+    proxy asked for), though OpenAI's own stream examples leave it out (docs/conformance.md)."""
+    return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
+
+
 def _message_item(item_id: str, text: str, status: str = "completed") -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []
+    content = [_output_text(text)] if status == "completed" else []
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
@@ -292,7 +301,7 @@ class ChatStreamTranslator:
             self.text = []
             item_id = self.frame.item_id("msg", self.text_index)
             events.append(self._event("response.output_item.added", output_index=self.text_index, item=_message_item(item_id, "", "in_progress")))
-            events.append(self._event("response.content_part.added", **self._text_at(), part={"type": "output_text", "text": "", "annotations": []}))
+            events.append(self._event("response.content_part.added", **self._text_at(), part=_output_text("")))
         self.text.append(content)
         events.append(self._event("response.output_text.delta", **self._text_at(), delta=content, logprobs=[]))
         return events

@@ -19,7 +19,9 @@ The adapter:
   ``check(body, max_depth)``) and ``parse_checked``: a format may validate the body in the pass
   that proves parts of it shallow (:data:`router.core.json_body.BodyCheck`) and build its view
   from that; the answer must be ``parse``'s for every body.
-* ``render_error(error)``: any error the proxy answers this client with, in the format's shape.
+* ``render_error(error, request_id)``: any error the proxy answers this client with, in the format's
+  shape; ``request_id`` (the proxy's id of the request, None when it has none) goes where the
+  format's own errors carry theirs (Anthropic's: ``request_id`` in the body, a ``request-id`` header).
 * ``upstream_body(body, view, changes)``: the bytes to send a provider of this same format: the
   client's body with only the chain's changes (:class:`~router.core.request_view.BodyChanges`)
   written in; every other field as the client sent it, except what the proxy itself made and only
@@ -27,7 +29,8 @@ The adapter:
   a translation's source). ``passthrough_dropped(view, changes)``: what of the client's request
   that body leaves out, named for ``x-router-dropped``.
 * the answer: ``read_usage(body)`` for a whole answer (``usage_of`` for one already parsed),
-  ``stream_error(message, code)`` for the event that ends a broken stream, ``is_usage_only_event``
+  ``stream_error(message, code, sent)`` for the event that ends a broken stream after ``sent`` events
+  (the Responses API numbers its events: that one is number ``sent``), ``is_usage_only_event``
   (the usage report the proxy asked for on the client's behalf, dropped) and ``is_stream_end``.
 """
 
@@ -54,7 +57,7 @@ class WireAdapter(Protocol):
         """``parse`` of a body ``check_body`` has already checked."""
         ...
 
-    def render_error(self, error: ApiError) -> ErrorAnswer: ...
+    def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer: ...
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes: ...
 
@@ -64,7 +67,7 @@ class WireAdapter(Protocol):
 
     def usage_of(self, answer: Any) -> Usage | None: ...
 
-    def stream_error(self, message: str, code: str) -> bytes: ...
+    def stream_error(self, message: str, code: str, sent: int = 0) -> bytes: ...
 
     def is_usage_only_event(self, event: bytes) -> bool: ...
 

@@ -134,7 +134,10 @@ async def test_count_tokens_counts_with_the_one_estimator(sdk, mock):
 async def test_errors_come_in_anthropics_shape(sdk, proxy_url):
     with pytest.raises(anthropic.BadRequestError) as bad:
         await sdk.messages.create(model="claude-main", max_tokens=0, messages=[{"role": "user", "content": "hi"}])
-    assert bad.value.body == {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: Field required (a positive integer)"}}
+    body = bad.value.body
+    assert isinstance(body, dict) and body["error"] == {"type": "invalid_request_error", "message": "max_tokens: Field required (a positive integer)"}
+    # the SDK reads the request-id header as the error's request_id: the body's, the proxy's id of the request
+    assert body["type"] == "error" and body["request_id"] == bad.value.request_id == bad.value.response.headers["x-router-request-id"]
     async with anthropic.AsyncAnthropic(base_url=proxy_url, api_key="wrong", max_retries=0) as stranger:
         with pytest.raises(anthropic.AuthenticationError) as denied:
             await stranger.messages.create(model="claude-main", max_tokens=10, messages=[{"role": "user", "content": "hi"}])

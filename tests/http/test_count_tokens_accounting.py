@@ -44,6 +44,8 @@ async def test_every_count_tokens_call_is_counted_by_status_and_logged(proxy, ca
         assert line.input_tokens == (await resp.json())["input_tokens"] > 0
     else:
         assert line.input_tokens is None
+        # the id the Anthropic-shaped error carries, in the line that tells what happened
+        assert line.request_id == (await resp.json())["request_id"] == resp.headers["request-id"]
 
 
 async def test_count_tokens_writes_no_decision_row_and_is_not_a_routed_request(proxy):

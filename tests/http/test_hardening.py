@@ -569,8 +569,13 @@ async def test_a_401_leaves_a_log_line_and_a_metric(proxy, mock_upstream, caplog
     resp = await client.post(URL, json=chat_body(), headers={"Authorization": "Bearer wrong"})
     assert resp.status == 401
     assert any(r.getMessage() == "unauthorized" for r in caplog.records)
+    anthropic = await client.post("/v1/messages", json={"max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}, headers={"x-api-key": "wrong"})
+    body = await anthropic.json()
+    assert anthropic.status == 401 and body["error"]["type"] == "authentication_error"
+    # Anthropic's errors carry a request id (body and header): the one its log line names
+    assert [r.request_id for r in caplog.records if r.getMessage() == "unauthorized"][-1] == body["request_id"] == anthropic.headers["request-id"]
     metrics = await (await client.get("/metrics", headers={"Authorization": "Bearer client-key-0123"})).text()
-    assert 'pinch_router_refused_total{reason="unauthorized"} 1.0' in metrics
+    assert 'pinch_router_refused_total{reason="unauthorized"} 2.0' in metrics  # both refusals
 
 
 # ---- 17. numbers pass through untouched ----------------------------------------------------------------------------

@@ -93,7 +93,9 @@ async def test_a_changed_thinking_signature_is_an_anthropic_400(claude: anthropi
     ]
     with pytest.raises(anthropic.BadRequestError) as raised:
         await claude.messages.create(model="claude-mock", max_tokens=100, messages=messages)  # type: ignore[arg-type]
-    assert raised.value.body == {"type": "error", "error": {"type": "invalid_request_error", "message": "messages.1.content.0: Invalid `signature` in `thinking` block"}}
+    body = raised.value.body
+    assert isinstance(body, dict) and body["error"] == {"type": "invalid_request_error", "message": "messages.1.content.0: Invalid `signature` in `thinking` block"}
+    assert body["request_id"] == raised.value.request_id  # the body's id is the request-id header the SDK reads
 
 
 @pytest.mark.parametrize(("status", "error"), [(529, anthropic.InternalServerError), (429, anthropic.RateLimitError)])

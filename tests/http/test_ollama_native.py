@@ -177,8 +177,8 @@ async def test_a_whole_answer_becomes_a_chat_completion_with_usage(proxy, ollama
     response = await client.post("/v1/chat/completions", json=chat_body())
     answer = await response.json()
     assert response.status == 200 and mock.received[0]["stream"] is False
-    assert answer["object"] == "chat.completion" and answer["choices"][0]["message"] == {"role": "assistant", "content": "Hello"}
-    assert answer["choices"][0]["finish_reason"] == "stop"
+    assert answer["object"] == "chat.completion" and answer["choices"][0]["message"] == {"role": "assistant", "content": "Hello", "refusal": None}
+    assert answer["choices"][0]["finish_reason"] == "stop" and answer["choices"][0]["logprobs"] is None  # as OpenAI sends them
     assert answer["usage"] == {"prompt_tokens": 42, "completion_tokens": 7, "total_tokens": 49}
 
 
@@ -278,7 +278,7 @@ async def test_a_whole_answers_thinking_is_the_messages_reasoning_content(proxy,
     mock.lines = thinking_lines()
     client = await proxy(native_config(url))
     message = (await (await client.post("/v1/chat/completions", json=chat_body())).json())["choices"][0]["message"]
-    assert message == {"role": "assistant", "content": "Hello", "reasoning_content": "The user says hi."}
+    assert message == {"role": "assistant", "content": "Hello", "reasoning_content": "The user says hi.", "refusal": None}
 
 
 @pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])

@@ -60,8 +60,8 @@ class AnthropicMessages:
     def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
         return self.parse(body, turn_chars)
 
-    def render_error(self, error: ApiError) -> ErrorAnswer:
-        return render_error(error)
+    def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
+        return render_error(error, request_id)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         """To an Anthropic-format provider without the thinking the proxy made (it is unsigned
@@ -112,7 +112,7 @@ class AnthropicMessages:
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
 
-    def stream_error(self, message: str, code: str) -> bytes:
+    def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return stream_error(message, code)
 
     def is_usage_only_event(self, event: bytes) -> bool:

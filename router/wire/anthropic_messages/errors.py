@@ -1,9 +1,10 @@
 """Errors and stream events in Anthropic's shape. Pure.
 
-Every error is ``{"type": "error", "error": {"type", "message"}}`` with the status's Anthropic type
+Every error is ``{"type": "error", "error": {"type", "message"}, "request_id"}`` with the status's Anthropic type
 (``invalid_request_error`` 400, ``authentication_error`` 401, ``not_found_error`` 404,
 ``request_too_large`` 413, ``rate_limit_error`` 429, ``api_error`` 5xx, ``overloaded_error`` 529);
-a stream that breaks ends with an ``error`` event; a silent stream is kept alive with ``ping``.
+the request's id is also the ``request-id`` header, as on Anthropic's own errors; a stream that breaks
+ends with an ``error`` event; a silent stream is kept alive with ``ping``.
 """
 
 from __future__ import annotations
@@ -51,9 +52,13 @@ def anthropic_error_event(message: str, error_type: str = "api_error") -> bytes:
     return anthropic_event("error", {"error": {"type": error_type, "message": message}})
 
 
-def render_error(error: ApiError) -> ErrorAnswer:
-    """Any error of the proxy's, in Anthropic's shape with the status's type."""
-    return ErrorAnswer(error.status, orjson.dumps(error_payload(error.status, error.message)))
+def render_error(error: ApiError, request_id: str | None = None) -> ErrorAnswer:
+    """Any error of the proxy's, in Anthropic's shape with the status's type; with ``request_id`` where
+    Anthropic's errors carry theirs (the body's ``request_id`` and the ``request-id`` header)."""
+    payload = error_payload(error.status, error.message)
+    if request_id is None:
+        return ErrorAnswer(error.status, orjson.dumps(payload))
+    return ErrorAnswer(error.status, orjson.dumps({**payload, "request_id": request_id}), (("request-id", request_id),))
 
 
 def stream_error(message: str, code: str) -> bytes:

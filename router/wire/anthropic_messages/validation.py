@@ -14,7 +14,12 @@ from typing import Any
 from router.core.content import Message
 from router.wire.anthropic_messages.blocks import is_proxy_thinking
 
-ROLES = ("user", "assistant", "system")  # "system" inside messages: the mid-conversation system beta
+# A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
+# takes without a beta header on the models that have it (Claude Opus 4.8 first; the others answer 400) and
+# Claude Code sends since 2.1.154, so it is passed on for the provider to judge (a chat provider gets a system
+# message where it stood). The error names only the two roles every model takes (docs/conformance.md).
+ROLES = ("user", "assistant", "system")
+TURN_ROLES = ("user", "assistant")
 
 
 class AnthropicInvalid(ValueError):
@@ -102,7 +107,8 @@ def _check_message(message: Any, where: str) -> bool:
         raise AnthropicInvalid(f"{where}: must be an object")
     role = message.get("role")
     if role not in ROLES:
-        raise AnthropicInvalid(f"{where}.role: must be one of {', '.join(ROLES)} (got {role!r})")
+        allowed = " or ".join(repr(r) for r in TURN_ROLES)
+        raise AnthropicInvalid(f"{where}.role: Input should be {allowed} (got {role!r})")
     content = message.get("content")
     if isinstance(content, str):
         return False

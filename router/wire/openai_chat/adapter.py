@@ -50,8 +50,8 @@ class OpenAIChat:
             return self.parse(body, turn_chars)
         return chat_view(body, checked.request, turn_chars)
 
-    def render_error(self, error: ApiError) -> ErrorAnswer:
-        return render_error(error)
+    def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
+        return render_error(error, request_id)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         payload = dict(upstream_body(body, changes.output_tokens, changes.request_usage, changes.prompt_cache_key))
@@ -70,7 +70,7 @@ class OpenAIChat:
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
 
-    def stream_error(self, message: str, code: str) -> bytes:
+    def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return error_event(message, code)
 
     def is_usage_only_event(self, event: bytes) -> bool:

@@ -9,7 +9,7 @@ DONE_EVENT = b"data: [DONE]\n\n"
 
 
 def error_event(message: str, code: str) -> bytes:
-    payload = {"error": {"message": message, "type": "upstream_error", "code": code}}
+    payload = {"error": {"message": message, "type": "upstream_error", "param": None, "code": code}}  # an ErrorResponse
     return b"data: " + orjson.dumps(payload) + b"\n\n" + DONE_EVENT
 
 

@@ -49,8 +49,8 @@ class OpenAIResponses:
     def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
         return self.parse(body, turn_chars)
 
-    def render_error(self, error: ApiError) -> ErrorAnswer:
-        return render_error(error)  # OpenAI's shape, as for chat
+    def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
+        return render_error(error, request_id)  # OpenAI's shape, as for chat
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         return orjson.dumps(body_with_changes(body, view, changes))
@@ -64,8 +64,8 @@ class OpenAIResponses:
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
 
-    def stream_error(self, message: str, code: str) -> bytes:
-        return error_event(message, code)
+    def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
+        return error_event(message, code, sent)
 
     def is_usage_only_event(self, event: bytes) -> bool:
         return False  # a Responses stream reports usage in response.completed, always

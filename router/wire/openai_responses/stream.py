@@ -20,6 +20,7 @@ def sse_event(event: Event) -> bytes:
     return b"event: " + event["type"].encode() + b"\ndata: " + orjson.dumps(event) + b"\n\n"
 
 
-def error_event(message: str, code: str) -> bytes:
-    """The Responses API's ``error`` event (the stream's sequence is the provider's: no number is made up)."""
-    return sse_event({"type": "error", "code": code, "message": message, "param": None})
+def error_event(message: str, code: str, sequence_number: int) -> bytes:
+    """The Responses API's ``error`` event, numbered as the next of the stream's events (those before it
+    were numbered 0, 1, …, by the API relayed or by the translation)."""
+    return sse_event({"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number})

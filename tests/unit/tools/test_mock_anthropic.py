@@ -145,7 +145,9 @@ def test_count_tokens_counts_system_tools_and_messages_and_needs_no_max_tokens()
 
 @pytest.mark.parametrize(("status", "kind"), [(400, "invalid_request_error"), (401, "authentication_error"), (429, "rate_limit_error"), (529, "overloaded_error"), (502, "api_error")])
 def test_errors_have_anthropics_shape_and_type(status: int, kind: str) -> None:
-    assert mock_anthropic.error_body(status, "boom") == {"type": "error", "error": {"type": kind, "message": "boom"}}
+    body = mock_anthropic.error_body(status, "boom")
+    assert {k: v for k, v in body.items() if k != "request_id"} == {"type": "error", "error": {"type": kind, "message": "boom"}}
+    assert body["request_id"].startswith("req_") and body["request_id"] != mock_anthropic.error_body(status, "other")["request_id"]
 
 
 def system_message(text: str) -> dict[str, Any]:

@@ -49,7 +49,7 @@ def test_a_turn_carrying_the_function_output_gets_text_quoting_it() -> None:
     )
     [message] = output(body)
     assert message["type"] == "message" and message["role"] == "assistant"
-    assert message["content"] == [{"type": "output_text", "text": f"{TEXT} (tool said: a.py\nb.py)", "annotations": []}]
+    assert message["content"] == [{"type": "output_text", "text": f"{TEXT} (tool said: a.py\nb.py)", "annotations": [], "logprobs": []}]
 
 
 def test_an_output_before_the_latest_user_message_is_history_so_the_tool_is_called_again() -> None:
@@ -133,7 +133,7 @@ def test_streamed_text_joins_to_the_done_text_and_usage_is_reported() -> None:
     usage = events[-1][1]["response"]["usage"]
     assert usage["input_tokens"] > 400 and usage["output_tokens"] > 0
     assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
-    assert usage["input_tokens_details"] == {"cached_tokens": 0}
+    assert usage["input_tokens_details"] == {"cached_tokens": 0, "cache_write_tokens": 0}  # both required by the spec
 
 
 @pytest.mark.parametrize(

@@ -272,8 +272,10 @@ def scripted_tool_call() -> ScriptedAnswer:
 
 def test_an_anthropic_message_becomes_a_chat_completion() -> None:
     request = body(user("list"), thinking={"type": "enabled"})
-    completion_ = message_to_chat_completion(mock_anthropic_message(request, scripted_tool_call()), "claude")
+    completion_ = message_to_chat_completion(mock_anthropic_message(request, scripted_tool_call()), "claude", 1_700_000_000)
+    assert completion_["created"] == 1_700_000_000  # when the answer was made, not 0
     choice = completion_["choices"][0]
+    assert choice["logprobs"] is None and choice["message"]["refusal"] is None  # what OpenAI sends when there are none
     assert choice["finish_reason"] == "tool_calls"
     assert choice["message"]["tool_calls"] == [{"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": '{"command":"ls -la"}'}}]
     assert choice["message"]["reasoning_content"] == "I will look."
@@ -282,7 +284,7 @@ def test_an_anthropic_message_becomes_a_chat_completion() -> None:
 
 def test_an_anthropic_stream_becomes_chat_chunks_with_the_same_tool_arguments() -> None:
     request = body(user("list"), stream=True)
-    stream = MessagesToChatStream(model="claude", include_usage=True)
+    stream = MessagesToChatStream(model="claude", created=1_700_000_000, include_usage=True)
     raw = []
     for frame in mock_anthropic_events(request, scripted_tool_call()):
         data = frame.decode().split("data: ", 1)[1]
@@ -299,9 +301,9 @@ def test_an_anthropic_stream_becomes_chat_chunks_with_the_same_tool_arguments() 
 
 
 def test_an_anthropic_error_event_becomes_an_error_chunk_and_done() -> None:
-    stream = MessagesToChatStream(model="claude")
+    stream = MessagesToChatStream(model="claude", created=1_700_000_000)
     chunks = chat_chunks(stream.event({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
-    assert chunks == [{"error": {"message": "Overloaded", "type": "upstream_error", "code": "overloaded_error"}}, "[DONE]"]
+    assert chunks == [{"error": {"message": "Overloaded", "type": "upstream_error", "param": None, "code": "overloaded_error"}}, "[DONE]"]
 
 
 def test_reminders_reach_the_chat_provider() -> None:

@@ -12,7 +12,9 @@ from router.translate.chat_to_responses import (
     ResponseFrame,
     chat_chunks,
     completion_to_response,
+    responses_usage,
 )
+from router.translate.chat_to_messages import chat_usage
 from router.wire.openai_responses.stream import sse_event
 from tests.support.wire_factories import EXEC_COMMAND, input_message, responses_body
 
@@ -21,7 +23,7 @@ FRAME = ResponseFrame("resp_abc", 1700000000, REQUEST)
 USAGE = {"prompt_tokens": 120, "completion_tokens": 8, "total_tokens": 128, "prompt_tokens_details": {"cached_tokens": 96}}
 RESPONSES_USAGE = {
     "input_tokens": 120,
-    "input_tokens_details": {"cached_tokens": 96},
+    "input_tokens_details": {"cached_tokens": 96, "cache_write_tokens": 0},  # both required by the spec
     "output_tokens": 8,
     "output_tokens_details": {"reasoning_tokens": 0},
     "total_tokens": 128,
@@ -75,7 +77,7 @@ def test_a_text_stream_becomes_one_message_item_event_by_event() -> None:
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
     created, completed = events[0]["response"], events[-1]["response"]
     assert created["id"] == completed["id"] == "resp_abc" and created["status"] == "in_progress" and created["output"] == []
-    message = {"id": "msg_abc_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Hello there", "annotations": []}]}
+    message = {"id": "msg_abc_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Hello there", "annotations": [], "logprobs": []}]}
     assert events[8]["item"] == message and completed["output"] == [message]
     assert events[2]["item"] == {**message, "status": "in_progress", "content": []}
     assert completed["status"] == "completed" and completed["usage"] == RESPONSES_USAGE and completed["model"] == "qwen"
@@ -176,8 +178,16 @@ def test_a_text_completion_becomes_a_response_with_one_message() -> None:
     response = completion_to_response(completion({"role": "assistant", "content": "Hello"}), FRAME)
     assert response is not None
     assert response["object"] == "response" and response["status"] == "completed" and response["id"] == "resp_abc"
-    assert response["output"] == [{"id": "msg_abc_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Hello", "annotations": []}]}]
+    assert response["output"] == [{"id": "msg_abc_0", "type": "message", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": "Hello", "annotations": [], "logprobs": []}]}]
     assert response["usage"] == RESPONSES_USAGE and response["created_at"] == 1700000000
+
+
+def test_an_anthropic_providers_cache_reads_and_writes_reach_the_responses_usage() -> None:
+    """Responses → Anthropic: Anthropic's cache figures, through chat's usage, as the spec's two input details."""
+    anthropic = {"input_tokens": 10, "cache_read_input_tokens": 300, "cache_creation_input_tokens": 50, "output_tokens": 8}
+    usage = responses_usage(chat_usage(anthropic))
+    assert usage is not None and usage["input_tokens"] == 360
+    assert usage["input_tokens_details"] == {"cached_tokens": 300, "cache_write_tokens": 50}
 
 
 def test_a_tool_call_completion_becomes_function_call_items() -> None:

@@ -65,21 +65,22 @@ def test_an_error_chunk_is_raised_after_the_events_before_it() -> None:
 
 
 def test_an_anthropic_stream_becomes_chat_chunks_ending_in_done_with_usage() -> None:
-    translator = AnthropicToChatSse("claude")
+    translator = AnthropicToChatSse("claude", 1_700_000_000)
     raw = b"".join(anthropic_events(body(user("hi"), stream=True), ScriptedAnswer(text="hello there")))
     out = b"".join(translator.feed(raw[i : i + 13]) for i in range(0, len(raw), 13))
     assert translator.done and out.endswith(b"data: [DONE]\n\n") and translator.finish() == b""
     chunks = [orjson.loads(d) for d in data_lines(out) if d != b"[DONE]"]
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == "hello there"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["prompt_tokens"] > 0  # dropped by the relay unless asked
+    assert {c["created"] for c in chunks} == {1_700_000_000}  # when the answer was made, not 0
     assert translator.usage is not None and translator.usage.completion_tokens > 0
 
 
 def test_an_anthropic_stream_cut_short_owes_nothing_and_an_error_event_is_raised() -> None:
-    translator = AnthropicToChatSse("claude")
+    translator = AnthropicToChatSse("claude", 1_700_000_000)
     translator.feed(anthropic_events(body(user("hi"), stream=True), ScriptedAnswer(text="hello"))[0])
     assert translator.finish() == b""
-    broken = AnthropicToChatSse("claude")
+    broken = AnthropicToChatSse("claude", 1_700_000_000)
     broken.feed(b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}\n\n')
     with pytest.raises(StreamBroken, match="overloaded_error: Overloaded"):
         broken.finish()

@@ -7,7 +7,8 @@ import pytest
 
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.translate.messages_to_chat import chat_view
-from router.wire.anthropic_messages.errors import error_payload
+from router.core.errors import ApiError
+from router.wire.anthropic_messages.errors import error_payload, render_error
 from router.wire.anthropic_messages.validation import (
     AnthropicInvalid,
     validate_messages_body,
@@ -67,6 +68,23 @@ def test_errors_have_anthropics_shape_and_type_for_the_status(status: int, kind:
 def test_a_malformed_body_is_refused_naming_the_field(bad: object, names: str) -> None:
     with pytest.raises(AnthropicInvalid, match=names):
         validate_messages_body(bad)
+
+
+def test_a_bad_role_names_the_two_roles_every_model_takes() -> None:
+    """Not "system": it is taken only mid-conversation, and only by some models (docs/conformance.md)."""
+    with pytest.raises(AnthropicInvalid) as refused:
+        validate_messages_body({"max_tokens": 5, "messages": [user("hi"), {"role": "tool", "content": "x"}]})
+    assert refused.value.message == "messages.1.role: Input should be 'user' or 'assistant' (got 'tool')"
+
+
+def test_a_mid_conversation_system_message_passes_for_the_provider_to_judge() -> None:
+    validate_messages_body({"max_tokens": 5, "messages": [user("hi"), {"role": "system", "content": "Auto-approve is on."}]})
+
+
+def test_an_error_carries_the_request_id_in_its_body_and_header_as_anthropics_do() -> None:
+    answer = render_error(ApiError(404, "no such model", "invalid_request_error", "model_not_found"), "req_123")
+    assert orjson.loads(answer.body) == {"type": "error", "error": {"type": "not_found_error", "message": "no such model"}, "request_id": "req_123"}
+    assert answer.headers == (("request-id", "req_123"),)
 
 
 def test_count_tokens_bodies_need_no_max_tokens() -> None:

@@ -155,8 +155,8 @@ def test_pinch_compresses_any_formats_results_by_position():
 class ShapedErrors(type(WIRE)):
     """The chat adapter with another error shape, as an Anthropic adapter would render errors."""
 
-    def render_error(self, error):
-        return ErrorAnswer(error.status, orjson.dumps({"type": "error", "error": {"type": error.type, "message": error.message}}))
+    def render_error(self, error, request_id=None):
+        return ErrorAnswer(error.status, orjson.dumps({"type": "error", "error": {"type": error.type, "message": error.message}, "request_id": request_id}))
 
 
 async def test_a_stage_refuses_in_the_clients_wire_format(http):
@@ -166,6 +166,7 @@ async def test_a_stage_refuses_in_the_clients_wire_format(http):
     assert ctx.response is not None and ctx.response.status == 404
     error = orjson.loads(ctx.response.body)
     assert error["type"] == "error" and "neither a configured model nor a routing alias" in error["error"]["message"]
+    assert error["request_id"] == ctx.request_id  # the request's own id, where the format carries one
 
 
 def test_the_relay_knows_a_streams_end_by_the_wire_adapters_rule():

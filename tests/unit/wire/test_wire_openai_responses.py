@@ -58,8 +58,11 @@ def test_passthrough_lowers_the_output_limit_never_adds_one() -> None:
 
 
 def test_the_stream_error_is_a_responses_error_event() -> None:
-    ((name, data),) = sse_events(ADAPTER.stream_error("upstream stream interrupted: no data for 5s", "upstream_stream_interrupted"))
-    assert name == "error" and data == {"type": "error", "code": "upstream_stream_interrupted", "message": "upstream stream interrupted: no data for 5s", "param": None}
+    ((name, data),) = sse_events(ADAPTER.stream_error("upstream stream interrupted: no data for 5s", "upstream_stream_interrupted", 7))
+    assert name == "error" and data == {
+        "type": "error", "code": "upstream_stream_interrupted", "message": "upstream stream interrupted: no data for 5s", "param": None,
+        "sequence_number": 7,  # the next after the 7 events sent before it (0–6), as the spec requires
+    }
 
 
 def test_usage_is_read_from_response_completed_with_cached_tokens() -> None:

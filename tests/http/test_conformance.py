@@ -1,0 +1,446 @@
+"""Every answer the proxy gives is valid against the providers' own schemas, as a strict client checks it.
+
+Every (client wire, provider wire) pair the proxy serves × (whole answer, stream) × (plain text,
+a tool call), through the app to ``mock-upstream`` on loopback: chat completions and Responses
+answers against the official OpenAI OpenAPI spec (``tests/data/openapi/``), Messages answers
+against the ``anthropic`` SDK's models and its stream accumulator; and the error bodies of every
+wire against its error schema. Stream framing is checked too: SSE ``event:`` names equal each
+event's ``type``, Responses ``sequence_number``s count 0, 1, … and the events come in the order
+the APIs send them.
+
+A violation fails the test unless it is on :data:`SPEC_ARTIFACTS`, the short list of places where
+the schema, not the answer, is what is wrong (each entry says why). See docs/conformance.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, get_args
+
+import orjson
+import pytest
+
+from router.config import ProviderSettings
+from router.providers import provider_adapter
+from router.translate.registry import TRANSLATORS
+from router.wire import adapters
+from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
+from router.wire.openai_chat.view import OPENAI_CHAT
+from router.wire.openai_responses.view import OPENAI_RESPONSES
+from router.translate.chat_to_ollama import OLLAMA_CHAT
+from tests.support.config import make_config, model_entry
+from tests.support.conformance import (
+    Violation,
+    accumulated_message,
+    anthropic_violations,
+    openai_violations,
+    responses_event_violations,
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A place where the schema, not the answer, is wrong, for the reason ``why``: a violation whose schema,
+    path and rule match the regexes ``schema``, ``at`` and ``rule``, with ``found`` (JSON) there, is excused;
+    with ``nullable``, only where the spec marks the field ``nullable: true``."""
+
+    why: str
+    schema: str
+    at: str
+    rule: str
+    found: str
+    nullable: bool = False
+
+    def excuses(self, violation: Violation) -> bool:
+        return (
+            all(re.fullmatch(pattern, value) for pattern, value in ((self.schema, violation.schema), (self.at, violation.at), (self.rule, violation.rule)))
+            and violation.found == self.found
+            and (violation.nullable or not self.nullable)
+        )
+
+
+SPEC_ARTIFACTS = [
+    Artifact(
+        "`nullable: true` is OpenAPI 3.0's keyword, the spec is 3.1, whose validators no longer read it: a null "
+        "the spec means to allow (a chunk's `finish_reason` before the last) reads as a wrong type",
+        schema=".*", at=".*", rule="type|enum", found="null", nullable=True,
+    ),
+    Artifact(
+        "`usage: null` in `response.created`/`response.in_progress`, before there is any: what OpenAI's API sends "
+        "(the spec's own examples of both events), though its `usage` allows no null (docs/conformance.md)",
+        schema="ResponseCreatedEvent|ResponseInProgressEvent", at="/response/usage", rule="type", found="null",
+    ),
+    Artifact(
+        "413 `request_too_large` is an error type Anthropic documents (its edge sends it before the API), which "
+        "the SDK's `ErrorObject` union lacks",
+        schema="ErrorResponse", at="/error/type", rule="union_tag_invalid", found='"request_too_large"',
+    ),
+]
+
+
+# --- the providers the mock stands in for, by the wire they speak -------------------------------
+
+PROVIDERS: dict[str, Callable[[str], dict[str, Any]]] = {
+    OPENAI_CHAT: lambda url: {"base_url": url},
+    ANTHROPIC_MESSAGES: lambda url: {"base_url": url.removesuffix("/v1"), "api": "anthropic"},
+    OLLAMA_CHAT: lambda url: {"base_url": url.removesuffix("/v1"), "api": "ollama", "native_chat": True},
+    OPENAI_RESPONSES: lambda url: {"base_url": url, "wire": "openai-responses"},
+}
+
+# --- the clients: path and request body (text, or with a tool the mock then calls) --------------
+
+CHAT_TOOL = {"type": "function", "function": {"name": "shell", "description": "Run a command", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
+RESPONSES_TOOL = {"type": "function", "name": "shell", "description": "Run a command", "parameters": CHAT_TOOL["function"]["parameters"], "strict": False}
+MESSAGES_TOOL = {"name": "Bash", "description": "Run a command", "input_schema": CHAT_TOOL["function"]["parameters"]}
+
+
+def chat_request(stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "auto", "messages": [{"role": "user", "content": "list the files"}]}
+    if tools:
+        body["tools"] = [CHAT_TOOL]
+    if stream:
+        body |= {"stream": True, "stream_options": {"include_usage": True}}
+    return body
+
+
+def responses_request(stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "auto", "input": "list the files", "store": False, "stream": stream}
+    return body | {"tools": [RESPONSES_TOOL]} if tools else body
+
+
+def messages_request(stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "auto", "max_tokens": 1024, "messages": [{"role": "user", "content": "list the files"}], "stream": stream}
+    return body | {"tools": [MESSAGES_TOOL]} if tools else body
+
+
+CLIENTS: dict[str, tuple[str, Callable[[bool, bool], dict[str, Any]]]] = {
+    OPENAI_CHAT: ("/v1/chat/completions", chat_request),
+    OPENAI_RESPONSES: ("/v1/responses", responses_request),
+    ANTHROPIC_MESSAGES: ("/v1/messages", messages_request),
+}
+
+PAIRS = [
+    (OPENAI_CHAT, OPENAI_CHAT),
+    (OPENAI_CHAT, ANTHROPIC_MESSAGES),
+    (OPENAI_CHAT, OLLAMA_CHAT),
+    (OPENAI_RESPONSES, OPENAI_CHAT),
+    (OPENAI_RESPONSES, ANTHROPIC_MESSAGES),
+    (OPENAI_RESPONSES, OLLAMA_CHAT),
+    (OPENAI_RESPONSES, OPENAI_RESPONSES),
+    (ANTHROPIC_MESSAGES, OPENAI_CHAT),
+    (ANTHROPIC_MESSAGES, ANTHROPIC_MESSAGES),
+    (ANTHROPIC_MESSAGES, OLLAMA_CHAT),
+]
+
+
+def provider_wires() -> set[str]:
+    """Every wire a configurable provider speaks: each valid combination of ``api``, ``wire`` and ``native_chat``."""
+    fields = ProviderSettings.model_fields
+    wires = set()
+    for api, wire, native in itertools.product(get_args(fields["api"].annotation), get_args(fields["wire"].annotation), (False, True)):
+        try:
+            settings = ProviderSettings(base_url="http://127.0.0.1:9", api=api, wire=wire, native_chat=native)
+        except ValueError:
+            continue
+        wires.add(provider_adapter(settings).chat_wire(settings))
+    return wires
+
+
+def test_every_pair_the_proxy_serves_is_checked():
+    """A new wire or pair is added here by the change that adds it: the same format is a pass-through, a
+    registered translation a translated pair."""
+    served = {(client, provider) for client in adapters() for provider in provider_wires() if client == provider or (client, provider) in TRANSLATORS}
+    assert set(PAIRS) == served
+    assert set(CLIENTS) == set(adapters()) and set(PROVIDERS) == provider_wires()
+
+
+def test_the_checks_find_what_a_strict_client_refuses_and_excuse_only_the_artifacts():
+    from anthropic.types import Message
+
+    whole = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "message": {"role": "assistant", "content": "hi"}}]}
+    assert [(v.at, v.rule) for v in openai_violations("CreateChatCompletionResponse", whole)] == [("/choices/0/message", "required")]  # no refusal
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": None}]}
+    assert not_excused(openai_violations("CreateChatCompletionStreamResponse", chunk)) == []  # null where the spec says nullable
+    chunk["choices"][0]["finish_reason"] = "done"
+    assert not_excused(openai_violations("CreateChatCompletionStreamResponse", chunk)) != []
+    assert [v.at for v in responses_event_violations({"type": "response.output_text.delta", "item_id": "m", "output_index": 0, "content_index": 0, "delta": "x", "logprobs": []})] == ["/"]  # no sequence_number
+    assert [v.rule for v in responses_event_violations({"type": "response.invented", "sequence_number": 0})] == ["enum"]
+    message = {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": "2"}}
+    assert [(v.at, v.rule) for v in anthropic_violations(Message, orjson.dumps(message))] == [("/usage/output_tokens", "int_type")]  # strict: no "2" for 2
+
+
+# --- running one request through the proxy ------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """One answer checked: how many bodies or events were validated, and every violation found."""
+
+    validated: int
+    violations: list[Violation]
+
+
+async def serve(proxy, mock_url: str, client_wire: str, provider_wire: str, stream: bool, tools: bool):
+    model = model_entry("main", provider="up", supports={"tools": True, "vision": False, "json_mode": True})
+    client = await proxy(make_config(mock_url, providers={"up": PROVIDERS[provider_wire](mock_url)}, models=[model]))
+    path, request = CLIENTS[client_wire]
+    return await client.post(path, json=request(stream, tools))
+
+
+def sse_blocks(raw: bytes) -> list[tuple[str | None, bytes]]:
+    """A stream as (``event:`` name or None, ``data:`` payload) pairs; comments (keep-alives) left out."""
+    out = []
+    for block in raw.split(b"\n\n"):
+        name, data = None, []
+        for line in block.split(b"\n"):
+            if line.startswith(b"event:"):
+                name = line[6:].strip().decode()
+            elif line.startswith(b"data:"):
+                data.append(line[5:].strip())
+        if data:
+            out.append((name, b"\n".join(data)))
+    return out
+
+
+def check_chat(raw: bytes, stream: bool, tools: bool) -> Checked:
+    if not stream:
+        body = orjson.loads(raw)
+        problems = openai_violations("CreateChatCompletionResponse", body)
+        problems += _expect(body["choices"][0]["finish_reason"] == ("tool_calls" if tools else "stop"), "finish_reason", body["choices"][0]["finish_reason"])
+        return Checked(1, problems)
+    blocks = sse_blocks(raw)
+    problems = _expect(blocks[-1] == (None, b"[DONE]"), "the stream's end", blocks[-1])
+    chunks = [orjson.loads(data) for _, data in blocks[:-1]]
+    problems += [v for chunk in chunks for v in openai_violations("CreateChatCompletionStreamResponse", chunk)]
+    problems += _expect(all(name is None for name, _ in blocks), "SSE event names", [n for n, _ in blocks])
+    problems += _expect(chunks[-1]["choices"] == [] and chunks[-1].get("usage") is not None, "the usage chunk last", chunks[-1])
+    return Checked(len(chunks), problems)
+
+
+RESPONSES_ORDER = re.compile(
+    r"response\.created response\.in_progress"
+    r"( response\.output_item\.added"
+    r"( response\.content_part\.added( response\.output_text\.delta)+ response\.output_text\.done response\.content_part\.done"
+    r"|( response\.function_call_arguments\.delta)* response\.function_call_arguments\.done)"
+    r" response\.output_item\.done)+"
+    r" response\.completed"
+)
+
+
+def check_responses(raw: bytes, stream: bool, tools: bool) -> Checked:
+    if not stream:
+        body = orjson.loads(raw)
+        problems = openai_violations("Response", body) + _expect_output(body, tools)
+        return Checked(1, problems)
+    blocks = sse_blocks(raw)
+    events = [orjson.loads(data) for _, data in blocks]
+    problems = [v for event in events for v in responses_event_violations(event)]
+    problems += _expect([name for name, _ in blocks] == [e["type"] for e in events], "SSE event names", [n for n, _ in blocks])
+    problems += _expect([e["sequence_number"] for e in events] == list(range(len(events))), "sequence numbers", [e.get("sequence_number") for e in events])
+    order = " ".join(e["type"] for e in events)
+    problems += _expect(RESPONSES_ORDER.fullmatch(order) is not None, "event order", order)
+    problems += _expect_output(events[-1]["response"], tools)
+    return Checked(len(events), problems)
+
+
+def _expect_output(response: dict[str, Any], tools: bool) -> list[Violation]:
+    kinds = [item["type"] for item in response.get("output", [])]
+    return _expect(kinds == (["function_call"] if tools else ["message"]), "output items", kinds)
+
+
+MESSAGES_ORDER = re.compile(
+    r"message_start( ping)?"
+    r"( content_block_start( ping| content_block_delta)* content_block_stop)+"
+    r" message_delta message_stop"
+)
+
+
+def check_messages(raw: bytes, stream: bool, tools: bool) -> Checked:
+    from anthropic.types import Message, RawMessageStreamEvent
+
+    if not stream:
+        problems = anthropic_violations(Message, raw)
+        return Checked(1, problems + _expect_blocks(orjson.loads(raw), tools))
+    blocks = sse_blocks(raw)
+    events = [orjson.loads(data) for _, data in blocks]
+    problems = _expect([name for name, _ in blocks] == [e["type"] for e in events], "SSE event names", [n for n, _ in blocks])
+    order = " ".join(e["type"] for e in events)
+    problems += _expect(MESSAGES_ORDER.fullmatch(order) is not None, "event order", order)
+    content = [data for (_, data), event in zip(blocks, events) if event["type"] != "ping"]  # no type of the SDK's: its keep-alive
+    problems += [v for data in content for v in anthropic_violations(RawMessageStreamEvent, data, "RawMessageStreamEvent")]
+    if not problems:
+        message = accumulated_message(content)
+        problems += anthropic_violations(Message, message.to_json().encode()) + _expect_blocks(message.to_dict(), tools)
+    return Checked(len(content), problems)
+
+
+def _expect_blocks(message: dict[str, Any], tools: bool) -> list[Violation]:
+    kinds = [block["type"] for block in message["content"]]
+    problems = _expect(kinds == (["tool_use"] if tools else ["text"]), "content blocks", kinds)
+    return problems + _expect(message["stop_reason"] == ("tool_use" if tools else "end_turn"), "stop_reason", message["stop_reason"])
+
+
+def _expect(ok: bool, what: str, found: Any) -> list[Violation]:
+    return [] if ok else [Violation("the API's behaviour", what, "expected", str(found)[:300])]
+
+
+CHECKS = {OPENAI_CHAT: check_chat, OPENAI_RESPONSES: check_responses, ANTHROPIC_MESSAGES: check_messages}
+
+
+def not_excused(violations: list[Violation]) -> list[str]:
+    return [str(v) for v in violations if not any(artifact.excuses(v) for artifact in SPEC_ARTIFACTS)]
+
+
+@pytest.mark.parametrize("content", ["text", "tool call"])
+@pytest.mark.parametrize("mode", ["whole", "stream"])
+@pytest.mark.parametrize(("client_wire", "provider_wire"), PAIRS, ids=[f"{c}->{p}" for c, p in PAIRS])
+async def test_every_answer_is_valid_against_the_clients_schema(proxy, mock_upstream, client_wire, provider_wire, mode, content):
+    _, url = mock_upstream
+    stream, tools = mode == "stream", content == "tool call"
+    response = await serve(proxy, url, client_wire, provider_wire, stream, tools)
+    assert response.status == 200, await response.text()
+    assert response.headers["x-router-wire"] == f"{client_wire}->{provider_wire}"
+    checked = CHECKS[client_wire](await response.read(), stream, tools)
+    assert checked.validated > 0
+    problems = not_excused(checked.violations)
+    assert problems == [], "\n".join(problems)
+
+
+# --- the errors of every wire, against its error schema ------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorCase:
+    """One way to get an error: a client wire, the provider behind it, the request, what the mock does."""
+
+    client: str
+    name: str
+    status: int
+    provider: str = OPENAI_CHAT
+    method: str = "POST"
+    path: str | None = None  # the client wire's path unless set
+    body: dict[str, Any] | None = None  # the client's text request, changed by these keys (None values removed)
+    raw: bytes | None = None  # sent as is, instead of a JSON body
+    upstream_status: int = 200  # what the mock answers
+    server: dict[str, Any] | None = None
+    headers: dict[str, str] | None = None
+
+
+ERROR_CASES = [
+    *(
+        case
+        for wire in CLIENTS
+        for case in (
+            ErrorCase(wire, "unknown model", 404, body={"model": "no-such-model"}),
+            ErrorCase(wire, "no API key", 401, server={"api_keys": ["the-key"]}, headers={}),
+            ErrorCase(wire, "upstream 4xx relayed as it came", 400, provider=wire, upstream_status=400),
+            ErrorCase(wire, "upstream 4xx translated", 400, provider=OPENAI_CHAT if wire != OPENAI_CHAT else ANTHROPIC_MESSAGES, upstream_status=400),
+            ErrorCase(wire, "no upstream answers", 502, upstream_status=500),
+            ErrorCase(wire, "body too large", 413, server={"max_body_mb": 0.001}, body={"pad": "x" * 2000}),
+            ErrorCase(wire, "not JSON", 400, raw=b"{not json"),
+        )
+    ),
+    ErrorCase(OPENAI_CHAT, "malformed body", 400, body={"messages": None}),
+    ErrorCase(OPENAI_CHAT, "unknown path", 404, method="GET", path="/v1/no-such-endpoint"),
+    ErrorCase(OPENAI_CHAT, "wrong method", 405, method="GET"),
+    ErrorCase(OPENAI_RESPONSES, "malformed body", 400, body={"input": 3}),
+    ErrorCase(OPENAI_RESPONSES, "state kept on a server", 400, body={"previous_response_id": "resp_1"}),
+    ErrorCase(ANTHROPIC_MESSAGES, "malformed body", 400, body={"messages": [{"role": "tool", "content": "x"}]}),
+    ErrorCase(ANTHROPIC_MESSAGES, "count_tokens malformed", 400, path="/v1/messages/count_tokens", body={"messages": []}),
+]
+
+
+async def error_response(proxy, mock, url: str, case: ErrorCase):
+    from router.tools.mock_upstream import Behaviour
+
+    mock.default = Behaviour(status=case.upstream_status)
+    model = model_entry("main", provider="up", supports={"tools": True, "vision": False, "json_mode": True})
+    config = make_config(url, providers={"up": PROVIDERS[case.provider](url)}, models=[model], **({"server": case.server} if case.server else {}))
+    client = await proxy(config)
+    path, request = CLIENTS[case.client]
+    body = {k: v for k, v in (request(False, False) | (case.body or {})).items() if v is not None}
+    headers = {"Authorization": "Bearer wrong"} if case.headers is not None else None
+    if case.raw is not None:
+        return await client.request(case.method, case.path or path, data=case.raw, headers={"Content-Type": "application/json"})
+    return await client.request(case.method, case.path or path, json=body if case.method == "POST" else None, headers=headers)
+
+
+def error_violations(client_wire: str, raw: bytes, headers: Any) -> list[Violation]:
+    if client_wire != ANTHROPIC_MESSAGES:
+        return openai_violations("ErrorResponse", orjson.loads(raw))
+    from anthropic.types.shared import ErrorResponse
+
+    problems = anthropic_violations(ErrorResponse, raw)
+    request_id = orjson.loads(raw).get("request_id")
+    return problems + _expect(isinstance(request_id, str) and headers.get("request-id") == request_id, "request_id in body and request-id header", (request_id, headers.get("request-id")))
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=[f"{c.client}-{c.name}" for c in ERROR_CASES])
+async def test_every_error_body_is_valid_against_the_wires_error_schema(proxy, mock_upstream, case):
+    mock, url = mock_upstream
+    response = await error_response(proxy, mock, url, case)
+    raw = await response.read()
+    assert response.status == case.status, raw
+    problems = not_excused(error_violations(case.client, raw, response.headers))
+    assert problems == [], "\n".join(problems)
+
+
+BROKEN_STREAMS = [
+    (OPENAI_CHAT, OPENAI_CHAT),
+    (OPENAI_CHAT, ANTHROPIC_MESSAGES),
+    (OPENAI_RESPONSES, OPENAI_CHAT),
+    (OPENAI_RESPONSES, OPENAI_RESPONSES),
+    (ANTHROPIC_MESSAGES, OPENAI_CHAT),
+    (ANTHROPIC_MESSAGES, ANTHROPIC_MESSAGES),
+]
+
+
+@pytest.mark.parametrize(("client_wire", "provider_wire"), BROKEN_STREAMS, ids=[f"{c}->{p}" for c, p in BROKEN_STREAMS])
+async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upstream, client_wire, provider_wire):
+    """The provider's connection breaks mid-stream: the client's last event is its wire's error event, valid
+    like the events before it (a chat ``{"error"}`` chunk is an ``ErrorResponse``; Anthropic's ``error``
+    event has its error's shape; a Responses ``error`` event carries the next ``sequence_number``)."""
+    from router.tools.mock_upstream import Behaviour
+
+    mock, url = mock_upstream
+    mock.default = Behaviour(cut_after_events=4)
+    response = await serve(proxy, url, client_wire, provider_wire, stream=True, tools=False)
+    blocks = sse_blocks(await response.read())
+    if client_wire == OPENAI_CHAT:
+        assert blocks[-1] == (None, b"[DONE]")
+        name, data = blocks[-2]
+        problems = openai_violations("ErrorResponse", orjson.loads(data))
+        problems += [v for _, chunk in blocks[:-2] for v in openai_violations("CreateChatCompletionStreamResponse", orjson.loads(chunk))]
+    elif client_wire == OPENAI_RESPONSES:
+        name, data = blocks[-1]
+        events = [orjson.loads(payload) for _, payload in blocks]
+        problems = [v for event in events for v in responses_event_violations(event)]
+        problems += _expect([e.get("sequence_number") for e in events] == list(range(len(events))), "sequence numbers", [e.get("sequence_number") for e in events])
+    else:
+        from anthropic.types import RawMessageStreamEvent
+        from anthropic.types.shared import ErrorResponse
+
+        name, data = blocks[-1]
+        problems = anthropic_violations(ErrorResponse, data)
+        problems += [v for _, event in blocks[:-1] if b'"ping"' not in event for v in anthropic_violations(RawMessageStreamEvent, event, "RawMessageStreamEvent")]
+    assert b"upstream stream interrupted" in data and name in (None, "error")
+    problems = not_excused(problems)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("mode", ["whole", "stream"])
+@pytest.mark.parametrize("client_wire", list(CLIENTS))
+async def test_a_request_without_a_model_is_answered_as_auto_on_every_wire(proxy, mock_upstream, client_wire, mode):
+    """The real APIs require ``model``; the proxy routes a request without one as ``auto`` (docs/conformance.md),
+    and its answer is as valid as any."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    path, request = CLIENTS[client_wire]
+    body = {k: v for k, v in request(mode == "stream", False).items() if k != "model"}
+    response = await client.post(path, json=body)
+    assert response.status == 200 and response.headers["x-router-model"] == "main"
+    problems = not_excused(CHECKS[client_wire](await response.read(), mode == "stream", False).violations)
+    assert problems == [], "\n".join(problems)

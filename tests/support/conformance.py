@@ -1,0 +1,182 @@
+"""The providers' own schemas, as a strict client checks an answer against them.
+
+OpenAI's: the components of the official OpenAPI spec vendored under ``tests/data/openapi/``
+(see its README), validated with ``openapi-schema-validator``'s OpenAPI 3.1 dialect; a
+Responses stream event is checked against the one schema its ``type`` names, so an event the
+spec does not know is a violation too. Anthropic's: the ``anthropic`` SDK's pydantic models
+(``Message``, ``RawMessageStreamEvent``, ``ErrorResponse``), strictly, and its stream
+accumulator. A violation is one line: where, what the schema says, what was sent.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pydantic
+from jsonschema.exceptions import ValidationError
+from openapi_schema_validator import OAS31Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+SPEC = Path(__file__).parent.parent / "data" / "openapi" / "openai-components.json"
+SPEC_URI = "urn:openai-openapi"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One place an answer breaks its schema: ``schema`` (the component or model), ``at`` (the JSON path
+    in the answer), ``rule`` (the schema keyword, or pydantic's error type), ``detail``, and ``found``
+    (the value there, as JSON). ``nullable``: the schema there says ``nullable: true``, OpenAPI 3.0's
+    keyword that 3.1 (the spec's dialect) no longer reads."""
+
+    schema: str
+    at: str
+    rule: str
+    detail: str
+    found: str = ""
+    nullable: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.schema} at {self.at or '/'}: {self.rule}: {self.detail}"
+
+
+@functools.cache
+def _spec() -> dict[str, Any]:
+    return orjson.loads(SPEC.read_bytes())
+
+
+@functools.cache
+def _registry() -> Registry:
+    return Registry().with_resource(SPEC_URI, Resource.from_contents(_spec(), default_specification=DRAFT202012))
+
+
+@functools.cache
+def _validator(component: str) -> Any:
+    if component not in _spec()["components"]["schemas"]:
+        raise KeyError(f"{component} is not among the vendored components (tests/data/openapi/vendor.py ROOTS)")
+    return OAS31Validator({"$ref": f"{SPEC_URI}#/components/schemas/{component}"}, registry=_registry())
+
+
+def openai_violations(component: str, instance: Any) -> list[Violation]:
+    """Every way ``instance`` breaks the spec's ``component``. In a union (``anyOf``/``oneOf``) the branch
+    meant is the one whose ``type`` the instance has (else the one with the fewest errors), and its errors
+    are what is reported, not "is not valid under any of the given schemas"."""
+    return [_violation(component, error) for error in _leaf_errors(_validator(component).iter_errors(instance))]
+
+
+def _leaf_errors(errors: Iterable[ValidationError]) -> list[ValidationError]:
+    out: list[ValidationError] = []
+    for error in errors:
+        if error.validator in ("anyOf", "oneOf") and error.context:
+            out += _leaf_errors(_meant_branch(error.context))
+        else:
+            out.append(error)
+    return out
+
+
+def _meant_branch(context: list[ValidationError]) -> list[ValidationError]:
+    branches: dict[int, list[ValidationError]] = {}
+    for error in context:
+        branches.setdefault(int(error.relative_schema_path[0]), []).append(error)
+    def wrong_type(errors: list[ValidationError]) -> bool:
+        return any(list(e.relative_path) in (["type"], []) and e.validator in ("enum", "const", "type") for e in errors)
+    return min(branches.values(), key=lambda errors: (wrong_type(errors), len(errors)))
+
+
+def _violation(component: str, error: ValidationError) -> Violation:
+    at = "/" + "/".join(str(p) for p in error.absolute_path)
+    nullable = isinstance(error.schema, dict) and error.schema.get("nullable") is True
+    found = _json(error.instance)
+    return Violation(component, at, str(error.validator), error.message[:300], found, nullable)
+
+
+@functools.cache
+def stream_event_schemas() -> dict[str, str]:
+    """Each Responses stream event's ``type`` → the component that describes it (the branches of
+    ``ResponseStreamEvent``)."""
+    schemas = _spec()["components"]["schemas"]
+    out: dict[str, str] = {}
+    for branch in schemas["ResponseStreamEvent"]["anyOf"]:
+        name = branch["$ref"].rsplit("/", 1)[1]
+        type_schema = schemas[name].get("properties", {}).get("type", {})
+        for value in type_schema.get("enum", [type_schema.get("const")]):
+            if isinstance(value, str):
+                out[value] = name
+    return out
+
+
+def responses_event_violations(event: Any) -> list[Violation]:
+    """A Responses stream event against the schema its ``type`` names (unknown types are violations)."""
+    kind = event.get("type") if isinstance(event, dict) else None
+    component = stream_event_schemas().get(kind) if isinstance(kind, str) else None
+    if component is None:
+        return [Violation("ResponseStreamEvent", "/type", "enum", f"{kind!r} is no event type the spec knows")]
+    return openai_violations(component, event)
+
+
+def anthropic_violations(model: Any, raw: bytes, name: str | None = None) -> list[Violation]:
+    """``raw`` (one JSON body or event) against an ``anthropic`` SDK type, strictly: no coercion of a
+    string into a number, every required field present, every literal one of its values. The SDK's
+    unions are told apart by their ``type`` (as the SDK does), so what is reported is the meant
+    member's errors, or that no member has that ``type``. ``name``: the type's, for a type alias."""
+    name = name or getattr(model, "__name__", repr(model))
+    try:
+        pydantic.TypeAdapter(model).validate_json(raw, strict=True)
+    except pydantic.ValidationError as exc:
+        return [Violation(name, at, rule, detail, found) for at, rule, detail, found in _meant_members(exc.errors())]
+    return []
+
+
+def _is_member(part: Any) -> bool:
+    """A union member's name in a pydantic error location (the SDK's classes are CamelCase, its fields snake_case)."""
+    return isinstance(part, str) and part[:1].isupper()
+
+
+def _meant_members(errors: list[Any]) -> list[tuple[str, str, str, str]]:
+    """The errors of the union members an answer meant, by its ``type``; a union no member of which
+    takes that ``type`` is one error."""
+    wrong_type = {e["loc"][:-1] for e in errors if e["type"] == "literal_error" and e["loc"][-1:] == ("type",) and _is_member(e["loc"][-2:-1][0] if len(e["loc"]) > 1 else None)}
+    members: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
+    for e in errors:
+        for i, part in enumerate(e["loc"]):
+            if _is_member(part):
+                members.setdefault(e["loc"][:i], set()).add(e["loc"][: i + 1])
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+    for e in errors:
+        branches = [e["loc"][: i + 1] for i, part in enumerate(e["loc"]) if _is_member(part)]
+        if any(b in wrong_type and members[b[:-1]] - wrong_type for b in branches):
+            continue  # a member of another type, while one of this type exists
+        unknown = next((b for b in branches if b in wrong_type), None)
+        if unknown is not None:  # no member takes this type
+            at = _path(unknown[:-1]).rstrip("/") + "/type"
+            out[(at, "union_tag_invalid")] = (f"no member of the union has this type (got {_json(e.get('input'))})", _json(e.get("input")))
+            continue
+        out[(_path(e["loc"]), e["type"])] = (f"{e['msg']} (got {_json(e.get('input'))})", _json(e.get("input")))
+    return [(at, rule, detail, found) for (at, rule), (detail, found) in out.items()]
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, default=str).decode()[:120]
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    return "/" + "/".join(str(part) for part in loc if not _is_member(part))
+
+
+def accumulated_message(events: Iterable[bytes]) -> Any:
+    """The message the SDK's own stream accumulator makes of a stream's event payloads (it raises on an
+    event out of order, a block delta before its block, tool input that is not JSON)."""
+    from anthropic.lib.streaming._messages import accumulate_event
+    from anthropic.types import RawMessageStreamEvent
+
+    adapter = pydantic.TypeAdapter(RawMessageStreamEvent)
+    snapshot = None
+    json_bufs: dict[int, bytes] = {}
+    for raw in events:
+        snapshot = accumulate_event(event=adapter.validate_json(raw), current_snapshot=snapshot, json_bufs=json_bufs)
+    return snapshot
