@@ -33,6 +33,7 @@ from router.http.headers import decision_headers
 from router.observe.recorder import Recorder
 from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_checked_json_body
 from router.core.json_body import Checked
+from router.core.request_view import NO_TARGET, RequestTarget
 from router.contract.stage import Handler, Middleware
 from router.wire import WireAdapter
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
@@ -112,7 +113,11 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             recorder.record(rejected_request(request_id, started, read.status, read.code))
             return error_response(wire, read, {"x-router-request-id": request_id})
         body = read.body
-        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
+        # what the URL says beside the body (Gemini's model and stream are in its path)
+        target = RequestTarget(dict(request.match_info), request.query) if request.match_info or request.query_string else NO_TARGET
+        ctx = context_from_body(
+            body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked, target=target
+        )
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return error_response(wire, ctx, {"x-router-request-id": request_id})
@@ -157,12 +162,14 @@ def context_from_body(
     client: web.Request | None = None,
     wire: WireAdapter = OPENAI_CHAT_ADAPTER,
     checked: Checked | None = None,
+    target: RequestTarget = NO_TARGET,
 ) -> RequestContext | ApiError:
     """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
 
-    ``checked``: what the wire's ``check_body`` found on the way in, when it ran.
+    ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``target``: what
+    the URL says beside the body (the path's parts, the query).
     """
-    view = wire.parse(body, turn_chars) if checked is None else wire.parse_checked(body, checked, turn_chars)
+    view = wire.parse(body, turn_chars, target) if checked is None else wire.parse_checked(body, checked, turn_chars, target)
     if isinstance(view, ApiError):
         return view
     return RequestContext(
