@@ -21,6 +21,7 @@ wherever it is. It also refuses a step whose function responses do not match its
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import replace
 from typing import Any
@@ -83,15 +84,23 @@ def text_signature(text: str) -> str:
     return seal("text:" + text)
 
 
+def signature_bytes(signature: str) -> bytes | None:
+    """A signature's bytes: Google's JSON takes base64 in either alphabet (the google-genai SDK sends
+    back the URL-safe one), so signatures are compared as bytes. None when it is no base64."""
+    try:
+        return base64.b64decode(signature.replace("-", "+").replace("_", "/") + "=" * (-len(signature) % 4), validate=True)
+    except ValueError:
+        return None
+
+
 def _valid_signature(part: dict[str, Any]) -> bool:
     signature = signature_of(part)
     if signature is None or signature == SKIP_SIGNATURE:
         return True
     call = function_call(part)
-    if call is not None:
-        return signature == call_signature(call)
     text = part.get("text")
-    return isinstance(text, str) and signature == text_signature(text)
+    expected = call_signature(call) if call is not None else text_signature(text) if isinstance(text, str) else None
+    return expected is not None and signature_bytes(signature) == signature_bytes(expected)
 
 
 def request_error(body: dict[str, Any]) -> str | None:
