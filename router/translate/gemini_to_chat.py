@@ -189,8 +189,8 @@ def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int
                 user.append({"type": "text", "text": part["text"]})
             elif is_image_part(part) and (image := _image_part(part)) is not None:
                 user.append(image)
-        if user:
-            out.append({"role": "user", "content": user if any(p["type"] != "text" for p in user) else "\n".join(p["text"] for p in user)})
+        if user:  # parts stay parts (Gemini CLI's session context and the prompt are two); one text is a string
+            out.append({"role": "user", "content": user if len(user) > 1 or user[0]["type"] != "text" else user[0]["text"]})
     return out
 
 
