@@ -53,7 +53,6 @@ from router.wire.gemini.parts import (
     RESPONSE_MIME,
     RESPONSE_SCHEMA,
     SYSTEM,
-    THINKING,
     TOOL_CONFIG,
     TOOLS,
     all_text,
@@ -65,7 +64,7 @@ from router.wire.gemini.parts import (
     is_thought,
     parts_of,
 )
-from router.wire.gemini.view import response_text
+from router.wire.gemini.view import includes_thoughts, response_text
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 
 # generationConfig's fields a chat body has, by their two spellings
@@ -108,11 +107,6 @@ class GeminiToChat:
 
     def stream(self) -> ChatToGeminiSse:
         return ChatToGeminiSse(self.model, self.response_id, self.call_ids, self.thoughts)
-
-
-def includes_thoughts(body: dict[str, Any]) -> bool:
-    thinking = field(field(body, GENERATION), THINKING)
-    return isinstance(thinking, dict) and (thinking.get("includeThoughts") is True or thinking.get("include_thoughts") is True)
 
 
 def dropped_by_chat(body: dict[str, Any]) -> tuple[str, ...]:

@@ -41,6 +41,8 @@ from router.wire.gemini.parts import (
     THINKING,
     THINKING_BUDGET,
     DECLARATIONS,
+    INCLUDE_THOUGHTS,
+    THINKING_LEVEL,
     all_text,
     field,
     function_call,
@@ -215,15 +217,17 @@ def wants_json_output(body: dict[str, Any]) -> bool:
     )
 
 
+def includes_thoughts(body: dict[str, Any]) -> bool:
+    """``thinkingConfig.includeThoughts``: the client shows the model's thoughts (thought parts in the answer)."""
+    thinking = field(field(body, GENERATION), THINKING)
+    return field(thinking, INCLUDE_THOUGHTS) is True
+
+
 def wants_thinking(body: dict[str, Any]) -> bool:
     """``thinkingConfig`` asks for thinking: thoughts included, a level, or a budget that is not 0 (off)."""
     thinking = field(field(body, GENERATION), THINKING)
-    if not isinstance(thinking, dict):
-        return False
     budget = field(thinking, THINKING_BUDGET)
-    return thinking.get("includeThoughts") is True or thinking.get("include_thoughts") is True or bool(
-        thinking.get("thinkingLevel") or thinking.get("thinking_level")
-    ) or (isinstance(budget, int) and budget != 0)
+    return includes_thoughts(body) or bool(field(thinking, THINKING_LEVEL)) or (isinstance(budget, int) and budget != 0)
 
 
 def offers_functions(tools: Any) -> bool:
