@@ -1,4 +1,4 @@
-"""Run the real Claude Code and Codex CLIs against the mock upstream and capture what they send.
+"""Run the real Claude Code, Codex and Gemini CLIs against the mock upstream and capture what they send.
 
 Each agent gets a throw-away HOME and a workspace holding two files, is pointed
 straight at ``pinch-router mock-upstream --record DIR`` (no proxy in between),
@@ -17,7 +17,7 @@ The agents are npm packages installed outside the repo (pinned versions: see
 tests/data/agents/README.md)::
 
     mkdir -p ../agents-cc && cd ../agents-cc
-    npm install --save-exact @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0
+    npm install --save-exact @anthropic-ai/claude-code@2.1.332 @openai/codex@0.171.0 @google/gemini-cli@0.61.0
 
 then, from the repo::
 
@@ -54,6 +54,7 @@ from typing import Any
 import orjson
 
 from bench.harness import free_port, spawn
+from docs.gemini_cli_e2e import gemini_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "data" / "agents"
@@ -69,14 +70,15 @@ class Agent:
     name: str  # also the fixture folder
     binary: str  # under node_modules/.bin
     # "print" (claude -p), "tui" (claude's terminal UI, typed into), "exec" (codex exec, a custom
-    # provider), "oss" (codex exec --oss: the mock standing in for Ollama)
+    # provider), "oss" (codex exec --oss: the mock standing in for Ollama), "gemini" (gemini -p, API-key auth)
     mode: str
     prompt: str
 
     @property
     def prompts(self) -> tuple[str, ...]:
-        """The prompts run in one session: a follow-up continues it where the agent can (not the TUI)."""
-        return (self.prompt,) if self.mode in ("tui", "oss") else (self.prompt, FOLLOW_UP)
+        """The prompts run in one session: a follow-up continues it where the agent can (not the TUI; not
+        Gemini CLI 0.61, whose ``--resume latest`` history answers the call twice, which Gemini refuses)."""
+        return (self.prompt,) if self.mode in ("tui", "oss", "gemini") else (self.prompt, FOLLOW_UP)
 
     def command(self, binary: Path, prompt: str, follow_up: bool) -> list[str]:
         if self.mode == "tui":
@@ -85,10 +87,14 @@ class Agent:
             return [str(binary), "-p", *(["--continue"] if follow_up else []), prompt, "--allowedTools", "Bash"]
         if self.mode == "oss":
             return [str(binary), "exec", "--skip-git-repo-check", "--oss", "--local-provider", "ollama", "-m", "mock", prompt]
+        if self.mode == "gemini":
+            return [str(binary), "-p", prompt]
         return [str(binary), "exec", "--skip-git-repo-check", *(["resume", "--last"] if follow_up else []), prompt]
 
     def environment(self, home: Path, workspace: Path, port: int) -> dict[str, str]:
         base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb"}
+        if self.mode == "gemini":
+            return gemini_environment(home, f"http://127.0.0.1:{port}")
         if self.mode == "tui":
             # First-run screens answered in advance: onboarding done, the API key (its last 20
             # characters) approved, the workspace trusted. Else the TUI checks api.anthropic.com.
@@ -118,6 +124,7 @@ AGENTS = (
     Agent("claude-code-tui", "claude", "tui", "list the files in this directory"),
     Agent("codex", "codex", "exec", "list the files"),
     Agent("codex-oss", "codex", "oss", "list the files"),
+    Agent("gemini-cli", "gemini", "gemini", "list the files here"),
 )
 
 

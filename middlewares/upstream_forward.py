@@ -109,7 +109,7 @@ class UpstreamForward:
         exchange = Exchange(ctx, candidate, provider, cache_key)
         result.wire_out, result.dropped = exchange.wire_out, exchange.dropped  # this attempt's: a failover overwrites them
         sent = perf_counter()
-        opened = self.client.open(candidate, exchange.payload, self.settings.first_byte_timeout_seconds, ctx.headers)
+        opened = self.client.open(candidate, exchange.payload, self.settings.first_byte_timeout_seconds, ctx.headers, stream=ctx.view.stream)
         response = await self._wait_upstream(ctx, opened)
         if self.open_gauge is not None:
             self.open_gauge.inc()

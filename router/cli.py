@@ -385,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget", type=positive_int, action="append", help="pinch.budget_tokens to replay at (repeatable; default 20000 and 40000)"
     )
     evaluate.add_argument(
-        "--scenario", action="append", choices=["warm", "cold", "nocache", "window"], help="replay only these (repeatable; default all)"
+        "--scenario", action="append", choices=["warm", "cold", "nocache", "window", "gemini"], help="replay only these (repeatable; default all)"
     )
     evaluate.add_argument("--keep-last-turns", type=positive_int, help="override pinch.keep_last_turns")
     evaluate.add_argument(

@@ -116,7 +116,9 @@ class ProviderSettings(_Strict):
     # OpenAI-compatible endpoint, the classifier uses native /api/chat.
     # `anthropic`: the Anthropic Messages API at {base_url}/v1/messages, key as x-api-key
     # (router/providers/anthropic.py).
-    api: Literal["openai", "ollama", "anthropic"] = "openai"
+    # `gemini`: the Gemini API's generateContent at {base_url}/v1beta/models/{model}:…, key as
+    # x-goog-api-key (router/providers/gemini.py).
+    api: Literal["openai", "ollama", "anthropic", "gemini"] = "openai"
     # Name of the environment variable holding the provider's key (never the key).
     api_key_env: str | None = None
     # Extra headers sent to this provider (e.g. an organisation id).
@@ -196,7 +198,8 @@ class ModelSettings(_Strict):
     # Whether this `api: anthropic` model checks the prefix of the signed thinking sent back
     # (Anthropic's preserved thinking): then the thinking blocks whose prefix pinch changed are
     # left out. None: as Anthropic documents it for the upstream model id (Claude Fable 5.1/5.2,
-    # Mythos 5.1/5.2, Opus/Sonnet/Haiku 5.5).
+    # Mythos 5.1/5.2, Opus/Sonnet/Haiku 5.5). On an `api: gemini` model (Google documents no such
+    # check), true sends the thought signatures after a changed result as Google's placeholder.
     thinking_binding: bool | None = None
 
     @property
@@ -455,8 +458,9 @@ class Config(_Strict):
             problems.append(
                 f"pinch.relevance.provider: unknown provider {relevance_provider!r} (known: {', '.join(self.providers)})"
             )
-        elif relevance_provider is not None and self.providers[relevance_provider].api == "anthropic":
-            problems.append(f"pinch.relevance.provider: {relevance_provider!r} is `api: anthropic`, which has no embeddings API")
+        elif relevance_provider is not None and self.providers[relevance_provider].api in ("anthropic", "gemini"):
+            api = self.providers[relevance_provider].api
+            problems.append(f"pinch.relevance.provider: {relevance_provider!r} is `api: {api}`, which has no embeddings API the proxy speaks")
         problems += providers_looping_back(self.server.host, self.server.port, self.providers)
         if problems:
             raise ValueError("; ".join(problems))

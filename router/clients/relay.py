@@ -56,6 +56,8 @@ class StreamRelay:
         self.events = SseRelay(ctx.wire, max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
+        # how the client takes the stream when not as SSE (Gemini's JSON array); None: as relayed
+        self.framing = ctx.wire.stream_framing(ctx.view)
 
     def cut(self, reason: str) -> None:
         """End the stream now, from outside: the pump wakes, the client gets an error event and [DONE]."""
@@ -91,7 +93,7 @@ class StreamRelay:
         """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
         ctx = self.ctx
         response = web.StreamResponse(status=self.upstream.status)
-        response.content_type = "text/event-stream"
+        response.content_type = "text/event-stream" if self.framing is None else self.framing.content_type
         response.headers["Cache-Control"] = "no-cache"
         response.headers.update(head(ctx))
         assert ctx.client is not None, "streaming needs the client connection"
@@ -124,6 +126,8 @@ class StreamRelay:
             )
             if not await self._write(response, event):
                 return
+        if self.framing is not None and not await self._write(response, self.framing.close(), framed=True):
+            return
         await response.write_eof()
 
     async def _pump(self, response: web.StreamResponse) -> str:
@@ -167,17 +171,20 @@ class StreamRelay:
             except TimeoutError:
                 if not timer.expired() or loop.time() >= give_up:
                     raise
-            if not await self._write(response, self.ctx.wire.keep_alive):
+            if not await self._write(response, self.ctx.wire.keep_alive, framed=True):
                 return None
 
-    async def _write(self, response: web.StreamResponse, data: bytes) -> bool:
-        """Write to the client; False when the client has gone away or stopped reading.
+    async def _write(self, response: web.StreamResponse, data: bytes, framed: bool = False) -> bool:
+        """Write to the client (whole events, in the client's framing unless ``framed`` says they are);
+        False when the client has gone away or stopped reading.
 
         A write waits only when the client's socket is full; a client that
         takes longer than ``client_write_timeout_seconds`` to accept a chunk is
         disconnected, so its upstream connection is released instead of pinned.
         The timer is armed only when the write really waits (within_timeout).
         """
+        if self.framing is not None and not framed:
+            data = self.framing.events(data)
         try:
             await within_timeout(response.write(data), self.write_timeout)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):

@@ -62,18 +62,25 @@ class UpstreamClient:
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=settings.connect_timeout_seconds)
 
     async def open(
-        self, candidate: Candidate, payload: bytes, first_byte_timeout: float, client_headers: Mapping[str, str] | None = None
+        self,
+        candidate: Candidate,
+        payload: bytes,
+        first_byte_timeout: float,
+        client_headers: Mapping[str, str] | None = None,
+        *,
+        stream: bool = False,
     ) -> aiohttp.ClientResponse:
         """POST the payload; return the response once its status line arrived.
 
         A status that calls for failover is read (bounded), released and raised
         as an AttemptFailure; other statuses are returned for the caller to relay.
         ``client_headers`` reach the provider only where its adapter names them
-        (``forwarded_client_headers``: an Anthropic provider's version and betas).
+        (``forwarded_client_headers``: an Anthropic provider's version and betas). ``stream``: the
+        request streams (a provider that says so in its URL, Gemini's, needs it).
         """
         provider = self.providers[candidate.provider]
         adapter = provider_adapter(provider)
-        url = adapter.chat_url(provider)
+        url = adapter.chat_url(provider, candidate.upstream_model, stream)
         headers = adapter.headers(provider)
         for name in getattr(adapter, "forwarded_client_headers", ()):
             value = client_headers.get(name) if client_headers is not None else None

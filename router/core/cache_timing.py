@@ -32,8 +32,9 @@ from router.core.frozen import frozen
 # How long a provider keeps a cached prefix after the last request that used it, by `api`.
 # Anthropic: 5 minutes unless refreshed; OpenAI: 5-10 minutes of inactivity (up to an hour
 # off-peak), so 5 is the safe end; Ollama unloads an idle model (and its KV cache) after its
-# default keep_alive of 5 minutes, and llama.cpp's slots are reused by other sessions meanwhile.
-DEFAULT_CACHE_LIFETIME_SECONDS: dict[str, float] = {"anthropic": 300.0, "openai": 300.0, "ollama": 300.0}
+# default keep_alive of 5 minutes, and llama.cpp's slots are reused by other sessions meanwhile;
+# Gemini's implicit cache keeps a prefix for "a short amount of time" (undocumented): 5 as well.
+DEFAULT_CACHE_LIFETIME_SECONDS: dict[str, float] = {"anthropic": 300.0, "openai": 300.0, "ollama": 300.0, "gemini": 300.0}
 UNKNOWN_API_LIFETIME_SECONDS = 300.0
 
 # Anthropic's input-price multipliers (the dearest rewrite of the common providers): a token

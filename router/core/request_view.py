@@ -40,7 +40,7 @@ them all).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import field
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -140,6 +140,31 @@ class Conversation(Protocol):
         return None, remembered
 
 
+def stale_signed(signed: Iterable[tuple[int, int, str]], changed_from: int | None, remembered: Iterable[str], max_kept: int) -> StaleSignatures:
+    """The signed parts that are stale, for a format's :meth:`Conversation.stale_signatures`:
+    ``signed`` lists each signed part as (message, part, key) in order, ``changed_from`` is the
+    message from which on the bytes changed (None: none), ``remembered`` the keys the session
+    recorded as stale. A part is stale when its key was recorded or its message comes after
+    ``changed_from``; the record keeps the newest ``max_kept`` keys. Deterministic, so each later
+    request names the very same parts."""
+    record = list(dict.fromkeys(remembered))
+    known = set(record)
+    if changed_from is None and not known:
+        return StaleSignatures()
+    positions: list[tuple[int, int]] = []
+    added: list[str] = []
+    for m, b, key in signed:
+        if key in known:
+            positions.append((m, b))
+        elif changed_from is not None and m > changed_from:
+            positions.append((m, b))
+            added.append(key)
+            known.add(key)
+    if not positions:
+        return StaleSignatures(keys=tuple(record))
+    return StaleSignatures(tuple(positions), tuple((record + added)[-max_kept:]), len(added))
+
+
 def tool_results_of(conversation: Conversation) -> list[ToolResult]:
     """Every result of ``conversation`` as a :class:`ToolResult`, read from its unit."""
     units, key, id_key = conversation.units, conversation.result_key, conversation.result_id_key
@@ -149,6 +174,19 @@ def tool_results_of(conversation: Conversation) -> list[ToolResult]:
 def stable_id(call_id: Any, unit: int) -> str:
     """A result's id: its call id when that is a non-empty string, else ``#<unit>``."""
     return call_id if type(call_id) is str and call_id else f"#{unit}"
+
+
+@frozen
+class RequestTarget:
+    """What a request's URL says beside its body, for a wire format whose body does not say it all:
+    the path's named parts (Gemini names the model and the action there) and the query (its
+    ``alt=sse``). Empty for the formats whose body carries everything."""
+
+    path: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
+
+
+NO_TARGET = RequestTarget()
 
 
 @frozen

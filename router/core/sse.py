@@ -57,11 +57,33 @@ class EventFormat(Protocol):
         ...
 
 
+class StreamFraming(Protocol):
+    """How a client takes a stream that is not server-sent events (Gemini's JSON array): the relay
+    hands it the client's whole events as it would write them, and writes what it returns instead,
+    with ``content_type``; ``close`` is written after the last event (an error event included)."""
+
+    content_type: str
+
+    def events(self, ready: bytes) -> bytes: ...
+
+    def close(self) -> bytes: ...
+
+
 def _without_usage_only_events(ready: bytes, events: EventFormat) -> bytes:
     """Whole events (each with its own terminator), minus the usage-only ones, byte-for-byte."""
     parts = _EVENT_END.split(ready)  # event, end, event, end, ..., rest (blank-line bytes after the last end)
     kept = [parts[i] + parts[i + 1] for i in range(0, len(parts) - 1, 2) if not events.is_usage_only_event(parts[i])]
     return b"".join(kept) + parts[-1]
+
+
+def data_payloads(events: bytes) -> list[bytes]:
+    """The ``data:`` payload of each whole event (the lines of one event joined), in order."""
+    out = []
+    for event in _EVENT_END.split(events)[::2]:
+        lines = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
+        if lines:
+            out.append(b"\n".join(lines))
+    return out
 
 
 def is_event_of_type(data: bytes, types: frozenset[str]) -> bool:
@@ -120,7 +142,8 @@ class SseRelay:
             data = line[5:].strip()
             if events.is_stream_end(data):
                 self.done = True
-            if b'"usage"' in data:  # the last event may carry it (the Responses API's response.completed)
+            # the last event may carry it (the Responses API's response.completed); Gemini's is usageMetadata
+            if b'"usage' in data:
                 usage = events.read_usage(data)
                 if usage is not None:  # Anthropic reports the prompt at the start, the output at the end
                     self.usage = usage if self.usage is None else self.usage.updated(usage)

@@ -11,7 +11,6 @@ large bodies in flight at once (503 with Retry-After).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from time import perf_counter
 from typing import Any
@@ -20,59 +19,33 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from router.config import Config
-from router.contract.context import CTX_KEY, RequestContext, error_response
+from router.contract.context import (
+    CTX_KEY,
+    ERROR_CODE_KEY,
+    RequestContext,
+    error_response,
+)
+from router.contract.stage import Handler, Middleware
+from router.core.errors import ApiError
+from router.core.json_body import Checked
+from router.core.request_view import NO_TARGET, RequestTarget
+from router.http.errors import openai_error
+from router.http.headers import decision_headers
+from router.http.request_body import (
+    BUSY_HEADERS,
+    BodyBudget,
+    BodyLimits,
+    read_checked_json_body,
+)
+from router.http.request_ids import new_request_id
 from router.observe.decision_record import (
     CLIENT_CLOSED,
     decision_from_context,
     rejected_request,
 )
-from router.contract.context import ERROR_CODE_KEY
-from router.http.errors import openai_error
-from router.core.errors import ApiError
-from router.http.headers import decision_headers
 from router.observe.recorder import Recorder
-from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_checked_json_body
-from router.core.json_body import Checked
-from router.contract.stage import Handler, Middleware
 from router.wire import WireAdapter
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
-
-
-class RequestIds:
-    """Unguessable request ids (96 random bits: POST /v1/outcome acts on the id alone), one ``getrandom`` call per 256.
-
-    Drawing each id's bytes from the OS cost a system call per request. A
-    forked worker starts with an empty pool, so no two processes hand out the
-    same ids. The random part follows the millisecond its batch was drawn (11
-    hex digits), so ids sort by batch, and batches by time: the decision log's
-    primary key on the id then grows at its end, where a random id dirtied a
-    page of that index anywhere in the file on every insert (measured on a log
-    of 100,000 rows: 26.8 → 15.1 µs of CPU a row written; 400,000 rows: 35.3 →
-    16.8). The clock is read once a batch: read for every id it cost the id
-    three times as much (0.66 µs instead of 0.22).
-    """
-
-    BATCH = 256
-
-    def __init__(self) -> None:
-        self._hex = ""
-        self._at = 0
-        self._prefix = ""
-        os.register_at_fork(after_in_child=self._forget)
-
-    def _forget(self) -> None:
-        self._hex, self._at = "", 0
-
-    def next(self) -> str:
-        if self._at >= len(self._hex):
-            self._hex, self._at = os.urandom(12 * self.BATCH).hex(), 0
-            self._prefix = f"req_{time.time_ns() // 1_000_000:011x}"
-        at = self._at
-        self._at = at + 24
-        return self._prefix + self._hex[at : at + 24]
-
-
-new_request_id = RequestIds().next
 
 
 def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, wire: WireAdapter = OPENAI_CHAT_ADAPTER) -> Middleware:
@@ -112,7 +85,11 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             recorder.record(rejected_request(request_id, started, read.status, read.code))
             return error_response(wire, read, {"x-router-request-id": request_id}, request_id)
         body = read.body
-        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
+        # what the URL says beside the body (Gemini's model and stream are in its path)
+        target = RequestTarget(dict(request.match_info), request.query) if request.match_info or request.query_string else NO_TARGET
+        ctx = context_from_body(
+            body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked, target=target
+        )
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return error_response(wire, ctx, {"x-router-request-id": request_id}, request_id)
@@ -157,12 +134,14 @@ def context_from_body(
     client: web.Request | None = None,
     wire: WireAdapter = OPENAI_CHAT_ADAPTER,
     checked: Checked | None = None,
+    target: RequestTarget = NO_TARGET,
 ) -> RequestContext | ApiError:
     """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
 
-    ``checked``: what the wire's ``check_body`` found on the way in, when it ran.
+    ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``target``: what
+    the URL says beside the body (the path's parts, the query).
     """
-    view = wire.parse(body, turn_chars) if checked is None else wire.parse_checked(body, checked, turn_chars)
+    view = wire.parse(body, turn_chars, target) if checked is None else wire.parse_checked(body, checked, turn_chars, target)
     if isinstance(view, ApiError):
         return view
     return RequestContext(

@@ -11,19 +11,30 @@ import orjson
 from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
-from router.wire.anthropic_messages.validation import AnthropicInvalid, validate_messages_body
-from router.wire.anthropic_messages.view import count_input_tokens
-from router.core.tokens import TokenEstimator
+from router.contract.context import ERROR_CODE_KEY
+from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
-from router.contract.context import ERROR_CODE_KEY
-from router.http.edge import new_request_id
-from router.http.errors import anthropic_error, openai_error
-from router.core.errors import ApiError, invalid_request
+from router.core.tokens import TokenEstimator
+from router.http.errors import anthropic_error, gemini_error, openai_error
+from router.http.request_body import (
+    BUSY_HEADERS,
+    BodyBudget,
+    BodyLimits,
+    read_json_body,
+)
+from router.http.request_ids import new_request_id
 from router.observe.metrics import CONTENT_TYPE
 from router.observe.recorder import Recorder
-from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.state.session_store import SessionStore
+from router.wire.anthropic_messages.validation import (
+    AnthropicInvalid,
+    validate_messages_body,
+)
+from router.wire.anthropic_messages.view import count_input_tokens
+from router.wire.gemini.models import count_tokens as count_gemini_contents
+from router.wire.gemini.models import model_entry, model_list
+from router.wire.gemini.paths import is_gemini_client
 
 CONFIG_KEY = web.AppKey("config", Config)
 RECORDER_KEY = web.AppKey("recorder", Recorder)
@@ -34,6 +45,7 @@ CURRENT_CONFIG_KEY = web.AppKey("current_config", Callable[[], Config])
 
 MAX_DECISIONS = 1000
 COUNT_TOKENS = "count_tokens"  # its `endpoint` label in pinch_router_endpoint_requests_total
+GEMINI_COUNT_TOKENS = "gemini_count_tokens"
 
 log = logging.getLogger("pinch_router.request")
 
@@ -50,9 +62,40 @@ async def healthz(request: web.Request) -> web.Response:
     return _json({"status": "degraded", "problems": [problem]})
 
 
+def _gemini_models(config: Config) -> list[dict[str, Any]]:
+    """The catalogue and the routing aliases as Google's ``Model`` objects."""
+    aliases = [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
+    return [model_entry(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}") for m in config.models] + [
+        model_entry(alias, description="a routing alias: pinch-router picks the model") for alias in aliases
+    ]
+
+
+async def list_gemini_models(request: web.Request) -> web.Response:
+    """``GET /v1beta/models``: the catalogue and the aliases in Google's list format (one page)."""
+    return _json(model_list(_gemini_models(request.app[CURRENT_CONFIG_KEY]())))
+
+
+async def get_gemini_model(request: web.Request) -> web.Response:
+    """``GET /v1beta/models/{model}`` (and ``/v1/models/{model}``): one model or alias; Google's shape
+    for a Gemini client and under ``/v1beta``, the OpenAI model object for any other client."""
+    name = request.match_info["model"]
+    config = request.app[CURRENT_CONFIG_KEY]()
+    google = request.path.startswith("/v1beta/") or is_gemini_client(request.headers, request.query)
+    found = next((entry for entry in _gemini_models(config) if entry["name"] == f"models/{name}"), None)
+    if found is None:
+        error = invalid_request(f"model {clip(name)!r} is neither a configured model nor a routing alias", code="model_not_found", status=404)
+        return gemini_error(error) if google else openai_error(error)
+    if google:
+        return _json(found)
+    return _json({"id": name, "object": "model", "created": 0, "owned_by": "pinch-router"})
+
+
 async def list_models(request: web.Request) -> web.Response:
-    """The catalogue and the routing aliases, in the OpenAI list format."""
+    """The catalogue and the routing aliases, in the OpenAI list format — in Google's for a Gemini
+    client (one that sends ``x-goog-api-key`` or ``?key=``: the google-genai SDK on ``api_version="v1"``)."""
     config = request.app[CURRENT_CONFIG_KEY]()  # the reloaded catalogue, once there is one
+    if is_gemini_client(request.headers, request.query):
+        return _json(model_list(_gemini_models(config)))
     data = [
         {
             "id": m.name,
@@ -135,22 +178,54 @@ async def count_message_tokens(request: web.Request) -> web.Response:
     logged (one ``count_tokens`` line: status, the figure, milliseconds), but writes no decision
     row: nothing is routed or sent upstream, and 26 rows per ``/context`` would bury the
     decisions in ``top`` and ``/v1/decisions``."""
-    started = perf_counter()
-    counted: int | None = None
-    request_id = new_request_id()  # an error's, as Anthropic's carry one
-    body = await _json_object(request)
-    if isinstance(body, ApiError):
-        response = anthropic_error(body, BUSY_HEADERS if body.code == "server_busy" else None, request_id=request_id)
-    else:
+
+    def count(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
         try:
             validate_messages_body(body, count_tokens=True)
         except AnthropicInvalid as exc:
-            response = anthropic_error(invalid_request(exc.message), request_id=request_id)
+            raise InvalidRequest(exc.message) from None
+        counted = count_input_tokens(body, estimator)
+        return counted, {"input_tokens": counted}
+
+    return await _count_tokens(request, COUNT_TOKENS, lambda error, headers, request_id: anthropic_error(error, headers, request_id=request_id), count)
+
+
+async def count_gemini_tokens(request: web.Request) -> web.Response:
+    """``POST /v1beta/models/{model}:countTokens`` (``/v1`` too): ``{"totalTokens"}`` by the same
+    estimator, errors in Google's shape; counted (``endpoint="gemini_count_tokens"``) and logged as
+    :func:`count_message_tokens` is, no decision row."""
+
+    def count(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
+        counted = count_gemini_contents(body, estimator)
+        return counted, {"totalTokens": counted}
+
+    return await _count_tokens(request, GEMINI_COUNT_TOKENS, lambda error, headers, request_id: gemini_error(error, headers), count)
+
+
+async def _count_tokens(
+    request: web.Request,
+    endpoint: str,
+    error_of: Callable[..., web.Response],
+    count: Callable[[dict[str, Any], TokenEstimator], tuple[int, dict[str, Any]]],
+) -> web.Response:
+    """One token-counting endpoint: the body read, ``count`` asked (:class:`InvalidRequest`: a 400 in
+    the endpoint's shape, by ``error_of(error, headers, request_id)``: an error's own id, logged with
+    it, as Anthropic's errors carry one), the call counted and logged under ``endpoint``."""
+    started = perf_counter()
+    counted: int | None = None
+    request_id = new_request_id()
+    body = await _json_object(request)
+    if isinstance(body, ApiError):
+        response = error_of(body, BUSY_HEADERS if body.code == "server_busy" else None, request_id)
+    else:
+        tokens = request.app[CURRENT_CONFIG_KEY]().tokens
+        try:
+            counted, answer = count(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
+        except InvalidRequest as exc:
+            response = error_of(invalid_request(exc.message, param=exc.param), None, request_id)
         else:
-            tokens = request.app[CURRENT_CONFIG_KEY]().tokens
-            counted = count_input_tokens(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
-            response = _json({"input_tokens": counted})
-    request.app[RECORDER_KEY].metrics.endpoint_requests.labels(COUNT_TOKENS, str(response.status)).inc()
+            response = _json(answer)
+    request.app[RECORDER_KEY].metrics.endpoint_requests.labels(endpoint, str(response.status)).inc()
     extra = {"status": response.status, "error_code": response.get(ERROR_CODE_KEY), "input_tokens": counted, "duration_ms": round((perf_counter() - started) * 1000, 3)}
-    log.info(COUNT_TOKENS, extra={**extra, "request_id": request_id} if response.status >= 400 else extra)
+    log.info(endpoint, extra={**extra, "request_id": request_id} if response.status >= 400 else extra)
     return response

@@ -11,10 +11,11 @@ from aiohttp import web
 from router.contract.stage import Handler, Middleware
 from router.core.errors import ApiError
 from router.core.redaction import clip
-from router.http.edge import new_request_id
-from router.http.errors import error_for_path, from_http_exception, openai_error
+from router.http.errors import error_for_path, from_http_exception
+from router.http.request_ids import new_request_id
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
+from router.wire.gemini.paths import offered_key
 
 log = logging.getLogger("pinch_router.app")
 
@@ -29,10 +30,11 @@ async def error_boundary(request: web.Request, handler: Handler) -> web.StreamRe
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return from_http_exception(exc)
+        return from_http_exception(exc, request.path)
     except Exception:
         log.exception("unhandled_error", extra={"path": request.path})
-        return openai_error(ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
+        error = ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error")
+        return error_for_path(request.path, error)
 
 
 def redact_error_bodies(recorder: Recorder) -> Middleware:
@@ -53,7 +55,10 @@ def redact_error_bodies(recorder: Recorder) -> Middleware:
 
 
 def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
-    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
+    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
+
+    The key may come as ``Authorization: Bearer``, as ``x-api-key`` (Anthropic's clients) or as a
+    Gemini client sends it, ``x-goog-api-key`` or ``?key=`` (never logged: the log line has the path only)."""
     keys = [k.encode() for k in api_keys]
 
     @web.middleware
@@ -62,6 +67,8 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
             if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
                 scheme, token = "bearer", request.headers["x-api-key"]
+            elif not scheme and (gemini_key := offered_key(request.headers, request.query)) is not None:  # Gemini CLI, google-genai
+                scheme, token = "bearer", gemini_key
             # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
             offered = token.strip().encode("utf-8", "surrogateescape")
             # compare against every key so the time taken does not say which matched
@@ -72,7 +79,10 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                 if metrics is not None:
                     metrics.refused.labels("unauthorized").inc()
                 error = ApiError(
-                    401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
+                    401,
+                    "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>, or x-goog-api-key: <key>)",
+                    "authentication_error",
+                    "invalid_api_key",
                 )
                 return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
         return await handler(request)

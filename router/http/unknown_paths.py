@@ -13,7 +13,8 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import openai_error
+from router.http.errors import error_for_path
+from router.wire.gemini.paths import is_gemini_path
 from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
 from router.contract.stage import Handler, Middleware
@@ -25,6 +26,10 @@ SUPPORTED_ENDPOINTS = (
     "POST /v1/messages",
     "POST /v1/messages/count_tokens",
     "POST /v1/responses",
+    "POST /v1beta/models/{model}:generateContent",
+    "POST /v1beta/models/{model}:streamGenerateContent",
+    "POST /v1beta/models/{model}:countTokens",
+    "GET /v1beta/models",
     "GET /v1/models",
     "POST /v1/outcome",
     "GET /v1/decisions",
@@ -44,6 +49,7 @@ KNOWN_APIS = {
     "/v1/embeddings": ("openai_embeddings", "the OpenAI embeddings API"),
 }
 OTHER = "other"
+GEMINI_API = ("gemini", "the Gemini API")
 MAX_LOGGED_PATH = 200
 
 
@@ -57,6 +63,8 @@ def _as_v1(path: str) -> str:
 
 def known_api(path: str) -> tuple[str, str] | None:
     """The (label, name) of the API ``path`` belongs to, if it is one we know (served or not)."""
+    if is_gemini_path(path):
+        return GEMINI_API
     key = _as_v1(path)
     served = SERVED_APIS.get(key)
     return served[:2] if served is not None else KNOWN_APIS.get(key)
@@ -65,17 +73,23 @@ def known_api(path: str) -> tuple[str, str] | None:
 def not_served(method: str, path: str) -> web.Response:
     """The 404 for ``method path``: what is supported, and which API the path is when we know it."""
     key = _as_v1(path)
-    if key in SERVED_APIS:
+    if is_gemini_path(path):
+        what = (
+            f"{method} {path} is not an endpoint of pinch-router's Gemini API: it serves POST /v1beta/models/{{model}}:generateContent, "
+            ":streamGenerateContent and :countTokens, GET /v1beta/models and /v1beta/models/{model} (set the client's base URL to "
+            "http://<host>:<port>)"
+        )
+    elif key in SERVED_APIS:
         _, name, base_url = SERVED_APIS[key]
         what = f"{name} is served at POST {key}, not {path}: set the client's base URL to {base_url}"
     elif key in KNOWN_APIS:
         what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
     else:
         what = f"{method} {path} is not an endpoint of pinch-router"
-    return openai_error(invalid_request(
+    return error_for_path(path, invalid_request(
         f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
         "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
-        "Anthropic clients at http://<host>:<port>.",
+        "Anthropic and Gemini clients at http://<host>:<port>.",
         code="not_found",
         status=404,
     ))

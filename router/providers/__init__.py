@@ -25,7 +25,10 @@ class ProviderAdapter(Protocol):
         """The wire format the provider's chat endpoint speaks (e.g. ``openai-chat``)."""
         ...
 
-    def chat_url(self, provider: ProviderSettings) -> str: ...
+    def chat_url(self, provider: ProviderSettings, model: str, stream: bool) -> str:
+        """Where one chat request goes: ``model`` (the candidate's upstream id) and ``stream`` (whether
+        it streams) for a provider whose URL names them (Gemini's); the others ignore both."""
+        ...
 
     def models_url(self, provider: ProviderSettings) -> str:
         """Where the provider lists its models (what ``doctor`` checks the catalogue against)."""
@@ -52,10 +55,11 @@ class ProviderAdapter(Protocol):
 
 def _adapters() -> dict[str, ProviderAdapter]:
     from router.providers.anthropic import ANTHROPIC
+    from router.providers.gemini import GEMINI
     from router.providers.ollama import OLLAMA
     from router.providers.openai import OPENAI
 
-    return {adapter.api: adapter for adapter in (OPENAI, OLLAMA, ANTHROPIC)}
+    return {adapter.api: adapter for adapter in (OPENAI, OLLAMA, ANTHROPIC, GEMINI)}
 
 
 PROVIDER_ADAPTERS: dict[str, ProviderAdapter] = _adapters()

@@ -59,7 +59,7 @@ class AnthropicProvider:
     def chat_wire(self, provider: ProviderSettings) -> str:
         return ANTHROPIC_MESSAGES
 
-    def chat_url(self, provider: ProviderSettings) -> str:
+    def chat_url(self, provider: ProviderSettings, model: str = "", stream: bool = False) -> str:
         return messages_url(provider.url)
 
     def models_url(self, provider: ProviderSettings) -> str:

@@ -35,7 +35,7 @@ class OllamaProvider:
     def chat_wire(self, provider: ProviderSettings) -> str:
         return OLLAMA_CHAT if provider.native_chat else OPENAI_CHAT
 
-    def chat_url(self, provider: ProviderSettings) -> str:
+    def chat_url(self, provider: ProviderSettings, model: str = "", stream: bool = False) -> str:
         root = ollama_root(provider)
         return f"{root}/api/chat" if provider.native_chat else f"{root}/v1/chat/completions"
 

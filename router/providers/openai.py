@@ -42,7 +42,7 @@ class OpenAIProvider:
     def chat_wire(self, provider: ProviderSettings) -> str:
         return provider.wire  # openai-chat, or openai-responses for a Responses API provider
 
-    def chat_url(self, provider: ProviderSettings) -> str:
+    def chat_url(self, provider: ProviderSettings, model: str = "", stream: bool = False) -> str:
         return f"{provider.url}/responses" if provider.wire == OPENAI_RESPONSES else f"{provider.url}/chat/completions"
 
     def models_url(self, provider: ProviderSettings) -> str:

@@ -28,8 +28,11 @@ from router.http.endpoints import (
     CURRENT_CONFIG_KEY,
     RECORDER_KEY,
     STATE_KEY,
+    count_gemini_tokens,
     count_message_tokens,
+    get_gemini_model,
     healthz,
+    list_gemini_models,
     list_decisions,
     list_models,
     post_outcome,
@@ -126,12 +129,20 @@ async def create_app(
     app.add_subapp("/v1/chat", llm)
     # count_tokens is answered outside the chain, so it is routed before the Messages endpoint
     app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
+    # the Gemini API's endpoints outside the chain, routed before its generateContent paths (under
+    # /v1 too: GET /v1/models stays the OpenAI list, in Google's shape only for a Gemini client)
+    app.router.add_get("/v1beta/models", list_gemini_models)
+    for version in ("/v1beta", "/v1"):
+        app.router.add_get(version + "/models/{model:[^/:]+}", get_gemini_model)
+        app.router.add_post(version + "/models/{model:[^/:]+}:countTokens", count_gemini_tokens)
     for adapter, path in ((a, p) for a in adapters().values() for p in a.paths if not p.startswith("/v1/chat/")):
-        # the other wire formats' endpoints (Anthropic Messages, Responses): each its own sub-application
-        # and edge, through the same chain
+        # the other wire formats' endpoints (Anthropic Messages, Responses, Gemini): each its own
+        # sub-application and edge, through the same chain; a path with parts of its own (Gemini's
+        # {model}) is a route under the sub-application mounted at its fixed start
+        prefix, braces, rest = path.partition("/{")
         endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
-        endpoint.router.add_post("", chain_end)
-        app.add_subapp(path, endpoint)
+        endpoint.router.add_post(braces + rest if braces else "", chain_end)
+        app.add_subapp(prefix, endpoint)
     answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
     app[STATE_KEY] = state
 

@@ -58,6 +58,7 @@ from router.core.content import Message
 from router.contract.context import RequestContext
 from router.tools.pinch_measures import (
     ANTHROPIC,
+    GEMINI,
     CachePricing,
     SentRequest,
     SessionCost,
@@ -107,6 +108,7 @@ SCENARIOS = (
     ),
     Scenario("nocache", "no prompt cache: the provider caches nothing", LARGE_WINDOW, 0.0, pricing=None, quality=True),
     Scenario("window", "window-bound: a 32,768-token window, warm cache", 32_768, ANTHROPIC.lifetime_seconds),
+    Scenario("gemini", "warm cache priced as Gemini's implicit caching (cached 0.1×, no write premium)", LARGE_WINDOW, GEMINI.lifetime_seconds, pricing=GEMINI),
 )
 
 

@@ -73,8 +73,10 @@ class MockWire:
     answer: Callable[[dict[str, Any], str, tuple[str, ...]], ScriptedAnswer]
     # the non-streamed answer
     message: Callable[[dict[str, Any], ScriptedAnswer], dict[str, Any]]
-    # the streamed answer, as complete SSE events
+    # the streamed answer, as complete SSE events (or the pieces of Gemini's JSON array)
     events: Callable[[dict[str, Any], ScriptedAnswer], list[bytes]]
+    # the streamed answer's content type
+    stream_type: Callable[[dict[str, Any]], str] = lambda body: "text/event-stream"
 
 
 def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:

@@ -7,8 +7,10 @@ and tool calls as a recent Ollama sends them: :func:`ollama_answer`) and embeddi
 in both APIs (a hashed bag of words: texts sharing words are similar), and records
 every request it receives. On Ollama's port it stands in for all of Ollama. It also speaks the Anthropic Messages API
 (``/v1/messages``, ``/v1/messages/count_tokens``) and the OpenAI Responses API
-(``/v1/responses``) well enough for Claude Code and Codex CLI to complete a tool
-round trip against it (see ``mock_answers``), and the Ollama endpoints ``codex
+(``/v1/responses``) and the Gemini API (``/v1beta/models/{model}:generateContent`` and
+``:streamGenerateContent``, ``:countTokens``, ``GET /v1beta/models``: ``mock_gemini``) well enough
+for Claude Code, Codex CLI and Gemini CLI to complete a tool round trip against it (see
+``mock_answers``), and the Ollama endpoints ``codex
 --oss`` checks first; ``record_dir`` writes every request to a file (see
 ``mock_capture``). With a :class:`SimulatedPromptCache` its chat usage reports
 ``prompt_tokens_details.cached_tokens`` as a prefix cache would.
@@ -32,7 +34,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from router.tools import mock_anthropic, mock_responses
+from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
@@ -157,6 +159,10 @@ class MockUpstream:
         app.router.add_post("/v1/embeddings", self.embeddings)
         app.router.add_post("/api/embed", self.embeddings)
         app.router.add_get("/v1/models", self.models)
+        for root in ("/v1beta", "/v1"):
+            app.router.add_post(root + "/models/{model:[^/:]+}:countTokens", self.gemini_count_tokens)
+            app.router.add_post(root + "/models/{model:[^/:]+}:{action:generateContent|streamGenerateContent}", self.gemini)
+        app.router.add_get("/v1beta/models", self.gemini_models)
         return app
 
     @web.middleware
@@ -208,6 +214,22 @@ class MockUpstream:
     async def responses(self, request: web.Request) -> web.StreamResponse:
         return await self._serve_wire(request, mock_responses.WIRE)
 
+    async def gemini(self, request: web.Request) -> web.StreamResponse:
+        """The Gemini API: the model and the stream from the path (given to ``mock_gemini`` beside the
+        body as recorded), the answer by ``mock_gemini``; errors in Google's shape."""
+        stream = request.match_info["action"] == "streamGenerateContent"
+        return await self._serve_wire(request, mock_gemini.WIRE, {"model": request.match_info["model"], "stream": stream, "alt": request.query.get("alt")})
+
+    async def gemini_count_tokens(self, request: web.Request) -> web.Response:
+        body = await self._json_object(request, mock_gemini.WIRE)
+        if isinstance(body, web.Response):
+            return body
+        self._remember(request, body)
+        return web.json_response(mock_gemini.count_tokens(body))
+
+    async def gemini_models(self, request: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": "models/mock", "supportedGenerationMethods": ["generateContent", "streamGenerateContent", "countTokens"]}]})
+
     async def anthropic_count_tokens(self, request: web.Request) -> web.Response:
         """Counts what a ``messages`` request would read; takes no behaviour from the script."""
         body = await self._json_object(request, mock_anthropic.WIRE)
@@ -227,12 +249,15 @@ class MockUpstream:
             return _error(wire, 400, f"the request body is not valid JSON: {exc}")
         return body if isinstance(body, dict) else _error(wire, 400, "the request body must be a JSON object")
 
-    async def _serve_wire(self, request: web.Request, wire: MockWire) -> web.StreamResponse:
-        """One answer in ``wire``'s format, honouring the scripted behaviour as the chat endpoint does."""
+    async def _serve_wire(self, request: web.Request, wire: MockWire, path_facts: dict[str, Any] | None = None) -> web.StreamResponse:
+        """One answer in ``wire``'s format, honouring the scripted behaviour as the chat endpoint does;
+        ``path_facts``: what the URL says (Gemini's model and stream), read beside the recorded body."""
         body = await self._json_object(request, wire)
         if isinstance(body, web.Response):
             return body
         self._remember(request, body, await request.read())
+        if path_facts is not None:
+            body = {**body, **path_facts}
         behaviour = self.script.popleft() if self.script else self.default
         if behaviour.delay_before_head:
             await asyncio.sleep(behaviour.delay_before_head)
@@ -245,7 +270,7 @@ class MockUpstream:
             return _error(wire, 400, problem)
         scripted = wire.answer(body, behaviour.text, behaviour.tool_commands)
         if body.get("stream"):
-            return await self._send_events(request, wire.events(body, scripted), behaviour)
+            return await self._send_events(request, wire.events(body, scripted), behaviour, wire.stream_type(body))
         return web.Response(body=orjson.dumps(wire.message(body, scripted)), content_type="application/json", headers=behaviour.headers)
 
     async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
@@ -320,9 +345,11 @@ class MockUpstream:
     async def _stream(self, request: web.Request, body: dict[str, Any], behaviour: Behaviour, text: str) -> web.StreamResponse:
         return await self._send_events(request, stream_events(body, text, behaviour.usage, behaviour.tool_commands), behaviour)
 
-    async def _send_events(self, request: web.Request, events: list[bytes], behaviour: Behaviour) -> web.StreamResponse:
+    async def _send_events(
+        self, request: web.Request, events: list[bytes], behaviour: Behaviour, content_type: str = "text/event-stream"
+    ) -> web.StreamResponse:
         """Stream ``events`` with the behaviour's faults (delays, a stall, a cut, a malformed event)."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **behaviour.headers})
+        response = web.StreamResponse(headers={"Content-Type": content_type, **behaviour.headers})
         await response.prepare(request)
         self.open_streams += 1
         try:

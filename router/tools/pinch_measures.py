@@ -55,6 +55,9 @@ class CachePricing:
 
 # Anthropic: a cache read costs 0.1× the input price, a write 1.25×; entries live 5 minutes unless hit.
 ANTHROPIC = CachePricing(read=0.1, write=1.25, lifetime_seconds=300.0)
+# Gemini's implicit caching (2.5 and newer): a cached token costs 0.1× the input price (a 90% discount),
+# nothing extra to write; how long an entry lives is not documented ("a short amount of time"): 5 minutes.
+GEMINI = CachePricing(read=0.1, write=1.0, lifetime_seconds=300.0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from router.core.results import Candidate, Usage
+from router.translate.chat_to_gemini import ChatToGemini
 from router.translate.chat_to_messages import ChatToMessagesTranslator
 from router.translate.chat_to_ollama import OllamaChatTranslator
+from router.translate.gemini_to_chat import GeminiToChat
 from router.translate.messages_to_chat import MessagesToChatTranslator
 from router.translate.protocol import AnswerIds, StreamTranslator, Translator
 from router.translate.responses_to_chat import ResponsesToChat
@@ -15,7 +17,8 @@ class ChainedTranslator:
 
     An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
     answer back the same way, so no third translation is written for the pair; a Responses
-    client to an Anthropic or Ollama-native provider goes through chat the same way.
+    client to an Anthropic or Ollama-native provider goes through chat the same way, and so does
+    every pair with Gemini but chat's own.
     """
 
     def __init__(self, first: Translator, second: Translator) -> None:
@@ -67,3 +70,19 @@ def responses_to_messages(ids: AnswerIds) -> ChainedTranslator:
 
 def responses_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
     return ChainedTranslator(ResponsesToChat(ids), OllamaChatTranslator(ids))
+
+
+def gemini_to_messages(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(GeminiToChat(ids), ChatToMessagesTranslator(ids))
+
+
+def gemini_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(GeminiToChat(ids), OllamaChatTranslator(ids))
+
+
+def messages_to_gemini(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(MessagesToChatTranslator(ids), ChatToGemini(ids))
+
+
+def responses_to_gemini(ids: AnswerIds) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids), ChatToGemini(ids))

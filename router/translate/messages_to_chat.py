@@ -88,7 +88,7 @@ def messages_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasonin
     """An Anthropic Messages body as a chat-completions body for ``upstream_model``."""
     system = [b for b in system_blocks(body.get("system")) if not is_billing_line(str(b.get("text", "")))]
     view = chat_view(system, body.get("messages") or [])
-    out: dict[str, Any] = {"model": upstream_model, "messages": _chat_messages(view, reasoning_content)}
+    out: dict[str, Any] = {"model": upstream_model, "messages": one_result_per_call(view, reasoning_content)}
     if isinstance(body.get("max_tokens"), int):
         out["max_tokens"] = body["max_tokens"]
     for key in ("temperature", "top_p"):
@@ -127,8 +127,11 @@ def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _chat_messages(view: list[Message], reasoning_content: bool) -> list[Message]:
-    """The chat view made sendable: view-only keys dropped, unknown parts dropped, one result per call."""
+def one_result_per_call(view: list[Message], reasoning_content: bool) -> list[Message]:
+    """A chat view made sendable (every translation to chat ends with it, whatever the client's format):
+    view-only keys dropped, unknown parts dropped, exactly one ``tool`` message per call of the
+    assistant message before it — a duplicate or a result naming no open call dropped, a missing one
+    sent as ``(no result)`` — and ``reasoning_content`` kept only for a model that wants it back."""
     out: list[Message] = []
     open_calls: list[str] = []  # the last assistant turn's call ids still waiting for their result
     answered: set[str] = set()

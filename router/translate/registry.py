@@ -11,16 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from router.translate.chained import (
+    gemini_to_messages,
+    gemini_to_ollama_native,
+    messages_to_gemini,
     messages_to_ollama_native,
+    responses_to_gemini,
     responses_to_messages,
     responses_to_ollama_native,
 )
+from router.translate.chat_to_gemini import ChatToGemini
 from router.translate.chat_to_messages import ChatToMessagesTranslator
 from router.translate.chat_to_ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.translate.gemini_to_chat import GeminiToChat
 from router.translate.messages_to_chat import MessagesToChatTranslator
 from router.translate.protocol import AnswerIds, Translator, Untranslatable
 from router.translate.responses_to_chat import ResponsesToChat
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
+from router.wire.gemini.parts import GEMINI
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 
@@ -32,6 +39,12 @@ TRANSLATORS: dict[tuple[str, str], Callable[[AnswerIds], Translator]] = {
     (OPENAI_RESPONSES, OPENAI_CHAT): ResponsesToChat,
     (OPENAI_RESPONSES, ANTHROPIC_MESSAGES): responses_to_messages,  # through chat
     (OPENAI_RESPONSES, OLLAMA_CHAT): responses_to_ollama_native,  # through chat
+    (GEMINI, OPENAI_CHAT): GeminiToChat,
+    (OPENAI_CHAT, GEMINI): ChatToGemini,
+    (GEMINI, ANTHROPIC_MESSAGES): gemini_to_messages,  # through chat
+    (GEMINI, OLLAMA_CHAT): gemini_to_ollama_native,  # through chat
+    (ANTHROPIC_MESSAGES, GEMINI): messages_to_gemini,  # through chat
+    (OPENAI_RESPONSES, GEMINI): responses_to_gemini,  # through chat
 }
 
 

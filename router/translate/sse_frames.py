@@ -12,23 +12,10 @@ stream is raised as :class:`~router.translate.protocol.StreamBroken`, after the 
 
 from __future__ import annotations
 
-import re
-
 from router.core.results import Usage
-from router.core.sse import EventFormat, SseRelay
+from router.core.sse import EventFormat, SseRelay, data_payloads
 from router.translate.protocol import StreamBroken
 
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-
-
-def data_lines(events: bytes) -> list[bytes]:
-    """The ``data:`` payload of each whole event (multi-line data joined), in order."""
-    out = []
-    for event in _EVENT_END.split(events):
-        lines = [line[5:].lstrip() for line in event.splitlines() if line.startswith(b"data:")]
-        if lines:
-            out.append(b"\n".join(lines))
-    return out
 
 
 class SseTranslator:
@@ -48,7 +35,7 @@ class SseTranslator:
     def feed(self, chunk: bytes) -> bytes:
         self._raise_pending()
         out: list[bytes] = []
-        for data in data_lines(self.frames.feed(chunk)):
+        for data in data_payloads(self.frames.feed(chunk)):
             if self.done:
                 break
             try:

@@ -1,6 +1,6 @@
 """Wire formats: one package per client API, the only code that knows a request's format. Pure (sans-io).
 
-A format's package (``openai_chat/``, ``anthropic_messages/``, ``openai_responses/``) holds its
+A format's package (``openai_chat/``, ``anthropic_messages/``, ``openai_responses/``, ``gemini/``) holds its
 validation, its neutral view (:class:`~router.core.request_view.RequestView`), its upstream body,
 its errors and stream events, and its adapter, which is what the rest of the proxy knows of it
 (:class:`WireAdapter`). No package imports the framework: an error is an
@@ -11,11 +11,14 @@ through the one chain.
 
 The adapter:
 
-* ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``), ``paths`` (the POST
-  routes it serves) and ``keep_alive`` (the bytes a silent stream is sent: Anthropic's ``ping``,
-  an SSE comment for the OpenAI formats).
-* ``parse(body, turn_chars)``: validate the parsed JSON body and build its view, or return the
-  :class:`~router.core.errors.ApiError` to answer with. ``check_body`` (None, or
+* ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``, ``gemini``), ``paths``
+  (the POST routes it serves, aiohttp patterns: a part in braces is the path's, e.g. Gemini's
+  ``{model}``) and ``keep_alive`` (the bytes a silent stream is sent: Anthropic's ``ping``, an SSE
+  comment for the OpenAI formats, whitespace for Gemini's).
+* ``parse(body, turn_chars, target)``: validate the parsed JSON body and build its view, or return the
+  :class:`~router.core.errors.ApiError` to answer with; ``target`` is what the URL says beside the
+  body (:class:`~router.core.request_view.RequestTarget`: the model and stream a Gemini path names,
+  the query), which the other formats ignore. ``check_body`` (None, or
   ``check(body, max_depth)``) and ``parse_checked``: a format may validate the body in the pass
   that proves parts of it shallow (:data:`router.core.json_body.BodyCheck`) and build its view
   from that; the answer must be ``parse``'s for every body.
@@ -31,7 +34,9 @@ The adapter:
 * the answer: ``read_usage(body)`` for a whole answer (``usage_of`` for one already parsed),
   ``stream_error(message, code, sent)`` for the event that ends a broken stream after ``sent`` events
   (the Responses API numbers its events: that one is number ``sent``), ``is_usage_only_event``
-  (the usage report the proxy asked for on the client's behalf, dropped) and ``is_stream_end``.
+  (the usage report the proxy asked for on the client's behalf, dropped) and ``is_stream_end``;
+  ``stream_framing(view)``: None for a client that takes the stream as server-sent events, else how
+  it takes it (:class:`~router.core.sse.StreamFraming`: Gemini's JSON array without ``?alt=sse``).
 """
 
 from __future__ import annotations
@@ -41,8 +46,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from router.core.errors import ApiError, ErrorAnswer
     from router.core.json_body import BodyCheck
-    from router.core.request_view import BodyChanges, RequestView
+    from router.core.request_view import BodyChanges, RequestTarget, RequestView
     from router.core.results import Usage
+    from router.core.sse import StreamFraming
 
 
 class WireAdapter(Protocol):
@@ -51,9 +57,9 @@ class WireAdapter(Protocol):
     keep_alive: bytes
     check_body: BodyCheck | None
 
-    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError: ...
+    def parse(self, body: Any, turn_chars: int, target: RequestTarget = ...) -> RequestView | ApiError: ...
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = ...) -> RequestView | ApiError:
         """``parse`` of a body ``check_body`` has already checked."""
         ...
 
@@ -75,11 +81,14 @@ class WireAdapter(Protocol):
         """Whether one SSE data line's payload (after ``data:``, stripped) is the stream's last event."""
         ...
 
+    def stream_framing(self, view: RequestView) -> StreamFraming | None: ...
+
 
 def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here)."""
     from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
+    from router.wire.gemini.adapter import GEMINI_ADAPTER
     from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
     from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER, GEMINI_ADAPTER)}

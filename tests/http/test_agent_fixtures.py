@@ -1,4 +1,4 @@
-"""The captured Claude Code and Codex requests (tests/data/agents) replayed against the mock upstream.
+"""The captured Claude Code, Codex and Gemini CLI requests (tests/data/agents) replayed against the mock upstream.
 
 Keeps the fixtures usable: each request, sent as the agent sent it (headers
 included, credentials aside), must get the answer that moved the real agent
@@ -9,6 +9,7 @@ once the request carries it — in the agent's own stream format.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from router.tools.mock_capture import REDACTED
 from router.tools.mock_upstream import MockUpstream
+from router.core.sse import data_payloads as sse_data
 from tests.support.wire_factories import sse_events
 
 AGENTS = Path(__file__).resolve().parents[1] / "data" / "agents"
@@ -47,6 +49,10 @@ EXPECTED = {
     "codex-oss/0004-POST-api-pull.json": ("probe", "status"),
     "codex-oss/0005-POST-v1-responses.json": ("tool call", "exec_command"),
     "codex-oss/0006-POST-v1-responses.json": ("text", "main.py\nnotes.txt"),
+    # Gemini CLI: its model-router call (JSON out), then the tool turn and the turn with the result
+    "gemini-cli/0001-POST-v1beta-models-gemini-3-5-flash-lite-generateContent.json": ("json", "complexity_score"),
+    "gemini-cli/0002-POST-v1beta-models-gemini-3-8-flash-streamGenerateContent.json": ("tool call", "list_directory"),
+    "gemini-cli/0003-POST-v1beta-models-gemini-3-8-flash-streamGenerateContent.json": ("text", "main.py (15 bytes)\nnotes.txt (18 bytes)"),
 }
 NOT_REPLAYED = {"host", "content-length", "accept-encoding", "connection"}
 
@@ -62,10 +68,11 @@ def test_every_captured_request_is_replayed() -> None:
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_a_captured_request_holds_no_credential_and_no_path_of_the_capturing_machine(name: str) -> None:
     record = load(name)
-    credentials = {k: v for k, v in record["headers"].items() if k.lower() in ("x-api-key", "authorization")}
+    credentials = {k: v for k, v in record["headers"].items() if k.lower() in ("x-api-key", "authorization", "x-goog-api-key")}
     assert all(v.endswith(REDACTED) for v in credentials.values())  # codex --oss sends none
-    text = json.dumps(record)
-    assert "/work/" not in text and "pinch-agents-" not in text  # the capture's temp dir is renamed to /tmp/pinch-agents
+    # the capture's temp dir is renamed to /tmp/pinch-agents (each agent's workspace there is ".../<agent>/work")
+    text = re.sub(r"/tmp/pinch-agents/[\w-]+/work\b", "", json.dumps(record))
+    assert "/work/" not in text and "pinch-agents-" not in text
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -84,6 +91,15 @@ async def test_the_mock_answers_a_captured_request_in_the_agents_format(name: st
         if kind == "count":  # a real count, never a fake 0: Claude Code's /context shows it
             assert (await resp.json())["input_tokens"] > expected
             return
+        if record["path"].startswith("/v1beta/"):
+            answer = gemini_answer(await resp.read(), record["query"].get("alt") == "sse")
+            if kind == "json":  # the router call's schema, answered with an instance of it
+                assert expected in orjson.loads(answer["text"])
+            elif kind == "tool call":
+                assert answer["tool"] == expected and answer["signed"]
+            else:
+                assert answer["tool"] is None and expected in answer["text"]
+            return
         assert resp.content_type == "text/event-stream"  # both agents stream
         events = sse_events(await resp.read())
     answer = anthropic_answer(events) if record["path"] == "/v1/messages" else responses_answer(events)
@@ -96,7 +112,7 @@ async def test_the_mock_answers_a_captured_request_in_the_agents_format(name: st
         assert expected in answer["text"]
 
 
-@pytest.mark.parametrize("name", [n for n, (kind, _) in EXPECTED.items() if kind in ("tool call", "text")])
+@pytest.mark.parametrize("name", [n for n, (kind, _) in EXPECTED.items() if kind in ("tool call", "text") and not n.startswith("gemini")])
 async def test_the_mock_answers_a_captured_request_unstreamed_too(name: str) -> None:
     """The same bodies with ``stream: false``: what a client falls back to (Claude Code does on errors)."""
     record = load(name)
@@ -113,6 +129,16 @@ async def test_the_mock_answers_a_captured_request_unstreamed_too(name: str) -> 
         items = {i["type"]: i for i in answer["output"]}
         assert answer["status"] == "completed"
         assert items["function_call"]["name"] == expected if kind == "tool call" else expected in items["message"]["content"][0]["text"]
+
+
+def gemini_answer(body: bytes, sse: bool) -> dict[str, Any]:
+    """The model turn a Gemini client rebuilds from its chunks (SSE, or one response), checking the last one ends it."""
+    chunks = [orjson.loads(d) for d in sse_data(body)] if sse else [orjson.loads(body)]
+    assert chunks[-1]["candidates"][0]["finishReason"] == "STOP" and chunks[-1]["usageMetadata"]["totalTokenCount"] > 0
+    parts = [p for c in chunks for p in c["candidates"][0]["content"]["parts"]]
+    call = next((p for p in parts if "functionCall" in p), None)
+    text = "".join(p.get("text", "") for p in parts if not p.get("thought"))
+    return {"tool": call["functionCall"]["name"] if call else None, "signed": bool(call and call.get("thoughtSignature")), "text": text}
 
 
 def anthropic_answer(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:

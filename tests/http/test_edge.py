@@ -11,7 +11,7 @@ import zlib
 import orjson
 import pytest
 
-from router.http.edge import RequestIds
+from router.http.request_ids import RequestIds
 from tests.support.config import chat_body, make_config
 URL = "/v1/chat/completions"
 

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import BodyChanges, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
 from router.core.results import Usage
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
@@ -50,14 +50,14 @@ class AnthropicMessages:
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
     check_body = None  # validated after the depth walk, by parse
 
-    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
             parsed = validate_messages_body(body)
         except AnthropicInvalid as exc:
             return invalid_request(exc.message)
         return messages_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         return self.parse(body, turn_chars)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
@@ -120,6 +120,9 @@ class AnthropicMessages:
 
     def is_stream_end(self, data: bytes) -> bool:
         return is_message_stop(data)
+
+    def stream_framing(self, view: RequestView) -> None:
+        return None  # server-sent events, as relayed
 
 
 ANTHROPIC_MESSAGES_ADAPTER = AnthropicMessages()

@@ -25,10 +25,12 @@ off (the rule of :func:`~router.wire.anthropic_messages.validation.tool_loop_wit
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import xxhash
 
+from router.core.request_view import stale_signed
 from router.core.results import StaleSignatures
 
 from router.wire.anthropic_messages.blocks import (
@@ -87,31 +89,18 @@ def unbind(messages: Sequence[Any], changed_from: int | None, remembered: Iterab
     """The signed thinking blocks to leave out of ``messages``: every one in a message after
     ``changed_from`` (the index of the first message whose bytes differ from what the session's
     previous request sent; None: nothing changed) and every one the session ``remembered`` as
-    unbound. Deterministic, so each later request leaves out the very same blocks."""
-    record = list(dict.fromkeys(remembered))
-    known = set(record)
-    if changed_from is None and not known:
-        return NOTHING_UNBOUND
-    positions: list[tuple[int, int]] = []
-    added: list[str] = []
-    for m, message in enumerate(messages):
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, list) or message.get("role") != "assistant":
-            continue
-        for b, block in enumerate(content):
-            key = block_key(block)
-            if key is None:
-                continue
-            if key in known:
-                positions.append((m, b))
-            elif changed_from is not None and m > changed_from:
-                positions.append((m, b))
-                added.append(key)
-                known.add(key)
-    if not positions:
-        return StaleSignatures(keys=tuple(record))
-    keys = tuple((record + added)[-MAX_UNBOUND:])
-    return StaleSignatures(tuple(positions), keys, len(added), _loop_left_without_thinking(messages, positions))
+    unbound (:func:`~router.core.request_view.stale_signed`)."""
+    signed = (
+        (m, b, key)
+        for m, message in enumerate(messages)
+        if isinstance(message, dict) and message.get("role") == "assistant" and isinstance(message.get("content"), list)
+        for b, block in enumerate(message["content"])
+        if (key := block_key(block)) is not None
+    )
+    found = stale_signed(signed, changed_from, remembered, MAX_UNBOUND)
+    if not found.positions:
+        return found if found.keys else NOTHING_UNBOUND
+    return replace(found, loop_without_reasoning=_loop_left_without_thinking(messages, list(found.positions)))
 
 
 def _loop_left_without_thinking(messages: Sequence[Any], positions: list[tuple[int, int]]) -> bool:

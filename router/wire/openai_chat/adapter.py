@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import BodyChanges, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT
 from router.wire.openai_chat.body import upstream_body
@@ -35,7 +35,7 @@ class OpenAIChat:
     paths = ("/v1/chat/completions",)
     keep_alive = KEEP_ALIVE_COMMENT
 
-    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
             parsed = validate_chat_body(body)
         except InvalidRequest as exc:
@@ -45,7 +45,7 @@ class OpenAIChat:
     # the validation made on the way to the depth walk, which it spares the usual messages
     check_body = staticmethod(check_chat_body)
 
-    def parse_checked(self, body: Any, checked: CheckedChat, turn_chars: int) -> RequestView | ApiError:
+    def parse_checked(self, body: Any, checked: CheckedChat, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         if checked.request is None:  # invalid: parse says why
             return self.parse(body, turn_chars)
         return chat_view(body, checked.request, turn_chars)
@@ -78,6 +78,9 @@ class OpenAIChat:
 
     def is_stream_end(self, data: bytes) -> bool:
         return data == b"[DONE]"
+
+    def stream_framing(self, view: RequestView) -> None:
+        return None  # server-sent events, as relayed
 
 
 OPENAI_CHAT_ADAPTER = OpenAIChat()

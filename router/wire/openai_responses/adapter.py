@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
-from router.core.request_view import BodyChanges, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT, is_event_of_type
 from router.wire.openai_chat.errors import render_error
@@ -39,14 +39,14 @@ class OpenAIResponses:
     keep_alive = KEEP_ALIVE_COMMENT
     check_body = None  # validated after the depth walk, by parse
 
-    def parse(self, body: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
             parsed = validate_responses_body(body)
         except InvalidRequest as exc:
             return invalid_request(exc.message, param=exc.param)
         return responses_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int) -> RequestView | ApiError:
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         return self.parse(body, turn_chars)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
@@ -72,6 +72,9 @@ class OpenAIResponses:
 
     def is_stream_end(self, data: bytes) -> bool:
         return is_event_of_type(data, END_TYPES)
+
+    def stream_framing(self, view: RequestView) -> None:
+        return None  # server-sent events, as relayed
 
 
 OPENAI_RESPONSES_ADAPTER = OpenAIResponses()

@@ -35,7 +35,7 @@ def test_each_use_of_a_provider_has_its_url_and_wire(settings, chat, classifier,
     assert url == classifier and payload["model"] == "small" and payload["stream"] is False
 
 
-@pytest.mark.parametrize("api", sorted(set(PROVIDER_ADAPTERS) - {"anthropic"}))  # anthropic's: tests/test_anthropic_provider.py
+@pytest.mark.parametrize("api", sorted(set(PROVIDER_ADAPTERS) - {"anthropic", "gemini"}))  # their own: test_anthropic_provider.py, test_gemini_provider.py
 def test_headers_carry_the_configured_headers_and_the_key_never_the_clients(api, monkeypatch):
     monkeypatch.setenv("PROVIDER_KEY", "sk-test")
     p = provider(base_url="http://h/v1", api=api, api_key_env="PROVIDER_KEY", headers={"OpenAI-Organization": "org"})

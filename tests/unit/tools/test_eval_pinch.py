@@ -119,7 +119,7 @@ def test_uniform_pinch_is_measured_on_what_reached_the_upstream() -> None:
     assert ratios.prefix_share < results.ratios([transcript.name], SCENARIO["warm"], BUDGET_SMALL, NO_PINCH).prefix_share
 
 
-@pytest.mark.parametrize("scenario", ["warm", "cold", "nocache"])
+@pytest.mark.parametrize("scenario", ["warm", "cold", "nocache", "gemini"])
 def test_the_cached_tokens_the_upstream_reports_reach_the_decision_rows_as_priced(scenario: str) -> None:
     results, _ = replay_small(scenario, modes=(UNIFORM, UNIFORM_LEDGER))
     name = load_transcript(SMALL).name

@@ -218,3 +218,11 @@ def test_results_by_call_finds_the_tool_results_of_every_wire():
         {"role": "user", "content": "no result"},
     ]
     assert results_by_call(units) == {"c1": b'"chat"', "t1": b'[{"type":"text","text":"anthropic"}]', "f1": b'"responses"'}
+
+
+def test_gemini_pricing_bills_cached_tokens_at_a_tenth_with_no_write_premium() -> None:
+    from router.tools.pinch_measures import ANTHROPIC, GEMINI, SentRequest, price_session
+
+    requests = [SentRequest(1000, 0, 0.0), SentRequest(1200, 1000, 10.0)]
+    assert price_session(requests, GEMINI).cost == 1000 + 0.1 * 1000 + 200
+    assert price_session(requests, ANTHROPIC).cost == 1.25 * 1000 + 0.1 * 1000 + 1.25 * 200

@@ -10,7 +10,7 @@ from router.tools.mock_anthropic import events as anthropic_events
 from router.translate.chat_to_messages import AnthropicToChatSse
 from router.translate.messages_to_chat import ChatToAnthropicSse
 from router.translate.protocol import StreamBroken
-from router.translate.sse_frames import data_lines
+from router.core.sse import data_payloads as data_lines
 from tests.support.anthropic_factories import body, user
 
 

@@ -1,0 +1,395 @@
+"""A Gemini client (Gemini CLI, the google-genai SDKs) to an OpenAI-chat provider: the request, the
+answer and its stream back. Pure.
+
+Decisions, where the two APIs have no common ground:
+
+The ``systemInstruction`` becomes the one leading system message. Each ``functionResponse`` becomes
+a ``tool`` message right after the assistant turn whose call it answers — by its ``id`` when it has
+one, else by name, in order (Gemini's own rule) — exactly one per call (:func:`one_result_per_call`);
+its content is the response's one string field (Gemini CLI's ``output``) or its JSON. A call
+without an ``id`` gets ``call_<content>_<part>``, the same on every turn. ``inlineData`` images go
+as ``image_url`` data URLs, ``fileData`` images as their URI. Thought parts go back as
+``reasoning_content`` only to a model that wants it (``models[].reasoning_content``); thought
+signatures, ``thinkingConfig``, ``safetySettings``, ``topK`` and ``cachedContent`` (state kept at
+Google, named in ``x-router-dropped``) have no chat equivalent and are left out, and so are tools
+other than function declarations (``googleSearch``, ``codeExecution``, … — each named). Gemini's
+OpenAPI schemas (``"type": "OBJECT"``) become JSON Schema (``"object"``). ``responseMimeType:
+application/json`` with a schema becomes ``response_format: json_schema``, without one
+``json_object``; ``toolConfig``'s mode ``ANY`` becomes ``required`` (one allowed name: that function),
+``NONE`` ``none``.
+
+The answer comes back as a ``GenerateContentResponse``: the text, the reasoning as a thought part
+when the client asked for thoughts (``includeThoughts``), each tool call as a ``functionCall`` with
+its id (``call_<token>_<n>`` when the provider gave none), the finish reason (``STOP``, also after
+calls; ``MAX_TOKENS``; ``SAFETY``) and ``usageMetadata`` with ``cachedContentTokenCount`` and
+``thoughtsTokenCount`` when the provider reported them. A stream comes back as SSE chunks: text and
+thoughts as they arrive, each call whole once its arguments are (Gemini never splits one), the
+finish reason and usage in the last chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.core.content import Message, content_text
+from router.core.results import Candidate
+from router.translate.json_values import answer_object, tool_input
+from router.translate.messages_to_chat import one_result_per_call
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.sse_frames import SseTranslator
+from router.wire.gemini.answers import SSE_EVENT_END
+from router.wire.gemini.parts import (
+    CACHED_CONTENT,
+    CONTENTS,
+    DECLARATIONS,
+    FILE_DATA,
+    GENERATION,
+    INLINE_DATA,
+    MAX_OUTPUT,
+    MIME_TYPE,
+    RESPONSE_JSON_SCHEMA,
+    RESPONSE_MIME,
+    RESPONSE_SCHEMA,
+    SYSTEM,
+    TOOL_CONFIG,
+    TOOLS,
+    all_text,
+    field,
+    function_call,
+    function_response,
+    is_image_part,
+    is_model,
+    is_thought,
+    parts_of,
+)
+from router.wire.gemini.view import includes_thoughts, response_text
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+
+# generationConfig's fields a chat body has, by their two spellings
+_SAMPLING = (
+    (("temperature", "temperature"), "temperature"),
+    (("topP", "top_p"), "top_p"),
+    (("seed", "seed"), "seed"),
+    (("presencePenalty", "presence_penalty"), "presence_penalty"),
+    (("frequencyPenalty", "frequency_penalty"), "frequency_penalty"),
+)
+STOP_SEQUENCES = ("stopSequences", "stop_sequences")
+FUNCTION_CALLING = ("functionCallingConfig", "function_calling_config")
+ALLOWED_NAMES = ("allowedFunctionNames", "allowed_function_names")
+FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", "function_call": "STOP", "content_filter": "SAFETY"}
+_SCHEMA_ONLY_GEMINI = frozenset({"propertyOrdering", "property_ordering", "nullable"})
+
+
+class GeminiToChat:
+    """A Gemini request to an OpenAI-chat provider, and its answer back (one request)."""
+
+    def __init__(self, ids: AnswerIds) -> None:
+        self.model = ""
+        self.reasoning = self.thoughts = False
+        self.dropped: tuple[str, ...] = ()
+        self.response_id = f"pinch-{ids.token}"
+        self.call_ids = f"call_{ids.token[:12]}"
+
+    def request(self, body: bytes, candidate: Candidate) -> bytes:
+        gemini = orjson.loads(body)
+        self.model, self.reasoning = candidate.model, candidate.reasoning_content
+        self.thoughts = includes_thoughts(gemini)
+        self.dropped = dropped_by_chat(gemini)
+        return orjson.dumps(gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning))
+
+    def response(self, body: bytes) -> bytes:
+        return orjson.dumps(chat_completion_to_gemini(answer_object(body), self.model, self.response_id, self.call_ids, self.thoughts))
+
+    def streams(self, content_type: str) -> bool:
+        return content_type == EVENT_STREAM
+
+    def stream(self) -> ChatToGeminiSse:
+        return ChatToGeminiSse(self.model, self.response_id, self.call_ids, self.thoughts)
+
+
+def dropped_by_chat(body: dict[str, Any]) -> tuple[str, ...]:
+    """What a chat provider cannot be given: tools other than function declarations, ``cachedContent``."""
+    tools = field(body, TOOLS)
+    names = [f"tool {next(iter(t), 'unknown')}" for t in tools if isinstance(t, dict) and not field(t, DECLARATIONS)] if isinstance(tools, list) else []
+    if field(body, CACHED_CONTENT) is not None:
+        names.append("cachedContent")
+    return tuple(names)
+
+
+def json_schema(schema: Any) -> Any:
+    """A Gemini schema (OpenAPI's subset: upper-case ``type``, ``nullable``) as JSON Schema; a JSON Schema
+    comes back as it was, but for ``propertyOrdering``."""
+    if isinstance(schema, list):
+        return [json_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: json_schema(v) if k not in ("enum", "const", "default", "example", "required") else v for k, v in schema.items() if k not in _SCHEMA_ONLY_GEMINI}
+    kind = out.get("type")
+    if isinstance(kind, str):
+        out["type"] = kind.lower()
+    elif isinstance(kind, list):
+        out["type"] = [k.lower() if isinstance(k, str) else k for k in kind]
+    if schema.get("nullable") is True and isinstance(out.get("type"), str):
+        out["type"] = [out["type"], "null"]
+    return out
+
+
+def _image_part(part: dict[str, Any]) -> dict[str, Any] | None:
+    inline = field(part, INLINE_DATA)
+    if isinstance(inline, dict) and isinstance(inline.get("data"), str):
+        return {"type": "image_url", "image_url": {"url": f"data:{field(inline, MIME_TYPE) or 'image/png'};base64,{inline['data']}"}}
+    uri = field(field(part, FILE_DATA), ("fileUri", "file_uri"))
+    return {"type": "image_url", "image_url": {"url": uri}} if isinstance(uri, str) else None
+
+
+def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int], str]) -> list[Message]:
+    """The conversation as chat messages, for :func:`one_result_per_call`: each function response a
+    ``tool`` message after the calls it answers, its content's other parts the user's after it."""
+    out: list[Message] = []
+    if system is not None and (text := all_text(system)):
+        out.append({"role": "system", "content": text})
+    open_calls: list[tuple[str, str]] = []  # (id, name) of the last model turn's calls not yet answered
+    for c, content in enumerate(contents):
+        parts = parts_of(content)
+        if is_model(content):
+            texts, reasoning, calls = [], [], []
+            for p, part in enumerate(parts):
+                call = function_call(part)
+                if call is not None:
+                    call_id = call_ids_of[(c, p)]
+                    calls.append({"id": call_id, "type": "function", "function": {"name": call.get("name", ""), "arguments": orjson.dumps(call.get("args") or {}).decode()}})
+                elif isinstance(part.get("text"), str):
+                    (reasoning if is_thought(part) else texts).append(part["text"])
+            message: Message = {"role": "assistant", "content": "".join(texts) or None}
+            if calls:
+                message["tool_calls"] = calls
+            if reasoning:
+                message["reasoning_content"] = "".join(reasoning)
+            out.append(message)
+            open_calls = [(call["id"], call["function"]["name"]) for call in calls]
+            continue
+        user: list[dict[str, Any]] = []
+        for part in parts:
+            response = function_response(part)
+            if response is not None:
+                call_id = _answered_call(response, open_calls)
+                if call_id is not None:
+                    text, _ = response_text(response.get("response"))
+                    out.append({"role": "tool", "tool_call_id": call_id, "content": text})
+                user += [image for inner in parts_of(response) if is_image_part(inner) and (image := _image_part(inner)) is not None]
+            elif isinstance(part.get("text"), str) and not is_thought(part):
+                user.append({"type": "text", "text": part["text"]})
+            elif is_image_part(part) and (image := _image_part(part)) is not None:
+                user.append(image)
+        if user:  # parts stay parts (Gemini CLI's session context and the prompt are two); one text is a string
+            out.append({"role": "user", "content": user if len(user) > 1 or user[0]["type"] != "text" else user[0]["text"]})
+    return out
+
+
+def _answered_call(response: dict[str, Any], open_calls: list[tuple[str, str]]) -> str | None:
+    """The open call a function response answers (by id, else the first of its name), taken off the list."""
+    wanted, name = response.get("id"), response.get("name")
+    for at, (call_id, call_name) in enumerate(open_calls):
+        if (isinstance(wanted, str) and wanted and call_id == wanted) or (not (isinstance(wanted, str) and wanted) and call_name == name):
+            del open_calls[at]
+            return call_id
+    return None
+
+
+def call_ids(contents: list[Any]) -> dict[tuple[int, int], str]:
+    """Each function call's chat id by (content, part): its own ``id``, else ``call_<content>_<part>``."""
+    return {
+        (c, p): call["id"] if isinstance(call.get("id"), str) and call["id"] else f"call_{c}_{p}"
+        for c, content in enumerate(contents)
+        if is_model(content)
+        for p, part in enumerate(parts_of(content))
+        if (call := function_call(part)) is not None
+    }
+
+
+def gemini_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_content: bool = False) -> dict[str, Any]:
+    """A Gemini body (with the path's ``stream``, as the wire adapter writes a translation's source) as
+    a chat-completions body for ``upstream_model``."""
+    contents = field(body, CONTENTS) or []
+    view = chat_view(field(body, SYSTEM), contents, call_ids(contents))
+    out: dict[str, Any] = {"model": upstream_model, "messages": one_result_per_call(view, reasoning_content)}
+    generation = field(body, GENERATION) if isinstance(field(body, GENERATION), dict) else {}
+    limit = field(generation, MAX_OUTPUT)
+    if isinstance(limit, int) and not isinstance(limit, bool):
+        out["max_tokens"] = limit
+    for names, key in _SAMPLING:
+        if (value := field(generation, names)) is not None:
+            out[key] = value
+    stops = field(generation, STOP_SEQUENCES)
+    if isinstance(stops, list) and stops:
+        out["stop"] = stops
+    tools = [
+        _chat_tool(d)
+        for t in field(body, TOOLS) or []
+        if isinstance(t, dict)
+        for d in field(t, DECLARATIONS) or []
+        if isinstance(d, dict)
+    ]
+    if tools:
+        out["tools"] = tools
+        choice = _tool_choice(field(field(body, TOOL_CONFIG), FUNCTION_CALLING))
+        if choice is not None:
+            out["tool_choice"] = choice
+    mime = field(generation, RESPONSE_MIME)
+    schema = field(generation, RESPONSE_JSON_SCHEMA) or field(generation, RESPONSE_SCHEMA)
+    if isinstance(schema, dict):
+        out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": json_schema(schema)}}
+    elif isinstance(mime, str) and mime.lower().startswith("application/json"):
+        out["response_format"] = {"type": "json_object"}
+    if body.get("stream") is True:
+        out["stream"] = True
+        out["stream_options"] = {"include_usage": True}  # the last chunk reports real usage
+    return out
+
+
+def _chat_tool(declaration: dict[str, Any]) -> dict[str, Any]:
+    schema = declaration.get("parametersJsonSchema", declaration.get("parameters_json_schema", declaration.get("parameters")))
+    function: dict[str, Any] = {"name": declaration["name"], "parameters": json_schema(schema) if isinstance(schema, dict) else {"type": "object", "properties": {}}}
+    if isinstance(declaration.get("description"), str):
+        function["description"] = declaration["description"]
+    return {"type": "function", "function": function}
+
+
+def _tool_choice(config: Any) -> Any:
+    mode = str(field(config, ("mode", "mode")) or "").upper()
+    if mode == "NONE":
+        return "none"
+    if mode == "ANY":
+        names = field(config, ALLOWED_NAMES)
+        if isinstance(names, list) and len(names) == 1 and isinstance(names[0], str):
+            return {"type": "function", "function": {"name": names[0]}}
+        return "required"
+    return "auto" if mode in ("AUTO", "VALIDATED") else None
+
+
+def gemini_usage(usage: Any) -> dict[str, int]:
+    """A chat ``usage`` as ``usageMetadata``: the prompt (cached part included), the output less its
+    reasoning, the reasoning, the cached part."""
+    usage = usage if isinstance(usage, dict) else {}
+
+    def number(key: str, within: dict[str, Any] = usage) -> int:
+        value = within.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    prompt, completion = number("prompt_tokens"), number("completion_tokens")
+    details = usage.get("completion_tokens_details")
+    thoughts = number("reasoning_tokens", details) if isinstance(details, dict) else 0
+    cached_in = usage.get("prompt_tokens_details")
+    cached = number("cached_tokens", cached_in) if isinstance(cached_in, dict) else 0
+    metadata = {"promptTokenCount": prompt, "candidatesTokenCount": max(completion - thoughts, 0), "totalTokenCount": number("total_tokens") or prompt + completion}
+    if cached:
+        metadata["cachedContentTokenCount"] = cached
+    if thoughts:
+        metadata["thoughtsTokenCount"] = thoughts
+    return metadata
+
+
+def _call_part(call: dict[str, Any], call_ids: str, position: int) -> dict[str, Any]:
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else f"{call_ids}_{position}"
+    return {"functionCall": {"id": call_id, "name": function.get("name") or "", "args": tool_input(function.get("arguments"))}}
+
+
+def _response(parts: list[dict[str, Any]], model: str, response_id: str, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish is not None:
+        candidate["finishReason"] = finish
+    out: dict[str, Any] = {"candidates": [candidate]}
+    if usage is not None:
+        out["usageMetadata"] = usage
+    out["modelVersion"] = model
+    out["responseId"] = response_id
+    return out
+
+
+def chat_completion_to_gemini(completion: dict[str, Any], model: str, response_id: str, call_ids: str, thoughts: bool = False) -> dict[str, Any]:
+    """A non-streamed chat completion as a ``GenerateContentResponse``."""
+    choices = completion.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    parts: list[dict[str, Any]] = []
+    reasoning = message.get("reasoning_content")
+    if thoughts and isinstance(reasoning, str) and reasoning:
+        parts.append({"text": reasoning, "thought": True})
+    if text := content_text(message.get("content")):
+        parts.append({"text": text})
+    calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
+    parts += [_call_part(call, call_ids, n) for n, call in enumerate(calls)]
+    finish = FINISH_REASONS.get(choice.get("finish_reason") or "stop", "STOP")
+    return _response(parts, model, response_id, finish, gemini_usage(completion.get("usage")))
+
+
+def _event(response: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(response) + SSE_EVENT_END
+
+
+class ChatToGeminiSse(SseTranslator):
+    """A chat-completions stream as Gemini's SSE chunks (see the module doc)."""
+
+    def __init__(self, model: str, response_id: str, call_ids: str, thoughts: bool = False) -> None:
+        super().__init__(OPENAI_CHAT_ADAPTER)
+        self.model, self.response_id, self.call_ids, self.thoughts = model, response_id, call_ids, thoughts
+        self.calls: dict[int, dict[str, Any]] = {}  # chat index → the call so far (id, name, arguments)
+        self.finish_reason: str | None = None
+        self.chat_usage: Any = None
+
+    def _data(self, data: bytes) -> list[bytes]:
+        if data == b"[DONE]":
+            self.done = True
+            return self._last()
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
+        if not isinstance(chunk, dict):
+            return []
+        if chunk.get("error") is not None:
+            error = chunk["error"]
+            raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
+        if isinstance(chunk.get("usage"), dict):
+            self.chat_usage = chunk["usage"]
+        parts: list[dict[str, Any]] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            reasoning = delta.get("reasoning_content")
+            if self.thoughts and isinstance(reasoning, str) and reasoning:
+                parts.append({"text": reasoning, "thought": True})
+            if isinstance(delta.get("content"), str) and delta["content"]:
+                parts.append({"text": delta["content"]})
+            for call in delta.get("tool_calls") or []:
+                self._call_fragment(call)
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+        return [_event(_response(parts, self.model, self.response_id))] if parts else []
+
+    def _call_fragment(self, call: Any) -> None:
+        if not isinstance(call, dict):
+            return
+        index = call.get("index", 0)
+        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        so_far = self.calls.setdefault(index if isinstance(index, int) else 0, {"id": None, "function": {"name": "", "arguments": ""}})
+        if isinstance(call.get("id"), str) and call["id"]:
+            so_far["id"] = call["id"]
+        if isinstance(function.get("name"), str) and function["name"]:
+            so_far["function"]["name"] = function["name"]
+        if isinstance(function.get("arguments"), str):
+            so_far["function"]["arguments"] += function["arguments"]
+
+    def _last(self) -> list[bytes]:
+        """The last chunk: the calls, whole, the finish reason and the usage."""
+        parts = [_call_part(call, self.call_ids, n) for n, (_, call) in enumerate(sorted(self.calls.items()))]
+        finish = FINISH_REASONS.get(self.finish_reason or "stop", "STOP")
+        return [_event(_response(parts, self.model, self.response_id, finish, gemini_usage(self.chat_usage)))]
+
+    def _closing(self) -> list[bytes]:
+        # after its finish reason a chat answer is complete, [DONE] or not; before it, it was cut short
+        return self._last() if self.finish_reason is not None else []

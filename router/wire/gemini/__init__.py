@@ -1,0 +1,1 @@
+"""The Gemini API (generateContent, streamGenerateContent): Gemini CLI and the google-genai SDKs."""

@@ -1,0 +1,97 @@
+"""The Gemini API wire adapter: ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent``
+(and the same under ``/v1``): Gemini CLI and the google-genai SDKs.
+
+* The model and the stream come from the path (:class:`~router.core.request_view.RequestTarget`):
+  ``auto`` and every routing alias work there as on the other wires; ``?alt=sse`` frames the
+  stream as SSE, its absence as one JSON array (:class:`.answers.JsonArrayFraming`).
+* Validation: :func:`.validation.validate_gemini_body`; the view: :func:`.view.gemini_view` (a unit
+  holds at most one ``functionResponse``; thought signatures are signed reasoning, never touched).
+* Errors: Google's ``{"error": {"code", "message", "status"}}`` (:mod:`.errors`).
+* Upstream body (an ``api: gemini`` provider): the client's body with only the chain's changes
+  (:mod:`.body`) — every other byte, ``thoughtSignature`` included, as the client sent it. As the
+  source of a translation to another format it also carries the path's ``model`` and ``stream``,
+  which a Gemini body has no field for.
+* Answers: SSE ``data: {chunk}`` events, relayed as they come; the chunk with a ``finishReason``
+  ends the stream; usage from ``usageMetadata``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
+from router.core.results import Usage
+from router.wire.gemini.answers import JsonArrayFraming, is_last_chunk, read_usage, usage_of
+from router.wire.gemini.body import signed, within_output_limit
+from router.wire.gemini.errors import render_error, stream_error
+from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
+from router.wire.gemini.signatures import dropped
+from router.wire.gemini.validation import ACTIONS, validate_gemini_body
+from router.wire.gemini.view import GeminiConversation, gemini_view
+
+# The path's shape: the model is one segment without ':' (aiohttp's pattern syntax), the action one of ACTIONS.
+MODEL_ACTION = "{model:[^/:]+}:{action:" + "|".join(ACTIONS) + "}"
+PATHS = (f"/v1beta/models/{MODEL_ACTION}", f"/v1/models/{MODEL_ACTION}")
+# What a silent stream is sent: whitespace, which both framings allow between chunks (the JS SDK's
+# stream reader skips leading whitespace but would wait forever behind an SSE comment).
+KEEP_ALIVE = b"\n"
+
+
+class Gemini:
+    name = GEMINI
+    paths = PATHS
+    keep_alive = KEEP_ALIVE
+    check_body = None  # validated after the depth walk, by parse
+
+    def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        try:
+            parsed = validate_gemini_body(body, target.path.get("model"), target.path.get("action"), target.query)
+        except InvalidRequest as exc:
+            return invalid_request(exc.message, param=exc.param)
+        return gemini_view(body, parsed, turn_chars)
+
+    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        return self.parse(body, turn_chars, target)
+
+    def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
+        return render_error(error)  # Google's errors carry no request id
+
+    def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
+        conversation = view.conversation
+        assert isinstance(conversation, GeminiConversation)
+        payload = within_output_limit(body, changes.output_tokens)
+        contents = conversation.contents_with(changes.rewrites)
+        if changes.translated:
+            # the path's facts, for the translation (a Gemini body has no field for either)
+            return orjson.dumps({**payload, key_of(body, CONTENTS): contents, "model": changes.upstream_model, "stream": view.stream})
+        contents, _ = signed(contents, changes.stale.positions if changes.stale is not None else ())
+        return orjson.dumps({**payload, key_of(body, CONTENTS): contents})
+
+    def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
+        return (dropped(changes.stale),) if changes.stale is not None else ()
+
+    def read_usage(self, body: bytes) -> Usage | None:
+        return read_usage(body)
+
+    def usage_of(self, answer: Any) -> Usage | None:
+        return usage_of(answer)
+
+    def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
+        return stream_error(message, code)  # Gemini's events are not numbered
+
+    def is_usage_only_event(self, event: bytes) -> bool:
+        return False  # a Gemini stream reports usageMetadata in its chunks, always
+
+    def is_stream_end(self, data: bytes) -> bool:
+        return is_last_chunk(data)
+
+    def stream_framing(self, view: RequestView) -> JsonArrayFraming | None:
+        """The JSON array for a stream asked without ``?alt=sse``; None: SSE, as relayed."""
+        conversation = view.conversation
+        return JsonArrayFraming() if view.stream and isinstance(conversation, GeminiConversation) and not conversation.sse else None
+
+
+GEMINI_ADAPTER = Gemini()

@@ -1,0 +1,84 @@
+"""Gemini's answers as the proxy reads them: usage, the end of a stream, the JSON-array framing. Pure.
+
+A ``GenerateContentResponse`` (whole, or one chunk of a stream) reports ``usageMetadata``:
+``promptTokenCount`` (the cached part included), ``cachedContentTokenCount``,
+``candidatesTokenCount`` and ``thoughtsTokenCount`` (the output is both), ``totalTokenCount``.
+A stream with ``?alt=sse`` is ``data: {chunk}`` events and has no end marker: the chunk that
+carries a candidate's ``finishReason`` is its last. Without ``alt=sse`` Google streams one JSON
+array of the same chunks (``[{…}``, ``,{…}`` …, ``]``): the proxy always asks a provider for
+SSE, and :class:`JsonArrayFraming` writes the client's events as that array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.core.results import Usage
+from router.core.sse import data_payloads
+SSE_EVENT_END = b"\r\n\r\n"  # as Google ends its events
+JSON = "application/json"
+
+
+def _count(obj: dict[str, Any], camel: str, snake: str) -> int | None:
+    value = obj.get(camel, obj.get(snake))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def usage_of(answer: Any) -> Usage | None:
+    """The usage of one parsed response or chunk (None: it reports none)."""
+    if not isinstance(answer, dict):
+        return None
+    metadata = answer.get("usageMetadata", answer.get("usage_metadata"))
+    if not isinstance(metadata, dict):
+        return None
+    prompt = _count(metadata, "promptTokenCount", "prompt_token_count")
+    candidates = _count(metadata, "candidatesTokenCount", "candidates_token_count")
+    thoughts = _count(metadata, "thoughtsTokenCount", "thoughts_token_count")
+    completion = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    total = _count(metadata, "totalTokenCount", "total_token_count")
+    return Usage(prompt, completion, total, _count(metadata, "cachedContentTokenCount", "cached_content_token_count"))
+
+
+def read_usage(data: bytes) -> Usage | None:
+    try:
+        return usage_of(orjson.loads(data))
+    except orjson.JSONDecodeError:
+        return None
+
+
+def is_last_chunk(data: bytes) -> bool:
+    """Whether one SSE data payload is a stream's last chunk: a candidate with its ``finishReason``
+    (parsed only when the name occurs in it)."""
+    if b'"finishReason"' not in data and b'"finish_reason"' not in data:
+        return False
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    candidates = chunk.get("candidates") if isinstance(chunk, dict) else None
+    return isinstance(candidates, list) and any(
+        isinstance(c, dict) and (c.get("finishReason") or c.get("finish_reason")) for c in candidates
+    )
+
+
+class JsonArrayFraming:
+    """A stream's chunks as Google's JSON array (``streamGenerateContent`` without ``alt=sse``): the
+    client's whole SSE events in, the array's bytes out (``[`` before the first chunk, ``,`` between,
+    ``]`` after the last — also after an error, which is one more element)."""
+
+    content_type = JSON
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def events(self, ready: bytes) -> bytes:
+        out = []
+        for data in data_payloads(ready):
+            out.append((b",\r\n" if self.started else b"[") + data)
+            self.started = True
+        return b"".join(out)
+
+    def close(self) -> bytes:
+        return b"]" if self.started else b"[]"

@@ -1,0 +1,73 @@
+"""The body a Gemini provider is sent: the client's, with the chain's changes and no more. Pure.
+
+The model and the stream are in the URL (the provider adapter's), so the body changes only by:
+the function responses pinch rewrote; a ``maxOutputTokens`` above the candidate's limit lowered
+to it, a ``thinkingBudget`` that would reach the lowered limit scaled down with it (the thinking
+shares the output limit); the stale signatures of a model that checks them, and a missing
+signature on the first call of a step in the current turn (a history from another model, which
+Gemini 3 refuses), each as Google's placeholder (:mod:`.signatures`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from router.wire.gemini.parts import (
+    GENERATION,
+    MAX_OUTPUT,
+    SIGNATURE,
+    SKIP_SIGNATURE,
+    THINKING,
+    THINKING_BUDGET,
+    current_turn_start,
+    field,
+    first_call_at,
+    is_model,
+    key_of,
+    parts_of,
+    signature_of,
+)
+
+
+def within_output_limit(body: dict[str, Any], output_tokens: int | None) -> dict[str, Any]:
+    """``body`` with ``generationConfig.maxOutputTokens`` lowered to ``output_tokens`` when it asks
+    more (a limit is never added), and a ``thinkingBudget`` at or above the new limit (but below the
+    client's own) scaled down in proportion; ``body`` itself when nothing changes."""
+    generation = field(body, GENERATION)
+    asked = field(generation, MAX_OUTPUT)
+    if output_tokens is None or not isinstance(asked, int) or isinstance(asked, bool) or asked <= output_tokens:
+        return body
+    assert isinstance(generation, dict)
+    sent = {**generation, key_of(generation, MAX_OUTPUT): output_tokens}
+    thinking = field(generation, THINKING)
+    budget = field(thinking, THINKING_BUDGET)
+    if isinstance(thinking, dict) and isinstance(budget, int) and not isinstance(budget, bool) and output_tokens <= budget < asked:
+        sent[key_of(generation, THINKING)] = {**thinking, key_of(thinking, THINKING_BUDGET): max(1, budget * output_tokens // asked)}
+    return {**body, key_of(body, GENERATION): sent}
+
+
+def signed(contents: list[Any], stale: Collection[tuple[int, int]]) -> tuple[list[Any], int]:
+    """``contents`` with the signature of each part at ``stale`` replaced by the placeholder, and one
+    added to the first call of each step of the current turn that has none; how many were added.
+    The very same list when nothing changes; nothing is mutated."""
+    start = current_turn_start(contents)
+    out = contents
+    added = 0
+    for c, content in enumerate(contents):
+        if not is_model(content):
+            continue
+        parts = parts_of(content)
+        replace = {p for (at, p) in stale if at == c}
+        if c >= start and (first := first_call_at(parts)) is not None and signature_of(parts[first]) is None:
+            replace.add(first)
+            added += 1
+        if not replace:
+            continue
+        if out is contents:
+            out = list(contents)
+        raw = content["parts"]
+        out[c] = {**content, "parts": [
+            {**part, key_of(part, SIGNATURE): SKIP_SIGNATURE} if p in replace and isinstance(part, dict) else part for p, part in enumerate(raw)
+        ]}
+    return out, added

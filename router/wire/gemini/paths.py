@@ -1,0 +1,33 @@
+"""Which requests are a Gemini client's, before any body is read: its paths and its key. Pure.
+
+The HTTP edge answers some requests outside the chain (auth, unknown paths, framing, the model
+list): in Google's error shape for a Gemini path (``/v1beta/…``, and ``/v1/models/{model}:{action}``),
+and ``GET /v1/models`` — the OpenAI list for every other client — in Google's shape for a client
+that sends its key the way Gemini's do (``x-goog-api-key``, or ``?key=``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+API_KEY_HEADER = "x-goog-api-key"
+API_KEY_QUERY = "key"
+GEMINI_ROOT = "/v1beta/"
+MODELS_V1 = "/v1/models/"
+
+
+def is_gemini_path(path: str) -> bool:
+    """A path of the Gemini API: under ``/v1beta``, or a model's action under ``/v1/models`` (``…:generateContent``)."""
+    return path.startswith(GEMINI_ROOT) or path == GEMINI_ROOT[:-1] or (path.startswith(MODELS_V1) and ":" in path[len(MODELS_V1) :])
+
+
+def is_gemini_client(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:
+    """A client that sends its key as Gemini's SDKs and Gemini CLI do."""
+    return API_KEY_HEADER in headers or API_KEY_QUERY in query
+
+
+def offered_key(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The key a Gemini client offers: ``x-goog-api-key``, else ``?key=``; None when it offers neither."""
+    if API_KEY_HEADER in headers:
+        return headers[API_KEY_HEADER]
+    return query.get(API_KEY_QUERY)

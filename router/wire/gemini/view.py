@@ -1,0 +1,261 @@
+"""A Gemini request as the neutral view (:mod:`router.core.request_view`). Pure.
+
+Units: the ``systemInstruction`` (one unit), then each content — except that a user content's
+``functionResponse`` parts are each a unit of their own and its other parts one more, so a unit
+holds at most one tool result. Each unit is the content in the estimator's terms (text parts as
+text, images as images, every other part counted by its JSON), built once per request. An
+assistant turn starts at each ``model`` content.
+
+A tool result is a ``functionResponse``: its id is its ``id`` when Gemini gives one (Gemini 3 and
+Gemini CLI do), else ``<name>@<content>.<part>``, stable as a conversation grows; its tool is its
+``name``; its content, for pinch, the text of its ``response`` — the string of a response with one
+string field (Gemini CLI's ``{"output": …}``, the SDKs' ``{"result": …}``), else the response's
+JSON. A rewrite puts the new text back under that field (``output`` for a JSON one): nothing else
+of the part changes, and no other part — function calls and their thought signatures never do.
+
+What the stages read besides: tools (``functionDeclarations``) offered and in the history, images
+(``inlineData``/``fileData`` of an image type, in function responses too), JSON output
+(``responseMimeType: application/json``, a ``responseSchema`` or ``responseJsonSchema``), the output
+limit (``maxOutputTokens``), thinking (``thinkingConfig``); the opening (the system instruction and
+the first user content) for the fingerprint, and the turn text without Gemini CLI's
+``<session_context>`` part, which is context rather than what the user asked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.results import StaleSignatures
+from router.core.turn_text import TurnText, latest_turn_text
+from router.wire.gemini.parts import (
+    FUNCTION_RESPONSE,
+    GEMINI,
+    GENERATION,
+    MAX_OUTPUT,
+    RESPONSE_JSON_SCHEMA,
+    RESPONSE_MIME,
+    RESPONSE_SCHEMA,
+    THINKING,
+    THINKING_BUDGET,
+    DECLARATIONS,
+    INCLUDE_THOUGHTS,
+    THINKING_LEVEL,
+    all_text,
+    field,
+    function_call,
+    function_response,
+    is_image_part,
+    is_model,
+    key_of,
+    parts_of,
+    text_of,
+    words_of,
+)
+from router.wire.gemini.signatures import HOLD_FOR_SIGNED_LOOP, loop_signed, stale_signatures
+from router.wire.gemini.validation import GeminiRequest
+
+REWRITTEN_FIELD = "output"  # where a rewrite of a response that was not one string field goes
+
+
+def response_text(response: Any) -> tuple[str, str | None]:
+    """A function response's text for pinch, and the field that holds it (None: the whole response's JSON)."""
+    if isinstance(response, dict) and len(response) == 1:
+        ((key, value),) = response.items()
+        if isinstance(value, str):
+            return value, key
+    if response is None:
+        return "", None
+    return orjson.dumps(response).decode(), None
+
+
+def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
+    """Parts in the estimator's terms: text as text, images as images, anything else (calls, signatures) as it is."""
+    out: list[Any] = []
+    for part in parts:
+        text = part.get("text")
+        if type(text) is str:
+            out.append({"type": "text", "text": text})
+            if len(part) > 1:  # a signature, the thought flag
+                out.append({k: v for k, v in part.items() if k != "text"})
+        elif is_image_part(part):
+            out.append({"type": "image"})
+        else:
+            out.append(part)
+    return out
+
+
+class GeminiConversation(Conversation):
+    """:class:`router.core.request_view.Conversation` over a Gemini ``systemInstruction`` and ``contents``.
+
+    Its signed reasoning is Gemini's thought signatures (:mod:`.signatures`)."""
+
+    __slots__ = ("contents", "sse", "units", "_results", "_units", "_where", "_fields", "_turns")
+    result_key = "content"
+    result_id_key = "id"
+
+    def __init__(self, system: Any, contents: list[Any], sse: bool = True) -> None:
+        """``sse``: a stream is framed as server-sent events (``?alt=sse``), else as one JSON array."""
+        self.contents = contents
+        self.sse = sse
+        units: list[Unit] = []
+        results: list[ToolResult] = []
+        where: list[tuple[int, int]] = []  # each result's (content index, part index)
+        fields: list[str | None] = []  # the response field each result's text is in
+        turns: list[int] = []
+        if system is not None and (text := all_text(system)):
+            units.append({"role": "system", "content": [{"type": "text", "text": text}]})
+        for c, content in enumerate(contents):
+            parts = parts_of(content)
+            if is_model(content):
+                turns.append(len(units))
+                units.append({"role": "assistant", "content": neutral_parts(parts)})
+                continue
+            others = []
+            for p, part in enumerate(parts):
+                response = function_response(part)
+                if response is None:
+                    others.append(part)
+                    continue
+                name = response.get("name")
+                call_id = response.get("id")
+                stable = call_id if isinstance(call_id, str) and call_id else f"{name}@{c}.{p}"
+                text, key = response_text(response.get("response"))
+                unit: Unit = {"role": "tool", "name": name, "id": stable, "content": text}
+                if response.get("parts"):
+                    unit["parts"] = neutral_parts(parts_of(response))
+                results.append(ToolResult(len(units), stable, text))
+                where.append((c, p))
+                fields.append(key)
+                units.append(unit)
+            if others:
+                units.append({"role": "user", "content": neutral_parts(others)})
+        self.units = units
+        self._results = results
+        self._units = [r.unit for r in results]
+        self._where = where
+        self._fields = fields
+        self._turns = turns
+
+    def turn_starts(self) -> list[int]:
+        return self._turns
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self._turns, count)
+
+    def tool_results(self) -> list[ToolResult]:
+        return self._results
+
+    def result_units(self) -> list[int]:
+        return self._units
+
+    def tool_name(self, unit: int) -> str:
+        return clean_tool_name(self.units[unit].get("name"))
+
+    def batch_hold(self, checks_signatures: bool) -> str | None:
+        """A batch would make the signatures of the tool loop in progress stale (they would go as the
+        placeholder): on a model that checks them it waits for the loop's end."""
+        return HOLD_FOR_SIGNED_LOOP if checks_signatures and loop_signed(self.contents) else None
+
+    def stale_signatures(self, first_changed: int | None, remembered: tuple[str, ...]) -> tuple[StaleSignatures | None, tuple[str, ...]]:
+        if first_changed is None and not remembered:
+            return None, remembered
+        found = stale_signatures(self.contents, self._where[first_changed][0] if first_changed is not None else None, remembered)
+        return (found if found.positions else None), found.keys
+
+    def contents_with(self, rewrites: Rewrites) -> list[Any]:
+        """The client's contents with each rewritten result's ``response`` replaced (see the module doc);
+        the very same list when none is. No other part or content changes; nothing is mutated."""
+        if not rewrites:
+            return self.contents
+        out = list(self.contents)
+        for position, text in rewrites.items():
+            c, p = self._where[position]
+            content = out[c]
+            if content is self.contents[c]:
+                content = out[c] = {**content, "parts": list(content["parts"])}
+            part = content["parts"][p]
+            key = key_of(part, FUNCTION_RESPONSE)
+            response = part[key]
+            held = self._fields[position] or REWRITTEN_FIELD
+            content["parts"][p] = {**part, key: {**response, "response": {held: text}}}
+        return out
+
+
+def turn_text(contents: list[Any], max_chars: int) -> TurnText:
+    """The last user words (function responses and Gemini CLI's session context are not what was asked)
+    and the last model turn's calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`)."""
+    pairs = (("assistant" if is_model(c) else "user", c) for c in reversed(contents))
+    return latest_turn_text(pairs, words_of, _calls_and_text, max_chars)
+
+
+def _calls_and_text(content: Any) -> tuple[list[str], str]:
+    parts = parts_of(content)
+    calls = [f"{call.get('name', '')}({orjson.dumps(call.get('args') or {}).decode()})" for p in parts if (call := function_call(p)) is not None]
+    return calls, "".join(t for p in parts if (t := text_of(p)) is not None)
+
+
+def opening(system: Any, contents: list[Any]) -> tuple[str, ...]:
+    """What the fingerprint hashes: the system instruction's text and the first user content's text (role, text)."""
+    parts: list[str] = []
+    if system is not None and (text := all_text(system)):
+        parts += ["system", text]
+    for content in contents:
+        if not is_model(content) and (text := all_text(content)):
+            parts += ["user", text]
+            break
+    return tuple(parts)
+
+
+def wants_json_output(body: dict[str, Any]) -> bool:
+    generation = field(body, GENERATION)
+    mime = field(generation, RESPONSE_MIME)
+    return (isinstance(mime, str) and mime.lower().startswith("application/json")) or any(
+        field(generation, name) is not None for name in (RESPONSE_SCHEMA, RESPONSE_JSON_SCHEMA)
+    )
+
+
+def includes_thoughts(body: dict[str, Any]) -> bool:
+    """``thinkingConfig.includeThoughts``: the client shows the model's thoughts (thought parts in the answer)."""
+    thinking = field(field(body, GENERATION), THINKING)
+    return field(thinking, INCLUDE_THOUGHTS) is True
+
+
+def wants_thinking(body: dict[str, Any]) -> bool:
+    """``thinkingConfig`` asks for thinking: thoughts included, a level, or a budget that is not 0 (off)."""
+    thinking = field(field(body, GENERATION), THINKING)
+    budget = field(thinking, THINKING_BUDGET)
+    return includes_thoughts(body) or bool(field(thinking, THINKING_LEVEL)) or (isinstance(budget, int) and budget != 0)
+
+
+def offers_functions(tools: Any) -> bool:
+    return isinstance(tools, list) and any(isinstance(t, dict) and field(t, DECLARATIONS) for t in tools)
+
+
+def output_limit(body: dict[str, Any]) -> int | None:
+    limit = field(field(body, GENERATION), MAX_OUTPUT)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
+def gemini_view(body: dict[str, Any], parsed: GeminiRequest, turn_chars: int) -> RequestView:
+    """The view of a validated Gemini body (``parsed``: :func:`~router.wire.gemini.validation.validate_gemini_body`'s)."""
+    contents = parsed.contents
+    offers = offers_functions(parsed.tools)
+    return RequestView(
+        wire=GEMINI,
+        model=parsed.model,
+        stream=parsed.stream,
+        conversation=GeminiConversation(parsed.system, contents, parsed.sse or not parsed.stream),
+        tools=parsed.tools,
+        offers_tools=offers,
+        tools_present=offers or parsed.tool_history,
+        has_images=parsed.has_images,
+        json_output=wants_json_output(body),
+        output_limit=output_limit(body),
+        turn_text=turn_text(contents, turn_chars),
+        opening=opening(parsed.system, contents),
+        usage_requested=True,  # a Gemini stream always reports usageMetadata
+        thinking=wants_thinking(body),
+    )
