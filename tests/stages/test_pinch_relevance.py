@@ -275,9 +275,10 @@ async def test_records_order_and_embedded_vs_cached_counts_in_context_and_trace(
     assert first.relevance.order == (1, 2, 0)  # stylesheet, weather (tie: older first), then migration
     assert (first.relevance.embedded, first.relevance.cached) == (6, 0)
     assert first_record.detail == "3 candidates ranked, 0 pointed at; 6 embedded, 0 cached"
-    assert (second.relevance.embedded, second.relevance.cached) == (2, 4)
-    assert second_record.detail == "4 candidates ranked; 2 embedded, 4 cached"
-    assert second.relevance.order == (1, 2, 3, 0)
+    assert (second.relevance.embedded, second.relevance.cached) == (3, 4)  # the new step, recent steps and result
+    assert second_record.detail == "4 candidates ranked, 0 pointed at; 3 embedded, 4 cached"
+    # the new network result matches no query; the recent steps (which read the other three) lift them
+    assert second.relevance.order == (3, 1, 2, 0)
 
 
 async def test_identical_turn_is_served_from_the_cache_without_a_call(http: aiohttp.ClientSession) -> None:
