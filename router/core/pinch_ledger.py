@@ -313,11 +313,11 @@ def pinch_conversation(
     # content_digest inline, the counters local.
     held, saved_at, rewrites, kinds = ledger.compressed, work.saved, work.rewrites, work.kinds
     # at a cold-cache moment, the results the newest steps point at are planned afresh (restore)
-    restoring = (
-        {candidates[p] for p in restorable if 0 <= p < len(candidates)}
-        if held and restorable and relevance_order is not None and cache.verdict is not CacheVerdict.WARM
-        else set()
-    )
+    restoring: Collection[int] = ()
+    if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD:
+        restoring = frozenset(candidates)  # a rare cold moment: the whole ledger is planned afresh
+    elif held and restorable and relevance_order is not None and cache.verdict is CacheVerdict.NONE:
+        restoring = {candidates[p] for p in restorable if 0 <= p < len(candidates)}
     if not held:
         fresh = list(range(len(candidates)))  # candidate positions not in the ledger
     else:
