@@ -56,6 +56,7 @@ from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
+from router.clients.local_embeddings import LocalEmbedder
 from router.contract.stage import FailMode, StageDeps, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
@@ -77,14 +78,23 @@ class PinchRelevance:
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
-        self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
+        self.client: EmbeddingsClient | LocalEmbedder
+        if self.settings.api == "local" and self.settings.provider is None:
+            self.client = LocalEmbedder(self.settings.local_model_path)
+            self.model = self.client.model
+        else:
+            self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
+            self.model = self.settings.model
         self.cache = EmbeddingCache(self.settings.cache_entries)
         self.terms = TermCache(self.settings.cache_entries)
         self.state, self.clock = deps.state, deps.clock
         self.space = Space("embedding", 1, SHARED_TTL_SECONDS, self.settings.cache_entries, encode_vector, decode_vector)
 
     def carry_over(self, previous: PinchRelevance) -> None:
-        """On reload: keep the embeddings (keyed by model and text, so a new model simply misses)."""
+        """On reload: keep the embeddings (keyed by model and text, so a new model simply misses), and a
+        loaded local model when the new settings name the same one."""
+        if isinstance(self.client, LocalEmbedder) and isinstance(previous.client, LocalEmbedder) and previous.client.model == self.client.model:
+            self.client = previous.client
         if previous.cache.max_entries == self.cache.max_entries:
             self.cache = previous.cache
             self.terms = previous.terms
@@ -99,7 +109,7 @@ class PinchRelevance:
         results = ctx.view.conversation.tool_results()
         full = [content_text(results[p].content) for p in candidates]
         texts = [text[: self.settings.max_candidate_chars] for text in full]
-        model = self.settings.model
+        model = self.model
         lookup = self.cache.lookup(model, [t for t in queries + texts if t.strip()])
         if lookup.missing and self.state.shared:
             reads = [(self.space, shared_key(model, text)) for text in lookup.missing]
