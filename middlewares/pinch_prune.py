@@ -125,7 +125,9 @@ class PinchPrune:
         ctx.pinch = stats
         detail = (
             f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
-            f"({stats.reapplied} from the ledger, {stats.newly_compressed} new); {stats.reason}"
+            f"({stats.reapplied} from the ledger, {stats.newly_compressed} new"
+            + (f", {stats.restored} restored" if stats.restored else "")
+            + f"); {stats.reason}"
         )
         if stats.stale is not None:
             detail += f"; {len(stats.stale.positions)} signed reasoning parts after a changed result ({stats.stale.new} new)"
@@ -178,6 +180,7 @@ class PinchPrune:
             estimator=self.estimator,
             tools=tools,
             measured=measured,
+            restorable=ctx.relevance.pointed if order is not None and ctx.relevance is not None else (),
             # a batch only the budget calls for may wait, for a model that checks the signed reasoning
             soft_hold=conversation.batch_hold(bool(windows) and windows[0].thinking_binding),
         )

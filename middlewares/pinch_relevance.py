@@ -1,9 +1,13 @@
 """pinch-relevance: which old tool results matter to the current turn? (ARCHITECTURE §6)
 
 Ranks pinch's trim candidates (:func:`router.core.turns.candidate_results`, the
-very list pinch compresses) by cosine similarity to the turn's two
-queries — the task and the current step from ``ctx.view.turn_text`` — and writes
-the order, least relevant first, to ``ctx.relevance`` for pinch-prune.
+very list pinch compresses) by what keeping each verbatim is worth per token it
+costs (:func:`router.core.relevance.rank_results`): the lexical evidence of the
+names the task and the agent's recent steps use (``ctx.view.turn_text``), the
+cosine similarity to the turn's queries — the task, the current step and the
+steps just before it — and age. Writes the order, least worth keeping first,
+and the candidates the newest steps point at (which pinch may restore at a
+cold-cache moment) to ``ctx.relevance`` for pinch-prune.
 
 Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
 pinch or relevance is disabled, when the request is already within
@@ -46,14 +50,19 @@ from router.core.embedding_cache import (
     shared_key,
 )
 from router.core.content import content_text
-from router.core.relevance import order_by_relevance
+from router.core.evidence import TermCache
+from router.core.relevance import rank_results, similarities
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
+from router.clients.local_embeddings import LocalEmbedder
 from router.contract.stage import FailMode, StageDeps, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
+
+# The recent steps (besides the current one) joined into the third query: what the agent has just been doing.
+QUERY_STEPS = 3
 
 
 class PinchRelevance:
@@ -69,25 +78,38 @@ class PinchRelevance:
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
-        self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
+        self.client: EmbeddingsClient | LocalEmbedder
+        if self.settings.api == "local" and self.settings.provider is None:
+            self.client = LocalEmbedder(self.settings.local_model_path)
+            self.model = self.client.model
+        else:
+            self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
+            self.model = self.settings.model
         self.cache = EmbeddingCache(self.settings.cache_entries)
+        self.terms = TermCache(self.settings.cache_entries)
         self.state, self.clock = deps.state, deps.clock
         self.space = Space("embedding", 1, SHARED_TTL_SECONDS, self.settings.cache_entries, encode_vector, decode_vector)
 
     def carry_over(self, previous: PinchRelevance) -> None:
-        """On reload: keep the embeddings (keyed by model and text, so a new model simply misses)."""
+        """On reload: keep the embeddings (keyed by model and text, so a new model simply misses), and a
+        loaded local model when the new settings name the same one."""
+        if isinstance(self.client, LocalEmbedder) and isinstance(previous.client, LocalEmbedder) and previous.client.model == self.client.model:
+            self.client = previous.client
         if previous.cache.max_entries == self.cache.max_entries:
             self.cache = previous.cache
+            self.terms = previous.terms
 
     async def run(self, ctx: RequestContext) -> StageReport:
         candidates, skip = self._candidates(ctx)
         if skip:
             ctx.relevance = Relevance(RelevanceStatus.SKIPPED, reason=skip)
             return StageReport(Outcome.SKIPPED, skip)
-        queries = [part for part in (ctx.view.turn_text.task, ctx.view.turn_text.step) if part.strip()]
+        turn = ctx.view.turn_text
+        queries = [part for part in (turn.task, turn.step, "\n".join(turn.recent[:QUERY_STEPS])) if part.strip()]
         results = ctx.view.conversation.tool_results()
-        texts = [content_text(results[p].content)[: self.settings.max_candidate_chars] for p in candidates]
-        model = self.settings.model
+        full = [content_text(results[p].content) for p in candidates]
+        texts = [text[: self.settings.max_candidate_chars] for text in full]
+        model = self.model
         lookup = self.cache.lookup(model, [t for t in queries + texts if t.strip()])
         if lookup.missing and self.state.shared:
             reads = [(self.space, shared_key(model, text)) for text in lookup.missing]
@@ -107,12 +129,17 @@ class PinchRelevance:
                     self.state.put_later(self.space, shared_key(model, text), vector, now)
             vectors.update(zip(lookup.missing, fresh, strict=True))
         try:
-            order = _rank(queries, texts, vectors)
+            similarity = _similarity(queries, texts, vectors)
         except ValueError as exc:  # e.g. cached vectors of another dimension after a model swap
             self._unavailable(ctx, str(exc), cached)
             return StageReport(Outcome.FALLBACK, f"unavailable: {exc}")
-        ctx.relevance = Relevance(RelevanceStatus.OK, tuple(order), embedded=embedded, cached=cached)
-        return StageReport(detail=f"{len(candidates)} candidates ranked; {embedded} embedded, {cached} cached")
+        chosen = set(candidates)
+        others = [content_text(result.content) for i, result in enumerate(results) if i not in chosen]
+        ranking = rank_results(full, others, turn, self.pinch.max_summarize_chars, similarity, self.terms.terms)
+        ctx.relevance = Relevance(RelevanceStatus.OK, ranking.order, embedded=embedded, cached=cached, pointed=ranking.pointed)
+        return StageReport(
+            detail=f"{len(candidates)} candidates ranked, {len(ranking.pointed)} pointed at; {embedded} embedded, {cached} cached"
+        )
 
     def _candidates(self, ctx: RequestContext) -> tuple[list[int], str]:
         """The trim candidates, or why relevance does not apply to this request."""
@@ -126,7 +153,7 @@ class PinchRelevance:
         candidates = candidate_results(ctx.view.conversation, self.pinch.keep_last_turns)
         if len(candidates) < self.settings.min_candidates:
             return [], f"{len(candidates)} candidates, fewer than min_candidates {self.settings.min_candidates}"
-        if not (ctx.view.turn_text.task.strip() or ctx.view.turn_text.step.strip()):
+        if not (ctx.view.turn_text.task.strip() or ctx.view.turn_text.step.strip() or any(s.strip() for s in ctx.view.turn_text.recent)):
             return [], "no query text in the turn"
         return candidates, ""
 
@@ -139,8 +166,8 @@ class PinchRelevance:
         self._unavailable(ctx, reason)
 
 
-def _rank(queries: list[str], texts: list[str], vectors: dict[str, Vector]) -> list[int]:
-    """Order the candidate texts by relevance; blank texts (never embedded) are zero vectors."""
+def _similarity(queries: list[str], texts: list[str], vectors: dict[str, Vector]) -> list[float]:
+    """Each candidate text's best similarity to the queries; blank texts (never embedded) are zero vectors."""
     query_matrix = np.stack([vectors[q] for q in queries])
     blank: Vector = np.zeros(query_matrix.shape[1])
-    return order_by_relevance(query_matrix, np.stack([vectors.get(t, blank) for t in texts]))
+    return [float(x) for x in similarities(query_matrix, np.stack([vectors.get(t, blank) for t in texts]))]

@@ -279,8 +279,11 @@ class RelevanceSettings(_Strict):
     # the older base_url / api / api_key_env below, kept working (README: migration note).
     provider: str | None = None
     base_url: AnyHttpUrl = AnyHttpUrl("http://localhost:11434/v1")
-    # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed.
-    api: Literal["openai", "ollama"] = "openai"
+    # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed; `local`: all-MiniLM-L6-v2
+    # (int8 ONNX) in-process on the CPU, from the `local-embeddings` extra or local_model_path (docs/relevance.md).
+    api: Literal["openai", "ollama", "local"] = "openai"
+    # api local: a folder with model.onnx and tokenizer.json instead of the packaged model.
+    local_model_path: str | None = None
     # Name of the environment variable holding the endpoint's key (sent as a Bearer token).
     api_key_env: str | None = None
     # The whole ranking (one embeddings call); on expiry pinch prunes uniformly.
@@ -472,7 +475,9 @@ class Config(_Strict):
         relevance = self.pinch.relevance
         if relevance.provider is not None:
             return self.providers[relevance.provider]
-        return ProviderSettings(base_url=relevance.base_url, api=relevance.api, api_key_env=relevance.api_key_env)
+        # api local asks no provider: this one is never called (the stage embeds in-process)
+        api = "openai" if relevance.api == "local" else relevance.api
+        return ProviderSettings(base_url=relevance.base_url, api=api, api_key_env=relevance.api_key_env)
 
     def model_by_name(self, name: str) -> ModelSettings | None:
         return next((m for m in self.models if m.name == name), None)

@@ -332,3 +332,12 @@ def _checked_order(order: Sequence[int], candidate_count: int) -> Sequence[int]:
             f"relevance order must list each of the {candidate_count} candidates once; got {list(order)[:20]}"
         )
     return order
+
+
+def compression_saving(chars: int, max_chars: int) -> int:
+    """About how many characters compressing a text of ``chars`` characters removes: the excess over
+    ``max_chars`` when it is elided, nearly all of it when it becomes a placeholder. For ranking which
+    to compress (:func:`router.core.relevance.rank_candidates`); the rewrite itself measures exactly."""
+    if chars > max_chars:
+        return chars - max_chars
+    return max(chars - 2 * MIN_PLACEHOLDER_CHARS, 0)  # a placeholder names the tool and the size

@@ -52,6 +52,13 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   most likely while the cache is warm, where a rewrite does not pay and the
   request would go out over budget until the next cold moment. Now the rewrite
   costs nothing extra.
+* **Restore when it is free.** At a cold-cache moment (the cache is cold, or the
+  provider caches nothing) the whole prefix is prefilled anyway, so rewriting it
+  costs nothing extra: the ledger's results that the newest steps point at again
+  (``restorable``, from pinch-relevance) are not reapplied but join the new
+  candidates, where the relevance order ranks them. Those the batch does not
+  compress again (the budget allows them) go verbatim and leave the ledger; the
+  stats count them as ``restored``. With a warm cache nothing compressed returns.
 * The invariants of :func:`prune_context` hold: no message added, removed or
   reordered; every message but a compressed candidate is the same object; the
   input is never mutated; stats are exact.
@@ -61,7 +68,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +137,17 @@ class Ledger:
     def holds(self, message: Message, index: int) -> bool:
         digests = self.compressed.get(result_id(message, index))
         return digests is not None and content_digest(message.get("content")) in digests
+
+    def without(self, removed: Iterable[tuple[str, str]]) -> Ledger:
+        """This ledger less the ``(result id, digest)`` entries given (restored results)."""
+        compressed = dict(self.compressed)
+        for rid, digest in removed:
+            digests = {d: sent for d, sent in compressed.get(rid, {}).items() if d != digest}
+            if digests:
+                compressed[rid] = digests
+            else:
+                compressed.pop(rid, None)
+        return Ledger(compressed)
 
     def with_results(self, added: Iterable[tuple[str, str, str | None]]) -> Ledger:
         """This ledger plus ``(result id, digest, placeholder)`` entries, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
@@ -256,6 +274,7 @@ def pinch_conversation(
     tools: Any = None,
     measured: PromptSize | None = None,
     soft_hold: str | None = None,
+    restorable: Collection[int] = (),
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -265,7 +284,9 @@ def pinch_conversation(
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
     only when a batch is made). ``soft_hold``: why a batch only the budget calls for
-    waits (None: it does not; the window always forces one). Returns the
+    waits (None: it does not; the window always forces one). ``restorable``: candidate indexes (as in
+    ``relevance_order``) that may come back verbatim at a cold-cache moment (module doc; only with a
+    relevance order, never with a warm cache). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger.
     """
@@ -291,6 +312,12 @@ def pinch_conversation(
     # every old result (84 on the 224 KB transcript), so it is kept flat: stable_id and
     # content_digest inline, the counters local.
     held, saved_at, rewrites, kinds = ledger.compressed, work.saved, work.rewrites, work.kinds
+    # at a cold-cache moment, the results the newest steps point at are planned afresh (restore)
+    restoring: Collection[int] = ()
+    if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD:
+        restoring = frozenset(candidates)  # a rare cold moment: the whole ledger is planned afresh
+    elif held and restorable and relevance_order is not None and cache.verdict is CacheVerdict.NONE:
+        restoring = {candidates[p] for p in restorable if 0 <= p < len(candidates)}
     if not held:
         fresh = list(range(len(candidates)))  # candidate positions not in the ledger
     else:
@@ -310,6 +337,10 @@ def pinch_conversation(
             )
             if sent is _ABSENT:
                 fresh.append(position)
+                continue
+            if restoring and result_position in restoring:
+                fresh.append(position)
+                work.restoring.append((result_position, call_id if type(call_id) is str and call_id else f"#{unit}"))
                 continue
             if type(sent) is str and type(content) is str:
                 # the placeholder sent before, resent as it was; only the content differs from the
@@ -403,6 +434,7 @@ class _Rewrites:
         self.new: dict[int, Any] = {}  # result position → CompressionKind, the batch's members
         self.turned_from_ledger = 0  # ledger results this batch made placeholders
         self.kinds: dict[int, Any] = {}  # result position → CompressionKind, every compression sent
+        self.restoring: list[tuple[int, str]] = []  # (result position, ledger id) of held results planned afresh
 
     def content(self, position: int) -> Any:
         return self.units[self.result_units[position]].get(self.key)
@@ -457,6 +489,7 @@ class _Rewrites:
         else:
             mode = PinchMode.WITHIN_BUDGET if final <= budget else PinchMode.DEFERRED
         compressed = len(self.saved)
+        restored = [(position, rid) for position, rid in self.restoring if position not in self.new]
         stats = PinchStats(
             mode,
             original,
@@ -466,12 +499,16 @@ class _Rewrites:
             compressed - self.elided,
             reapplied=reapplied - self.turned_from_ledger,
             newly_compressed=len(self.new),
-            reason=reason,
+            restored=len(restored),
+            reason=reason + (f"; {len(restored)} restored" if restored else ""),
             compressions=tuple(sorted(self.kinds.items())),
         )
+        if restored:
+            ledger = ledger.without((rid, content_digest(self.content(position))) for position, rid in restored)
         if self.new:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
-        return SessionRewrites(self.rewrites, stats, ledger, min(self.new, default=None))
+        first_changed = min([*self.new, *(position for position, _ in restored)], default=None)
+        return SessionRewrites(self.rewrites, stats, ledger, first_changed)
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
         """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""

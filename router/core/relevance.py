@@ -1,8 +1,11 @@
 """Relevance of old tool results to the current turn (ARCHITECTURE §6). Pure.
 
-:func:`order_by_relevance` ranks pinch's trim candidates by cosine similarity
-to the turn's query vectors, least relevant first, so pinch compresses from
-the front of that order and stops once the budget is met.
+:func:`rank_candidates` is the order pinch compresses in, least worth keeping
+first: it weighs what keeping a result verbatim is worth (the session's
+evidence that it is needed) against what it costs (the tokens compressing it
+would save), with age as the tie-break. :func:`order_by_relevance` ranks by
+cosine similarity alone; :func:`similarities` gives the similarity that
+:func:`rank_candidates` takes as one piece of evidence.
 :func:`embeddings_matrix` checks an embeddings answer before anything ranks
 with it: a wrong count, ragged dimensions or a NaN must not quietly reorder
 what survives.
@@ -10,10 +13,17 @@ what survives.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from router.core.evidence import evidence_terms, lexical_evidence, pointed_at
+from router.core.frozen import frozen
+from router.core.pinch import compression_saving
+from router.core.tokens import CHARS_PER_TOKEN
+from router.core.turn_text import TurnText
 
 Vectors = npt.NDArray[np.float64]
 
@@ -41,9 +51,77 @@ def order_by_relevance(query_embedding: Any, candidate_embeddings: Any) -> list[
     Raises ValueError on mismatched dimensions, a wrong shape, no query, or a
     NaN or infinite value.
     """
+    if len(candidate_embeddings) == 0:
+        _as_matrix(query_embedding, "query embedding", allow_vector=True)
+        return []
+    scores = np.round(similarities(query_embedding, candidate_embeddings), TIE_DECIMALS)
+    return [int(i) for i in np.argsort(scores, kind="stable")]
+
+
+@frozen
+class RankWeights:
+    """How :func:`rank_candidates` weighs its evidence (measured on the shared transcripts only; see docs/relevance.md).
+
+    ``similarity``: the weight of the embedding similarity beside the lexical evidence (which weighs 1);
+    ``floor``: the evidence every result has, so a result with none is still worth its age and its size;
+    ``age``: how much newer counts, as a share of one e-fold of worth (small: a tie-break among results of
+    about equal worth per token, never enough to outweigh evidence).
+    """
+
+    similarity: float = 0.5
+    floor: float = 0.3
+    age: float = 0.25
+
+
+DEFAULT_WEIGHTS = RankWeights()
+
+
+def rank_candidates(
+    saved_tokens: Sequence[int],
+    lexical: Sequence[float] | None = None,
+    similarity: Sequence[float] | None = None,
+    weights: RankWeights = DEFAULT_WEIGHTS,
+) -> list[int]:
+    """Candidate indexes (oldest first in the input) in the order to compress them: least worth keeping first.
+
+    A result's worth per token is ``(floor + lexical + similarity × max(0, similarity)) / saved``, where
+    ``saved`` is what compressing it would save (at least 1); the order ascends in
+    ``log(worth per token) + age × recency``, recency going from 0 (oldest) to 1 (newest). So:
+
+    * with no evidence and equal savings it is the recency order (oldest compressed first);
+    * with no evidence, a larger saving goes first: the fewest results are lost for the tokens;
+    * a result the session names (lexical evidence) outranks an unnamed newer one of the same size.
+
+    ``lexical`` and ``similarity`` are per candidate (None: none); every value must be finite, ``lexical``
+    not negative. Deterministic: ties keep the input order. Raises ValueError on a length mismatch
+    or a non-finite value.
+    """
+    count = len(saved_tokens)
+    if count == 0:
+        return []
+    saved = np.maximum(np.asarray(saved_tokens, dtype=np.float64), 1.0)
+    evidence = np.full(count, weights.floor)
+    for name, values, weight in (("lexical", lexical, 1.0), ("similarity", similarity, weights.similarity)):
+        if values is None:
+            continue
+        array = np.asarray(values, dtype=np.float64)
+        if array.shape != (count,):
+            raise ValueError(f"{name}: expected {count} values, got shape {array.shape}")
+        if not np.isfinite(array).all():
+            raise ValueError(f"{name}: holds a NaN or infinite value")
+        if name == "lexical" and (array < 0).any():
+            raise ValueError("lexical: negative evidence")
+        evidence += weight * np.maximum(array, 0.0)
+    recency = np.arange(count) / max(count - 1, 1)
+    worth = np.round(np.log(evidence) - np.log(saved) + weights.age * recency, TIE_DECIMALS)
+    return [int(i) for i in np.argsort(worth, kind="stable")]
+
+
+def similarities(query_embedding: Any, candidate_embeddings: Any) -> Vectors:
+    """Each candidate's best cosine similarity over the queries (checks as :func:`order_by_relevance`)."""
     queries = _as_matrix(query_embedding, "query embedding", allow_vector=True)
     if len(candidate_embeddings) == 0:
-        return []
+        return np.zeros(0)
     candidates = _as_matrix(candidate_embeddings, "candidate embeddings", allow_vector=False)
     if queries.shape[0] == 0:
         raise ValueError("no query embedding")
@@ -51,9 +129,7 @@ def order_by_relevance(query_embedding: Any, candidate_embeddings: Any) -> list[
         raise ValueError(
             f"dimension mismatch: queries have {queries.shape[1]}, candidates have {candidates.shape[1]}"
         )
-    similarities = _unit_rows(candidates) @ _unit_rows(queries).T  # (candidates, queries)
-    scores = np.round(similarities.max(axis=1), TIE_DECIMALS)
-    return [int(i) for i in np.argsort(scores, kind="stable")]
+    return np.asarray((_unit_rows(candidates) @ _unit_rows(queries).T).max(axis=1))
 
 
 def embeddings_matrix(vectors: Any, expected_count: int) -> Vectors:
@@ -113,3 +189,39 @@ def _unit_rows(matrix: Vectors) -> Vectors:
     scaled = matrix / np.maximum(peak, _TINY)
     norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))[:, np.newaxis]
     return scaled / np.maximum(norms, _TINY)
+
+
+@frozen
+class Ranking:
+    """What pinch-relevance hands pinch: the order to compress in, and the candidates the newest steps point at."""
+
+    order: tuple[int, ...]
+    pointed: frozenset[int]
+
+
+# The steps, besides the current one, whose names may bring a compressed result back (restore).
+POINTED_STEPS = 2
+
+
+def rank_results(
+    candidate_texts: Sequence[str],
+    other_texts: Sequence[str],
+    turn: TurnText,
+    max_summarize_chars: int,
+    similarity: Sequence[float] | None = None,
+    terms: Callable[[str], frozenset[str]] = evidence_terms,
+    weights: RankWeights = DEFAULT_WEIGHTS,
+) -> Ranking:
+    """Rank trim candidates from their texts (:func:`rank_candidates`), with the lexical evidence of the turn's
+    task and steps (:func:`~router.core.evidence.lexical_evidence`), and name those its newest steps point
+    at (:func:`~router.core.evidence.pointed_at`). ``other_texts``: the request's other tool results (the
+    protected turns'), for how common a name is; ``similarity``: per candidate (None: no embeddings);
+    ``terms``: the term extractor (a :class:`~router.core.evidence.TermCache`'s, to memoise)."""
+    candidates = [terms(text) for text in candidate_texts]
+    results = [*candidates, *(terms(text) for text in other_texts)]
+    step = terms(turn.step)
+    recent = [terms(text) for text in turn.recent]
+    lexical = lexical_evidence(candidates, [terms(turn.task), step, *recent], results)
+    saved = [-(-compression_saving(len(text), max_summarize_chars) // CHARS_PER_TOKEN) for text in candidate_texts]
+    order = rank_candidates(saved, lexical, similarity, weights)
+    return Ranking(tuple(order), pointed_at(candidates, [step, *recent[:POINTED_STEPS]], results))

@@ -75,13 +75,16 @@ class RelevanceStatus(enum.StrEnum):
 
 @frozen
 class Relevance:
-    """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
+    """The candidates' order for pinch, least relevant first, or None (uniform prune); ``pointed``: the
+    candidates (indexes into the order's list) the newest steps point at, which pinch may restore at a
+    cold-cache moment."""
 
     status: RelevanceStatus
     order: tuple[int, ...] | None = None
     reason: str = ""
     embedded: int = 0
     cached: int = 0
+    pointed: frozenset[int] = frozenset()
 
 
 class PinchMode(enum.StrEnum):
@@ -129,6 +132,9 @@ class PinchStats:
     # why this request did or did not compress new results (shown in the trace, top and explain).
     reapplied: int = 0
     newly_compressed: int = 0
+    # Results the ledger held compressed that this request sent verbatim again: at a cold-cache moment
+    # (the prefix is prefilled anyway) the newest steps pointed at them and the budget allowed it.
+    restored: int = 0
     reason: str = ""
     # Each compressed result, by its position in the view's tool results, and how
     # (pinch's CompressionKind: "elided" or "placeholder"), in position order: what explain shows.

@@ -51,6 +51,7 @@ class Decision:
     pinch_compressed: int | None = None
     pinch_reapplied: int | None = None  # results sent as the session's ledger already had them
     pinch_newly_compressed: int | None = None  # results this request compressed for the first time
+    pinch_restored: int | None = None  # results the ledger held compressed, sent verbatim again (a cold-cache moment)
     pinch_reason: str = ""  # why this request did or did not compress new results
     relevance_status: str | None = None
     relevance_reason: str = ""
@@ -123,6 +124,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         pinch_compressed=pinch.compressed if pinch else None,
         pinch_reapplied=pinch.reapplied if pinch else None,
         pinch_newly_compressed=pinch.newly_compressed if pinch else None,
+        pinch_restored=pinch.restored if pinch else None,
         pinch_reason=pinch.reason if pinch else "",
         relevance_status=str(relevance.status) if relevance else None,
         relevance_reason=relevance.reason if relevance else "",

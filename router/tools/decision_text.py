@@ -107,8 +107,10 @@ def pinch_fields(row: Row) -> list[Field]:
             )
         ]
     reapplied, newly, reason = row.get("pinch_reapplied") or 0, row.get("pinch_newly_compressed") or 0, row.get("pinch_reason") or ""
-    if reapplied or newly or reason:
-        fields.append(("ledger", f"{reapplied} reapplied, {newly} newly compressed" + (f" — {reason}" if reason else "")))
+    restored = row.get("pinch_restored") or 0
+    if reapplied or newly or restored or reason:
+        counts = f"{reapplied} reapplied, {newly} newly compressed" + (f", {restored} restored verbatim" if restored else "")
+        fields.append(("ledger", counts + (f" — {reason}" if reason else "")))
     return fields
 
 

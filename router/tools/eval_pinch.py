@@ -17,7 +17,7 @@ every request) and on. Per scenario, budget and mode it prints, summed over
 the transcripts: tokens sent, the share of them that repeated the previous
 request's start, the share the upstream reported as cached, fresh (uncached)
 tokens per request, the session's cost — all relative to no pinch in the same
-scenario — the ledger's batches, and in the no-cache scenario the
+scenario — the ledger's batches and restored results, and in every scenario the
 referenced-results quality figure beside a recency policy at equal tokens
 (see :mod:`router.tools.pinch_measures` for every definition); under each table
 the reasons the ledger gave. Then each target of issue #11 as met or missed,
@@ -93,7 +93,7 @@ class Scenario:
     cache_lifetime_seconds: float  # the provider's, as configured; 0 = caches nothing
     pricing: CachePricing | None = ANTHROPIC  # None: every token costs 1
     cold_every: int | None = None  # every n-th request arrives after the cache expired
-    quality: bool = False  # measure the referenced-results figure here
+    quality: bool = True  # measure the referenced-results figure here
 
 
 LARGE_WINDOW = 1_000_000
@@ -106,7 +106,7 @@ SCENARIOS = (
         ANTHROPIC.lifetime_seconds,
         cold_every=10,
     ),
-    Scenario("nocache", "no prompt cache: the provider caches nothing", LARGE_WINDOW, 0.0, pricing=None, quality=True),
+    Scenario("nocache", "no prompt cache: the provider caches nothing", LARGE_WINDOW, 0.0, pricing=None),
     Scenario("window", "window-bound: a 32,768-token window, warm cache", 32_768, ANTHROPIC.lifetime_seconds),
     Scenario("gemini", "warm cache priced as Gemini's implicit caching (cached 0.1×, no write premium)", LARGE_WINDOW, GEMINI.lifetime_seconds, pricing=GEMINI),
 )
@@ -161,6 +161,7 @@ class SessionRun:
     refusals: Counter[str] = field(default_factory=Counter)  # "status code" of each refusal
     over_budget: int = 0  # requests whose original prompt exceeded the budget
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
+    restored: int = 0  # results the ledger held compressed that went verbatim again (cold-cache moments)
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
     relevance_unavailable: Counter[str] = field(default_factory=Counter)  # why ranking failed (uniform instead)
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
@@ -315,6 +316,7 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
         rows = (await response.json())["data"]
     for row in rows:
         run.batches += bool(row.get("pinch_newly_compressed"))
+        run.restored += row.get("pinch_restored") or 0
         run.reported_cached += row.get("cached_tokens") or 0
         if row.get("relevance_status") == "unavailable":
             run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
@@ -400,6 +402,7 @@ class Ratios:
     batches: int
     reported_cached_share: float
     quality: Quality
+    restored: int = 0
 
     @classmethod
     def of(cls, runs: Sequence[SessionRun], bases: Sequence[SessionRun], scenario: Scenario) -> Ratios:
@@ -423,6 +426,7 @@ class Ratios:
             batches=sum(r.batches for r in runs),
             reported_cached_share=_ratio(sum(r.reported_cached for r in runs), sent),
             quality=quality,
+            restored=sum(r.restored for r in runs),
         )
 
 
@@ -445,6 +449,7 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
             "×",
             "cost ×",
             "batches",
+            "restored",
             *(("referenced kept", "recency") if scenario.quality else ()),
         )
     ]
@@ -467,6 +472,7 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
                 f"{r.fresh_ratio:.2f}",
                 f"{r.cost_ratio:.2f}",
                 f"{r.batches}" if mode.ledger else "-",
+                f"{r.restored}" if mode.ledger else "-",
                 *quality,
             )
         )
@@ -517,6 +523,13 @@ def fits_with_prefix(r: Ratios) -> Verdict:
     return ok, r.refused + 1 - r.prefix_share, f"{r.refused} refused, prefix {r.prefix_share:.1%}"
 
 
+def keeps_at_least_recency(r: Ratios) -> Verdict | None:
+    if not r.quality.referenced:
+        return None
+    margin = (r.quality.share - r.quality.recency_share) * 100
+    return margin >= 0, -margin, f"{r.quality.share:.1%} vs recency {r.quality.recency_share:.1%} ({margin:+.1f} points)"
+
+
 def keeps_more_than_recency(points: float) -> Callable[[Ratios], Verdict | None]:
     def judge(r: Ratios) -> Verdict | None:
         if not r.quality.referenced:
@@ -529,7 +542,7 @@ def keeps_more_than_recency(points: float) -> Callable[[Ratios], Verdict | None]
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One 'Done when' figure of issue #11, judged per transcript (the worst case shown)."""
+    """One 'Done when' figure of issue #11 (or #26), judged per transcript (the worst case shown)."""
 
     scenario: str
     budget: int | None  # None: every budget
@@ -585,12 +598,19 @@ TARGETS = (
     Target("cold", 40_000, "cost ≤ 0.85× of no pinch", cost_at_most(0.85)),
     Target("nocache", 20_000, "tokens sent ≤ 0.70× of no pinch", sent_at_most(0.70)),
     Target("window", None, "every request fits, unchanged prefix ≥ 89 %", fits_with_prefix),
-    Target(
-        "nocache",
-        40_000,
-        "referenced results kept verbatim by relevance ≥ recency at equal tokens + 5 points",
-        keeps_more_than_recency(5),
-        relevance_only=True,
+    *(
+        Target(
+            scenario,
+            40_000,
+            "referenced results kept verbatim by relevance ≥ recency at equal tokens + 5 points (issue #26)",
+            keeps_more_than_recency(5),
+            relevance_only=True,
+        )
+        for scenario in ("nocache", "cold")
+    ),
+    *(
+        Target(scenario.name, None, "referenced results kept verbatim by relevance ≥ recency at equal tokens (issue #26)", keeps_at_least_recency, relevance_only=True)
+        for scenario in SCENARIOS
     ),
 )
 
@@ -600,7 +620,7 @@ def format_targets(results: Results) -> list[str]:
     (the verdict), and on those transcripts together (shown beside it)."""
     shipped = [m for m in results.modes if m.pinch and m.ledger]
     by_name = {s.name: s for s in results.scenarios}
-    lines = [f"targets (issue #11), judged on {', '.join(m.name for m in shipped)}, per transcript over the budget:"]
+    lines = [f"targets (issues #11, #26), judged on {', '.join(m.name for m in shipped)}, per transcript over the budget:"]
     for target in TARGETS:
         scenario = by_name.get(target.scenario)
         for budget in results.budgets:

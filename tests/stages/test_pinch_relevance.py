@@ -95,8 +95,8 @@ async def test_old_relevant_result_survives_while_newer_irrelevant_ones_are_comp
     assert "pinch-router removed" in tool_contents(sent)["call_3"]
     assert tool_contents(sent)["call_4"] == tool_contents(messages)["call_4"]  # the in-progress turn
     assert int(response.headers["x-router-pinch-saved"]) > 0
-    assert len(fake.calls) == 1  # one batched request: two queries and three candidates
-    assert len(fake.calls[0]) == 5
+    assert len(fake.calls) == 1  # one batched request: three queries (task, step, recent steps) and three candidates
+    assert len(fake.calls[0]) == 6
 
 
 async def test_without_relevance_the_oldest_old_results_are_compressed_first(proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]) -> None:
@@ -117,9 +117,12 @@ async def test_second_turn_embeds_only_the_new_result_and_the_new_step(
         await send(client, session(turn=1))
         await send(client, session(turn=2))
     first, second = fake.calls
-    assert len(first) == 5
-    # the task (same last user message) and the three old results come from the cache
-    assert second == ['bash({"cmd":"pytest tests/test_migration.py"})\nStep 5.', result_text("network")]
+    assert len(first) == 6
+    # the task (same last user message) and the three old results come from the cache; the step and the
+    # recent steps before it are new
+    assert second[0] == 'bash({"cmd":"pytest tests/test_migration.py"})\nStep 5.'
+    assert second[1].startswith('bash({"cmd":"sed -i s/old/new/ migration.py"})')
+    assert second[2:] == [result_text("network")]
     assert verbatim(upstream.received[-1].body["messages"], session(turn=2)) == {"call_1"}
 
 
@@ -133,7 +136,7 @@ async def _hang(url: URL, **kwargs: Any) -> CallbackResult:
 
 def _nan_body(url: URL, **kwargs: Any) -> CallbackResult:
     # Python's json writes the NaN literal a Python-made server would send
-    body = '{"data": [' + ", ".join(f'{{"index": {i}, "embedding": [NaN, 1.0, 0.0, 0.0]}}' for i in range(5)) + "]}"
+    body = '{"data": [' + ", ".join(f'{{"index": {i}, "embedding": [NaN, 1.0, 0.0, 0.0]}}' for i in range(6)) + "]}"
     return CallbackResult(body=body, response_class=MockedResponse)
 
 
@@ -147,10 +150,10 @@ FAILURES: dict[str, tuple[dict[str, Any], str]] = {
     "non-200": ({"status": 503, "payload": {"error": {"message": "model is loading"}}}, "answered 503: JSON body of 42 bytes"),
     "malformed JSON": ({"body": "{'data': oops"}, "not JSON"),
     "no data list": ({"payload": {"embeddings": [[1.0]]}}, "no 'data' list"),
-    "wrong count": (_answer([[1.0, 0.0]] * 4), "expected 5 vectors, got 4"),
-    "wrong dimensions": (_answer([[1.0, 0.0]] * 4 + [[1.0]]), "vector 4 has 1 dimensions"),
+    "wrong count": (_answer([[1.0, 0.0]] * 4), "expected 6 vectors, got 4"),
+    "wrong dimensions": (_answer([[1.0, 0.0]] * 5 + [[1.0]]), "vector 5 has 1 dimensions"),
     "NaN": ({"callback": _nan_body}, "NaN or infinite"),
-    "null in a vector": (_answer([[1.0, None]] * 5), "other than numbers"),
+    "null in a vector": (_answer([[1.0, None]] * 6), "other than numbers"),
     "connection refused": ({"exception": aiohttp.ClientConnectionError("Connection refused")}, "Connection refused"),
 }
 
@@ -206,7 +209,7 @@ async def test_a_failed_call_is_not_cached_and_the_next_turn_tries_again(http: a
         await run_stage(stage, second)
     assert first.relevance is not None and first.relevance.status is RelevanceStatus.UNAVAILABLE
     assert second.relevance is not None and second.relevance.status is RelevanceStatus.OK
-    assert len(fake.calls[0]) == 5
+    assert len(fake.calls[0]) == 6
 
 
 # --- when it does not run --------------------------------------------------------------
@@ -270,11 +273,12 @@ async def test_records_order_and_embedded_vs_cached_counts_in_context_and_trace(
     assert first.relevance is not None and second.relevance is not None
     assert first.relevance.status is RelevanceStatus.OK
     assert first.relevance.order == (1, 2, 0)  # stylesheet, weather (tie: older first), then migration
-    assert (first.relevance.embedded, first.relevance.cached) == (5, 0)
-    assert first_record.detail == "3 candidates ranked; 5 embedded, 0 cached"
-    assert (second.relevance.embedded, second.relevance.cached) == (2, 4)
-    assert second_record.detail == "4 candidates ranked; 2 embedded, 4 cached"
-    assert second.relevance.order == (1, 2, 3, 0)
+    assert (first.relevance.embedded, first.relevance.cached) == (6, 0)
+    assert first_record.detail == "3 candidates ranked, 0 pointed at; 6 embedded, 0 cached"
+    assert (second.relevance.embedded, second.relevance.cached) == (3, 4)  # the new step, recent steps and result
+    assert second_record.detail == "4 candidates ranked, 0 pointed at; 3 embedded, 4 cached"
+    # the new network result matches no query; the recent steps (which read the other three) lift them
+    assert second.relevance.order == (3, 1, 2, 0)
 
 
 async def test_identical_turn_is_served_from_the_cache_without_a_call(http: aiohttp.ClientSession) -> None:
@@ -286,7 +290,7 @@ async def test_identical_turn_is_served_from_the_cache_without_a_call(http: aioh
             ctx = make_ctx({"model": "auto", "messages": session()})
             await run_stage(stage, ctx)
     assert len(fake.calls) == 1
-    assert ctx.relevance is not None and (ctx.relevance.embedded, ctx.relevance.cached) == (0, 5)
+    assert ctx.relevance is not None and (ctx.relevance.embedded, ctx.relevance.cached) == (0, 6)
 
 
 async def test_candidate_texts_are_cut_blank_ones_never_sent_and_repeats_sent_once(http: aiohttp.ClientSession) -> None:
@@ -300,8 +304,9 @@ async def test_candidate_texts_are_cut_blank_ones_never_sent_and_repeats_sent_on
         ctx = make_ctx({"model": "auto", "messages": messages})
         await run_stage(stage, ctx)
     [texts] = fake.calls
-    assert texts[2:] == [result_text("migration")[:100]]
-    assert ctx.relevance is not None and ctx.relevance.order == (1, 0, 2)  # blank first; equals keep age order
+    assert texts[3:] == [result_text("migration")[:100]]
+    # the blank result saves nothing when compressed: it goes last; the two equal texts keep age order
+    assert ctx.relevance is not None and ctx.relevance.order == (0, 2, 1)
 
 
 async def test_embeddings_api_key_is_sent_as_bearer(http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -318,6 +318,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
         assert len(sent) == len(messages), "a message was added or removed"
         candidates = set(trim_candidates(messages, keep))
         open_calls: set[str] = set()
+        returned = 0
         for index, (old, new) in enumerate(zip(messages, sent, strict=True)):
             assert list(new) == list(old) and all(new[k] == old[k] for k in old if k != "content")
             for call in new.get("tool_calls") or []:
@@ -330,6 +331,12 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
                 assert index in candidates
             previous = sent_before.get(new["tool_call_id"])
             if previous is not None and index in candidates and previous[0] == orjson.dumps(old["content"]):
+                if order is not None and verdict is CacheVerdict.COLD:
+                    # a cold moment with a relevance order plans the ledger afresh: the result may come back
+                    if new is old:
+                        del sent_before[new["tool_call_id"]]
+                        returned += 1
+                    continue
                 if orjson.dumps(new) != previous[1]:
                     # the one change allowed: an elided string result made a placeholder, off a warm cache or by the window
                     assert is_compressed(orjson.loads(previous[1])["content"]) and _elided(orjson.loads(previous[1])), "a ledger result came back"
@@ -341,6 +348,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
         assert stats.final_tokens == DEFAULT_ESTIMATOR.prompt_tokens(sent)
         assert stats.compressed == sum(1 for a, b in zip(messages, sent, strict=True) if a is not b)
         assert stats.compressed == stats.reapplied + stats.newly_compressed
+        assert stats.restored == returned, "restored results miscounted"
         assert len(stats.compressions) == stats.compressed and sum(k == "elided" for _, k in stats.compressions) == stats.elided
         if windows and stats.final_tokens > windows[0].prompt_limit:
             assert sent == most_compressed(messages, keep, max_chars), "over the hard window while something could still be compressed"

@@ -270,7 +270,8 @@ def test_the_report_has_a_table_per_scenario_and_budget_and_the_targets(capsys: 
     assert f"warm cache: consecutive requests, a 1,000,000-token window — budget {BUDGET_SMALL:,}" in out
     assert f"no prompt cache: the provider caches nothing — budget {BUDGET_SMALL:,}" in out
     assert "hashed bag-of-words embeddings (not a real model)" in out
-    assert "targets (issue #11)" in out and "warm 8k: cost ≤ 1.00×" in out
+    assert "targets (issues #11, #26)" in out and "warm 8k: cost ≤ 1.00×" in out
+    assert "referenced results kept verbatim by relevance ≥ recency at equal tokens (issue #26)" in out
     assert "the transcripts over the budget together — " in out
     assert "turns" in err
 
