@@ -180,7 +180,6 @@ class PinchPrune:
             estimator=self.estimator,
             tools=tools,
             measured=measured,
-            restorable=ctx.relevance.pointed if order is not None and ctx.relevance is not None else (),
             # a batch only the budget calls for may wait, for a model that checks the signed reasoning
             soft_hold=conversation.batch_hold(bool(windows) and windows[0].thinking_binding),
         )

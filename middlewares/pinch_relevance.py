@@ -6,8 +6,7 @@ costs (:func:`router.core.relevance.rank_results`): the lexical evidence of the
 names the task and the agent's recent steps use (``ctx.view.turn_text``), the
 cosine similarity to the turn's queries — the task, the current step and the
 steps just before it — and age. Writes the order, least worth keeping first,
-and the candidates the newest steps point at (which pinch may restore at a
-cold-cache moment) to ``ctx.relevance`` for pinch-prune.
+to ``ctx.relevance`` for pinch-prune.
 
 Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
 pinch or relevance is disabled, when the request is already within
@@ -135,11 +134,9 @@ class PinchRelevance:
             return StageReport(Outcome.FALLBACK, f"unavailable: {exc}")
         chosen = set(candidates)
         others = [content_text(result.content) for i, result in enumerate(results) if i not in chosen]
-        ranking = rank_results(full, others, turn, self.pinch.max_summarize_chars, similarity, self.terms.terms)
-        ctx.relevance = Relevance(RelevanceStatus.OK, ranking.order, embedded=embedded, cached=cached, pointed=ranking.pointed)
-        return StageReport(
-            detail=f"{len(candidates)} candidates ranked, {len(ranking.pointed)} pointed at; {embedded} embedded, {cached} cached"
-        )
+        order = rank_results(full, others, turn, self.pinch.max_summarize_chars, similarity, self.terms.terms)
+        ctx.relevance = Relevance(RelevanceStatus.OK, order, embedded=embedded, cached=cached)
+        return StageReport(detail=f"{len(candidates)} candidates ranked; {embedded} embedded, {cached} cached")
 
     def _candidates(self, ctx: RequestContext) -> tuple[list[int], str]:
         """The trim candidates, or why relevance does not apply to this request."""

@@ -81,19 +81,3 @@ def lexical_evidence(candidates: Sequence[frozenset[str]], agent: Iterable[froze
     ]
     peak = max(raw, default=0.0)
     return [value / peak for value in raw] if peak > 0 else [0.0] * len(candidates)
-
-
-# A name held by more results than this points at none of them in particular.
-MAX_POINTED_HOLDERS = 2
-
-
-def pointed_at(candidates: Sequence[frozenset[str]], newest: Iterable[frozenset[str]], results: Iterable[frozenset[str]]) -> frozenset[int]:
-    """The candidates (indexes) that the newest steps point at: each holds a name of ``newest`` (the terms of
-    the current step and the steps just before it) that at most :data:`MAX_POINTED_HOLDERS` of ``results``
-    hold. What pinch may restore at a cold-cache moment."""
-    named = frozenset().union(*newest)
-    if not named:
-        return frozenset()
-    holding = Counter(term for terms in results for term in terms if term in named)
-    specific = {term for term in named if 0 < holding[term] <= MAX_POINTED_HOLDERS}
-    return frozenset(i for i, terms in enumerate(candidates) if not specific.isdisjoint(terms))

@@ -52,13 +52,18 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   most likely while the cache is warm, where a rewrite does not pay and the
   request would go out over budget until the next cold moment. Now the rewrite
   costs nothing extra.
-* **Restore when it is free.** At a cold-cache moment (the cache is cold, or the
-  provider caches nothing) the whole prefix is prefilled anyway, so rewriting it
-  costs nothing extra: the ledger's results that the newest steps point at again
-  (``restorable``, from pinch-relevance) are not reapplied but join the new
-  candidates, where the relevance order ranks them. Those the batch does not
+* **Restore when it is free.** When the cache is cold (its lifetime exceeded) the
+  whole prefix is prefilled anyway, so rewriting it costs nothing extra: with a
+  relevance order the ledger is not reapplied but planned afresh, its results
+  joining the new candidates where the order ranks them. Those the batch does not
   compress again (the budget allows them) go verbatim and leave the ledger; the
-  stats count them as ``restored``. With a warm cache nothing compressed returns.
+  stats count them as ``restored``. With a warm cache nothing compressed returns,
+  and neither with a provider that caches nothing: there every request is a cold
+  moment, so restoring would re-plan the prompt on every request, each restored
+  result pushing another one out at the same budget, for no saving — the prompt
+  would churn (measured: no cache at 20k, 79.9 % of each request an unchanged
+  prefix instead of 84.4 %) without keeping more of what the next step refers to
+  on the shared transcripts (docs/relevance.md).
 * The invariants of :func:`prune_context` hold: no message added, removed or
   reordered; every message but a compressed candidate is the same object; the
   input is never mutated; stats are exact.
@@ -274,7 +279,6 @@ def pinch_conversation(
     tools: Any = None,
     measured: PromptSize | None = None,
     soft_hold: str | None = None,
-    restorable: Collection[int] = (),
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -284,9 +288,8 @@ def pinch_conversation(
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
     only when a batch is made). ``soft_hold``: why a batch only the budget calls for
-    waits (None: it does not; the window always forces one). ``restorable``: candidate indexes (as in
-    ``relevance_order``) that may come back verbatim at a cold-cache moment (module doc; only with a
-    relevance order, never with a warm cache). Returns the
+    waits (None: it does not; the window always forces one). A cold cache with a relevance order
+    re-plans the ledger (restore, module doc). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger.
     """
@@ -312,12 +315,10 @@ def pinch_conversation(
     # every old result (84 on the 224 KB transcript), so it is kept flat: stable_id and
     # content_digest inline, the counters local.
     held, saved_at, rewrites, kinds = ledger.compressed, work.saved, work.rewrites, work.kinds
-    # at a cold-cache moment, the results the newest steps point at are planned afresh (restore)
+    # a cold cache (its lifetime exceeded, not a provider that caches nothing): the ledger is planned afresh
     restoring: Collection[int] = ()
     if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD:
-        restoring = frozenset(candidates)  # a rare cold moment: the whole ledger is planned afresh
-    elif held and restorable and relevance_order is not None and cache.verdict is CacheVerdict.NONE:
-        restoring = {candidates[p] for p in restorable if 0 <= p < len(candidates)}
+        restoring = frozenset(candidates)
     if not held:
         fresh = list(range(len(candidates)))  # candidate positions not in the ledger
     else:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from router.core.evidence import evidence_terms, lexical_evidence, pointed_at
+from router.core.evidence import evidence_terms, lexical_evidence
 from router.core.frozen import frozen
 from router.core.pinch import compression_saving
 from router.core.tokens import CHARS_PER_TOKEN
@@ -191,18 +191,6 @@ def _unit_rows(matrix: Vectors) -> Vectors:
     return scaled / np.maximum(norms, _TINY)
 
 
-@frozen
-class Ranking:
-    """What pinch-relevance hands pinch: the order to compress in, and the candidates the newest steps point at."""
-
-    order: tuple[int, ...]
-    pointed: frozenset[int]
-
-
-# The steps, besides the current one, whose names may bring a compressed result back (restore).
-POINTED_STEPS = 2
-
-
 def rank_results(
     candidate_texts: Sequence[str],
     other_texts: Sequence[str],
@@ -211,11 +199,10 @@ def rank_results(
     similarity: Sequence[float] | None = None,
     terms: Callable[[str], frozenset[str]] = evidence_terms,
     weights: RankWeights = DEFAULT_WEIGHTS,
-) -> Ranking:
-    """Rank trim candidates from their texts (:func:`rank_candidates`), with the lexical evidence of the turn's
-    task and steps (:func:`~router.core.evidence.lexical_evidence`), and name those its newest steps point
-    at (:func:`~router.core.evidence.pointed_at`). ``other_texts``: the request's other tool results (the
-    protected turns'), for how common a name is; ``similarity``: per candidate (None: no embeddings);
+) -> tuple[int, ...]:
+    """The order to compress trim candidates in (:func:`rank_candidates`), from their texts, with the lexical
+    evidence of the turn's task and steps (:func:`~router.core.evidence.lexical_evidence`). ``other_texts``: the
+    request's other tool results (the protected turns'), for how common a name is; ``similarity``: per candidate (None: no embeddings);
     ``terms``: the term extractor (a :class:`~router.core.evidence.TermCache`'s, to memoise)."""
     candidates = [terms(text) for text in candidate_texts]
     results = [*candidates, *(terms(text) for text in other_texts)]
@@ -223,5 +210,4 @@ def rank_results(
     recent = [terms(text) for text in turn.recent]
     lexical = lexical_evidence(candidates, [terms(turn.task), step, *recent], results)
     saved = [-(-compression_saving(len(text), max_summarize_chars) // CHARS_PER_TOKEN) for text in candidate_texts]
-    order = rank_candidates(saved, lexical, similarity, weights)
-    return Ranking(tuple(order), pointed_at(candidates, [step, *recent[:POINTED_STEPS]], results))
+    return tuple(rank_candidates(saved, lexical, similarity, weights))

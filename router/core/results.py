@@ -75,16 +75,13 @@ class RelevanceStatus(enum.StrEnum):
 
 @frozen
 class Relevance:
-    """The candidates' order for pinch, least relevant first, or None (uniform prune); ``pointed``: the
-    candidates (indexes into the order's list) the newest steps point at, which pinch may restore at a
-    cold-cache moment."""
+    """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
 
     status: RelevanceStatus
     order: tuple[int, ...] | None = None
     reason: str = ""
     embedded: int = 0
     cached: int = 0
-    pointed: frozenset[int] = frozenset()
 
 
 class PinchMode(enum.StrEnum):

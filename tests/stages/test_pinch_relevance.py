@@ -32,6 +32,7 @@ from tests.support.factories import assistant, make_ctx, system, tool
 from tests.support.http_mocks import MockedResponse
 from tests.support.relevance_fakes import (
     CHAIN,
+    EMBED_BASE,
     EMBED_URL,
     ESTIMATOR,
     OLD_RESULTS,
@@ -42,6 +43,8 @@ from tests.support.relevance_fakes import (
     result_text,
     session,
 )
+from tests.support.restore_session import FILE_VIEW
+from tests.support.restore_session import history as restore_history
 from tests.support.servers import ProxyFactory
 from tests.support.stages import build_stage
 
@@ -105,6 +108,26 @@ async def test_without_relevance_the_oldest_old_results_are_compressed_first(pro
         await send(client, messages)
         assert not mock.requests.get(("POST", URL(EMBED_URL["openai"])))
     assert verbatim(upstream.received[-1].body["messages"], messages) == WITHOUT_ORDER_VERBATIM
+
+
+async def test_with_a_provider_that_caches_nothing_a_compressed_view_the_agent_points_at_again_stays_compressed(
+    proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]
+) -> None:
+    """No cache means every request is a cold moment: restoring there would re-plan the prompt on every
+    request (issue #26; docs/relevance.md), so the ledger holds, as with a warm cache."""
+    upstream, url = mock_upstream
+    relevance = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": "openai", "min_candidates": 2}
+    pinch = {"enabled": True, "budget_tokens": 3200, "keep_last_turns": 2, "max_summarize_chars": 400, "relevance": relevance}
+    config = make_config(url, middlewares=CHAIN, pinch=pinch, providers={"mock": {"base_url": url, "cache_lifetime_seconds": 0}})
+    client = await proxy(config)
+    fake = FakeEmbedder("openai")
+    with mocked_embeddings(url, client.make_url("/")) as mock:
+        mock.post(EMBED_URL["openai"], callback=fake.answer, repeat=True)
+        await send(client, restore_history("ls docs"))  # nothing points at the file view yet: compressed
+        assert upstream.received[-1].body["messages"][3]["content"] != FILE_VIEW
+        # the agent now edits a function only the old view shows; the budget has room for the view
+        await send(client, restore_history("sed -i s/render_page_7/render_home/ src/app/views.py && grep -n handler_7 src/app/views.py"))
+    assert upstream.received[-1].body["messages"][3]["content"] != FILE_VIEW
 
 
 @pytest.mark.parametrize("api", ["openai", "ollama"])
@@ -274,9 +297,9 @@ async def test_records_order_and_embedded_vs_cached_counts_in_context_and_trace(
     assert first.relevance.status is RelevanceStatus.OK
     assert first.relevance.order == (1, 2, 0)  # stylesheet, weather (tie: older first), then migration
     assert (first.relevance.embedded, first.relevance.cached) == (6, 0)
-    assert first_record.detail == "3 candidates ranked, 0 pointed at; 6 embedded, 0 cached"
+    assert first_record.detail == "3 candidates ranked; 6 embedded, 0 cached"
     assert (second.relevance.embedded, second.relevance.cached) == (3, 4)  # the new step, recent steps and result
-    assert second_record.detail == "4 candidates ranked, 0 pointed at; 3 embedded, 4 cached"
+    assert second_record.detail == "4 candidates ranked; 3 embedded, 4 cached"
     # the new network result matches no query; the recent steps (which read the other three) lift them
     assert second.relevance.order == (3, 1, 2, 0)
 
