@@ -56,6 +56,7 @@ from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
 from router.clients.local_embeddings import LocalEmbedder
+from router.clients.local_embeddings import missing as local_missing
 from router.contract.stage import FailMode, StageDeps, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
@@ -78,9 +79,12 @@ class PinchRelevance:
         self.timeout_seconds: float | None = self.settings.timeout_seconds
         self.estimator: TokenEstimator = deps.estimator
         self.client: EmbeddingsClient | LocalEmbedder
+        # api local without its extra: relevance is skipped with the reason (doctor warns once at start-up)
+        self.missing: str | None = None
         if self.settings.api == "local" and self.settings.provider is None:
             self.client = LocalEmbedder(self.settings.local_model_path)
             self.model = self.client.model
+            self.missing = local_missing(self.settings.local_model_path)
         else:
             self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
             self.model = self.settings.model
@@ -144,6 +148,8 @@ class PinchRelevance:
             return [], "pinch disabled"
         if not self.settings.enabled:
             return [], "relevance disabled"
+        if self.missing is not None:
+            return [], self.missing
         tokens = ctx.measured_prompt(self.estimator).tokens
         if tokens <= self.pinch.budget_tokens:
             return [], f"within budget ({tokens} <= {self.pinch.budget_tokens} tokens)"

@@ -62,6 +62,23 @@ def packaged_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
+def missing(model_path: str | None = None) -> str | None:
+    """Why the local embedder cannot run here (a library, a package or a file absent), else None.
+
+    Cheap — it looks the libraries and files up without importing or reading them — so the
+    proxy can say so once at start-up and skip relevance instead of failing every request.
+    """
+    try:
+        files = packaged_files() if model_path is None else (Path(model_path) / "model.onnx", Path(model_path) / "tokenizer.json")
+    except EmbeddingsError as exc:
+        return exc.reason
+    for library in ("onnxruntime", "tokenizers"):
+        if importlib.util.find_spec(library) is None:
+            return f"the local embedder needs {library} ({INSTALL_HINT})"
+    absent = next((path for path in files if not path.is_file()), None)
+    return f"the local embedder's file {absent} is missing" if absent is not None else None
+
+
 def load_encoder(model_path: str | None = None) -> Encode:
     """Load the model (from ``model_path``'s folder, else the packages) and return its encoder; raises EmbeddingsError."""
     if model_path is None:

@@ -32,6 +32,8 @@ from router.config import Config, ProviderSettings, env_secret
 from router.core.classification import InvalidAnswer, classifier_messages, parse_classifier_answer
 from router.core.turn_text import TurnText
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
+from router.clients.local_embeddings import INSTALL_HINT, MODEL_ID, LocalEmbedder
+from router.clients.local_embeddings import missing as local_missing
 from router.server.locations import LocationError, prepare_state
 from router.state.session_store import redis_store
 from router.clients.dependency_http import error_summary
@@ -130,9 +132,15 @@ async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list
         (name, config.providers[name], wanted) for name, wanted in needed_models(config).items() if wanted
     ]
     relevance = config.pinch.relevance
-    if config.pinch.enabled and relevance.enabled:
-        embedder = ProviderSettings(base_url=relevance.base_url, api=relevance.api, api_key_env=relevance.api_key_env)
-        targets.append(("embeddings (pinch.relevance)", embedder, [relevance.model]))
+    if config.pinch.enabled and relevance.enabled and _in_process(config):
+        problem = local_missing(relevance.local_model_path)
+        if problem is None:
+            findings.append(Finding("embeddings (pinch.relevance)", True, f"{MODEL_ID} in-process (api: local), installed"))
+        else:
+            fix = f"{INSTALL_HINT}, or set pinch.relevance.enabled: false (until then old tool results are pruned uniformly)"
+            findings.append(Finding("embeddings (pinch.relevance)", False, problem, fix))
+    elif config.pinch.enabled and relevance.enabled:
+        targets.append(("embeddings (pinch.relevance)", config.embeddings_provider(), [relevance.model]))
     listings = await asyncio.gather(*(_available_models(http, provider) for _, provider, _ in targets), return_exceptions=True)
     for (name, provider, wanted), listing in zip(targets, listings, strict=True):
         if isinstance(listing, BaseException):
@@ -171,14 +179,22 @@ async def call_findings(config: Config, http: aiohttp.ClientSession, timeout: fl
                 findings.append(Finding("classifier", True, f"{settings.model}: {answer.category}, tier {answer.tier}"))
     relevance = config.pinch.relevance
     if config.pinch.enabled and relevance.enabled:
+        local = _in_process(config)
+        embedder = LocalEmbedder(relevance.local_model_path) if local else EmbeddingsClient(http, relevance, provider=config.embeddings_provider())
+        name = embedder.model if isinstance(embedder, LocalEmbedder) else relevance.model
         try:
             async with asyncio.timeout(timeout):
-                vectors = await EmbeddingsClient(http, relevance, provider=config.embeddings_provider()).embed(["def parse_args(argv): ..."])
+                vectors = await embedder.embed(["def parse_args(argv): ..."])
         except (EmbeddingsError, TimeoutError) as error:
-            findings.append(Finding("embeddings", False, f"{relevance.model}: {error or 'no answer in time'}", "see the embeddings provider above"))
+            findings.append(Finding("embeddings", False, f"{name}: {error or 'no answer in time'}", "see the embeddings finding above"))
         else:
-            findings.append(Finding("embeddings", True, f"{relevance.model}: {vectors.shape[1]} dimensions"))
+            findings.append(Finding("embeddings", True, f"{name}: {vectors.shape[1]} dimensions"))
     return findings
+
+
+def _in_process(config: Config) -> bool:
+    """Relevance embeds with the local model (api: local, no provider named), not over HTTP."""
+    return config.pinch.relevance.api == "local" and config.pinch.relevance.provider is None
 
 
 async def state_backend_findings(config: Config) -> list[Finding]:

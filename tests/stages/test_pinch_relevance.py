@@ -257,6 +257,9 @@ QUERYLESS = [system("s")] + [m for i in range(4) for m in (assistant(""), tool(f
         (session(), {"enabled": False}, "relevance disabled"),
         (session()[:4], {}, "within budget"),
         (QUERYLESS, {}, "no query text"),
+        # api local whose model is not there: skipped on every request (doctor warns once at start-up), not a
+        # relevance_unavailable warning each time
+        (session(), {"api": "local", "local_model_path": "/nonexistent/minilm"}, "the local embedder's file /nonexistent/minilm/model.onnx is missing"),
     ],
 )
 async def test_skipped_with_the_reason_and_no_call(

