@@ -207,6 +207,10 @@ class ModelSettings(_Strict):
 
 class RoutingSettings(_Strict):
     aliases: list[str] = Field(default_factory=lambda: ["auto"])
+    # Requested model names (glob patterns, case-insensitive, first match wins) that route like an
+    # alias, each with a tier hint: a tier of `tiers` (the client asked for that class of model), or
+    # `auto` (the classified tier). A catalogue model's name still pins (router/core/model_families.py).
+    model_families: dict[str, int | Literal["auto"]] = Field(default_factory=dict)
     categories: Annotated[dict[str, str], Field(min_length=1)] = Field(
         default_factory=lambda: {
             "coding_general": "writing or changing code",
@@ -238,6 +242,11 @@ class RoutingSettings(_Strict):
             )
         if self.fallback_tier not in self.tiers:
             raise ValueError(f"fallback_tier: {self.fallback_tier} is not one of the tiers {self.tiers}")
+        for pattern, tier in self.model_families.items():
+            if not pattern.strip():
+                raise ValueError("model_families: an empty pattern")
+            if isinstance(tier, int) and tier not in self.tiers:
+                raise ValueError(f"model_families.{pattern}: tier {tier} is not one of the tiers {self.tiers} (or auto)")
         return self
 
 

@@ -201,6 +201,7 @@ class Route:
     pinned: bool
     rejected: tuple[Rejection, ...] = ()
     escalation: str = ""  # why the tier was raised, empty when it was not
+    family: str = ""  # the model family the requested name matched and its hint (``claude-*opus* → tier 3``), empty when none
 
     @property
     def chosen(self) -> Candidate:

@@ -40,6 +40,7 @@ class Decision:
     source: str | None = None  # classifier | override | fallback | cached
     routed_tier: int | None = None
     escalation: str = ""
+    model_family: str = ""  # the family the requested name matched and its tier hint (routing.model_families), empty when none
     model: str | None = None  # the model that answered; None when none did (candidates and attempts say who was tried)
     provider: str | None = None
     candidates: tuple[str, ...] = ()
@@ -112,6 +113,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         source=str(classification.source) if classification else None,
         routed_tier=route.tier if route else None,
         escalation=route.escalation if route else "",
+        model_family=route.family if route else "",
         model=upstream.model if upstream else None,
         provider=upstream.provider if upstream else None,
         candidates=tuple(c.model for c in route.candidates) if route else (),
