@@ -135,6 +135,10 @@ class ProviderSettings(_Strict):
     # ({base_url}/responses, e.g. OpenAI's own): Responses requests pass through to it unchanged
     # but for what the proxy changed. Chat-completions requests cannot be sent to it.
     wire: Literal["openai-chat", "openai-responses"] = "openai-chat"
+    # Where a request translated to this provider's chat may put system messages: `leading` ⇒ one
+    # system message, first (what strict chat templates accept; later system content is merged into
+    # it, in order); `anywhere` ⇒ where the client put them (router/translate/chat_shape.py).
+    system_messages: Literal["leading", "anywhere"] = "leading"
 
     @model_validator(mode="after")
     def _native_chat_is_ollamas(self) -> ProviderSettings:

@@ -57,13 +57,13 @@ class ChainedStream:
         return (self.outer.feed(middle) if middle else b"") + self.outer.finish()
 
 
-def messages_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(MessagesToChatTranslator(ids), OllamaChatTranslator(ids))
+def messages_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(MessagesToChatTranslator(ids, system_anywhere), OllamaChatTranslator(ids))
 
 
-def responses_to_messages(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids), ChatToMessagesTranslator(ids))
+def responses_to_messages(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), ChatToMessagesTranslator(ids))
 
 
-def responses_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids), OllamaChatTranslator(ids))
+def responses_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), OllamaChatTranslator(ids))

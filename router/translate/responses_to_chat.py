@@ -46,6 +46,7 @@ from router.translate.chat_to_responses import (
     chat_chunks,
     completion_to_response,
 )
+from router.translate.chat_shape import strict_chat_messages
 from router.translate.protocol import EVENT_STREAM, AnswerIds
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_responses.stream import sse_event
@@ -200,8 +201,9 @@ class ResponsesToChat:
     wrote (chain's changes included) and keeps it, for the answer to echo.
     """
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
         self.ids = ids
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.frame = self._frame({})
         self.dropped: tuple[str, ...] = ()
 
@@ -214,7 +216,9 @@ class ResponsesToChat:
         self.frame = self._frame(responses)
         translation = responses_to_chat(responses, parsed.items)
         self.dropped = translation.dropped
-        return orjson.dumps(translation.body)
+        chat = translation.body
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
         """A whole chat completion as a Responses ``response``; what is no completion passes as it came."""
