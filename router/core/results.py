@@ -65,6 +65,8 @@ class Classification:
     source: ClassificationSource
     # The classifier's estimate; None when it gave none (cached, override, fallback).
     required_context_tokens: int | None = None
+    # Why the classifier answered so, in its own few words; empty when it gave none (or not the classifier).
+    reason: str = ""
 
 
 class RelevanceStatus(enum.StrEnum):

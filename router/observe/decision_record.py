@@ -38,6 +38,7 @@ class Decision:
     category: str | None = None
     tier: int | None = None  # as classified
     source: str | None = None  # classifier | override | fallback | cached
+    classifier_reason: str = ""  # the classifier's few words on why (its answer's optional `reason`)
     routed_tier: int | None = None
     escalation: str = ""
     model_family: str = ""  # the family the requested name matched and its tier hint (routing.model_families), empty when none
@@ -111,6 +112,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         category=classification.task_category if classification else None,
         tier=classification.task_tier if classification else None,
         source=str(classification.source) if classification else None,
+        classifier_reason=classification.reason if classification else "",
         routed_tier=route.tier if route else None,
         escalation=route.escalation if route else "",
         model_family=route.family if route else "",

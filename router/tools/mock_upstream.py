@@ -35,8 +35,9 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, example_of, next_command, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
+from router.tools.mock_classifier import classification
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +53,10 @@ class Behaviour:
     cut_after_events: int | None = None  # drop the connection after N events
     malformed_after_events: int | None = None  # send one broken event after N events
     text: str = "Hello from the mock upstream."
-    # The answer when the request asks for JSON (response_format): a valid
-    # classification for the default categories, so the mock can also serve
-    # as the classifier in benchmarks and demos.
-    json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+    # The answer when the request asks for JSON (response_format, Ollama's format): None ⇒ a classifier
+    # prompt is answered from the turn's words (mock_classifier), so the mock serves as the classifier
+    # in benchmarks and demos, and any other request with DEFAULT_JSON.
+    json_text: str | None = None
     # The usage object to report instead of the generated one (e.g. with cache accounting).
     usage: dict[str, Any] | None = None
     # What the shell-tool calls of one user turn run, one call per command, before the answer (next_command).
@@ -268,7 +269,7 @@ class MockUpstream:
         problem = ollama_request_error(body)
         if problem is not None:
             return web.json_response({"error": problem}, status=400)
-        text = behaviour.json_text if body.get("format") == "json" else behaviour.text
+        text = json_answer(body, behaviour) if body.get("format") == "json" else behaviour.text
         lines = ollama_answer(body, text, behaviour.tool_commands, behaviour.thinking)
         if body.get("stream") is False:
             return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
@@ -306,7 +307,7 @@ class MockUpstream:
                 {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "code": str(behaviour.status)}}
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
-        text = behaviour.json_text if _wants_json(body) else behaviour.text
+        text = json_answer(body, behaviour) if _wants_json(body) else behaviour.text
         if behaviour.usage is None and self.prompt_cache is not None:
             behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
         if body.get("stream"):
@@ -370,6 +371,21 @@ def hashed_bag_of_words(text: str) -> list[float]:
     return vector
 
 
+# A valid classification for the default categories: the JSON answer to anything but a classifier prompt.
+DEFAULT_JSON = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+
+
+def json_answer(body: dict[str, Any], behaviour: Behaviour) -> str:
+    """The answer to a request for JSON: the behaviour's, else a classification of the turn's words
+    when the request is the proxy's classifier prompt (:mod:`mock_classifier`), else :data:`DEFAULT_JSON`."""
+    if behaviour.json_text is not None:
+        return behaviour.json_text
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    user = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "user")
+    return classification(system, user) or DEFAULT_JSON
+
+
 def _wants_json(body: dict[str, Any]) -> bool:
     response_format = body.get("response_format")
     return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
@@ -381,7 +397,8 @@ def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | N
     messages = body.get("messages") or []
     if not body.get("tools") or not messages:
         return None
-    return next_command(commands, len(_turn_results(messages)))
+    prompts = "".join(str(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") in ("system", "user"))
+    return next_command(commands, len(_turn_results(messages)), submit_command(prompts))
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -392,12 +409,13 @@ def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
-    """A shell tool, when one is offered, called with valid arguments (``command``), as the Anthropic and
-    Responses mocks do, so an agent really runs it; else the first two tools, with ``{"n": i}``."""
+    """The agent's shell tool (:func:`shell_tool`: by its name or its schema), when one is offered, called
+    with valid arguments (``command``), as the Anthropic and Responses mocks do, so an agent really runs
+    it; else the first two tools, with ``{"n": i}``."""
     functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     offered = [FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}) for f in functions if isinstance(f.get("name"), str)]
-    shell = pick_tool(offered)
-    if shell is not None and shell.name.lower() in SHELL_TOOL_NAMES:
+    shell = shell_tool(offered)
+    if shell is not None:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
         arguments = json.dumps(example_of(shell.schema, command=command), separators=(",", ":"), ensure_ascii=False)
         return [{"id": f"call_mock_{len(body['messages'])}_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]

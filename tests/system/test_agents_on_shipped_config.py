@@ -114,3 +114,27 @@ async def test_aider_gets_an_answer_and_the_log_its_token_counts(shipped_proxy):
     (row,) = await decisions(shipped_proxy, response.headers["x-router-session"])
     assert row["prompt_tokens"] and row["completion_tokens"] and row["total_tokens"]
     assert row["requested_max_tokens"] is None and "x-router-max-tokens" not in response.headers
+
+
+DEMO_TURNS = [  # (the user's turn, the category the mock's classifier reads in it, words of its reason, the model it routes to)
+    ("add a docstring to parse_args and mention it in the README", "docs_writing", "docs words", "local-coder"),  # tier 1
+    ("the parser test fails with a traceback: KeyError in tokenize()", "debugging", "debugging words", "local-reasoner"),  # tier 2
+    ("redesign the architecture of the storage layer across the codebase", "coding_general", "architectural words", "local-reasoner"),  # tier 3
+]
+
+
+async def test_the_mocks_classifier_routes_different_turns_to_different_models_and_says_why(shipped_proxy):
+    """A demo on the mock shows routing work: the mock classifies each turn from its words."""
+    chosen = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for text, category, reason, model in DEMO_TURNS:
+            body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
+            async with http.post(f"{shipped_proxy}/v1/chat/completions", json=body) as response:
+                assert response.status == 200
+                assert (response.headers["x-router-category"], response.headers["x-router-model"]) == (category, model)
+                (row,) = await decisions(shipped_proxy, response.headers["x-router-session"])
+            assert row["source"] == "classifier" and reason in row["classifier_reason"]
+            classifier = next(stage for stage in row["stages"] if stage["stage"] == "classifier")
+            assert reason in classifier["detail"]
+            chosen.append(row["model"])
+    assert len(set(chosen)) >= 2
