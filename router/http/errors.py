@@ -2,11 +2,16 @@
 
 Inside the chain every refusal is written by the request's wire adapter
 (:meth:`router.contract.context.RequestContext.error_response`); here the request has no context
-yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one its
-path speaks: Anthropic's for the Messages paths, OpenAI's for every other.
+yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one the
+request is shaped in: Anthropic's for a Messages-shaped request — an ``anthropic-version`` header
+(every Anthropic client sends one), or a ``/messages`` path at any depth (``/v1/v1/messages``,
+``/messages``: an ``ANTHROPIC_BASE_URL`` with one ``/v1`` too many or too few) — OpenAI's for every
+other. Claude Code shows only the message of an error in its own shape.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -15,7 +20,7 @@ from router.core.errors import ApiError
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 
-ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
+ANTHROPIC_VERSION_HEADER = "anthropic-version"
 
 
 def openai_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -26,9 +31,14 @@ def anthropic_error(error: ApiError, headers: dict[str, str] | None = None) -> w
     return error_response(ANTHROPIC_MESSAGES_ADAPTER, error, headers)
 
 
-def error_for_path(path: str, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    """``error`` in the format the request's path speaks."""
-    return anthropic_error(error, headers) if path.startswith(ANTHROPIC_PATH_PREFIX) else openai_error(error, headers)
+def messages_shaped(path: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request is an Anthropic Messages client's (see the module doc)."""
+    return ANTHROPIC_VERSION_HEADER in headers or "/messages" in path
+
+
+def error_for_request(request: web.BaseRequest, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    """``error`` in the format the request is shaped in (see the module doc)."""
+    return anthropic_error(error, headers) if messages_shaped(request.path, request.headers) else openai_error(error, headers)
 
 
 # Status → (type, code) for HTTP errors raised by aiohttp itself (404, 405, ...).
@@ -42,7 +52,7 @@ _HTTP_ERRORS = {
 }
 
 
-def from_http_exception(exc: web.HTTPException) -> web.Response:
+def from_http_exception(request: web.BaseRequest, exc: web.HTTPException) -> web.Response:
     type_, code = _HTTP_ERRORS.get(exc.status, ("server_error" if exc.status >= 500 else "invalid_request_error", "http_error"))
     headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-    return openai_error(ApiError(exc.status, exc.reason or "error", type_, code), headers)
+    return error_for_request(request, ApiError(exc.status, exc.reason or "error", type_, code), headers)

@@ -11,27 +11,27 @@ from aiohttp import web
 from router.contract.stage import Handler, Middleware
 from router.core.errors import ApiError
 from router.core.redaction import clip
-from router.http.errors import error_for_path, from_http_exception, openai_error
+from router.http.errors import error_for_request, from_http_exception
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
 
 log = logging.getLogger("pinch_router.app")
 
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/", "/api/hello"})  # probes: a health check, a base-URL check
 
 
 @web.middleware
 async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    """Last line of defence: every error leaves in the client's format (:func:`error_for_request`), never as a trace."""
     try:
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return from_http_exception(exc)
+        return from_http_exception(request, exc)
     except Exception:
         log.exception("unhandled_error", extra={"path": request.path})
-        return openai_error(ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
+        return error_for_request(request, ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
 
 
 def redact_error_bodies(recorder: Recorder) -> Middleware:
@@ -72,7 +72,7 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                 error = ApiError(
                     401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
                 )
-                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"})
+                return error_for_request(request, error, {"WWW-Authenticate": "Bearer"})
         return await handler(request)
 
     return auth

@@ -13,7 +13,7 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import openai_error
+from router.http.errors import error_for_request
 from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
 from router.contract.stage import Handler, Middleware
@@ -62,8 +62,10 @@ def known_api(path: str) -> tuple[str, str] | None:
     return served[:2] if served is not None else KNOWN_APIS.get(key)
 
 
-def not_served(method: str, path: str) -> web.Response:
-    """The 404 for ``method path``: what is supported, and which API the path is when we know it."""
+def not_served(request: web.BaseRequest) -> web.Response:
+    """The 404 for the request's method and path: what is supported, and which API the path is when
+    we know it; in the Anthropic shape for a Messages-shaped request (:func:`error_for_request`)."""
+    method, path = request.method, request.path
     key = _as_v1(path)
     if key in SERVED_APIS:
         _, name, base_url = SERVED_APIS[key]
@@ -72,7 +74,7 @@ def not_served(method: str, path: str) -> web.Response:
         what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
     else:
         what = f"{method} {path} is not an endpoint of pinch-router"
-    return openai_error(invalid_request(
+    return error_for_request(request, invalid_request(
         f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
         "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
         "Anthropic clients at http://<host>:<port>.",
@@ -92,7 +94,7 @@ def unknown_paths(metrics: Metrics) -> Middleware:
         label = api[0] if api else OTHER
         metrics.unknown_paths.labels(label).inc()
         log.warning("unknown_path", extra={"method": request.method, "path": request.path[:MAX_LOGGED_PATH], "api": label})
-        return not_served(request.method, request.path)
+        return not_served(request)
 
     return guard
 

@@ -106,8 +106,14 @@ class Received:
     query: dict[str, str] = field(default_factory=dict)  # e.g. Claude Code's ?beta=true
 
 
+# The header the mock's model lists carry, so `pinch-router doctor` knows it for the mock it is.
+MOCK_HEADER = "x-pinch-router-mock"
+
+
 class MockUpstream:
-    """``record=False`` keeps no copy of the requests (``received`` stays empty): the
+    """``identify``: the model lists (``/api/tags``, ``/v1/models``) carry :data:`MOCK_HEADER`, so
+    ``doctor`` says the upstream is the mock instead of failing on its model list; tests that stand
+    it in for a real Ollama turn it off. ``record=False`` keeps no copy of the requests (``received`` stays empty): the
     served ``pinch-router mock-upstream`` has nobody to read them, and keeping every
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
     slowing it down for whichever target a benchmark measured last. ``record_dir`` writes
@@ -120,8 +126,10 @@ class MockUpstream:
         record: bool = True,
         record_dir: Path | None = None,
         prompt_cache: SimulatedPromptCache | None = None,
+        identify: bool = True,
     ) -> None:
         self.default = default or Behaviour()
+        self.identity = {MOCK_HEADER: "mock-upstream"} if identify else {}
         self.record = record
         self.record_dir = record_dir
         self._record_numbers = itertools.count(1)
@@ -182,7 +190,7 @@ class MockUpstream:
             {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64, "details": details}
             for name in self.ollama_models
         ]
-        return web.json_response({"models": models})
+        return web.json_response({"models": models}, headers=self.identity)
 
     async def ollama_pull(self, request: web.Request) -> web.StreamResponse:
         """Any model pulls at once: Ollama's progress stream (NDJSON) ending in ``success``; ``stream: false`` gets only that."""
@@ -293,7 +301,7 @@ class MockUpstream:
         return web.json_response({"object": "list", "model": body.get("model"), "data": data})
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]}, headers=self.identity)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
