@@ -38,10 +38,17 @@ MAX_QUOTED_RESULT_CHARS = 2000
 
 @dataclass(frozen=True, slots=True)
 class FunctionTool:
-    """A tool the client offered: its name and the JSON schema of its arguments."""
+    """A tool the client offered: its name, the JSON schema of its arguments and its description."""
 
     name: str
     schema: dict[str, Any]
+    description: str = ""
+
+    @property
+    def runs_code(self) -> bool:
+        """Codex's code mode (its default model): the shell is ``tools.exec_command`` inside the custom tool
+        ``exec``, which takes JavaScript (a chat model sees it as a function of one string, ``input``)."""
+        return "tools.exec_command(" in self.description and bool(self.schema.get("required") == ["input"] or self.schema == {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +97,7 @@ def shell_tool(tools: list[FunctionTool]) -> FunctionTool | None:
         for tool in tools:
             if tool.name.lower() == wanted:
                 return tool
-    return next((tool for tool in tools if _requires_a_command(tool.schema)), None)
+    return next((tool for tool in tools if _requires_a_command(tool.schema) or tool.runs_code), None)
 
 
 def _requires_a_command(schema: dict[str, Any]) -> bool:
@@ -169,8 +176,17 @@ def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIS
     tool = pick_tool(tools)
     if tool is None or command is None:
         return None
+    return ToolCall(call_id, tool.name, shell_arguments(tool, command))
+
+
+def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:
+    """The arguments that make ``tool`` run ``command``: valid for its schema, the command where the
+    schema names one; for Codex's code-mode ``exec``, JavaScript that runs it and hands back its output."""
+    if tool.runs_code:
+        script = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(typeof r === \"string\" ? r : JSON.stringify(r));"
+        return {"input": script}
     arguments = example_of(tool.schema, command=command)
-    return ToolCall(call_id, tool.name, arguments if isinstance(arguments, dict) else {})
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def quoting_tool_result(text: str, result: str) -> str:

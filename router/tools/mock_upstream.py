@@ -35,7 +35,7 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, example_of, next_command, shell_tool, submit_command
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, next_command, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.tools.mock_classifier import classification
 
@@ -421,11 +421,14 @@ def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
     with valid arguments (``command``), as the Anthropic and Responses mocks do, so an agent really runs
     it; else the first two tools, with ``{"n": i}``."""
     functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
-    offered = [FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}) for f in functions if isinstance(f.get("name"), str)]
+    offered = [
+        FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}, str(f.get("description") or ""))
+        for f in functions if isinstance(f.get("name"), str)
+    ]  # fmt: skip
     shell = shell_tool(offered)
     if shell is not None:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
-        arguments = json.dumps(example_of(shell.schema, command=command), separators=(",", ":"), ensure_ascii=False)
+        arguments = json.dumps(shell_arguments(shell, command), separators=(",", ":"), ensure_ascii=False)
         return [{"id": f"call_mock_{len(body['messages'])}_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
     names = [f["name"] for f in functions][:2]
     # ids unique in the conversation (a client answers each call by its id), as a real model's are

@@ -223,3 +223,20 @@ def test_mini_swe_agent_is_given_its_submit_command_after_the_turns_commands() -
     assert called(messages) == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
     messages += [assistant(None, [("c2", "bash", '{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}')]), tool("c2", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
     assert called(messages) is None  # had it gone on: text
+
+
+def test_codex_code_mode_exec_is_its_shell_and_is_given_javascript_that_runs_the_command() -> None:
+    """Codex on its default model offers no shell function: the custom tool ``exec`` runs JavaScript that calls ``tools.exec_command``."""
+    from router.tools.mock_answers import shell_arguments, shell_tool
+    from router.tools.mock_responses import answer, output_items
+
+    exec_tool = FunctionTool("exec", {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}, "await tools.exec_command(...)")
+    assert shell_tool([FunctionTool("wait", {"type": "object"}), exec_tool]) is exec_tool
+    assert shell_arguments(exec_tool, "ls")["input"].startswith('const r = await tools.exec_command({cmd: "ls"});')
+    body = {"model": "m", "input": [
+        {"type": "additional_tools", "role": "developer", "tools": [{"type": "namespace", "name": "functions", "tools": [
+            {"type": "custom", "name": "exec", "description": "await tools.exec_command(...)"}]}]},
+        {"type": "message", "role": "user", "content": "list the files"},
+    ]}  # fmt: skip
+    (item,) = output_items(body, answer(body, "done"))
+    assert item["type"] == "custom_tool_call" and item["name"] == "exec" and "tools.exec_command" in item["input"]
