@@ -31,10 +31,14 @@ TEMPLATES = ROOT / "tests" / "data" / "chat_templates"
 NOT_REPLAYED = {"host", "content-length", "accept-encoding", "connection"}
 TRANSLATED = sorted(
     str(p.relative_to(CAPTURES))
-    for p in CAPTURES.glob("*/*.json")
+    for p in CAPTURES.rglob("*.json")
     if orjson.loads(p.read_bytes())["path"] in ("/v1/messages", "/v1/responses")
 )
 CHAT_AGENTS = sorted(p.stem for p in CAPTURES.glob("*.jsonl"))
+# the chat agents run on their defaults (docs/agents_on_defaults.py), one request a file
+CHAT_ON_DEFAULTS = sorted(
+    str(p.relative_to(CAPTURES)) for p in (CAPTURES / "on-defaults").rglob("*.json") if orjson.loads(p.read_bytes())["path"] == "/v1/chat/completions"
+)
 
 
 class TemplateError(Exception):
@@ -120,3 +124,15 @@ async def test_a_provider_that_takes_system_messages_anywhere_gets_them_where_th
         assert response.status == 200, await response.text()
     (chat,) = [r.body for r in mock.received if r.path.endswith("/chat/completions")]
     assert [m["role"] for m in chat["messages"]] == ["system", "user", "system"]  # Claude Code's order
+
+
+@pytest.mark.parametrize("name", CHAT_ON_DEFAULTS)
+async def test_a_chat_agents_request_on_its_defaults_renders_in_the_leading_system_template(shipped, name):
+    mock, client = shipped
+    record = orjson.loads((CAPTURES / name).read_bytes())
+    headers = {k: v for k, v in record["headers"].items() if k.lower() not in NOT_REPLAYED and not v.endswith(REDACTED)}
+    async with client.post(record["path"], json=record["body"], headers=headers) as response:
+        assert response.status == 200, await response.text()
+        await response.read()
+    (chat,) = [r.body for r in mock.received if r.path.endswith("/chat/completions")]
+    render(chat, LEADING_SYSTEM)
