@@ -13,7 +13,7 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import error_for_request
+from router.http.errors import error_for_request, messages_shaped
 from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
 from router.contract.stage import Handler, Middleware
@@ -64,9 +64,15 @@ def known_api(path: str) -> tuple[str, str] | None:
 
 def not_served(request: web.BaseRequest) -> web.Response:
     """The 404 for the request's method and path: what is supported, and which API the path is when
-    we know it; in the Anthropic shape for a Messages-shaped request (:func:`error_for_request`)."""
+    we know it; in the Anthropic shape for a Messages-shaped request (:func:`error_for_request`), and a
+    400 for one at the wrong depth (see below)."""
     method, path = request.method, request.path
     key = _as_v1(path)
+    status = 404
+    if key in SERVED_APIS and messages_shaped(path, request.headers):
+        # A Messages client whose base URL is off by a /v1: Claude Code shows any 404 as "There's an issue
+        # with the selected model" and never the message; a 400's message it prints, so the fix is seen.
+        status = 400
     if key in SERVED_APIS:
         _, name, base_url = SERVED_APIS[key]
         what = f"{name} is served at POST {key}, not {path}: set the client's base URL to {base_url}"
@@ -79,7 +85,7 @@ def not_served(request: web.BaseRequest) -> web.Response:
         "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
         "Anthropic clients at http://<host>:<port>.",
         code="not_found",
-        status=404,
+        status=status,
     ))
 
 

@@ -5,7 +5,8 @@ configured categories and tiers and holds the turn in ``<task>`` / ``<current_st
 answers it the way a small model roughly would, so a demo on the mock shows requests routed
 differently: debugging words ⇒ ``debugging``, documentation words ⇒ ``docs_writing`` (when those
 categories are configured; else the first category), an architectural or a long task ⇒ the
-hardest tier, documentation and short routine turns ⇒ the easiest, anything else the middle one.
+hardest tier, a failure ⇒ the middle one, documentation and short routine turns ⇒ the easiest,
+anything else the middle one.
 The answer says why in its ``reason``, which the decision row keeps.
 """
 
@@ -63,10 +64,13 @@ def _classify(task: str, words: str, categories: list[str], tiers: list[int]) ->
     elif len(task) > LONG_TASK_CHARS:
         tier = hardest
         reasons.append(f"a long task ({len(task):,} characters)")
-    elif category == "docs_writing" or (category == general and len(task) <= SHORT_TASK_CHARS):
+    elif debugging:  # a failure to find, whether or not `debugging` is a configured category
+        tier = middle
+        reasons.append("a failure to find")
+    elif category == "docs_writing" or len(task) <= SHORT_TASK_CHARS:
         tier = easiest
-        reasons.append("a short routine turn" if category == general else "prose")
+        reasons.append("prose" if category == "docs_writing" else "a short routine turn")
     else:
         tier = middle
-        reasons.append("an ordinary change" if category == general else "a failure to find")
+        reasons.append("an ordinary change")
     return category, tier, "; ".join(reasons)

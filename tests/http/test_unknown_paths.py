@@ -31,12 +31,13 @@ async def test_an_unknown_path_is_a_404_listing_the_endpoints_counted_and_logged
     before = await unknown_path_count(client, api)
     with caplog.at_level(logging.WARNING, logger="pinch_router.app"):
         response = await client.request(method, path, json=chat_body())
-    assert response.status == 404
     answer = await response.json()
     error = answer["error"]
-    if "/messages" in path:  # a Messages client's base URL gone wrong: told in Anthropic's shape, which Claude Code shows
-        assert answer["type"] == "error" and error["type"] == "not_found_error"
+    if "/messages" in path:  # a Messages client's base URL gone wrong: told in Anthropic's shape, as a 400, which Claude Code shows
+        assert response.status == 400
+        assert answer["type"] == "error" and error["type"] == "invalid_request_error"
     else:
+        assert response.status == 404
         assert error["type"] == "invalid_request_error" and error["code"] == "not_found"
     assert named in error["message"]
     assert all(endpoint in error["message"] for endpoint in SUPPORTED_ENDPOINTS)
