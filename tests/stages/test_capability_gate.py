@@ -255,3 +255,28 @@ def test_a_family_hint_must_be_a_configured_tier_or_auto(tmp_path):
         parse_config(raw, environ={})
     with pytest.raises(ConfigError, match="model_families"):
         parse_config({**raw, "routing": {"model_families": {"claude-*": "top"}}}, environ={})
+
+
+@pytest.mark.parametrize(
+    ("requested", "pattern", "tier"),
+    [
+        ("claude-opus-5-5", "claude-*opus*", 3),  # Claude Code's default
+        ("claude-haiku-4-5", "claude-*haiku*", 1),  # its side requests
+        ("claude-sonnet-4-5", "claude-*", None),
+        ("gpt-6.2-sol", "gpt-*", None),  # Codex's default
+        ("gpt-5.1-codex-mini", "gpt-*-mini*", 1),
+        ("gemini-3-pro-preview", "gemini-*-pro*", 3),  # Gemini CLI's default
+        ("gemini-2.5-flash-lite", "gemini-*flash-lite*", 1),  # its model-router call
+        ("gemini-2.5-flash", "gemini-*", None),
+    ],
+)
+def test_the_shipped_config_routes_the_names_agents_send_by_default(requested, pattern, tier):
+    from pathlib import Path
+
+    from router.config import load_config
+    from router.core.model_families import FamilyHint, ModelFamilies
+
+    config = load_config(Path(__file__).resolve().parents[2] / "config.yaml", environ={})
+    families = ModelFamilies([m.name for m in config.models], config.routing.aliases, config.routing.model_families)
+    assert families.resolve(requested).family == FamilyHint(pattern, tier)
+    assert families.resolve("local-coder").pinned == "local-coder"  # a catalogue name still pins
