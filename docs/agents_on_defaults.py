@@ -67,11 +67,6 @@ class Agent:
     env: Callable[[str], dict[str, str]]  # base URL root (http://127.0.0.1:PORT) → environment
     files: Callable[[str], Files]  # base URL root → set-up files
     tools: bool = True  # aider has none: its run is one answer
-    # Its own requests captured straight against the mock (--fixtures). Claude Code's are not: on its default
-    # model (claude-opus-5-5, which binds thinking to its prefix) the mock refuses the thinking it sends back
-    # after Claude Code moves a cache breakpoint; tests/data/agents/claude-code/ holds the same version's
-    # requests on that model, captured before the mock modelled binding (docs/capture_agents.py).
-    capture: bool = True
     version: tuple[str, ...] = ("--version",)
 
 
@@ -109,7 +104,7 @@ AIDER_METADATA = json.dumps({"openai/auto": {"max_input_tokens": 40960, "max_out
 AGENTS = (
     Agent("claude-code", "node_modules/.bin/claude", lambda b: [str(b), "-p", PROMPT, "--allowedTools", "Bash"],
           lambda root: {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": root, "ANTHROPIC_API_KEY": "unused"},
-          lambda root: {}, capture=False),
+          lambda root: {}),
     Agent("codex", "node_modules/.bin/codex", lambda b: [str(b), "exec", "--skip-git-repo-check", PROMPT],
           lambda root: {"PINCH_ROUTER_KEY": "unused"}, lambda root: {"home/.codex/config.toml": CODEX_TOML.format(root=root)}),
     Agent("opencode", "node_modules/.bin/opencode", lambda b: [str(b), "run", PROMPT],
@@ -259,7 +254,7 @@ def main() -> int:
                 failed = True
                 print(f"--- {agent.name} output (last 30 lines) ---\n" + "\n".join(run.output.splitlines()[-30:]), file=sys.stderr)
                 continue
-            if args.fixtures and agent.capture:
+            if args.fixtures:
                 direct = captured_directly(agent, args.agents.resolve(), scratch / agent.name / "direct")
                 if direct.code != 0 or not direct.round_trip():
                     failed = True
