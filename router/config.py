@@ -137,6 +137,10 @@ class ProviderSettings(_Strict):
     # ({base_url}/responses, e.g. OpenAI's own): Responses requests pass through to it unchanged
     # but for what the proxy changed. Chat-completions requests cannot be sent to it.
     wire: Literal["openai-chat", "openai-responses"] = "openai-chat"
+    # Where a request translated to this provider's chat may put system messages: `leading` ⇒ one
+    # system message, first (what strict chat templates accept; later system content is merged into
+    # it, in order); `anywhere` ⇒ where the client put them (router/translate/chat_shape.py).
+    system_messages: Literal["leading", "anywhere"] = "leading"
 
     @model_validator(mode="after")
     def _native_chat_is_ollamas(self) -> ProviderSettings:
@@ -210,6 +214,10 @@ class ModelSettings(_Strict):
 
 class RoutingSettings(_Strict):
     aliases: list[str] = Field(default_factory=lambda: ["auto"])
+    # Requested model names (glob patterns, case-insensitive, first match wins) that route like an
+    # alias, each with a tier hint: a tier of `tiers` (the client asked for that class of model), or
+    # `auto` (the classified tier). A catalogue model's name still pins (router/core/model_families.py).
+    model_families: dict[str, int | Literal["auto"]] = Field(default_factory=dict)
     categories: Annotated[dict[str, str], Field(min_length=1)] = Field(
         default_factory=lambda: {
             "coding_general": "writing or changing code",
@@ -241,6 +249,11 @@ class RoutingSettings(_Strict):
             )
         if self.fallback_tier not in self.tiers:
             raise ValueError(f"fallback_tier: {self.fallback_tier} is not one of the tiers {self.tiers}")
+        for pattern, tier in self.model_families.items():
+            if not pattern.strip():
+                raise ValueError("model_families: an empty pattern")
+            if isinstance(tier, int) and tier not in self.tiers:
+                raise ValueError(f"model_families.{pattern}: tier {tier} is not one of the tiers {self.tiers} (or auto)")
         return self
 
 

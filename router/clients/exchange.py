@@ -36,7 +36,8 @@ class Exchange:
         view = ctx.view
         self.wire_out = provider_adapter(provider).chat_wire(provider)
         try:
-            self.translation = translator(ctx.wire.name, self.wire_out, AnswerIds(secrets.token_hex(12), int(time.time())))
+            ids = AnswerIds(secrets.token_hex(12), int(time.time()))
+            self.translation = translator(ctx.wire.name, self.wire_out, ids, system_anywhere=provider.system_messages == "anywhere")
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
         passed = self.translation is None

@@ -1,4 +1,4 @@
-"""HTTP errors aiohttp answers before any handler runs, in the OpenAI error format.
+"""HTTP errors aiohttp answers before any handler runs, in the client's error format.
 
 A malformed request line, a header over 8 KB, an invalid header character or
 a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``) are refused by
@@ -24,7 +24,7 @@ from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from router.http.errors import openai_error
+from router.http.errors import anthropic_error, openai_error
 from router.core.errors import ApiError
 
 log = logging.getLogger("pinch_router.http")
@@ -47,8 +47,28 @@ def framing_error(status: int, exc: BaseException | None) -> ApiError:
     return ApiError(status, f"malformed HTTP request{f' ({said})' if said else ''}", "invalid_request_error", "bad_http_request")
 
 
+# A request line (its path) and an anthropic-version header, as far as the refused bytes show them.
+_REQUEST_LINE = re.compile(rb"(?:^|\n)[A-Z]{3,7} (\S{1,2048}) HTTP/1\.[01]\r?\n")
+_ANTHROPIC_VERSION = re.compile(rb"\nanthropic-version[ \t]*:", re.IGNORECASE)
+
+
+def messages_shaped_bytes(received: bytes) -> bool:
+    """Whether the refused request was an Anthropic Messages client's, from the bytes read last: aiohttp
+    hands :meth:`RequestHandler.handle_error` a stand-in request without the path or headers it parsed."""
+    heads = list(_REQUEST_LINE.finditer(received))
+    if not heads:
+        return False
+    head = received[heads[-1].start() :].split(b"\r\n\r\n", 1)[0]
+    return b"/messages" in heads[-1].group(1) or _ANTHROPIC_VERSION.search(head) is not None
+
+
 class _ApiErrorRequestHandler(RequestHandler):
     on_refused: Callable[[ApiError], None] | None = None
+    _received = b""  # the last chunk read: no copy, only kept for the shape of a refusal
+
+    def data_received(self, data: bytes) -> None:
+        self._received = data
+        super().data_received(data)
 
     def handle_error(
         self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
@@ -59,7 +79,7 @@ class _ApiErrorRequestHandler(RequestHandler):
         log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
         if self.on_refused is not None:
             self.on_refused(error)
-        response = openai_error(error)
+        response = anthropic_error(error) if messages_shaped_bytes(self._received) else openai_error(error)
         response.force_close()
         return response
 

@@ -11,7 +11,7 @@ from aiohttp import web
 from router.contract.stage import Handler, Middleware
 from router.core.errors import ApiError
 from router.core.redaction import clip
-from router.http.errors import error_for_path, from_http_exception
+from router.http.errors import error_for_request, from_http_exception
 from router.http.request_ids import new_request_id
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
@@ -19,22 +19,21 @@ from router.wire.gemini.paths import offered_key
 
 log = logging.getLogger("pinch_router.app")
 
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/", "/api/hello"})  # probes: a health check, a base-URL check
 
 
 @web.middleware
 async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    """Last line of defence: every error leaves in the client's format (:func:`error_for_request`), never as a trace."""
     try:
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return from_http_exception(exc, request.path)
+        return from_http_exception(request, exc)
     except Exception:
         log.exception("unhandled_error", extra={"path": request.path})
-        error = ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error")
-        return error_for_path(request.path, error)
+        return error_for_request(request, ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
 
 
 def redact_error_bodies(recorder: Recorder) -> Middleware:
@@ -84,7 +83,7 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                     "authentication_error",
                     "invalid_api_key",
                 )
-                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
+                return error_for_request(request, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
         return await handler(request)
 
     return auth

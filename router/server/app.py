@@ -121,6 +121,7 @@ async def create_app(
     app[CURRENT_CONFIG_KEY] = lambda: live.config
     app[OPEN_STREAMS_KEY] = OpenStreams()
     app.router.add_get("/", root)  # HEAD too
+    app.router.add_get("/api/hello", root)  # HEAD too: Claude Code's reachability probe (HEAD /api/hello)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)

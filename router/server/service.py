@@ -142,12 +142,7 @@ class Service:
             await site.start()
         except OSError as error:
             await _quietly(runner.cleanup())
-            # asyncio's bind error repeats the address in its text; the errno's own words are the cause
-            reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
-            raise StartupError(
-                f"cannot listen on {self.options.host}:{self.options.port}: {reason.lower()} "
-                "(set server.port, --port or $PINCH_ROUTER_PORT)"
-            ) from None
+            raise StartupError(f"{cannot_listen(self.options.host, self.options.port, error)} (set server.port, --port or $PINCH_ROUTER_PORT)") from None
 
     def _on_stop_signal(self) -> None:
         self.stop_signals += 1
@@ -231,3 +226,10 @@ async def _quietly(cleanup: Awaitable[None]) -> None:
         await cleanup
     except Exception:  # start-up already failed: its one line says why, not this
         pass
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """One line for a failed bind: ``cannot listen on 127.0.0.1:8787: address already in use``."""
+    # asyncio's bind error repeats the address in its text; the errno's own words are the cause
+    reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
+    return f"cannot listen on {host}:{port}: {str(reason).lower()}"

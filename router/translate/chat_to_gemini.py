@@ -60,7 +60,7 @@ class ChatToGemini:
 
     dropped: tuple[str, ...] = ()
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # Gemini's system is systemInstruction: nothing to place
         self.model = ""
         self.created = ids.created
         self.chunk_id = f"chatcmpl-{ids.token}"

@@ -34,7 +34,7 @@ FALLBACK_MAX_TOKENS = 8192
 class ChatToMessagesTranslator:
     """An OpenAI chat request to an Anthropic-format provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # Anthropic's system is top-level: nothing to place
         self.model = ""
         self.dropped: tuple[str, ...] = ()
         self.ids = ids

@@ -154,7 +154,7 @@ class OllamaChatTranslator:
 
     dropped: tuple[str, ...] = ()
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # a chat client's own messages keep their places
         self.model = ""
         self.created = ids.created
         # the answer's own call ids: "call_0" in every answer made a session's calls share ids, which a

@@ -35,6 +35,7 @@ import orjson
 
 from router.core.content import Message, content_text
 from router.core.results import Candidate
+from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import answer_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
@@ -85,7 +86,8 @@ _SCHEMA_ONLY_GEMINI = frozenset({"propertyOrdering", "property_ordering", "nulla
 class GeminiToChat:
     """A Gemini request to an OpenAI-chat provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.model = ""
         self.reasoning = self.thoughts = False
         self.dropped: tuple[str, ...] = ()
@@ -97,7 +99,9 @@ class GeminiToChat:
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.thoughts = includes_thoughts(gemini)
         self.dropped = dropped_by_chat(gemini)
-        return orjson.dumps(gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning))
+        chat = gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
         return orjson.dumps(chat_completion_to_gemini(answer_object(body), self.model, self.response_id, self.call_ids, self.thoughts))

@@ -26,6 +26,7 @@ import orjson
 
 from router.core.content import Message, content_text
 from router.core.results import Candidate
+from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import answer_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
@@ -43,7 +44,8 @@ from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 class MessagesToChatTranslator:
     """An Anthropic Messages request to an OpenAI-chat provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.model = ""
         self.input_tokens = 0
         self.reasoning = False
@@ -58,7 +60,9 @@ class MessagesToChatTranslator:
         self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
         self.input_tokens = count_input_tokens(messages_body)
-        return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
+        chat = messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
         return orjson.dumps(

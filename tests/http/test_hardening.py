@@ -562,6 +562,21 @@ async def test_framing_errors_answer_the_openai_error_object(proxy, mock_upstrea
     assert f'pinch_router_refused_total{{reason="{code}"}} 1.0' in metrics
 
 
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}",
+        b"POST /v1/v1/messages HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nContent-Encoding: zstd\r\nContent-Length: 2\r\n\r\n{}",
+    ],
+    ids=["messages path", "anthropic-version header"],
+)
+async def test_a_framing_error_to_a_messages_client_is_in_anthropics_shape(proxy, mock_upstream, request_bytes):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    got_status, body = status_and_json(await raw_exchange(client.port, request_bytes))
+    assert got_status == 415 and body["type"] == "error" and "Content-Encoding" in body["error"]["message"]
+
+
 async def test_a_401_leaves_a_log_line_and_a_metric(proxy, mock_upstream, caplog):
     caplog.set_level(logging.INFO)
     _, url = mock_upstream
