@@ -21,7 +21,7 @@ Nothing leaves the machine: every base URL is loopback, update checks and teleme
 
     mkdir -p ../agents-28 && cd ../agents-28 && npm install --save-exact @anthropic-ai/claude-code@2.1.332 \\
         @openai/codex@0.171.0 opencode-ai@1.18.33 @mariozechner/pi-coding-agent@0.73.1 @qwen-code/qwen-code@0.24.4 \\
-        @continuedev/cli@1.5.47 cline@3.0.65
+        @continuedev/cli@1.5.47 cline@3.0.65 @google/gemini-cli@0.61.0
     mkdir kilo && (cd kilo && npm install --save-exact @kilocode/cli@7.7.7)
     python3 -m venv aider-venv && aider-venv/bin/pip install aider-chat==0.86.2
     python3 -m venv mini-venv && mini-venv/bin/pip install mini-swe-agent==2.4.6
@@ -101,6 +101,14 @@ models:
 AIDER_METADATA = json.dumps({"openai/auto": {"max_input_tokens": 40960, "max_output_tokens": 16384, "litellm_provider": "openai",
                                              "mode": "chat", "input_cost_per_token": 0, "output_cost_per_token": 0}})  # fmt: skip
 
+# Gemini CLI's ~/.gemini/settings.json: API-key auth, nothing sent to Google but the requests (docs/gemini_cli_e2e.py).
+GEMINI_SETTINGS = {
+    "security": {"auth": {"selectedType": "gemini-api-key"}},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+}
+
 AGENTS = (
     Agent("claude-code", "node_modules/.bin/claude", lambda b: [str(b), "-p", PROMPT, "--allowedTools", "Bash"],
           lambda root: {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ANTHROPIC_BASE_URL": root, "ANTHROPIC_API_KEY": "unused"},
@@ -126,6 +134,9 @@ AGENTS = (
                      "--no-git", "--yes", "--message", "what does main.py do?", "main.py"],
           lambda root: {"OPENAI_API_BASE": f"{root}/v1", "OPENAI_API_KEY": "unused"},
           lambda root: {"home/.aider.model.metadata.json": AIDER_METADATA}, tools=False),
+    Agent("gemini-cli", "node_modules/.bin/gemini", lambda b: [str(b), "-p", PROMPT],
+          lambda root: {"GEMINI_API_KEY": "unused", "GOOGLE_GEMINI_BASE_URL": root, "GEMINI_CLI_TRUST_WORKSPACE": "true"},
+          lambda root: {"home/.gemini/settings.json": json.dumps(GEMINI_SETTINGS)}),
     Agent("mini-swe-agent", "mini-venv/bin/mini",
           lambda b: [str(b), "--model", "openai/auto", "--yolo", "--exit-immediately", "--cost-limit", "0", "-t", PROMPT, "-o", "trajectory.json"],
           lambda root: {"OPENAI_API_BASE": f"{root}/v1", "OPENAI_API_KEY": "unused", "MSWEA_CONFIGURED": "true",
@@ -152,8 +163,9 @@ class Run:
                     return True
                 continue
             body = record.get("body", {})
-            text = json.dumps(body.get("messages") or body.get("input") or [])
-            results = ('"role": "tool"', '"tool_result"', '"function_call_output"', '"custom_tool_call_output"')  # chat, Anthropic, Responses
+            text = json.dumps(body.get("messages") or body.get("input") or body.get("contents") or [])
+            # chat, Anthropic, Responses, Gemini
+            results = ('"role": "tool"', '"tool_result"', '"function_call_output"', '"custom_tool_call_output"', '"functionResponse"')
             if any(marker in text for marker in results) and all(name in text for name in WORKSPACE_FILES):
                 return True
         return False

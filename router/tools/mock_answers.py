@@ -26,6 +26,10 @@ import orjson
 # another name is a shell tool when its schema requires a command (see :func:`shell_tool`).
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_command", "terminal")
 COMMAND_ARGUMENT_NAMES = ("command", "cmd", "commands", "script")
+# Tools that list a directory, called when no shell tool is offered: Gemini CLI's list_directory
+# (in -p mode it offers no shell), and the like. Their path is the workspace: ".".
+LISTING_TOOLS = ("list_directory", "list_dir", "list_files", "ls")
+PATH_ARGUMENT_SUFFIXES = ("path", "dir", "directory")
 LIST_FILES = "ls"
 # What the shell-tool calls of one user turn run by default: one listing, then the answer.
 ONE_LISTING = (LIST_FILES,)
@@ -116,8 +120,14 @@ def _requires_a_command(schema: dict[str, Any]) -> bool:
 
 
 def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:
-    """The tool the mock calls: the shell tool if offered (so the agent really runs something), else the first."""
-    return shell_tool(tools) or (tools[0] if tools else None)
+    """The tool the mock calls: the shell tool if offered (so the agent really runs something), else a
+    tool that lists a directory (:data:`LISTING_TOOLS`), else the first."""
+    return shell_tool(tools) or listing_tool(tools) or (tools[0] if tools else None)
+
+
+def listing_tool(tools: list[FunctionTool]) -> FunctionTool | None:
+    """A tool that lists a directory (:data:`LISTING_TOOLS`), for an agent that offers no shell."""
+    return next((t for t in tools if t.name.lower() in LISTING_TOOLS), None)
 
 
 def submit_command(texts: str) -> str | None:
@@ -188,7 +198,11 @@ def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:
         script = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(typeof r === \"string\" ? r : JSON.stringify(r));"
         return {"input": script}
     arguments = example_of(tool.schema, command=command)
-    return arguments if isinstance(arguments, dict) else {}
+    if not isinstance(arguments, dict):
+        return {}
+    if tool.name.lower() in LISTING_TOOLS:  # the workspace, not example_of's "mock dir_path": the agent really lists it
+        return {k: ("." if k.lower().endswith(PATH_ARGUMENT_SUFFIXES) else v) for k, v in arguments.items()}
+    return arguments
 
 
 def quoting_tool_result(text: str, result: str) -> str:

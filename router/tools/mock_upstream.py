@@ -37,7 +37,7 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, next_command, shell_arguments, shell_tool, submit_command
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
 from router.tools.mock_classifier import classification
@@ -448,15 +448,16 @@ def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
-    """The agent's shell tool (:func:`shell_tool`: by its name or its schema), when one is offered, called
-    with valid arguments (``command``), as the Anthropic and Responses mocks do, so an agent really runs
-    it; else the first two tools, with ``{"n": i}``."""
+    """The agent's shell tool (:func:`shell_tool`: by its name or its schema), else its directory-listing
+    tool (:func:`listing_tool`: Gemini CLI's in -p mode), when one is offered, called with valid
+    arguments (``command``; the workspace), as the Anthropic and Responses mocks do, so an agent really
+    runs it; else the first two tools, with ``{"n": i}`` (parallel calls, for the relay's tests)."""
     functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     offered = [
         FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}, str(f.get("description") or ""))
         for f in functions if isinstance(f.get("name"), str)
     ]  # fmt: skip
-    shell = shell_tool(offered)
+    shell = shell_tool(offered) or listing_tool(offered)
     if shell is not None:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
         arguments = json.dumps(shell_arguments(shell, command), separators=(",", ":"), ensure_ascii=False)

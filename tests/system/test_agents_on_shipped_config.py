@@ -156,7 +156,7 @@ def _replayable(record: dict) -> dict[str, str]:
 
 
 def _answered_calls(path: str, body: bytes) -> list[str]:
-    """The tool names an answer called (a chat answer or stream, or Responses / Anthropic events)."""
+    """The tool names an answer called (a chat answer or stream, Responses / Anthropic events, Gemini chunks)."""
     if path.endswith("/chat/completions") and body.startswith(b"{"):  # not streamed (mini-swe-agent, through litellm)
         return [call["function"]["name"] for call in orjson.loads(body)["choices"][0]["message"].get("tool_calls") or []]
     if path.endswith("/chat/completions"):
@@ -168,6 +168,8 @@ def _answered_calls(path: str, body: bytes) -> list[str]:
             item = event.get("item") or event.get("content_block") or {}
             if event.get("type") in ("response.output_item.done", "content_block_start") and item.get("type") in ("function_call", "custom_tool_call", "tool_use"):
                 names.append(item["name"])
+            for candidate in event.get("candidates") or []:  # Gemini: a functionCall part
+                names += [part["functionCall"]["name"] for part in (candidate.get("content") or {}).get("parts") or [] if "functionCall" in part]
     return names
 
 

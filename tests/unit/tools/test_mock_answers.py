@@ -34,7 +34,8 @@ def tools(*names: str) -> list[FunctionTool]:
         (["Agent", "Read", "Bash", "Write"], "Bash"),  # Claude Code
         (["exec_command", "write_stdin", "view_image"], "exec_command"),  # Codex 0.17x
         (["apply_patch", "shell"], "shell"),  # older Codex
-        (["read_file", "grep"], "read_file"),  # no shell: the first tool
+        (["read_file", "grep"], "read_file"),  # no shell, no listing tool: the first tool
+        (["update_topic", "list_directory", "read_file"], "list_directory"),  # Gemini CLI in -p mode: its listing tool
         ([], None),
     ],
 )
@@ -240,3 +241,19 @@ def test_codex_code_mode_exec_is_its_shell_and_is_given_javascript_that_runs_the
     ]}  # fmt: skip
     (item,) = output_items(body, answer(body, "done"))
     assert item["type"] == "custom_tool_call" and item["name"] == "exec" and "tools.exec_command" in item["input"]
+
+
+# Gemini CLI's tools in -p mode, as it declares them (cut): no shell, a directory listing among them
+GEMINI_CLI_TOOLS = [
+    ("update_topic", {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}),
+    ("list_directory", {"type": "object", "properties": {"dir_path": {"type": "string"}, "ignore": {"type": "array"}}, "required": ["dir_path"]}),
+    ("read_file", {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}),
+]
+
+
+def test_without_a_shell_the_chat_mock_lists_the_workspace_with_the_agents_listing_tool() -> None:
+    """Gemini CLI, translated to a chat provider, offers no shell in -p mode: the chat mock calls its
+    list_directory on ".", so the agent really lists the workspace instead of failing a dummy call."""
+    body = {"model": "m", "messages": [user("list the files")], "tools": [{"type": "function", "function": {"name": n, "parameters": s}} for n, s in GEMINI_CLI_TOOLS]}
+    calls = completion(body, "done")["choices"][0]["message"]["tool_calls"]
+    assert [(c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in calls] == [("list_directory", {"dir_path": "."})]
