@@ -1,4 +1,4 @@
-"""HTTP errors aiohttp answers before any handler runs, in the OpenAI error format.
+"""HTTP errors aiohttp answers before any handler runs, in the format of the path they were sent to.
 
 A malformed request line, a header over 8 KB, an invalid header character or
 a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``) are refused by
@@ -10,6 +10,13 @@ itself (``Application._make_handler``, used by ``web.run_app``, ``AppRunner``
 and the test server alike). :func:`answer_framing_errors_as_api_errors` wraps
 that factory so the server's handlers answer with an ApiError (and close the
 connection, as aiohttp does), log one line and count the refusal.
+
+The format is the path's (:func:`router.http.errors.error_for_path`: Google's on a Gemini path,
+Anthropic's on the Messages paths, else OpenAI's). aiohttp hands the refusal a stand-in request
+whose path is ``/``, so the path is read from the bytes themselves: the last request line among
+the starts of the connection's last two reads (:func:`refused_path`; a client writes a request's
+head in one go, so its line is there). Best effort by design — only the error's shape depends on
+it, and a request line not found (one behind a pipelined body, say) gets OpenAI's.
 """
 
 from __future__ import annotations
@@ -24,13 +31,23 @@ from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from router.http.errors import openai_error
 from router.core.errors import ApiError
+from router.http.errors import error_for_path
 
 log = logging.getLogger("pinch_router.http")
 
 # The parser quotes the client's bytes after a colon; the message ends there.
 _QUOTED = re.compile(r"[:'\"\n]")
+# A request line's method and path (up to its query or the line's end), at the start of a line.
+_REQUEST_LINE = re.compile(rb"(?:^|\n)[A-Z]{3,10} (/[^\s?#]*)")
+HEAD_BYTES = 2048  # of each read kept for refused_path: a request line's start is all it needs
+
+
+def refused_path(reads: bytes) -> str:
+    """The path of the last request line in ``reads`` (the starts of the last reads, newline-joined); ``/``
+    when there is none."""
+    found = _REQUEST_LINE.findall(reads)
+    return found[-1].decode("latin-1") if found else "/"
 
 
 def framing_error(status: int, exc: BaseException | None) -> ApiError:
@@ -49,6 +66,11 @@ def framing_error(status: int, exc: BaseException | None) -> ApiError:
 
 class _ApiErrorRequestHandler(RequestHandler):
     on_refused: Callable[[ApiError], None] | None = None
+    _heads: tuple[bytes, bytes] = (b"", b"")  # the starts of the connection's last two reads
+
+    def data_received(self, data: bytes) -> None:
+        self._heads = (self._heads[1], data[:HEAD_BYTES])  # a slice, not the read: no big body kept alive
+        super().data_received(data)
 
     def handle_error(
         self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
@@ -59,7 +81,8 @@ class _ApiErrorRequestHandler(RequestHandler):
         log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
         if self.on_refused is not None:
             self.on_refused(error)
-        response = openai_error(error)
+        path = request.path if request.path != "/" else refused_path(b"\n".join(self._heads))  # "/": aiohttp's stand-in
+        response = error_for_path(path, error)
         response.force_close()
         return response
 

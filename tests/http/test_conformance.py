@@ -15,6 +15,7 @@ the schema, not the answer, is what is wrong (each entry says why). See docs/con
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from typing import Any, get_args
 
 import orjson
 import pytest
+from multidict import CIMultiDict
 
 from router.config import ProviderSettings
 from router.providers import provider_adapter
@@ -514,6 +516,22 @@ def error_violations(client_wire: str, raw: bytes, headers: Any, status: int) ->
     return problems + _expect(isinstance(request_id, str) and headers.get("request-id") == request_id, "request_id in body and request-id header", (request_id, headers.get("request-id")))
 
 
+@pytest.mark.parametrize("mode", [WHOLE, STREAM, JSON_ARRAY])
+@pytest.mark.parametrize("content", ["text", "tool call"])
+async def test_mock_upstreams_own_gemini_answers_are_valid_with_thoughts_too(http, mock_upstream, mode, content):
+    """``mock-upstream`` asked directly, as a client pointed at it is answered (its JSON array, which the proxy
+    never asks for, included), with the thought part ``includeThoughts`` adds."""
+    _, url = mock_upstream
+    body = gemini_request(mode != WHOLE, content == "tool call") | {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+    async with http.post(url.removesuffix("/v1") + gemini_path(mode, "gemini-mock"), json=body) as response:
+        assert response.status == 200 and response.content_type == ("text/event-stream" if mode == STREAM else "application/json")
+        raw = await response.read()
+    checked = check_gemini(raw, mode, content == "tool call")
+    assert checked.validated > 0 and not_excused(checked.violations) == []
+    chunks = [orjson.loads(raw)] if mode == WHOLE else [orjson.loads(d) for _, d in sse_blocks(raw)] if mode == STREAM else orjson.loads(raw)
+    assert any(part.get("thought") for chunk in chunks for part in chunk["candidates"][0]["content"]["parts"])
+
+
 @pytest.mark.parametrize("path", ["/v1beta/models/auto:countTokens", "/v1/models/main:countTokens"])
 async def test_a_gemini_count_tokens_answer_is_valid_too(proxy, mock_upstream, path):
     """``countTokens``, which the proxy answers itself: a strict ``CountTokensResponse``."""
@@ -535,6 +553,37 @@ async def test_every_error_body_is_valid_against_the_wires_error_schema(proxy, m
     assert response.status == case.status, raw
     assert response.content_type == "application/json"  # a JSON error, also where a stream was asked for
     problems = not_excused(error_violations(case.client, raw, response.headers, response.status))
+    assert problems == [], "\n".join(problems)
+
+
+# What aiohttp itself refuses while it parses, before any handler: ({path}, status).
+FRAMING = {
+    "header over 8 KB": (b"POST {path} HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 9000 + b"\r\n\r\n", 431),
+    "bad request line": (b"POST {path} HTTP/1.1 xx\r\n\r\n", 400),
+    "brotli body": (b"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}", 415),
+}
+
+
+@pytest.mark.parametrize("framing", list(FRAMING))
+@pytest.mark.parametrize("client_wire", list(CLIENTS))
+async def test_a_framing_error_is_in_the_error_schema_of_the_path_it_came_to(proxy, mock_upstream, client_wire, framing):
+    """aiohttp refuses these before the app sees a request (``router/http/framing_errors.py``); the answer
+    is still the wire's error, by the path in the request line."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    template, status = FRAMING[framing]
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    try:
+        writer.write(template.replace(b"{path}", CLIENTS[client_wire][0](WHOLE).encode()))
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+    head, _, raw = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = CIMultiDict(line.split(": ", 1) for line in lines[1:])
+    assert int(lines[0].split(" ")[1]) == status and headers["Content-Type"].startswith("application/json"), answer[:300]
+    problems = not_excused(error_violations(client_wire, raw, headers, status))
     assert problems == [], "\n".join(problems)
 
 
