@@ -39,6 +39,7 @@ from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.parts import SKIP_SIGNATURE, function_call, is_thought, parts_of, text_of
+from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
 
 NO_RESULT = "(no result)"
@@ -268,17 +269,8 @@ def gemini_to_chat_completion(answer: dict[str, Any], model: str, completion_id:
         message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
-    completion: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(candidate, bool(calls), "promptFeedback" in answer)}],
-    }
-    usage = chat_usage(answer.get("usageMetadata"))
-    if usage is not None:
-        completion["usage"] = usage
-    return completion
+    finish = _finish(candidate, bool(calls), "promptFeedback" in answer)
+    return chat_completion(completion_id, created, model, message, finish, chat_usage(answer.get("usageMetadata")))
 
 
 class GeminiToChatSse(SseTranslator):

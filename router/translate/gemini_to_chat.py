@@ -24,7 +24,7 @@ its id (``call_<token>_<n>`` when the provider gave none), the finish reason (``
 calls; ``MAX_TOKENS``; ``SAFETY``) and ``usageMetadata`` with ``cachedContentTokenCount`` and
 ``thoughtsTokenCount`` when the provider reported them. A stream comes back as SSE chunks: text and
 thoughts as they arrive, each call whole once its arguments are (Gemini never splits one), the
-finish reason and usage in the last chunk.
+finish reason and usage in the last chunk (with an empty text part when it has nothing else).
 """
 
 from __future__ import annotations
@@ -302,7 +302,10 @@ def _call_part(call: dict[str, Any], call_ids: str, position: int) -> dict[str, 
 
 
 def _response(parts: list[dict[str, Any]], model: str, response_id: str, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    """One ``GenerateContentResponse``. Its content always has a part: a stream's last chunk after text (or an
+    answer with nothing to say) has an empty text part, as Gemini 3's last chunk does — the google-genai
+    SDK's ``Chat`` drops a turn from its history when any chunk's content has no parts."""
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts or [{"text": ""}]}, "index": 0}
     if finish is not None:
         candidate["finishReason"] = finish
     out: dict[str, Any] = {"candidates": [candidate]}

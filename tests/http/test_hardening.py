@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import logging
+import re
 import zlib
 from typing import Any
 
@@ -575,6 +576,38 @@ async def test_a_framing_error_to_a_messages_client_is_in_anthropics_shape(proxy
     client = await proxy(make_config(url))
     got_status, body = status_and_json(await raw_exchange(client.port, request_bytes))
     assert got_status == 415 and body["type"] == "error" and "Content-Encoding" in body["error"]["message"]
+
+
+async def test_a_framing_error_whose_head_came_in_two_reads_is_in_the_paths_format(proxy, mock_upstream):
+    """The request line in one write, the header too long in the next: still the Gemini path's error (Google's);
+    after an answered request on the same connection, the refused request's path, not the answered one's."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    try:
+        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        await reader.readexactly(int(re.search(rb"Content-Length: (\d+)", head, re.IGNORECASE).group(1)))
+        writer.write(b"POST /v1beta/models/auto:generateContent HTTP/1.1\r\nHost: x\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.05)  # two reads on the proxy's side
+        writer.write(b"X-A: " + b"a" * 9000 + b"\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+    status, body = status_and_json(answer)
+    assert status == 431 and body["error"]["status"] == "INVALID_ARGUMENT" and body["error"]["details"][0]["reason"] == "HEADER_TOO_LARGE"
+
+
+def test_a_refused_requests_path_is_the_last_request_line_read():
+    from router.http.framing_errors import refused_path
+
+    assert refused_path(b"POST /v1beta/models/a:generateContent?alt=sse HTTP/1.1\r\nX-A: aaa") == "/v1beta/models/a:generateContent"
+    assert refused_path(b"GET /health HTTP/1.1\r\n\r\n\nPOST /v1/messages HTTP/1.1\r\n") == "/v1/messages"
+    assert refused_path(b"\x16\x03\x01 garbage") == "/" and refused_path(b"") == "/"
 
 
 async def test_a_401_leaves_a_log_line_and_a_metric(proxy, mock_upstream, caplog):
