@@ -20,7 +20,7 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, tool_input
+from router.translate.json_values import answer_object, request_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
@@ -39,7 +39,7 @@ class ChatToMessagesTranslator:
         self.ids = ids
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        chat = orjson.loads(body)
+        chat = request_object(body)
         self.model = candidate.model
         tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []  # only function tools go over
         self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))

@@ -25,7 +25,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
-from router.translate.json_values import tool_input
+from router.translate.json_values import request_object, tool_input
 from router.translate.protocol import AnswerIds, StreamBroken
 from router.wire.openai_chat.stream import DONE_EVENT
 
@@ -161,7 +161,7 @@ class OllamaChatTranslator:
         self.call_ids = f"call_{ids.token[:12]}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        chat = orjson.loads(body)
+        chat = request_object(body)
         self.model = str(chat.get("model") or "")
         return orjson.dumps(native_request(chat, candidate.context_window))
 

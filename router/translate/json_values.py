@@ -1,10 +1,12 @@
-"""JSON values the translations read alike: a call's arguments as an object, an answer's body as an object. Pure."""
+"""JSON values the translations read alike: a request's body, a call's arguments and an answer's body as objects. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+
+from router.core.json_body import faithful_loads
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:
@@ -23,4 +25,18 @@ def tool_input(arguments: Any) -> dict[str, Any]:
 def answer_object(raw: bytes) -> dict[str, Any]:
     """A provider's whole answer as a JSON object ({} when it is another JSON value)."""
     value = orjson.loads(raw)
+    return value if isinstance(value, dict) else {}
+
+
+def request_object(raw: bytes) -> dict[str, Any]:
+    """The body a client's wire adapter wrote for a translation to read, as a JSON object.
+
+    It holds every number as the client wrote it (:mod:`router.core.json_body`), and orjson
+    refuses one that no double holds (``1e400``): such a body is read again keeping those as
+    written, so the translation carries them on as a pass-through would, instead of failing.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = faithful_loads(raw)
     return value if isinstance(value, dict) else {}

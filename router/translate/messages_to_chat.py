@@ -26,7 +26,7 @@ import orjson
 
 from router.core.content import Message, content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, tool_input
+from router.translate.json_values import answer_object, request_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
@@ -53,7 +53,7 @@ class MessagesToChatTranslator:
         self.message_id = f"msg_{ids.token}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        messages_body = orjson.loads(body)
+        messages_body = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now

@@ -46,6 +46,7 @@ from router.translate.chat_to_responses import (
     chat_chunks,
     completion_to_response,
 )
+from router.translate.json_values import request_object
 from router.translate.protocol import EVENT_STREAM, AnswerIds
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_responses.stream import sse_event
@@ -209,7 +210,7 @@ class ResponsesToChat:
         return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body)
 
     def request(self, body: bytes, candidate: Candidate | None = None) -> bytes:
-        responses = orjson.loads(body)
+        responses = request_object(body)
         parsed = validate_responses_body(responses)  # valid: the edge checked it, the chain kept it so
         self.frame = self._frame(responses)
         translation = responses_to_chat(responses, parsed.items)

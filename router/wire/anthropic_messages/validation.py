@@ -12,17 +12,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.content import Message
+from router.core.errors import InvalidRequest
+from router.core.redaction import quoted
 from router.wire.anthropic_messages.blocks import is_proxy_thinking
 
 ROLES = ("user", "assistant", "system")  # "system" inside messages: the mid-conversation system beta
 
 
-class AnthropicInvalid(ValueError):
-    """The body is not a usable Messages request; the message names the field, as Anthropic's do."""
+class AnthropicInvalid(InvalidRequest):
+    """The body is not a usable Messages request; the message names the field, as Anthropic's do
+    (bounded as every wire's validation message is: :class:`~router.core.errors.InvalidRequest`)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ def _check_message(message: Any, where: str) -> bool:
         raise AnthropicInvalid(f"{where}: must be an object")
     role = message.get("role")
     if role not in ROLES:
-        raise AnthropicInvalid(f"{where}.role: must be one of {', '.join(ROLES)} (got {role!r})")
+        raise AnthropicInvalid(f"{where}.role: must be one of {', '.join(ROLES)} (got {quoted(role)})")
     content = message.get("content")
     if isinstance(content, str):
         return False

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from router.core.content import Message, has_image_part
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
-from router.core.redaction import clip
+from router.core.redaction import quoted
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_SET = frozenset(ROLES)
@@ -174,7 +174,7 @@ def _check_message(message: Any, index: int) -> None:
     if not isinstance(role, str):
         raise _message_error(index, ".role", "is missing or not a string")
     if role not in ROLES:
-        raise _message_error(index, ".role", f"is {clip(role, 40)!r}, not one of {', '.join(ROLES)}")
+        raise _message_error(index, ".role", f"is {quoted(role)}, not one of {', '.join(ROLES)}")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         if not isinstance(content, list):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.errors import InvalidRequest
+from router.core.redaction import quoted
 
 Item = dict[str, Any]
 
@@ -171,7 +172,7 @@ def _check_item(item: Any, where: str) -> bool:
 def _check_message(item: Item, where: str) -> None:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        raise InvalidRequest(f"'{where}.role' is {role!r}, not one of {', '.join(MESSAGE_ROLES)}", f"{where}.role")
+        raise InvalidRequest(f"'{where}.role' is {quoted(role)}, not one of {', '.join(MESSAGE_ROLES)}", f"{where}.role")
     content = item.get("content")
     if not isinstance(content, (str, list)):
         raise InvalidRequest(f"'{where}.content' must be a string or an array of content parts", f"{where}.content")
