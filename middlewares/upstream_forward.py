@@ -128,8 +128,10 @@ class UpstreamForward:
                 await relay.run(first, decision_headers)
             else:
                 body, answer = await self._wait_upstream(ctx, self._read_body(response))
+                # before it counts as answered: an answer that is none of its format fails this attempt
+                body, content_type, usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
                 self._answered(result, candidate, response.status, sent)
-                body, content_type, result.usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
+                result.usage = usage
                 ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": header_value(content_type, 200)})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:

@@ -25,8 +25,8 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
-from router.translate.json_values import request_object, tool_input
-from router.translate.protocol import AnswerIds, StreamBroken
+from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken
 from router.wire.openai_chat.stream import DONE_EVENT
 
 OLLAMA_CHAT = "ollama-chat"
@@ -166,8 +166,10 @@ class OllamaChatTranslator:
         return orjson.dumps(native_request(chat, candidate.context_window))
 
     def response(self, body: bytes) -> bytes:
-        answer = orjson.loads(body)
-        message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
+        answer = answer_object(body)
+        message = answer.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+            raise MalformedAnswer("not an Ollama chat answer: no message whose content is text")
         calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
         if isinstance(message.get("thinking"), str) and message["thinking"]:

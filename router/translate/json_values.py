@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 
 from router.core.json_body import faithful_loads
+from router.translate.protocol import MalformedAnswer
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:
@@ -22,9 +23,20 @@ def tool_input(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"arguments": arguments}
 
 
+def tool_arguments(value: Any) -> str:
+    """A ``tool_use`` input as chat's arguments (JSON text); text, which no input should be, as it
+    came (:func:`tool_input`'s way back): the client's tool refuses it as it would refuse the model's
+    own broken arguments."""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
 def answer_object(raw: bytes) -> dict[str, Any]:
-    """A provider's whole answer as a JSON object ({} when it is another JSON value)."""
-    value = orjson.loads(raw)
+    """A provider's whole answer as a JSON object ({} when it is another JSON value);
+    :class:`~router.translate.protocol.MalformedAnswer` when it is not JSON."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise MalformedAnswer(f"not JSON ({len(raw)} bytes)") from None
     return value if isinstance(value, dict) else {}
 
 

@@ -27,7 +27,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.json_values import answer_object, request_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
@@ -38,6 +38,7 @@ from router.wire.anthropic_messages.blocks import (
 from router.wire.anthropic_messages.errors import PING_EVENT, anthropic_event
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 
 class MessagesToChatTranslator:
@@ -61,8 +62,12 @@ class MessagesToChatTranslator:
         return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
 
     def response(self, body: bytes) -> bytes:
+        completion = answer_object(body)
+        problem = chat_answer_problem(completion)
+        if problem is not None:
+            raise MalformedAnswer(f"not a chat completion: {problem}")
         return orjson.dumps(
-            chat_completion_to_message(answer_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+            chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
         )
 
     def streams(self, content_type: str) -> bool:

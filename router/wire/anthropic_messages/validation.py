@@ -140,5 +140,22 @@ def _check_message(message: Any, where: str) -> bool:
     return proxy_thinking
 
 
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no Anthropic ``message``, or None: a
+    ``content`` list of blocks, each an object with a string ``type``. What a block holds is the
+    model's (a ``tool_use`` whose input is no object reaches the client, whose tool refuses it)."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    if answer.get("type", "message") != "message":
+        return f"its type is {quoted(answer.get('type'))}, not message"
+    content = answer.get("content")
+    if not isinstance(content, list):
+        return "its content is no list of blocks"
+    for b, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"content.{b} is no block with a string type"
+    return None
+
+
 # ----------------------------------------------------------------------------------------------
 # The chat view

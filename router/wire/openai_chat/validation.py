@@ -240,3 +240,18 @@ def _check_tool(tool: Any, where: str) -> None:
     params = function.get("parameters")
     if params is not None and not isinstance(params, dict):
         raise InvalidRequest(f"'{where}.function.parameters' must be an object", f"{where}.function.parameters")
+
+
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no chat completion, or None: what every
+    client reads first — ``choices[0].message`` — must be there. Everything else (vendor fields,
+    the message's own keys) is the provider's to write."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    first = choices[0]
+    if not isinstance(first, dict) or not isinstance(first.get("message"), dict):
+        return "choices[0] has no message object"
+    return None

@@ -207,3 +207,16 @@ def _check_tool(tool: Any, where: str) -> None:
     params = tool.get("parameters")
     if params is not None and not isinstance(params, dict):
         raise InvalidRequest(f"'{where}.parameters' must be an object", f"{where}.parameters")
+
+
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no Responses ``response``, or None: an
+    ``output`` list of items, each an object with a string ``type``."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    output = answer.get("output")
+    if not isinstance(output, list):
+        return "its output is no list of items"
+    if not all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in output):
+        return "an output item is no object with a string type"
+    return None
