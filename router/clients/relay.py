@@ -15,6 +15,7 @@ from router.core.results import Attempt, Candidate
 from router.contract.context import RequestContext
 from router.core.sse import EventTooLarge, SseRelay
 from router.clients.drain import OPEN_STREAMS_KEY
+from router.observe.recorder import RECORDER_KEY
 from router.core.errors import ApiError
 from router.translate.protocol import StreamBroken, StreamTranslator
 from router.contract.timeout import StageTimeout, within_timeout
@@ -56,6 +57,9 @@ class StreamRelay:
         self.events = SseRelay(ctx.wire, max_event_bytes=settings.max_stream_event_bytes, drop_usage_only=drop_usage_only)
         self.client_gone = False
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
+        # the one redaction pass, over each event as it leaves: a provider may echo its key in a stream too
+        recorder = ctx.client.config_dict.get(RECORDER_KEY) if ctx.client is not None else None
+        self.redactor = recorder.redactor if recorder is not None and recorder.redactor else None
 
     def cut(self, reason: str) -> None:
         """End the stream now, from outside: the pump wakes, the client gets an error event and [DONE]."""
@@ -177,6 +181,8 @@ class StreamRelay:
         disconnected, so its upstream connection is released instead of pinned.
         The timer is armed only when the write really waits (within_timeout).
         """
+        if self.redactor is not None:
+            data = self.redactor.bytes(data)
         try:
             await within_timeout(response.write(data), self.write_timeout)
         except (ConnectionResetError, aiohttp.ClientConnectionResetError):

@@ -20,12 +20,11 @@ from router.contract.context import ERROR_CODE_KEY
 from router.http.errors import anthropic_error, openai_error
 from router.core.errors import ApiError, invalid_request
 from router.observe.metrics import CONTENT_TYPE
-from router.observe.recorder import Recorder
+from router.observe.recorder import RECORDER_KEY
 from router.http.request_body import BUSY_HEADERS, BodyBudget, BodyLimits, read_json_body
 from router.state.session_store import SessionStore
 
 CONFIG_KEY = web.AppKey("config", Config)
-RECORDER_KEY = web.AppKey("recorder", Recorder)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
 # The config serving now: the reloaded one once there is one (the composition root holds the live chain).

@@ -1,7 +1,8 @@
 """HTTP errors aiohttp answers before any handler runs, in the OpenAI error format.
 
 A malformed request line, a header over 8 KB, an invalid header character or
-a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``) are refused by
+a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``, when its decoding is on: the
+proxy decodes request bodies itself, :mod:`router.http.request_body`) are refused by
 aiohttp's protocol handler while it parses, before the application and its
 middlewares see a request; its answer is plain text. The one seam for that
 answer is :meth:`RequestHandler.handle_error`, and the one place the

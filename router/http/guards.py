@@ -34,8 +34,10 @@ async def error_boundary(request: web.Request, handler: Handler) -> web.StreamRe
         return openai_error(ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
 
 
-def redact_error_bodies(recorder: Recorder) -> Middleware:
-    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
+def redact_answers(recorder: Recorder) -> Middleware:
+    """The redaction pass over every whole body a client gets: errors, and answers (a provider may
+    echo its key in a 200 too); a stream's events get the same pass as they are relayed
+    (:class:`router.clients.relay.StreamRelay`).
 
     It uses the recorder's redactor of the moment: a config reload may bring new secrets.
     """
@@ -44,7 +46,7 @@ def redact_error_bodies(recorder: Recorder) -> Middleware:
     async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await handler(request)
         redactor = recorder.redactor
-        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+        if redactor and isinstance(response, web.Response) and isinstance(response.body, bytes):
             response.body = redactor.bytes(response.body)
         return response
 

@@ -26,7 +26,6 @@ from router.http.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
     CURRENT_CONFIG_KEY,
-    RECORDER_KEY,
     STATE_KEY,
     count_message_tokens,
     healthz,
@@ -36,12 +35,12 @@ from router.http.endpoints import (
     prometheus_metrics,
 )
 from router.http.framing_errors import answer_framing_errors_as_api_errors
-from router.http.guards import client_auth, error_boundary, redact_error_bodies
-from router.http.request_body import BodyBudget
+from router.http.guards import client_auth, error_boundary, redact_answers
+from router.http.request_body import SERVER_HANDLER_ARGS, BodyBudget
 from router.http.unknown_paths import root, unknown_paths
 from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
-from router.observe.recorder import Recorder
+from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
 from router.state.escalation import SessionEscalation
 from router.state.session_store import LocalStore, SessionStore, redis_store
@@ -107,8 +106,9 @@ async def create_app(
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
-        middlewares=[redact_error_bodies(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        middlewares=[redact_answers(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
+        handler_args=SERVER_HANDLER_ARGS,  # every server of the app, the test server's too
     )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http

@@ -39,7 +39,7 @@ from aiohttp import web
 from router.server.app import create_app
 from router.config import Config
 from router.clients.drain import OPEN_STREAMS_KEY
-from router.http.endpoints import RECORDER_KEY
+from router.observe.recorder import RECORDER_KEY
 from router.server.live import LIVE_KEY
 from router.observe.logs import LineWriter
 
