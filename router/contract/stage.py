@@ -149,9 +149,7 @@ def _record(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str, st
 
 
 def internal_failure(what: str, request_id: str) -> str:
-    """What a client is told of a stage that broke: that it did, and where to look — never the
-    exception's text, which quotes internals (and may quote the request); that is in the trace
-    and the ``stage_failed`` log line."""
+    """What a client is told of a stage that broke: where to look, never the exception (it is in the log)."""
     return f"{what} failed inside the proxy; its log has the details (stage_failed, request id {request_id})"
 
 

@@ -26,7 +26,7 @@ from router.observe.decision_record import (
     decision_from_context,
     rejected_request,
 )
-from router.contract.context import ERROR_CODE_KEY
+from router.contract.context import CLIENT_ID_KEY, ERROR_CODE_KEY
 from router.http.errors import openai_error
 from router.core.errors import ApiError
 from router.http.headers import decision_headers
@@ -112,7 +112,10 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             recorder.record(rejected_request(request_id, started, read.status, read.code))
             return error_response(wire, read, {"x-router-request-id": request_id})
         body = read.body
-        ctx = context_from_body(body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked)
+        ctx = context_from_body(
+            body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire,
+            checked=read.checked, client_id=request.get(CLIENT_ID_KEY),
+        )
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return error_response(wire, ctx, {"x-router-request-id": request_id})
@@ -157,10 +160,12 @@ def context_from_body(
     client: web.Request | None = None,
     wire: WireAdapter = OPENAI_CHAT_ADAPTER,
     checked: Checked | None = None,
+    client_id: str | None = None,
 ) -> RequestContext | ApiError:
     """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
 
-    ``checked``: what the wire's ``check_body`` found on the way in, when it ran.
+    ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``client_id``:
+    the id of the client key the request authenticated with.
     """
     view = wire.parse(body, turn_chars) if checked is None else wire.parse_checked(body, checked, turn_chars)
     if isinstance(view, ApiError):
@@ -174,6 +179,7 @@ def context_from_body(
         view=view,
         wire=wire,
         client=client,
+        client_id=client_id,
     )
 
 

@@ -16,7 +16,7 @@ from router.wire.anthropic_messages.view import count_input_tokens
 from router.core.tokens import TokenEstimator
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
-from router.contract.context import ERROR_CODE_KEY
+from router.contract.context import CLIENT_ID_KEY, ERROR_CODE_KEY
 from router.http.errors import anthropic_error, openai_error
 from router.core.errors import ApiError, invalid_request
 from router.observe.metrics import CONTENT_TYPE
@@ -115,7 +115,8 @@ async def list_decisions(request: web.Request) -> web.Response:
         return openai_error(invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit"))
     session = request.query.get("session", "").strip()
     # the key the proxy reports (x-router-session), or the id the client sent in its session header
-    sessions = (session, header_session_key(session)) if session else ()
+    # (a session of the asking client's own, when client keys are configured)
+    sessions = (session, header_session_key(session, request.get(CLIENT_ID_KEY))) if session else ()
     rows = await log.recent(int(raw_limit), sessions)
     return _json({"object": "list", "data": rows})
 

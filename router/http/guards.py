@@ -8,7 +8,9 @@ import logging
 
 from aiohttp import web
 
+from router.contract.context import CLIENT_ID_KEY
 from router.contract.stage import Handler, Middleware
+from router.core.fingerprint import client_key_id
 from router.core.errors import ApiError
 from router.core.redaction import clip
 from router.http.errors import error_for_path, from_http_exception, openai_error
@@ -54,8 +56,11 @@ def redact_answers(recorder: Recorder) -> Middleware:
 
 
 def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
-    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted."""
+    """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
+
+    A request let through carries the id of the key it matched (``CLIENT_ID_KEY``): its sessions are its own."""
     keys = [k.encode() for k in api_keys]
+    ids = [client_key_id(k) for k in api_keys]
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -75,6 +80,7 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                     401, "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>)", "authentication_error", "invalid_api_key"
                 )
                 return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"})
+            request[CLIENT_ID_KEY] = ids[matched.index(True)]
         return await handler(request)
 
     return auth
