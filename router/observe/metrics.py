@@ -106,6 +106,10 @@ class Metrics:
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
         self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r, multiprocess_mode="livesum")
+        self.connections_open = Gauge("pinch_router_connections_open", "Client connections open", registry=r, multiprocess_mode="livesum")
+        self.connections_closed = Counter(
+            "pinch_router_connections_closed", "Client connections the proxy closed itself, by reason (head_timeout, evicted_at_cap, refused_at_cap)", ["reason"], registry=r
+        )
         if MULTIPROCESS_DIR_ENV not in os.environ:
             self.tasks.set_function(_task_count)
 

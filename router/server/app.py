@@ -34,7 +34,8 @@ from router.http.endpoints import (
     post_outcome,
     prometheus_metrics,
 )
-from router.http.framing_errors import answer_framing_errors_as_api_errors
+from router.http.connections import ConnectionGuard
+from router.http.framing_errors import use_proxy_request_handler
 from router.http.guards import client_auth, error_boundary, redact_answers
 from router.http.request_body import SERVER_HANDLER_ARGS, BodyBudget
 from router.http.unknown_paths import root, unknown_paths
@@ -108,7 +109,8 @@ async def create_app(
     app = web.Application(
         middlewares=[redact_answers(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
-        handler_args=SERVER_HANDLER_ARGS,  # every server of the app, the test server's too
+        # every server of the app, the test server's too
+        handler_args={**SERVER_HANDLER_ARGS, "keepalive_timeout": config.server.keepalive_timeout_seconds},
     )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
@@ -132,7 +134,12 @@ async def create_app(
         endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
         endpoint.router.add_post("", chain_end)
         app.add_subapp(path, endpoint)
-    answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+    server = config.server  # connection settings are the process's (a reload does not change them)
+    use_proxy_request_handler(
+        app,
+        lambda error: metrics.refused.labels(error.code).inc(),
+        lambda: ConnectionGuard(server.head_timeout_seconds, server.max_connections, lambda why: metrics.connections_closed.labels(why).inc(), metrics.connections_open.set),
+    )
     app[STATE_KEY] = state
 
     async def connect_state(_: web.Application) -> None:
