@@ -238,6 +238,9 @@ def _too_large(max_bytes: int) -> ApiError:
     )
 
 
+LARGE_BODY_BYTES = 4 * 1024 * 1024  # an agent's usual body is well below: 50 KB – 1 MB
+
+
 class BodyBudget:
     """Bytes of request bodies held by the requests in flight, all together (``server.max_bodies_in_flight_mb``).
 
@@ -253,6 +256,8 @@ class BodyBudget:
         self.max_bytes = max_bytes
         self.per_body_bytes = per_body_bytes
         self.held = 0
+        # bodies of LARGE_BODY_BYTES or more given back since the start: what server.memory.MemoryReturn watches
+        self.released_large = 0
 
     def reserve(self, request: web.Request) -> int | ApiError:
         """The bytes reserved for this request, or the 503 to answer when they do not fit."""
@@ -270,6 +275,8 @@ class BodyBudget:
 
     def release(self, reserved: int) -> None:
         self.held -= reserved
+        if reserved >= LARGE_BODY_BYTES:
+            self.released_large += reserved
 
 
 BUSY_HEADERS = {"Retry-After": "1"}

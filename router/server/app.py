@@ -37,12 +37,13 @@ from router.http.endpoints import (
 from router.http.connections import ConnectionGuard
 from router.http.framing_errors import use_proxy_request_handler
 from router.http.guards import client_auth, error_boundary, redact_answers
-from router.http.request_body import SERVER_HANDLER_ARGS, BodyBudget
+from router.http.request_body import LARGE_BODY_BYTES, SERVER_HANDLER_ARGS, BodyBudget
 from router.http.unknown_paths import root, unknown_paths
 from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
 from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
+from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
 from router.state.session_store import LocalStore, SessionStore, redis_store
 from router.wire import adapters
@@ -96,6 +97,7 @@ async def create_app(
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
         live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
     except Exception:
@@ -150,6 +152,14 @@ async def create_app(
 
     app.on_startup.append(connect_state)
     app.on_cleanup.append(close_state)
+
+    async def return_memory(_: web.Application) -> AsyncIterator[None]:
+        trimming = asyncio.get_running_loop().create_task(memory.run(), name="memory-return")
+        yield
+        trimming.cancel()
+        await asyncio.gather(trimming, return_exceptions=True)
+
+    app.cleanup_ctx.append(return_memory)
 
     if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`
 
