@@ -140,7 +140,7 @@ def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIS
 
 
 def quoting_tool_result(text: str, result: str) -> str:
-    """The final answer: the mock's text and what the tool said (as the chat mock does)."""
+    """The final answer: the mock's text and what the tool said, its first 2,000 characters (every mock API alike)."""
     return f"{text} (tool said: {result[:MAX_QUOTED_RESULT_CHARS]})"
 
 

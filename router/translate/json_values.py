@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from router.core.json_body import faithful_loads
+from router.core.json_body import loads
 from router.translate.protocol import MalformedAnswer
 
 
@@ -47,8 +47,5 @@ def request_object(raw: bytes) -> dict[str, Any]:
     refuses one that no double holds (``1e400``): such a body is read again keeping those as
     written, so the translation carries them on as a pass-through would, instead of failing.
     """
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        value = faithful_loads(raw)
+    value = loads(raw)
     return value if isinstance(value, dict) else {}

@@ -100,3 +100,19 @@ async def test_count_tokens_clips_an_invalid_role_too(served):
     _, client = served
     resp = await client.post("/v1/messages/count_tokens", json={"model": "auto", "messages": [{"role": "r" * 1_000_000, "content": "hi"}]})
     assert resp.status == 400 and len(await resp.read()) < 1024
+
+
+@pytest.mark.parametrize("path", [MESSAGES, RESPONSES])
+async def test_a_translated_stream_that_echoes_such_a_number_still_ends_as_its_format_ends(served, path):
+    _, client = served
+    schema = {"type": "object", "required": ["@N@"]}
+    tool = {"name": "f", "input_schema": schema} if path == MESSAGES else {"type": "function", "name": "f", "parameters": schema}
+    body = (messages_body if path == MESSAGES else responses_body)(stream=True, tools=[tool])
+    raw = orjson.dumps(body).replace(b'"@N@"', b"-1e400")
+    resp = await client.post(path, data=raw, headers={"Content-Type": "application/json"})
+    text = await resp.text()
+    assert resp.status == 200
+    # the Responses API's last event echoes the request's tools, -1e400 and all: it is still its end
+    last = [line for line in text.splitlines() if line.startswith("event: ")][-1]
+    assert last == ("event: message_stop" if path == MESSAGES else "event: response.completed"), text[-400:]
+    assert "upstream_stream_interrupted" not in text
