@@ -6,8 +6,8 @@ timeout, and what do real requests see meanwhile? (issue #27, item 6)
 Two phases against one proxy (on the mock upstream), the same probes in each: a **baseline**
 without the flood, then the **flood** — ``bench/half_open_flood.py`` in its own process opening
 ``--count`` connections as fast as it can, each sending half a request head — until the proxy
-has closed every one. The probes, throughout: one client on a kept-alive connection and one
-opening a new connection for every request (which must get past the flood into the accept
+has closed every one. The probes, throughout (raw sockets: an HTTP client library's own CPU was most of what it
+measured): one client on a kept-alive connection and one opening a new connection for every request (which must get past the flood into the accept
 queue and, at ``server.max_connections``, make the proxy close a half-open connection for it),
 each sending small chat requests back to back. The table gives each probe's latency per phase;
 below it, how long the proxy held the flood's connections (from the client's connect to the
@@ -25,7 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import aiohttp
 import orjson
 
 from bench.harness import cpu_seconds, free_port, mock_upstream, percentile, proxy, scrape_metrics, spawn, write_config
@@ -33,29 +32,44 @@ from bench.harness import cpu_seconds, free_port, mock_upstream, percentile, pro
 BODY = orjson.dumps({"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
 
 
-async def probe(url: str, new_connections: bool, stop: asyncio.Event, latencies: list[float], errors: list[str]) -> None:
-    connector = aiohttp.TCPConnector(limit=1, force_close=new_connections)
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-        while not stop.is_set():
-            started = time.perf_counter()
-            try:
-                async with http.post(url, data=BODY, headers={"Content-Type": "application/json"}) as resp:
-                    await resp.read()
-                    if resp.status != 200:
-                        errors.append(str(resp.status))
-                        continue
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                errors.append(type(exc).__name__)
+REQUEST = (
+    b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    + f"Content-Length: {len(BODY)}\r\n".encode()
+)
+
+
+async def probe(port: int, new_connections: bool, stop: asyncio.Event, latencies: list[float], errors: list[str]) -> None:
+    """Small chat requests back to back over raw sockets (an HTTP client library's own work would be
+    most of what is measured): on one kept-alive connection, or a new connection each."""
+    connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(30):
+                if connection is None or new_connections:
+                    connection = await asyncio.open_connection("127.0.0.1", port)
+                reader, writer = connection
+                writer.write(REQUEST + (b"Connection: close\r\n" if new_connections else b"") + b"\r\n" + BODY)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+                await reader.readexactly(length)
+                if new_connections:
+                    writer.close()
+            if not head.startswith(b"HTTP/1.1 200"):
+                errors.append(head.split(b"\r\n")[0].decode())
                 continue
-            latencies.append((time.perf_counter() - started) * 1000)
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, StopIteration) as exc:
+            errors.append(type(exc).__name__)
+            connection = None
+            continue
+        latencies.append((time.perf_counter() - started) * 1000)
 
 
-async def phase(url: str, run: asyncio.Future[bytes] | float) -> dict[str, tuple[list[float], list[str]]]:
+async def phase(port: int, run: asyncio.Future[bytes] | float) -> dict[str, tuple[list[float], list[str]]]:
     """Both probes until ``run`` (seconds, or a future: the flood) is over."""
     stop = asyncio.Event()
-    results = {name: ([], []) for name in ("kept-alive", "new connection")}
-    probes = [asyncio.create_task(probe(url, name == "new connection", stop, *results[name])) for name in results]
+    results: dict[str, tuple[list[float], list[str]]] = {name: ([], []) for name in ("kept-alive", "new connection")}
+    probes = [asyncio.create_task(probe(port, name == "new connection", stop, *results[name])) for name in results]
     if isinstance(run, float):
         await asyncio.sleep(run)
     else:
@@ -82,10 +96,9 @@ async def main_async(args: argparse.Namespace) -> int:
             logging={"level": "warning"},
         )  # fmt: skip
         with spawn(mock_upstream(upstream_port), upstream_port), spawn(proxy(config), port) as served:
-            url = f"http://127.0.0.1:{port}/v1/chat/completions"
-            await phase(url, 1.0)  # warm up
+            await phase(port, 1.0)  # warm up
             cpu = [cpu_seconds(served.pid) or 0.0]
-            baseline = await phase(url, args.seconds)
+            baseline = await phase(port, args.seconds)
             cpu.append(cpu_seconds(served.pid) or 0.0)
             async def run_flood() -> bytes:
                 flood_process = await asyncio.create_subprocess_exec(
@@ -95,7 +108,7 @@ async def main_async(args: argparse.Namespace) -> int:
                 return out
 
             flood_run = asyncio.ensure_future(run_flood())
-            flooded = await phase(url, flood_run)
+            flooded = await phase(port, flood_run)
             cpu.append(cpu_seconds(served.pid) or 0.0)
             lines = flood_run.result().splitlines()
             flood = orjson.loads(lines[-1]) if lines else None

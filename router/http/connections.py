@@ -37,6 +37,7 @@ from router.core.errors import ApiError
 from router.wire.openai_chat.errors import render_error
 
 HEAD, BUSY, IDLE = "head", "busy", "idle"
+EXPIRE_SLICE = 32  # late connections closed per turn of the loop
 HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_cap"  # why the proxy closed one
 
 
@@ -148,14 +149,20 @@ class ConnectionGuard:
         self._timer = asyncio.get_running_loop().call_at(at, self._expire)
 
     def _expire(self) -> None:
+        """Close the connections whose head is late, a slice at a time: a flood opened at once
+        expires at once, and closing a thousand in one callback held the loop from real requests."""
         self._timer = None
         now = asyncio.get_running_loop().time()
-        while self.heads:
+        for _ in range(EXPIRE_SLICE):
+            if not self.heads:
+                return
             handler, (deadline, received) = next(iter(self.heads.items()))
             if deadline > now:
                 self._arm(deadline)
                 return
             self._close(handler, HEAD_TIMEOUT, self._timeout_answer if received else None)
+        if self.heads:
+            self._arm(now)  # the rest on the next turn of the loop, after what waits meanwhile
 
     def _evict_one(self) -> bool:
         """Close the oldest connection waiting for a head, else the oldest idle one; False: all are busy."""
