@@ -3,10 +3,10 @@
 The supervisor forks N workers, each running ``pinch-router serve`` (the same arguments,
 the port fixed, ``PINCH_ROUTER_WORKER`` set), each a full proxy that loads the config
 file and binds the port with SO_REUSEPORT: the kernel spreads connections over them.
-Forked, not started afresh: the supervisor has imported everything a worker needs, so
-a worker starts in a fraction of a second instead of the seconds the imports take. It forwards SIGTERM
-and SIGINT (each worker drains as a single process does), and SIGHUP (each reloads);
-it exits when all have, with the worst exit status.
+Forked, not started afresh: the supervisor has imported everything a worker needs, so a
+worker starts in a fraction of a second instead of the seconds the imports take. It
+forwards SIGTERM and SIGINT (each worker drains as a single process does), and SIGHUP
+(each reloads); it exits when all have, with the worst exit status.
 
 A worker that dies on its own (a crash, ``kill -9``, the OOM killer) is started again
 at once, as gunicorn and uvicorn do, while the others go on serving: only the
@@ -120,7 +120,6 @@ class _Slot:
         self.process: _Forked | None = None
         self.ready_fd: int | None = None
         self.ready_at: float | None = None
-        self.started_at = 0.0
         self.startup_failures = 0
         self.quick_deaths = 0
         self.restart_at: float | None = None
@@ -255,7 +254,7 @@ def supervise(argv: Sequence[str], workers: int, port: int, run: Callable[[list[
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         os.close(write)
         slot.process = _Forked(pid)
-        slot.ready_fd, slot.ready_at, slot.started_at, slot.restart_at = read, None, time.monotonic(), None
+        slot.ready_fd, slot.ready_at, slot.restart_at = read, None, None
 
     stop = {"signalled": False, "gave_up": False}
     codes: list[int] = []
