@@ -56,7 +56,7 @@ def quoted(value: Any, limit: int = 40) -> str:
         return "an array"
     if value is None or isinstance(value, (bool, int, float)):
         return clip(repr(value), limit)
-    return type(value).__name__
+    return "a number"  # the only other JSON value: one kept as the client wrote it (an orjson.Fragment)
 
 
 MAX_HEADER_CHARS = 1000
@@ -66,7 +66,7 @@ _HEADER_UNSAFE = re.compile(r"[^\x20-\x7e]")
 
 def header_value(text: str, limit: int = MAX_HEADER_CHARS) -> str:
     """``text`` fit for an HTTP header: every character outside printable ASCII written as its
-    escape (``a\\nb``, ``\\xe9``), cut to ``limit`` characters and then saying how long it was (as
+    escape (``a\\x0ab``, ``\\xe9``), cut to ``limit`` characters and then saying how long it was (as
     :func:`clip`, in ASCII). The usual value is returned as it is, after one check."""
     if len(text) <= limit and text.isascii() and text.isprintable():
         return text

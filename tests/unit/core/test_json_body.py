@@ -45,3 +45,4 @@ def test_a_lone_surrogate_is_refused_as_orjson_refuses_it():
     with pytest.raises(ValueError, match="lone surrogate"):
         faithful_loads(b'{"x": 1e400, "text": "\\ud800"}')  # the standard library alone would take it
     assert faithful_loads(b'{"x": 1e400, "text": "\\ud83d\\ude00"}')["text"] == "\U0001f600"  # a pair is a character
+
