@@ -18,7 +18,7 @@ from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
 from router.core.errors import ApiError, invalid_request
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
 
 
 class CapabilityGate:
@@ -93,4 +93,4 @@ class CapabilityGate:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.route = None
-        ctx.response = ctx.error_response(ApiError(503, f"routing failed: {reason}", "server_error", "routing_failed"))
+        ctx.response = ctx.error_response(ApiError(503, internal_failure("routing", ctx.request_id), "server_error", "routing_failed"))

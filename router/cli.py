@@ -191,7 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from router.server.doctor import warn_at_startup
     from router.observe.logs import configure_logging
     from router.server.service import ServeOptions, serve
-    from router.server.workers import is_worker, split_state_refusal, stop_when_orphaned, supervise
+    from router.server.workers import is_worker, report_ready, split_state_refusal, stop_when_orphaned, supervise
 
     path = _config_path(args)
     directory = _state(args)
@@ -220,7 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             refusal = f"--workers {args.workers} needs a fixed port (they share it), not 0"
         if refusal is not None:
             raise _fail(refusal)
-        return supervise(args.argv, args.workers, port)
+        return supervise(args.argv, args.workers, port, run=main)
     log_writer = configure_logging(config.logging.level)
     options = ServeOptions(
         config_path=path,
@@ -228,7 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=port,
         prepare=prepare,
         on_startup=(tune_gc_for_serving,),  # last: after the app's own start-up hooks
-        after_listening=(warn_at_startup, stop_when_orphaned) if is_worker() else (warn_at_startup,),
+        after_listening=(report_ready, warn_at_startup, stop_when_orphaned) if is_worker() else (warn_at_startup,),
         reuse_port=is_worker(),
     )
     code = serve(config, options, log_writer)

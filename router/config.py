@@ -84,6 +84,14 @@ class ServerSettings(_Strict):
     max_bodies_in_flight_mb: PositiveFloat = 256
     # Reading one request body, from its first byte to its last (a trickling body is cut).
     body_timeout_seconds: PositiveFloat = 60
+    # A request head (request line and headers) must be complete this long after the connection
+    # opened or its first byte came; else the connection is closed (router/http/connections.py).
+    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10
+    # An idle kept-alive client connection is closed after this long without a request.
+    keepalive_timeout_seconds: PositiveFloat = 75
+    # Open client connections per process; at the cap a new one closes the oldest one waiting for a
+    # head (else the oldest idle one); only when all are busy is it refused (503).
+    max_connections: Annotated[int, Field(ge=16)] = 1024
     # The event loop `serve` runs on: uvloop (less CPU per request), or the standard library's.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 

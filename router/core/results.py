@@ -278,5 +278,6 @@ class UpstreamResult:
 
     @property
     def dropped_text(self) -> str:
-        """``dropped`` as one bounded line (``tool web_search, item web_search_call``): header and log."""
-        return ", ".join(self.dropped)[:1000]
+        """``dropped`` as one line (``tool web_search, item web_search_call``), as long as the client's
+        names made it: the header and the decision row each bound it their way."""
+        return ", ".join(self.dropped)

@@ -1,15 +1,18 @@
 """HTTP errors aiohttp answers before any handler runs, in the format of the request they refuse.
 
 A malformed request line, a header over 8 KB, an invalid header character or
-a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``) are refused by
+a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``, when its decoding is on: the
+proxy decodes request bodies itself, :mod:`router.http.request_body`) are refused by
 aiohttp's protocol handler while it parses, before the application and its
 middlewares see a request; its answer is plain text. The one seam for that
 answer is :meth:`RequestHandler.handle_error`, and the one place the
 handler class is chosen is the ``web.Server`` an application makes for
 itself (``Application._make_handler``, used by ``web.run_app``, ``AppRunner``
-and the test server alike). :func:`answer_framing_errors_as_api_errors` wraps
+and the test server alike). :func:`use_proxy_request_handler` wraps
 that factory so the server's handlers answer with an ApiError (and close the
-connection, as aiohttp does), log one line and count the refusal.
+connection, as aiohttp does), log one line and count the refusal — and tell
+the server's :class:`~router.http.connections.ConnectionGuard` what each
+connection does (head timeout, connection cap).
 
 The format is the request's, as for every error the edge answers itself (:mod:`router.http.errors`:
 Google's on a Gemini path, Anthropic's for a Messages-shaped request — a ``/messages`` path or an
@@ -33,6 +36,7 @@ from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from router.http.connections import ConnectionGuard, GuardedRequestHandler
 from router.core.errors import ApiError
 from router.http.errors import ANTHROPIC_VERSION_HEADER, anthropic_error, gemini_error, messages_shaped, openai_error
 from router.wire.gemini.paths import is_gemini_path
@@ -87,7 +91,7 @@ def framing_error(status: int, exc: BaseException | None) -> ApiError:
     return ApiError(status, f"malformed HTTP request{f' ({said})' if said else ''}", "invalid_request_error", "bad_http_request")
 
 
-class _ApiErrorRequestHandler(RequestHandler):
+class _ApiErrorRequestHandler(GuardedRequestHandler):
     on_refused: Callable[[ApiError], None] | None = None
     _heads: tuple[bytes, bytes] = (b"", b"")  # the starts of the connection's last two reads
 
@@ -110,20 +114,25 @@ class _ApiErrorRequestHandler(RequestHandler):
         return response
 
 
-def answer_framing_errors_as_api_errors(app: web.Application, on_refused: Callable[[ApiError], None] | None = None) -> None:
-    """Make the servers ``app`` builds answer framing errors as ApiErrors (see the module docstring)."""
+def use_proxy_request_handler(
+    app: web.Application, on_refused: Callable[[ApiError], None] | None = None, guard: Callable[[], ConnectionGuard] | None = None
+) -> None:
+    """Make the servers ``app`` builds use the proxy's request handler: framing errors answered as
+    ApiErrors (see the module docstring), the connections of each server under its own
+    :class:`~router.http.connections.ConnectionGuard`, made by ``guard``."""
     make_handler = app._make_handler
 
-    class Handler(_ApiErrorRequestHandler):
-        pass
-
-    Handler.on_refused = staticmethod(on_refused) if on_refused is not None else None  # type: ignore[assignment]
-
-    class Server(web.Server):
-        def __call__(self) -> RequestHandler:
-            return Handler(self, loop=self._loop, **self._kwargs)
-
     def make_server(*args: Any, **kwargs: Any) -> web.Server:
+        class Handler(_ApiErrorRequestHandler):
+            pass
+
+        Handler.on_refused = staticmethod(on_refused) if on_refused is not None else None  # type: ignore[assignment]
+        Handler.guard = guard() if guard is not None else None
+
+        class Server(web.Server):
+            def __call__(self) -> RequestHandler:
+                return Handler(self, loop=self._loop, **self._kwargs)
+
         server = make_handler(*args, **kwargs)
         server.__class__ = Server  # the same server, whose connections get the handler above
         return server

@@ -147,7 +147,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
         wire_in=ctx.view.wire,
         wire_out=upstream.wire_out if upstream else None,
-        wire_dropped=upstream.dropped_text if upstream else "",
+        wire_dropped=clip(upstream.dropped_text, 1000) if upstream else "",
     )
 
 

@@ -206,7 +206,7 @@ def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:
 
 
 def quoting_tool_result(text: str, result: str) -> str:
-    """The final answer: the mock's text and what the tool said (as the chat mock does)."""
+    """The final answer: the mock's text and what the tool said, its first 2,000 characters (every mock API alike)."""
     return f"{text} (tool said: {result[:MAX_QUOTED_RESULT_CHARS]})"
 
 

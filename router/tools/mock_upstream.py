@@ -37,7 +37,7 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, shell_arguments, shell_tool, submit_command
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
 from router.tools.mock_classifier import classification
@@ -482,7 +482,7 @@ def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_
         finish = "tool_calls"
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
     return chat_completion("chatcmpl-mock", 0, model, message, finish, _usage(body, 7))
@@ -587,7 +587,7 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
         lines.append(line({"tool_calls": calls}))
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
         words = reply.split(" ")
         lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
     prompt = len(orjson.dumps(body.get("messages", []))) // 4

@@ -36,9 +36,9 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import answer_object, tool_input
+from router.translate.json_values import answer_object, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
@@ -67,6 +67,7 @@ from router.wire.gemini.parts import (
 )
 from router.wire.gemini.view import includes_thoughts, response_text
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 # generationConfig's fields a chat body has, by their two spellings
 _SAMPLING = (
@@ -95,7 +96,7 @@ class GeminiToChat:
         self.call_ids = f"call_{ids.token[:12]}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        gemini = orjson.loads(body)
+        gemini = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.thoughts = includes_thoughts(gemini)
         self.dropped = dropped_by_chat(gemini)
@@ -104,7 +105,11 @@ class GeminiToChat:
         return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(chat_completion_to_gemini(answer_object(body), self.model, self.response_id, self.call_ids, self.thoughts))
+        completion = answer_object(body)
+        problem = chat_answer_problem(completion)
+        if problem is not None:
+            raise MalformedAnswer(f"not a chat completion: {problem}")
+        return orjson.dumps(chat_completion_to_gemini(completion, self.model, self.response_id, self.call_ids, self.thoughts))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

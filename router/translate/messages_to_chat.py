@@ -27,8 +27,8 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import answer_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
@@ -39,6 +39,7 @@ from router.wire.anthropic_messages.blocks import (
 from router.wire.anthropic_messages.errors import PING_EVENT, anthropic_event
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 
 class MessagesToChatTranslator:
@@ -55,7 +56,7 @@ class MessagesToChatTranslator:
         self.message_id = f"msg_{ids.token}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        messages_body = orjson.loads(body)
+        messages_body = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
@@ -65,8 +66,12 @@ class MessagesToChatTranslator:
         return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
+        completion = answer_object(body)
+        problem = chat_answer_problem(completion)
+        if problem is not None:
+            raise MalformedAnswer(f"not a chat completion: {problem}")
         return orjson.dumps(
-            chat_completion_to_message(answer_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+            chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
         )
 
     def streams(self, content_type: str) -> bool:

@@ -55,8 +55,10 @@ from router.translate.chat_to_responses import (
     custom_tool_names,
 )
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.json_values import answer_object, request_object
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 from router.wire.openai_responses.stream import sse_event
 from router.wire.openai_responses.validation import (
     Item,
@@ -241,7 +243,7 @@ class ResponsesToChat:
         return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
 
     def request(self, body: bytes, candidate: Candidate | None = None) -> bytes:
-        responses = orjson.loads(body)
+        responses = request_object(body)
         parsed = validate_responses_body(responses)  # valid: the edge checked it, the chain kept it so
         self.frame = self._frame(responses)
         translation = responses_to_chat(responses, parsed.items)
@@ -251,13 +253,12 @@ class ResponsesToChat:
         return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
-        """A whole chat completion as a Responses ``response``; what is no completion passes as it came."""
-        try:
-            completion = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return body
+        """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""
+        completion = answer_object(body)
         response = completion_to_response(completion, self.frame)
-        return body if response is None else orjson.dumps(response)
+        if response is None:
+            raise MalformedAnswer(f"not a chat completion: {chat_answer_problem(completion) or 'no choices[0].message'}")
+        return orjson.dumps(response)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
