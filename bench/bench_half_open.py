@@ -95,7 +95,11 @@ async def main_async(args: argparse.Namespace) -> int:
             decision_log={"path": str(Path(tmp) / "decisions.sqlite3")},
             logging={"level": "warning"},
         )  # fmt: skip
-        with spawn(mock_upstream(upstream_port), upstream_port), spawn(proxy(config), port) as served:
+        # --pin: the proxy alone on CPU 0; this process, the probes, the flood and the mock upstream on CPU 1
+        pin = (lambda command, cpu: ["taskset", "-c", str(cpu), *command]) if args.pin else (lambda command, cpu: command)
+        if args.pin:
+            os.sched_setaffinity(0, {1})
+        with spawn(pin(mock_upstream(upstream_port), 1), upstream_port), spawn(pin(proxy(config), 0), port) as served:
             await phase(port, 1.0)  # warm up
             cpu = [cpu_seconds(served.pid) or 0.0]
             baseline = await phase(port, args.seconds)
@@ -144,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-timeout", type=float, default=5.0)
     parser.add_argument("--max-connections", type=int, default=1024)
     parser.add_argument("--seconds", type=float, default=5.0, help="the baseline phase")
+    parser.add_argument("--pin", action="store_true", help="the proxy on CPU 0, everything else on CPU 1 (taskset)")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 
