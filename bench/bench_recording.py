@@ -167,7 +167,8 @@ async def measure_here(requests: int, logged: int = 0) -> dict[str, float]:
     from aiohttp.test_utils import TestServer
 
     import router.http.edge as edge
-    from router.server.app import RECORDER_KEY, create_app
+    from router.observe.recorder import RECORDER_KEY
+    from router.server.app import create_app
     from router.config import DEFAULT_CHAIN, parse_config
     from router.observe.logs import configure_logging
     from router.tools.mock_upstream import MockUpstream

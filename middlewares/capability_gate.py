@@ -10,14 +10,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import ClassVar
 
-from router.config import ANY_MODEL_ALIAS, Catalogue, RoutingSettings
+from router.config import Catalogue, RoutingSettings
 from router.contract.context import RequestContext
 from router.core.results import Route
 from router.core.redaction import clip
+from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.tokens import TokenEstimator
 from router.core.errors import ApiError, invalid_request
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
 
 
 class CapabilityGate:
@@ -33,8 +34,7 @@ class CapabilityGate:
         self.catalogue: Catalogue = deps.catalogue
         self.estimator: TokenEstimator = deps.estimator
         self.timeout_seconds: float | None = 2.0
-        self._aliases = frozenset(self.settings.aliases)
-        self._route_any_name = ANY_MODEL_ALIAS in self._aliases
+        self._families = ModelFamilies([m.name for m in self.catalogue.models], self.settings.aliases, self.settings.model_families)
         self.escalation = deps.escalation
         self.clock = deps.clock
         if self.escalation is not None:
@@ -48,22 +48,23 @@ class CapabilityGate:
 
     async def run(self, ctx: RequestContext) -> StageReport:
         catalogue = self.catalogue
-        pinned = None if ctx.view.model is None or ctx.view.model in self._aliases else ctx.view.model
-        if pinned is not None and catalogue.model_by_name(pinned) is None:
-            if not self._route_any_name:
-                ctx.response = ctx.error_response(invalid_request(
-                    f"model {clip(pinned)!r} is neither a configured model nor a routing alias "
-                    f"(models: {', '.join(m.name for m in catalogue.models)}; aliases: {', '.join(self.settings.aliases)}). "
-                    f"To route it, add {clip(pinned)!r} to routing.aliases (or \"*\" to route every unknown name), "
-                    f"or send model \"auto\"",
-                    code="model_not_found",
-                    param="model",
-                    status=404,
-                ))
-                return StageReport(detail="unknown model")
-            pinned = None  # routing.aliases has "*": any unknown name means "route for me"
+        requested = self._families.resolve(ctx.view.model)
+        if requested.unknown:
+            name = clip(ctx.view.model or "")
+            ctx.response = ctx.error_response(invalid_request(
+                f"model {name!r} is neither a configured model, a routing alias nor a model family "
+                f"(models: {', '.join(m.name for m in catalogue.models)}; aliases: {', '.join(self.settings.aliases)}). "
+                f"To route it, add {name!r} to routing.aliases (or \"*\" to route every unknown name) or a pattern "
+                f"matching it to routing.model_families, or send model \"auto\"",
+                code="model_not_found",
+                param="model",
+                status=404,
+            ))
+            return StageReport(detail="unknown model")
+        pinned, family = requested.pinned, requested.family
         classification = ctx.classification
         tier = classification.task_tier if classification is not None else self._fallback_tier
+        tier = hinted_tier(tier, classification.source if classification is not None else None, family)
         escalation = None
         if self.escalation is not None and ctx.session is not None:
             escalation = await self.escalation.escalate(ctx.session.key, tier, self._tiers, self.clock(), ctx.session_state)
@@ -81,15 +82,15 @@ class CapabilityGate:
         ctx.capabilities = needs
         route = select_route(self._models, needs, tier, self._min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
-            ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected)
+            ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected, family=family.describe() if family else "")
             ctx.response = ctx.error_response(invalid_request(route.message(), code="no_capable_model"))
             return StageReport(detail="no capable model")
-        if escalation is not None:
-            route = replace(route, escalation=escalation.reason())
+        if escalation is not None or family is not None:
+            route = replace(route, escalation=escalation.reason() if escalation is not None else "", family=family.describe() if family else "")
         ctx.route = route
-        why = f"; {route.escalation}" if route.escalation else ""
+        why = (f"; model family {route.family}" if route.family else "") + (f"; {route.escalation}" if route.escalation else "")
         return StageReport(detail=f"{route.chosen.model} (tier {tier}, {len(route.candidates)} candidates){why}")
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         ctx.route = None
-        ctx.response = ctx.error_response(ApiError(503, f"routing failed: {reason}", "server_error", "routing_failed"))
+        ctx.response = ctx.error_response(ApiError(503, internal_failure("routing", ctx.request_id), "server_error", "routing_failed"))

@@ -83,7 +83,7 @@ class Classifier:
             self.fallback(ctx, answer.reason)
             return StageReport(Outcome.FALLBACK, answer.reason)
         ctx.classification = Classification(
-            answer.category, answer.tier, ClassificationSource.CLASSIFIER, answer.required_context_tokens
+            answer.category, answer.tier, ClassificationSource.CLASSIFIER, answer.required_context_tokens, answer.reason
         )
         return StageReport(detail=_describe(ctx.classification))
 
@@ -94,4 +94,5 @@ class Classifier:
 
 
 def _describe(classification: Classification) -> str:
-    return f"{classification.task_category}, tier {classification.task_tier}"
+    reason = f" ({classification.reason})" if classification.reason else ""
+    return f"{classification.task_category}, tier {classification.task_tier}{reason}"

@@ -54,6 +54,7 @@ from router.contract.context import RequestContext
 from router.core.cache_timing import cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
+from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.pinch_ledger import PinchPolicy, PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
@@ -84,7 +85,8 @@ class PinchPrune:
         self.space = Space(
             "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
         )
-        self._aliases = frozenset(deps.catalogue.routing.aliases)
+        routing = deps.catalogue.routing
+        self._families = ModelFamilies([m.name for m in deps.catalogue.models], routing.aliases, routing.model_families)
         if self.settings.enabled and self.settings.ledger:
             deps.session_reads.add(self.space)
         if self.settings.enabled and self.escalation is not None:
@@ -196,10 +198,12 @@ class PinchPrune:
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
         catalogue, classification = self.catalogue, ctx.classification
+        requested = self._families.resolve(ctx.view.model)  # the gate's reading of the name: pinned, or a family's hint
         tier = classification.task_tier if classification is not None else self._fallback_tier
+        tier = hinted_tier(tier, classification.source if classification is not None else None, requested.family)
         escalation = SessionEscalation.of(escalated, tier, self._tiers, self.clock())
         tier = escalation.to_tier if escalation is not None else tier
-        pinned = None if ctx.view.model is None or ctx.view.model in self._aliases else ctx.view.model
+        pinned = requested.pinned
         needs = detect_capabilities(ctx.view, self.estimator, counted_prompt_tokens=0)
         classified = classification.required_context_tokens if classification is not None else None
         key = (needs, tier, classified, pinned)

@@ -1,7 +1,9 @@
 """session-fingerprint: who does this request belong to? (ARCHITECTURE §7)
 
 An explicit client session header wins (``session.headers``, first match);
-otherwise the key is a fingerprint of the opening (``ctx.view.opening``).
+otherwise the key is a fingerprint of the opening (``ctx.view.opening``). With
+``server.api_keys`` set, the id of the client's key is part of either
+(``ctx.client_id``): two users never share a session.
 
 Once the key is known, the session's values that the chain's later stages read
 (registered in ``deps.session_reads`` as they were built: classification,
@@ -19,6 +21,7 @@ from router.contract.context import RequestContext
 from router.core.results import SessionKey
 from router.core.fingerprint import (
     FingerprintCache,
+    client_session_key,
     header_session_key,
     session_header,
 )
@@ -29,7 +32,7 @@ from router.contract.stage import FailMode, StageDeps, StageReport
 class SessionFingerprint:
     name: ClassVar[str] = "session-fingerprint"
     section: ClassVar[str] = "session"
-    requires: ClassVar[frozenset[str]] = frozenset({"view", "headers"})
+    requires: ClassVar[frozenset[str]] = frozenset({"view", "headers", "client_id"})
     reads: ClassVar[frozenset[str]] = frozenset()
     provides: ClassVar[frozenset[str]] = frozenset({"session", "session_state"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
@@ -49,12 +52,13 @@ class SessionFingerprint:
 
     async def run(self, ctx: RequestContext) -> StageReport:
         value = session_header(ctx.headers, self.settings.headers)
+        client = ctx.client_id  # the authenticated client's key id: its sessions are its own
         if value is not None:
-            ctx.session = SessionKey(header_session_key(value), "header")
+            ctx.session = SessionKey(header_session_key(value, client), "header")
         elif ctx.view.body_session is not None:  # Claude Code's metadata.user_id: the same id as its header
-            ctx.session = SessionKey(header_session_key(ctx.view.body_session), "metadata")
+            ctx.session = SessionKey(header_session_key(ctx.view.body_session, client), "metadata")
         else:
-            ctx.session = SessionKey(self.fingerprints.fingerprint_opening(ctx.view.opening), "fingerprint")
+            ctx.session = SessionKey(client_session_key(self.fingerprints.fingerprint_opening(ctx.view.opening), client), "fingerprint")
         reads = self.reads.of(ctx.session.key)
         if reads:
             ctx.session_state = SessionSnapshot.of(reads, await self.state.get_many(reads, self.clock()))

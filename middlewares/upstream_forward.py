@@ -31,11 +31,12 @@ from router.core.results import Attempt, Candidate, UpstreamResult
 from router.contract.context import RequestContext
 from router.clients.dependency_http import BodyTooLarge, read_bounded
 from router.core.errors import JSON, ApiError
+from router.core.redaction import header_value
 from router.http.headers import decision_headers
 from router.state.remembered import remember_request
 from router.clients.exchange import Exchange
 from router.clients.relay import StreamRelay, all_failed_response, relay_client_error
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
 from router.clients.upstream import AttemptFailure, UpstreamClient
 
 T = TypeVar("T")
@@ -127,9 +128,11 @@ class UpstreamForward:
                 await relay.run(first, decision_headers)
             else:
                 body, answer = await self._wait_upstream(ctx, self._read_body(response))
+                # before it counts as answered: an answer that is none of its format fails this attempt
+                body, content_type, usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
                 self._answered(result, candidate, response.status, sent)
-                body, content_type, result.usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
-                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": content_type[:200]})
+                result.usage = usage
+                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": header_value(content_type, 200)})
             result.total_ms = (perf_counter() - sent) * 1000
         finally:
             response.release()
@@ -159,4 +162,4 @@ class UpstreamForward:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         if ctx.response is None or not ctx.response.prepared:
-            ctx.response = ctx.error_response(ApiError(502, f"forwarding failed: {reason}", "upstream_error", "upstream_failed"))
+            ctx.response = ctx.error_response(ApiError(502, internal_failure("forwarding", ctx.request_id), "upstream_error", "upstream_failed"))

@@ -191,7 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from router.server.doctor import warn_at_startup
     from router.observe.logs import configure_logging
     from router.server.service import ServeOptions, serve
-    from router.server.workers import is_worker, split_state_refusal, stop_when_orphaned, supervise
+    from router.server.workers import is_worker, report_ready, split_state_refusal, stop_when_orphaned, supervise
 
     path = _config_path(args)
     directory = _state(args)
@@ -220,7 +220,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             refusal = f"--workers {args.workers} needs a fixed port (they share it), not 0"
         if refusal is not None:
             raise _fail(refusal)
-        return supervise(args.argv, args.workers, port)
+        return supervise(args.argv, args.workers, port, run=main)
     log_writer = configure_logging(config.logging.level)
     options = ServeOptions(
         config_path=path,
@@ -228,7 +228,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=port,
         prepare=prepare,
         on_startup=(tune_gc_for_serving,),  # last: after the app's own start-up hooks
-        after_listening=(warn_at_startup, stop_when_orphaned) if is_worker() else (warn_at_startup,),
+        after_listening=(report_ready, warn_at_startup, stop_when_orphaned) if is_worker() else (warn_at_startup,),
         reuse_port=is_worker(),
     )
     code = serve(config, options, log_writer)
@@ -242,6 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mock_upstream(args: argparse.Namespace) -> int:
     from aiohttp import web
 
+    from router.server.service import cannot_listen
     from router.tools.mock_upstream import Behaviour, MockUpstream, SimulatedPromptCache
 
     commands = tuple(args.tool_command) if args.tool_command else Behaviour().tool_commands
@@ -251,13 +252,30 @@ def cmd_mock_upstream(args: argparse.Namespace) -> int:
     if args.thinking:
         default = replace(default, thinking=args.thinking)
     cache = SimulatedPromptCache(args.prompt_cache_seconds) if args.prompt_cache_seconds else None
-    print(f"mock OpenAI upstream on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     if args.record is not None:
         args.record.mkdir(parents=True, exist_ok=True)
-        print(f"recording every request to {args.record}/ (credentials redacted)", file=sys.stderr, flush=True)
     mock = MockUpstream(default, record=False, record_dir=args.record, prompt_cache=cache)
-    web.run_app(mock.app(), host=args.host, port=args.port, print=None, access_log=None)
+
+    def listening(_: str) -> None:  # run_app's line once the port is bound: the banner is said only then
+        print(mock_banner(args.host, args.port), file=sys.stderr, flush=True)
+        if args.record is not None:
+            print(f"recording every request to {args.record}/ (credentials redacted)", file=sys.stderr, flush=True)
+
+    try:
+        web.run_app(mock.app(), host=args.host, port=args.port, print=listening, access_log=None)
+    except OSError as error:  # a busy port: one line and exit 2, as serve does
+        raise _fail(f"mock-upstream: {cannot_listen(args.host, args.port, error)} (choose another with --port)") from None
     return 0
+
+
+def mock_banner(host: str, port: int) -> str:
+    """What ``mock-upstream`` says once it listens: every API it serves, where."""
+    root = f"http://{host}:{port}"
+    return (
+        f"pinch-router mock upstream on {root}: OpenAI chat completions and Responses at {root}/v1, "
+        f"the Anthropic Messages API at {root}/v1/messages, Ollama (/api/chat, /api/tags, /api/embed) at {root}, "
+        "embeddings at /v1/embeddings; its classifier answers from the turn's words"
+    )
 
 
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
@@ -275,13 +293,16 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
 
 
 TUI_MISSING = "pinch-router top needs the terminal UI extra: pip install 'pinch-router[tui]' (it adds textual)"
+# What the extra brings: textual, and rich, which textual is built on and top imports itself
+# (a plain `pip install pinch-router` has neither: rich is no dependency of the server).
+TUI_MODULES = frozenset({"textual", "rich"})
 
 
 def cmd_top(args: argparse.Namespace) -> int:
     try:
         from router.tools.top import run_top
     except ModuleNotFoundError as error:
-        if error.name is None or error.name.split(".")[0] != "textual":
+        if error.name is None or error.name.split(".")[0] not in TUI_MODULES:
             raise
         print(TUI_MISSING, file=sys.stderr)
         return 1

@@ -84,6 +84,14 @@ class ServerSettings(_Strict):
     max_bodies_in_flight_mb: PositiveFloat = 256
     # Reading one request body, from its first byte to its last (a trickling body is cut).
     body_timeout_seconds: PositiveFloat = 60
+    # A request head (request line and headers) must be complete this long after the connection
+    # opened or its first byte came; else the connection is closed (router/http/connections.py).
+    head_timeout_seconds: Annotated[float, Field(gt=0, le=300)] = 10
+    # An idle kept-alive client connection is closed after this long without a request.
+    keepalive_timeout_seconds: PositiveFloat = 75
+    # Open client connections per process; at the cap a new one closes the oldest one waiting for a
+    # head (else the oldest idle one); only when all are busy is it refused (503).
+    max_connections: Annotated[int, Field(ge=16)] = 1024
     # The event loop `serve` runs on: uvloop (less CPU per request), or the standard library's.
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
 
@@ -137,6 +145,10 @@ class ProviderSettings(_Strict):
     # ({base_url}/responses, e.g. OpenAI's own): Responses requests pass through to it unchanged
     # but for what the proxy changed. Chat-completions requests cannot be sent to it.
     wire: Literal["openai-chat", "openai-responses"] = "openai-chat"
+    # Where a request translated to this provider's chat may put system messages: `leading` ⇒ one
+    # system message, first (what strict chat templates accept; later system content is merged into
+    # it, in order); `anywhere` ⇒ where the client put them (router/translate/chat_shape.py).
+    system_messages: Literal["leading", "anywhere"] = "leading"
 
     @model_validator(mode="after")
     def _native_chat_is_ollamas(self) -> ProviderSettings:
@@ -210,6 +222,10 @@ class ModelSettings(_Strict):
 
 class RoutingSettings(_Strict):
     aliases: list[str] = Field(default_factory=lambda: ["auto"])
+    # Requested model names (glob patterns, case-insensitive, first match wins) that route like an
+    # alias, each with a tier hint: a tier of `tiers` (the client asked for that class of model), or
+    # `auto` (the classified tier). A catalogue model's name still pins (router/core/model_families.py).
+    model_families: dict[str, int | Literal["auto"]] = Field(default_factory=dict)
     categories: Annotated[dict[str, str], Field(min_length=1)] = Field(
         default_factory=lambda: {
             "coding_general": "writing or changing code",
@@ -241,6 +257,11 @@ class RoutingSettings(_Strict):
             )
         if self.fallback_tier not in self.tiers:
             raise ValueError(f"fallback_tier: {self.fallback_tier} is not one of the tiers {self.tiers}")
+        for pattern, tier in self.model_families.items():
+            if not pattern.strip():
+                raise ValueError("model_families: an empty pattern")
+            if isinstance(tier, int) and tier not in self.tiers:
+                raise ValueError(f"model_families.{pattern}: tier {tier} is not one of the tiers {self.tiers} (or auto)")
         return self
 
 

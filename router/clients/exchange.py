@@ -3,12 +3,14 @@
 The provider's adapter names the wire its chat speaks. The same format as the client's is a
 pass-through: the client's body with only the chain's changes, the answer relayed as it came. A
 different one is translated (:mod:`router.translate`, by the pair): the request before it goes, the
-answer, and each event of a stream. A pair with no translation fails this candidate over. The
+answer, and each event of a stream. A pair with no translation fails this candidate over, and so does
+a whole answer that is none of the provider's format (a completion without choices). The
 translations are pure; this is where they get the ids and the clock an answer needs.
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from typing import Any
@@ -20,10 +22,12 @@ from router.core.errors import JSON
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.core.results import Candidate, Usage
 from router.providers import provider_adapter
-from router.translate.protocol import AnswerIds, StreamTranslator, Untranslatable
+from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken, StreamTranslator, Untranslatable
 from router.translate.registry import translator
 
 EVENT_STREAM = "text/event-stream"
+
+log = logging.getLogger("pinch_router.exchange")
 
 
 class Exchange:
@@ -36,7 +40,8 @@ class Exchange:
         view = ctx.view
         self.wire_out = provider_adapter(provider).chat_wire(provider)
         try:
-            self.translation = translator(ctx.wire.name, self.wire_out, AnswerIds(secrets.token_hex(12), int(time.time())))
+            ids = AnswerIds(secrets.token_hex(12), int(time.time()))
+            self.translation = translator(ctx.wire.name, self.wire_out, ids, system_anywhere=provider.system_messages == "anywhere")
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
         passed = self.translation is None
@@ -57,12 +62,64 @@ class Exchange:
 
     def stream(self) -> StreamTranslator | None:
         """The translator of one streamed answer; None: relayed as it comes."""
-        return None if self.translation is None else self.translation.stream()
+        return None if self.translation is None else ReadGuard(self.translation.stream(), self.ctx.request_id)
 
     def answer(self, body: bytes, parsed: Any, content_type: str) -> tuple[bytes, str, Usage | None]:
-        """A whole answer (``parsed``: its JSON) in the client's format: its bytes, content type and usage."""
+        """A whole answer (``parsed``: its JSON) in the client's format: its bytes, content type and usage.
+
+        :class:`~router.clients.upstream.AttemptFailure` when it is no answer of the provider's
+        format (:class:`~router.translate.protocol.MalformedAnswer`, or the client's own
+        ``answer_problem`` when passed through): the next candidate is tried, and the client never
+        gets a body its format does not allow with a 200.
+        """
         wire = self.ctx.wire
         if self.translation is None:  # parsed already for the not-JSON check: not parsed a second time
+            problem = wire.answer_problem(parsed)
+            if problem is not None:
+                raise AttemptFailure("read", f"answered 200 with what is no {wire.name} answer: {problem}")
             return body, content_type, wire.usage_of(parsed)
-        translated = self.translation.response(body)
+        try:
+            translated = self.translation.response(body)
+        except MalformedAnswer as exc:
+            raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {exc}") from None
+        except Exception as exc:  # the translation could not read it: none it was written for (and a bug, logged)
+            raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {unreadable(exc, self.ctx.request_id)}") from None
         return translated, JSON, wire.read_usage(translated)
+
+
+def unreadable(exc: Exception, request_id: str) -> str:
+    """Why a translation failed on what a provider sent, for the attempt's record; logged with its
+    traceback as ``translation_failed`` — every shape a provider may send should be one a
+    translation reads, or calls malformed by name."""
+    log.warning("translation_failed", exc_info=exc, extra={"request_id": request_id})
+    return f"the translation could not read it ({type(exc).__name__})"
+
+
+class ReadGuard:
+    """A stream translator whose failure to read the provider's events, whatever raised it, is a
+    :class:`~router.translate.protocol.MalformedAnswer`: the relay then ends the stream with the
+    client's error event (before the first byte: the next candidate), instead of leaving the
+    client a stream cut in the middle."""
+
+    def __init__(self, inner: StreamTranslator, request_id: str) -> None:
+        self.inner, self.request_id = inner, request_id
+
+    @property
+    def usage(self) -> Usage | None:
+        return self.inner.usage
+
+    def feed(self, chunk: bytes) -> bytes:
+        try:
+            return self.inner.feed(chunk)
+        except StreamBroken:
+            raise
+        except Exception as exc:
+            raise MalformedAnswer(unreadable(exc, self.request_id)) from None
+
+    def finish(self) -> bytes:
+        try:
+            return self.inner.finish()
+        except StreamBroken:
+            raise
+        except Exception as exc:
+            raise MalformedAnswer(unreadable(exc, self.request_id)) from None

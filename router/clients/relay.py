@@ -15,6 +15,7 @@ from router.core.results import Attempt, Candidate
 from router.contract.context import RequestContext
 from router.core.sse import EventTooLarge, SseRelay
 from router.clients.drain import OPEN_STREAMS_KEY
+from router.observe.recorder import RECORDER_KEY
 from router.core.errors import ApiError
 from router.translate.protocol import StreamBroken, StreamTranslator
 from router.contract.timeout import StageTimeout, within_timeout
@@ -58,6 +59,9 @@ class StreamRelay:
         self.cut_reason = ""  # set when the proxy itself ends the stream (shutdown)
         # how the client takes the stream when not as SSE (Gemini's JSON array); None: as relayed
         self.framing = ctx.wire.stream_framing(ctx.view)
+        # the one redaction pass, over each event as it leaves: a provider may echo its key in a stream too
+        recorder = ctx.client.config_dict.get(RECORDER_KEY) if ctx.client is not None else None
+        self.redactor = recorder.redactor if recorder is not None and recorder.redactor else None
 
     def cut(self, reason: str) -> None:
         """End the stream now, from outside: the pump wakes, the client gets an error event and [DONE]."""
@@ -183,6 +187,8 @@ class StreamRelay:
         disconnected, so its upstream connection is released instead of pinned.
         The timer is armed only when the write really waits (within_timeout).
         """
+        if self.redactor is not None:
+            data = self.redactor.bytes(data)
         if self.framing is not None and not framed:
             data = self.framing.events(data)
         try:
@@ -227,13 +233,24 @@ def relay_client_error(
     return ctx.error_response(ApiError(status, message, "invalid_request_error", f"upstream_{status}"))
 
 
+# The OpenAI and Anthropic SDKs retry a 5xx (Claude Code up to 10 times, silently) unless the answer
+# says otherwise with this header, which both honour.
+NO_RETRY = {"x-should-retry": "false"}
+NO_RETRY_NOTE = "every candidate was tried (the proxy already fell back), so a retry now would fail the same way: not retrying (x-should-retry: false)"
+
+
 def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], ctx: RequestContext) -> web.Response:
-    """One error for a request no candidate could serve, naming every attempt (in the client's error format)."""
+    """One error for a request no candidate could serve, naming every attempt (in the client's error format).
+
+    The proxy has done the fallback a client's retry would do, so a 502 or 504 tells the client's
+    SDK not to retry (``x-should-retry: false``) and says so; a 429 keeps its ``Retry-After`` and
+    stays retryable: a rate limit passes.
+    """
     summary = "; ".join(f"{a.model} via {a.provider}: {a.error}" for a in attempts) or "no candidate was tried"
     last = failures[-1] if failures else None
     if last is not None and last.status == 429:
         headers = {"Retry-After": f"{last.retry_after:.0f}"} if last.retry_after is not None else None
         return ctx.error_response(ApiError(429, f"rate limited upstream: {summary}", "rate_limit_error", "upstream_rate_limited"), headers)
     if last is not None and last.kind == "timeout":
-        return ctx.error_response(ApiError(504, f"upstream timed out: {summary}", "upstream_error", "upstream_timeout"))
-    return ctx.error_response(ApiError(502, f"no upstream could answer: {summary}", "upstream_error", "upstream_unavailable"))
+        return ctx.error_response(ApiError(504, f"upstream timed out: {summary}; {NO_RETRY_NOTE}", "upstream_error", "upstream_timeout"), NO_RETRY)
+    return ctx.error_response(ApiError(502, f"no upstream could answer: {summary}; {NO_RETRY_NOTE}", "upstream_error", "upstream_unavailable"), NO_RETRY)

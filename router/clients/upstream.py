@@ -18,6 +18,7 @@ import orjson
 
 from router.config import ProviderSettings, UpstreamSettings
 from router.core.results import Candidate
+from router.core.redaction import header_value
 from router.core.retry_after import parse_retry_after
 from router.clients.dependency_http import error_summary, failure_reason, is_redirect, post
 from router.providers import provider_adapter
@@ -85,7 +86,7 @@ class UpstreamClient:
         for name in getattr(adapter, "forwarded_client_headers", ()):
             value = client_headers.get(name) if client_headers is not None else None
             if value is not None:
-                headers[name] = value
+                headers[name] = header_value(value)  # as the client sent it, unless it is unfit for a header
         try:
             async with asyncio.timeout(first_byte_timeout):
                 response = await post(self.http, url, payload, headers, self._timeout)

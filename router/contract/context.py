@@ -38,6 +38,7 @@ class RequestContext:
     view: RequestView
     wire: WireAdapter
     client: web.Request | None
+    client_id: str | None = None  # the id of the client key it authenticated with (never the key); None: no keys
     session: SessionKey | None = None
     # the session's stored values every stage reads, read in one round trip (None: not read)
     session_state: SessionSnapshot | None = None
@@ -82,5 +83,5 @@ def error_response(wire: WireAdapter, error: ApiError, headers: dict[str, str] |
 
 
 # The fields the edge provides before any stage runs (used by order validation).
-EDGE_FIELDS = frozenset({"request_id", "received_at", "headers", "body", "view", "wire"})
+EDGE_FIELDS = frozenset({"request_id", "received_at", "headers", "body", "view", "wire", "client_id"})
 CTX_KEY = web.RequestKey("pinch_router_ctx", RequestContext)

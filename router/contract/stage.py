@@ -138,7 +138,7 @@ def _failed(stage: Stage, ctx: RequestContext, exc: Exception) -> tuple[Outcome,
     log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
     stage.fallback(ctx, detail)
     if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
-        ctx.response = ctx.error_response(ApiError(503, f"stage '{stage.name}' failed: {detail}", "server_error", "stage_failed"))
+        ctx.response = ctx.error_response(ApiError(503, internal_failure(f"stage '{stage.name}'", ctx.request_id), "server_error", "stage_failed"))
     return outcome, detail
 
 
@@ -146,6 +146,11 @@ def _record(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str, st
     record = StageRecord(stage.name, outcome, round_ms((perf_counter() - started) * 1000), detail)
     ctx.trace.append(record)
     return record
+
+
+def internal_failure(what: str, request_id: str) -> str:
+    """What a client is told of a stage that broke: where to look, never the exception (it is in the log)."""
+    return f"{what} failed inside the proxy; its log has the details (stage_failed, request id {request_id})"
 
 
 def describe(exc: BaseException) -> str:

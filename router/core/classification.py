@@ -11,7 +11,8 @@ Three small pieces the classifier stage is made of:
   That object must name a configured category (exact spelling) and a
   configured tier (a JSON integer, not ``"2"`` or ``2.0``); anything else is
   an :class:`InvalidAnswer` and the caller falls back. ``required_context_tokens``
-  is optional: missing, not an integer, or negative ⇒ None, never a failure.
+  is optional: missing, not an integer, or negative ⇒ None, never a failure; so is
+  ``reason`` (a few words on why, kept for the decision row, cut to :data:`MAX_REASON_CHARS`).
   A guess larger than the biggest configured context window is capped to it,
   so a hallucinated estimate steers towards big windows but can never make a
   servable request unservable.
@@ -40,6 +41,8 @@ TIER_HEADER = "x-router-tier"
 # A sane answer is a few dozen characters; reasoning models may think at length
 # first. Beyond this the answer is cut, which bounds the JSON scan below.
 MAX_ANSWER_CHARS = 50_000
+# The classifier's reason as kept (decision row, trace): a few words are asked for.
+MAX_REASON_CHARS = 200
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _THINK_END = re.compile(r"</think>", re.IGNORECASE)
@@ -55,6 +58,7 @@ class ClassifierAnswer:
     category: str
     tier: int
     required_context_tokens: int | None = None
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +83,7 @@ def classifier_messages(categories: Mapping[str, str], tiers: Sequence[int], tur
     system = (
         "You classify the current turn of a coding agent's session so a router can pick a model.\n"
         "Answer with exactly one JSON object and nothing else:\n"
-        '{"category": "<category name>", "tier": <tier>, "required_context_tokens": <integer or null>}\n\n'
+        '{"category": "<category name>", "tier": <tier>, "required_context_tokens": <integer or null>, "reason": "<a few words>"}\n\n'
         f"Categories (use the name exactly as written):\n{category_lines}\n\n"
         f"Tiers, from easiest to hardest: {', '.join(str(t) for t in ordered)}. "
         f"{ordered[0]} is a small routine change; {ordered[-1]} needs deep reasoning across many files.\n\n"
@@ -113,7 +117,9 @@ def parse_classifier_answer(
         return InvalidAnswer(f"tier is {_describe(tier)}, not an integer")
     if tier not in tiers:
         return InvalidAnswer(f"tier {tier} is not one of {sorted(tiers)}")
-    return ClassifierAnswer(category, tier, _context_tokens(found.get("required_context_tokens"), max_context_tokens))
+    reason = found.get("reason")
+    reason = " ".join(reason.split())[:MAX_REASON_CHARS] if isinstance(reason, str) else ""
+    return ClassifierAnswer(category, tier, _context_tokens(found.get("required_context_tokens"), max_context_tokens), reason)
 
 
 def parse_override(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from router.core.redaction import clip
+
 JSON = "application/json"
 
 
@@ -42,10 +44,20 @@ def invalid_request(message: str, code: str = "invalid_request", param: str | No
     return ApiError(status, message, "invalid_request_error", code, param)
 
 
+# What a validation message may be at most. The value it names is quoted clipped where it is
+# written (router.core.redaction.quoted); this bounds the whole, so no refusal of a body echoes it.
+MAX_VALIDATION_MESSAGE_CHARS = 1000
+
+
 class InvalidRequest(ValueError):
-    """A body is not a usable request of its format; ``param`` points at the offending field."""
+    """A body is not a usable request of its format; ``param`` points at the offending field.
+
+    Every wire's validation raises it (or a subclass), so this is where its message is bounded:
+    to :data:`MAX_VALIDATION_MESSAGE_CHARS`, ``param`` to 200.
+    """
 
     def __init__(self, message: str, param: str | None = None) -> None:
+        message = clip(message, MAX_VALIDATION_MESSAGE_CHARS)
         super().__init__(message)
         self.message = message
-        self.param = param
+        self.param = clip(param, 200) if param is not None else None

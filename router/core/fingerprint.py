@@ -5,7 +5,10 @@ the opening of the conversation: the leading system/developer messages and the
 first user message. Those never change during an agent session, while later
 messages do, so the fingerprint is stable turn to turn and differs between
 sessions with different tasks. Only message *text* is hashed: markers such as
-``cache_control`` that clients move between turns do not change the key.
+``cache_control`` that clients move between turns do not change the key. With
+client keys configured, every key is scoped to the client's own
+(:func:`client_session_key`); what a fingerprint can and cannot tell apart is
+in docs/sessions.md.
 """
 
 from __future__ import annotations
@@ -161,8 +164,22 @@ class FingerprintCache:
         return digest
 
 
-def header_session_key(value: str) -> str:
-    return _digest(b"header\0", [value])
+def header_session_key(value: str, client_id: str | None = None) -> str:
+    """The key of a session the client named (a session header, Anthropic's ``metadata.user_id``)."""
+    return client_session_key(_digest(b"header\0", [value]), client_id)
+
+
+def client_session_key(key: str, client_id: str | None) -> str:
+    """``key`` within one client's sessions: with ``server.api_keys`` set, the id of the key the
+    client authenticated with (:func:`client_key_id`) is part of every session key, so two users
+    who send the same opening (or the same session id) never share a classification, a pinch
+    ledger or an escalation. None (no keys configured): the key as it is, everyone's alike."""
+    return key if client_id is None else _digest(b"client\0", [client_id, key])
+
+
+def client_key_id(api_key: str) -> str:
+    """A client key's id: a digest that names the key without being it (the key is never stored)."""
+    return hashlib.sha256(b"client-key\0" + api_key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def session_header(headers: Mapping[str, str], names: list[str]) -> str | None:

@@ -92,9 +92,29 @@ def _no_constants(name: str) -> Any:
 def faithful_loads(raw: bytes | str) -> Any:
     """Parse JSON keeping every number orjson would alter as its original literal (an ``orjson.Fragment``).
 
-    Raises ``ValueError`` for invalid JSON (NaN and Infinity included, as orjson does).
+    Raises ``ValueError`` for what orjson refuses too: invalid JSON, NaN and Infinity, and a lone
+    surrogate (``"\\ud800"``), which the standard library reads but orjson cannot write again — a
+    body the proxy accepts must be one it can send on.
     """
-    return json.loads(raw, parse_int=_faithful_int, parse_float=_faithful_float, parse_constant=_no_constants)
+    value = json.loads(raw, parse_int=_faithful_int, parse_float=_faithful_float, parse_constant=_no_constants)
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:  # "str is not valid UTF-8: surrogates not allowed"
+        raise ValueError(f"a string holds a lone surrogate ({exc})") from None
+    return value
+
+
+def loads(raw: bytes | str) -> Any:
+    """JSON the proxy wrote itself from a client's body (an upstream body, a translated event that
+    echoes the request), read back: orjson's parse, or — when the body held a number no double
+    holds, which orjson refuses (``1e400``) — :func:`faithful_loads`. ``orjson.JSONDecodeError`` (a
+    ``ValueError``) for what is no JSON."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "infinity" not in str(exc):
+            raise
+        return faithful_loads(raw)
 
 
 class Checked(Protocol):

@@ -11,13 +11,20 @@
   the log.
 * :func:`clip` — client input quoted back (an unknown model name, a header
   value) is cut to a few dozen characters: a 30 MB model name is not answered
-  with a 30 MB error, nor stored whole.
+  with a 30 MB error, nor stored whole; :func:`quoted` is how a validation
+  message quotes a value of any type.
+* :func:`header_value` — text from a client or a provider that goes into an HTTP
+  header (a dropped tool's name in ``x-router-dropped``, a provider's
+  ``Content-Type``, a client's ``anthropic-beta`` forwarded): printable ASCII
+  only, bounded. A control character in a header is refused by the HTTP
+  writer, which then drops the connection — after the upstream was called.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import traceback
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -35,6 +42,43 @@ def clip(text: str, limit: int = MAX_ECHO_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def quoted(value: Any, limit: int = 40) -> str:
+    """A client's value as an error message quotes it: a string clipped (:func:`clip`) and quoted
+    with its control characters escaped, a number or a constant as written (clipped), an array or
+    an object by its kind — never the whole of what the client sent."""
+    if isinstance(value, str):
+        return repr(clip(value, limit))
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if value is None or isinstance(value, (bool, int, float)):
+        return clip(repr(value), limit)
+    return "a number"  # the only other JSON value: one kept as the client wrote it (an orjson.Fragment)
+
+
+MAX_HEADER_CHARS = 1000
+# what an HTTP header value may carry as is: printable ASCII (RFC 9110 field-vchar and SP)
+_HEADER_UNSAFE = re.compile(r"[^\x20-\x7e]")
+
+
+def header_value(text: str, limit: int = MAX_HEADER_CHARS) -> str:
+    """``text`` fit for an HTTP header: every character outside printable ASCII written as its
+    escape (``a\\x0ab``, ``\\xe9``), cut to ``limit`` characters and then saying how long it was (as
+    :func:`clip`, in ASCII). The usual value is returned as it is, after one check."""
+    if len(text) <= limit and text.isascii() and text.isprintable():
+        return text
+    escaped = _HEADER_UNSAFE.sub(_escape, text[:limit])
+    if len(text) <= limit and len(escaped) <= limit:
+        return escaped
+    return f"{escaped[:limit]}... ({len(text):,} characters)"
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 class Redactor:

@@ -65,6 +65,8 @@ class Classification:
     source: ClassificationSource
     # The classifier's estimate; None when it gave none (cached, override, fallback).
     required_context_tokens: int | None = None
+    # Why the classifier answered so, in its own few words; empty when it gave none (or not the classifier).
+    reason: str = ""
 
 
 class RelevanceStatus(enum.StrEnum):
@@ -204,6 +206,7 @@ class Route:
     pinned: bool
     rejected: tuple[Rejection, ...] = ()
     escalation: str = ""  # why the tier was raised, empty when it was not
+    family: str = ""  # the model family the requested name matched and its hint (``claude-*opus* → tier 3``), empty when none
 
     @property
     def chosen(self) -> Candidate:
@@ -272,5 +275,6 @@ class UpstreamResult:
 
     @property
     def dropped_text(self) -> str:
-        """``dropped`` as one bounded line (``tool web_search, item web_search_call``): header and log."""
-        return ", ".join(self.dropped)[:1000]
+        """``dropped`` as one line (``tool web_search, item web_search_call``), as long as the client's
+        names made it: the header and the decision row each bound it their way."""
+        return ", ".join(self.dropped)

@@ -17,8 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import orjson
 
+from router.core.json_body import loads
 from router.core.results import Usage
 
 # What a silent stream sends in the OpenAI formats: an SSE comment, which every client ignores.
@@ -93,8 +93,8 @@ def is_event_of_type(data: bytes, types: frozenset[str]) -> bool:
     if not any(f'"{kind}"'.encode() in data for kind in types):
         return False
     try:
-        event = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        event = loads(data)  # a translated event may echo the request, numbers as the client wrote them
+    except ValueError:
         return False
     return isinstance(event, dict) and event.get("type") in types
 

@@ -43,6 +43,7 @@ from router.observe.decision_record import (
     decision_from_context,
     rejected_request,
 )
+from router.http.guards import CLIENT_ID_KEY
 from router.observe.recorder import Recorder
 from router.wire import WireAdapter
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
@@ -88,7 +89,8 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         # what the URL says beside the body (Gemini's model and stream are in its path)
         target = RequestTarget(dict(request.match_info), request.query) if request.match_info or request.query_string else NO_TARGET
         ctx = context_from_body(
-            body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire, checked=read.checked, target=target
+            body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire,
+            checked=read.checked, target=target, client_id=request.get(CLIENT_ID_KEY),
         )
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
@@ -135,11 +137,13 @@ def context_from_body(
     wire: WireAdapter = OPENAI_CHAT_ADAPTER,
     checked: Checked | None = None,
     target: RequestTarget = NO_TARGET,
+    client_id: str | None = None,
 ) -> RequestContext | ApiError:
     """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
 
     ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``target``: what
-    the URL says beside the body (the path's parts, the query).
+    the URL says beside the body (the path's parts, the query); ``client_id``: the id of the client
+    key the request authenticated with.
     """
     view = wire.parse(body, turn_chars, target) if checked is None else wire.parse_checked(body, checked, turn_chars, target)
     if isinstance(view, ApiError):
@@ -153,6 +157,7 @@ def context_from_body(
         view=view,
         wire=wire,
         client=client,
+        client_id=client_id,
     )
 
 

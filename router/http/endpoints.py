@@ -15,6 +15,7 @@ from router.contract.context import ERROR_CODE_KEY
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
+from router.http.guards import CLIENT_ID_KEY
 from router.core.tokens import TokenEstimator
 from router.http.errors import anthropic_error, gemini_error, openai_error
 from router.http.request_body import (
@@ -25,7 +26,7 @@ from router.http.request_body import (
 )
 from router.http.request_ids import new_request_id
 from router.observe.metrics import CONTENT_TYPE
-from router.observe.recorder import Recorder
+from router.observe.recorder import RECORDER_KEY
 from router.state.session_store import SessionStore
 from router.wire.anthropic_messages.validation import (
     AnthropicInvalid,
@@ -37,7 +38,6 @@ from router.wire.gemini.models import model_entry, model_list
 from router.wire.gemini.paths import is_gemini_client
 
 CONFIG_KEY = web.AppKey("config", Config)
-RECORDER_KEY = web.AppKey("recorder", Recorder)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
 # The config serving now: the reloaded one once there is one (the composition root holds the live chain).
@@ -160,7 +160,8 @@ async def list_decisions(request: web.Request) -> web.Response:
         return openai_error(invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit"))
     session = request.query.get("session", "").strip()
     # the key the proxy reports (x-router-session), or the id the client sent in its session header
-    sessions = (session, header_session_key(session)) if session else ()
+    # (a session of the asking client's own, when client keys are configured)
+    sessions = (session, header_session_key(session, request.get(CLIENT_ID_KEY))) if session else ()
     rows = await log.recent(int(raw_limit), sessions)
     return _json({"object": "list", "data": rows})
 

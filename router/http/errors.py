@@ -2,11 +2,16 @@
 
 Inside the chain every refusal is written by the request's wire adapter
 (:meth:`router.contract.context.RequestContext.error_response`); here the request has no context
-yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one its
-path speaks: Anthropic's for the Messages paths, Google's for the Gemini API's, OpenAI's for every other.
+yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one the
+request is shaped in: Google's for the Gemini API's paths; Anthropic's for a Messages-shaped request
+— an ``anthropic-version`` header (every Anthropic client sends one), or a ``/messages`` path at any
+depth (``/v1/v1/messages``, ``/messages``: an ``ANTHROPIC_BASE_URL`` with one ``/v1`` too many or
+too few) — OpenAI's for every other. Claude Code shows only the message of an error in its own shape.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -18,7 +23,7 @@ from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.paths import is_gemini_path
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 
-ANTHROPIC_PATH_PREFIX = "/v1/messages"  # its refusals in Anthropic's error shape
+ANTHROPIC_VERSION_HEADER = "anthropic-version"
 
 
 def openai_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
@@ -36,11 +41,21 @@ def gemini_error(error: ApiError, headers: dict[str, str] | None = None) -> web.
     return error_response(GEMINI_ADAPTER, error, headers)
 
 
-def error_for_path(path: str, error: ApiError, headers: dict[str, str] | None = None, *, request_id: str | None = None) -> web.Response:
-    """``error`` in the format the request's path speaks (``request_id`` where that format carries one)."""
-    if path.startswith(ANTHROPIC_PATH_PREFIX):
+def messages_shaped(path: str, headers: Mapping[str, str]) -> bool:
+    """Whether a request is an Anthropic Messages client's (see the module doc)."""
+    return ANTHROPIC_VERSION_HEADER in headers or "/messages" in path
+
+
+def error_for_request(
+    request: web.BaseRequest, error: ApiError, headers: dict[str, str] | None = None, *, request_id: str | None = None
+) -> web.Response:
+    """``error`` in the format the request is shaped in (see the module doc); ``request_id`` where that
+    format carries one (made here when the caller made none)."""
+    if is_gemini_path(request.path):
+        return gemini_error(error, headers)
+    if messages_shaped(request.path, request.headers):
         return anthropic_error(error, headers, request_id=request_id)
-    return gemini_error(error, headers) if is_gemini_path(path) else openai_error(error, headers)
+    return openai_error(error, headers)
 
 
 # Status → (type, code) for HTTP errors raised by aiohttp itself (404, 405, ...).
@@ -54,8 +69,8 @@ _HTTP_ERRORS = {
 }
 
 
-def from_http_exception(exc: web.HTTPException, path: str = "") -> web.Response:
-    """An HTTP error aiohttp raised, in the format ``path`` speaks."""
+def from_http_exception(request: web.BaseRequest, exc: web.HTTPException) -> web.Response:
+    """An HTTP error aiohttp raised, in the format the request is shaped in."""
     type_, code = _HTTP_ERRORS.get(exc.status, ("server_error" if exc.status >= 500 else "invalid_request_error", "http_error"))
     headers = {k: v for k, v in exc.headers.items() if k.lower() == "allow"}
-    return error_for_path(path, ApiError(exc.status, exc.reason or "error", type_, code), headers)
+    return error_for_request(request, ApiError(exc.status, exc.reason or "error", type_, code), headers)

@@ -1,15 +1,27 @@
-"""HTTP errors aiohttp answers before any handler runs, in the OpenAI error format.
+"""HTTP errors aiohttp answers before any handler runs, in the format of the request they refuse.
 
 A malformed request line, a header over 8 KB, an invalid header character or
-a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``) are refused by
+a ``Content-Encoding`` aiohttp cannot decode (``br``, ``zstd``, when its decoding is on: the
+proxy decodes request bodies itself, :mod:`router.http.request_body`) are refused by
 aiohttp's protocol handler while it parses, before the application and its
 middlewares see a request; its answer is plain text. The one seam for that
 answer is :meth:`RequestHandler.handle_error`, and the one place the
 handler class is chosen is the ``web.Server`` an application makes for
 itself (``Application._make_handler``, used by ``web.run_app``, ``AppRunner``
-and the test server alike). :func:`answer_framing_errors_as_api_errors` wraps
+and the test server alike). :func:`use_proxy_request_handler` wraps
 that factory so the server's handlers answer with an ApiError (and close the
-connection, as aiohttp does), log one line and count the refusal.
+connection, as aiohttp does), log one line and count the refusal — and tell
+the server's :class:`~router.http.connections.ConnectionGuard` what each
+connection does (head timeout, connection cap).
+
+The format is the request's, as for every error the edge answers itself (:mod:`router.http.errors`:
+Google's on a Gemini path, Anthropic's for a Messages-shaped request — a ``/messages`` path or an
+``anthropic-version`` header — else OpenAI's). aiohttp hands the refusal a stand-in request whose
+path is ``/`` and which has no headers, so both are read from the bytes themselves: the last request
+line among the starts of the connection's last two reads (:func:`refused_path`; a client writes a
+request's head in one go, so its line is there) and the head after it. Best effort by design — only
+the error's shape depends on it, and a request line not found (one behind a pipelined body, say)
+gets OpenAI's.
 """
 
 from __future__ import annotations
@@ -24,13 +36,45 @@ from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
-from router.http.errors import openai_error
+from router.http.connections import ConnectionGuard, GuardedRequestHandler
 from router.core.errors import ApiError
+from router.http.errors import ANTHROPIC_VERSION_HEADER, anthropic_error, gemini_error, messages_shaped, openai_error
+from router.wire.gemini.paths import is_gemini_path
 
 log = logging.getLogger("pinch_router.http")
 
 # The parser quotes the client's bytes after a colon; the message ends there.
 _QUOTED = re.compile(r"[:'\"\n]")
+# A request line's method and path (up to its query or the line's end), at the start of a line.
+_REQUEST_LINE = re.compile(rb"(?:^|\n)[A-Z]{3,10} (/[^\s?#]*)")
+HEAD_BYTES = 2048  # of each read kept for refused_path: a request line's start is all it needs
+
+
+def refused_error(reads: bytes, error: ApiError, path: str | None = None) -> web.Response:
+    """``error`` in the shape of the request the refused bytes ``reads`` began (see the module doc);
+    ``path``: the request's, when aiohttp knew it."""
+    line = _last_request_line(reads)
+    if path is None:
+        path = line.group(1).decode("latin-1") if line else "/"
+    head = reads[line.start() :].split(b"\r\n\r\n", 1)[0].lower() if line else b""
+    if is_gemini_path(path):
+        return gemini_error(error)
+    headers = {ANTHROPIC_VERSION_HEADER: ""} if f"\n{ANTHROPIC_VERSION_HEADER}:".encode() in head.replace(b" ", b"") else {}
+    return anthropic_error(error) if messages_shaped(path, headers) else openai_error(error)
+
+
+def refused_path(reads: bytes) -> str:
+    """The path of the last request line in ``reads`` (the starts of the last reads, newline-joined); ``/``
+    when there is none."""
+    line = _last_request_line(reads)
+    return line.group(1).decode("latin-1") if line else "/"
+
+
+def _last_request_line(reads: bytes) -> re.Match[bytes] | None:
+    found = None
+    for found in _REQUEST_LINE.finditer(reads):
+        pass
+    return found
 
 
 def framing_error(status: int, exc: BaseException | None) -> ApiError:
@@ -47,8 +91,13 @@ def framing_error(status: int, exc: BaseException | None) -> ApiError:
     return ApiError(status, f"malformed HTTP request{f' ({said})' if said else ''}", "invalid_request_error", "bad_http_request")
 
 
-class _ApiErrorRequestHandler(RequestHandler):
+class _ApiErrorRequestHandler(GuardedRequestHandler):
     on_refused: Callable[[ApiError], None] | None = None
+    _heads: tuple[bytes, bytes] = (b"", b"")  # the starts of the connection's last two reads
+
+    def data_received(self, data: bytes) -> None:
+        self._heads = (self._heads[1], data[:HEAD_BYTES])  # a slice, not the read: no big body kept alive
+        super().data_received(data)
 
     def handle_error(
         self, request: BaseRequest, status: int = 500, exc: BaseException | None = None, message: str | None = None
@@ -59,25 +108,31 @@ class _ApiErrorRequestHandler(RequestHandler):
         log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
         if self.on_refused is not None:
             self.on_refused(error)
-        response = openai_error(error)
+        # aiohttp's stand-in request has the path "/" and no headers: they are read from the bytes
+        response = refused_error(b"\n".join(self._heads), error, request.path if request.path != "/" else None)
         response.force_close()
         return response
 
 
-def answer_framing_errors_as_api_errors(app: web.Application, on_refused: Callable[[ApiError], None] | None = None) -> None:
-    """Make the servers ``app`` builds answer framing errors as ApiErrors (see the module docstring)."""
+def use_proxy_request_handler(
+    app: web.Application, on_refused: Callable[[ApiError], None] | None = None, guard: Callable[[], ConnectionGuard] | None = None
+) -> None:
+    """Make the servers ``app`` builds use the proxy's request handler: framing errors answered as
+    ApiErrors (see the module docstring), the connections of each server under its own
+    :class:`~router.http.connections.ConnectionGuard`, made by ``guard``."""
     make_handler = app._make_handler
 
-    class Handler(_ApiErrorRequestHandler):
-        pass
-
-    Handler.on_refused = staticmethod(on_refused) if on_refused is not None else None  # type: ignore[assignment]
-
-    class Server(web.Server):
-        def __call__(self) -> RequestHandler:
-            return Handler(self, loop=self._loop, **self._kwargs)
-
     def make_server(*args: Any, **kwargs: Any) -> web.Server:
+        class Handler(_ApiErrorRequestHandler):
+            pass
+
+        Handler.on_refused = staticmethod(on_refused) if on_refused is not None else None  # type: ignore[assignment]
+        Handler.guard = guard() if guard is not None else None
+
+        class Server(web.Server):
+            def __call__(self) -> RequestHandler:
+                return Handler(self, loop=self._loop, **self._kwargs)
+
         server = make_handler(*args, **kwargs)
         server.__class__ = Server  # the same server, whose connections get the handler above
         return server

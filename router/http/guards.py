@@ -9,9 +9,10 @@ import logging
 from aiohttp import web
 
 from router.contract.stage import Handler, Middleware
+from router.core.fingerprint import client_key_id
 from router.core.errors import ApiError
 from router.core.redaction import clip
-from router.http.errors import error_for_path, from_http_exception
+from router.http.errors import error_for_request, from_http_exception
 from router.http.request_ids import new_request_id
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
@@ -19,26 +20,28 @@ from router.wire.gemini.paths import offered_key
 
 log = logging.getLogger("pinch_router.app")
 
-UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/"})
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/", "/api/hello"})  # probes: a health check, a base-URL check
+CLIENT_ID_KEY = web.RequestKey("pinch_router_client_id", str)  # set by the client-key check: the key's id (never the key)
 
 
 @web.middleware
 async def error_boundary(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Last line of defence: every error leaves in OpenAI format, never as a trace."""
+    """Last line of defence: every error leaves in the client's format (:func:`error_for_request`), never as a trace."""
     try:
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return from_http_exception(exc, request.path)
+        return from_http_exception(request, exc)
     except Exception:
         log.exception("unhandled_error", extra={"path": request.path})
-        error = ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error")
-        return error_for_path(request.path, error)
+        return error_for_request(request, ApiError(500, "internal error in the proxy; see its log", "server_error", "internal_error"))
 
 
-def redact_error_bodies(recorder: Recorder) -> Middleware:
-    """The redaction pass over every error body a client gets (streams' error events are ours, never echoed).
+def redact_answers(recorder: Recorder) -> Middleware:
+    """The redaction pass over every whole body a client gets: errors, and answers (a provider may
+    echo its key in a 200 too); a stream's events get the same pass as they are relayed
+    (:class:`router.clients.relay.StreamRelay`).
 
     It uses the recorder's redactor of the moment: a config reload may bring new secrets.
     """
@@ -47,7 +50,7 @@ def redact_error_bodies(recorder: Recorder) -> Middleware:
     async def redact(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = await handler(request)
         redactor = recorder.redactor
-        if redactor and response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+        if redactor and isinstance(response, web.Response) and isinstance(response.body, bytes):
             response.body = redactor.bytes(response.body)
         return response
 
@@ -58,8 +61,10 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
     """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
 
     The key may come as ``Authorization: Bearer``, as ``x-api-key`` (Anthropic's clients) or as a
-    Gemini client sends it, ``x-goog-api-key`` or ``?key=`` (never logged: the log line has the path only)."""
+    Gemini client sends it, ``x-goog-api-key`` or ``?key=`` (never logged: the log line has the path only).
+    A request let through carries the id of the key it matched (``CLIENT_ID_KEY``): its sessions are its own."""
     keys = [k.encode() for k in api_keys]
+    ids = [client_key_id(k) for k in api_keys]
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -84,7 +89,8 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                     "authentication_error",
                     "invalid_api_key",
                 )
-                return error_for_path(request.path, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
+                return error_for_request(request, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
+            request[CLIENT_ID_KEY] = ids[matched.index(True)]
         return await handler(request)
 
     return auth

@@ -1,7 +1,10 @@
 """The x-router-* response headers (ARCHITECTURE §9), from one place.
 
 Computed when the response head is sent: by upstream-forward just before a
-stream is prepared, by the edge for every other response.
+stream is prepared, by the edge for every other response. Every value passes
+:func:`~router.core.redaction.header_value` here: some carry what a client or a
+provider wrote (the tools a translation dropped), and one control character in
+a header makes the HTTP writer drop the connection instead of answering.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from router.contract.context import RequestContext
+from router.core.redaction import header_value
 
 
 def overhead_ms(ctx: RequestContext) -> float:
@@ -43,4 +47,4 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-dropped"] = upstream.dropped_text
     ctx.overhead_ms = overhead_ms(ctx)
     headers["x-router-overhead-ms"] = f"{ctx.overhead_ms:.2f}"
-    return headers
+    return {name: header_value(value) for name, value in headers.items()}

@@ -4,10 +4,12 @@ Everything a client can get wrong about a body is answered here with an
 OpenAI error object, never a 5xx:
 
 * a content type other than JSON ⇒ 415;
-* a ``Content-Encoding`` aiohttp cannot decode (gzip/deflate that is not) ⇒ 400
-  (gzip and deflate bodies are decoded by aiohttp as they are read, within
-  the size limit; ``br``/``zstd`` are refused before the handler, see
-  :mod:`router.http.framing_errors`);
+* a gzip or deflate body that is not one — bytes that do not decode, or a
+  stream that stops before its end (a gzip body without its trailer, which
+  holds the checksum and the length: the body was cut short) ⇒ 400. Bodies
+  are decoded here, as they are read, within the size limit (the app turns
+  aiohttp's own decoding off: it accepts a gzip stream cut anywhere);
+  ``br``/``zstd`` ⇒ 415;
 * larger than ``server.max_body_mb`` (after decoding) ⇒ 413;
 * not read completely within ``server.body_timeout_seconds`` ⇒ 408 (a
   trickling or stalled upload no longer holds a connection and its memory);
@@ -19,6 +21,7 @@ Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -58,16 +61,73 @@ async def read_checked_json_body(request: web.Request, limits: BodyLimits, check
         )
     if request.content_length is not None and request.content_length > limits.max_bytes:
         return dataclasses.replace(_too_large(limits.max_bytes), close_connection=True)  # not read: no keep-alive
+    coding = content_coding(request.headers.get("Content-Encoding", ""))
+    if isinstance(coding, ApiError):
+        return dataclasses.replace(coding, close_connection=True)  # not read: no keep-alive
     try:  # a body that is already in (most are) arms no timer
-        raw = await within_timeout(_read_bytes(request, limits.max_bytes), limits.timeout_seconds)
-    except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError) as exc:
+        raw = await within_timeout(_read_bytes(request, limits.max_bytes, coding), limits.timeout_seconds)
+    except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError, zlib.error, BodyCutShort) as exc:
         # The rest of the body is never read, so the connection cannot carry another request.
         return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
     return parse_checked_json_body(raw, limits.max_depth, check)
 
 
-async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
-    """The whole body (decoded) as one bytes object; ``HTTPRequestEntityTooLarge`` past ``max_bytes``.
+# aiohttp's own decoding of request bodies is off (create_app's handler_args): this module decodes.
+SERVER_HANDLER_ARGS = {"auto_decompress": False}
+GZIP, DEFLATE = "gzip", "deflate"
+
+
+class BodyCutShort(Exception):
+    """A compressed body ended before its compressed stream did."""
+
+
+def content_coding(header: str) -> str | None | ApiError:
+    """``gzip``, ``deflate``, None (as sent), or the 415 for a coding the proxy does not decode.
+
+    A label nobody defines is taken as no coding, as aiohttp took it: the body is then what it is."""
+    label = header.strip().lower()
+    if label in (GZIP, "x-gzip"):
+        return GZIP
+    if label == DEFLATE:
+        return DEFLATE
+    if label in ("br", "zstd"):
+        return invalid_request("unsupported Content-Encoding: send identity, gzip or deflate", code="unsupported_content_encoding", status=415)
+    return None
+
+
+class _Decoder:
+    """A gzip or deflate body decoded chunk by chunk, never past ``room`` bytes out.
+
+    ``end`` raises :class:`BodyCutShort` unless the compressed stream ended (a gzip member's
+    trailer read). Concatenated gzip members are one body, as gzip itself reads them; deflate
+    without its zlib header is read raw, as aiohttp did (some clients send it so)."""
+
+    def __init__(self, coding: str) -> None:
+        self.coding = coding
+        self.inflate: Any = None
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        out: list[bytes] = []
+        while data:
+            if self.inflate is None or (self.inflate.eof and self.coding == GZIP):
+                self.inflate = zlib.decompressobj(31 if self.coding == GZIP else 15 if data[0] & 0xF == 8 else -15)
+            elif self.inflate.eof:
+                raise zlib.error("data after the end of the deflate stream")
+            out.append(self.inflate.decompress(data, room + 1))
+            room -= len(out[-1])
+            if room < 0:
+                break  # past the limit: the caller refuses the body
+            data = self.inflate.unused_data
+        return b"".join(out)
+
+    def end(self) -> None:
+        if self.inflate is None or not self.inflate.eof:
+            raise BodyCutShort(f"the {self.coding} body ends before its compressed stream does (no trailer: it was cut short)")
+
+
+async def _read_bytes(request: web.Request, max_bytes: int, coding: str | None = None) -> bytes:
+    """The whole body, decoded from ``coding``, as one bytes object; ``HTTPRequestEntityTooLarge`` past
+    ``max_bytes`` (decoded); ``zlib.error`` or :class:`BodyCutShort` for a body that is no ``coding``.
 
     aiohttp's ``request.read()`` grows a bytearray chunk by chunk and copies it into
     bytes at the end: three copies of the body (~0.7 M instructions on a 224 KB one).
@@ -82,11 +142,16 @@ async def _read_bytes(request: web.Request, max_bytes: int) -> bytes:
         raise_limit(max_bytes)
     chunks: list[bytes] = []
     size = 0
+    decoder = _Decoder(coding) if coding is not None else None
     while chunk := await content.readany():
+        if decoder is not None:
+            chunk = decoder.feed(chunk, max_bytes - size)
         size += len(chunk)
         if size > max_bytes:
             raise web.HTTPRequestEntityTooLarge(max_bytes, size)
         chunks.append(chunk)
+    if decoder is not None:
+        decoder.end()
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
@@ -100,6 +165,8 @@ def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) ->
             status=408,
         )
     encoding = request.headers.get("Content-Encoding", "")[:40]
+    if isinstance(exc, BodyCutShort):
+        return invalid_request(str(exc), code="invalid_content_encoding")
     return invalid_request(
         f"the request body could not be read as sent (Content-Encoding {encoding!r} that does not match the bytes, or broken framing)",
         code="invalid_content_encoding",
@@ -171,6 +238,9 @@ def _too_large(max_bytes: int) -> ApiError:
     )
 
 
+LARGE_BODY_BYTES = 4 * 1024 * 1024  # an agent's usual body is well below: 50 KB – 1 MB
+
+
 class BodyBudget:
     """Bytes of request bodies held by the requests in flight, all together (``server.max_bodies_in_flight_mb``).
 
@@ -186,6 +256,8 @@ class BodyBudget:
         self.max_bytes = max_bytes
         self.per_body_bytes = per_body_bytes
         self.held = 0
+        # bodies of LARGE_BODY_BYTES or more given back since the start: what server.memory.MemoryReturn watches
+        self.released_large = 0
 
     def reserve(self, request: web.Request) -> int | ApiError:
         """The bytes reserved for this request, or the 503 to answer when they do not fit."""
@@ -203,6 +275,8 @@ class BodyBudget:
 
     def release(self, reserved: int) -> None:
         self.held -= reserved
+        if reserved >= LARGE_BODY_BYTES:
+            self.released_large += reserved
 
 
 BUSY_HEADERS = {"Retry-After": "1"}

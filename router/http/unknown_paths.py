@@ -13,7 +13,7 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import error_for_path
+from router.http.errors import error_for_request, messages_shaped
 from router.wire.gemini.paths import is_gemini_path
 from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
@@ -70,9 +70,17 @@ def known_api(path: str) -> tuple[str, str] | None:
     return served[:2] if served is not None else KNOWN_APIS.get(key)
 
 
-def not_served(method: str, path: str) -> web.Response:
-    """The 404 for ``method path``: what is supported, and which API the path is when we know it."""
+def not_served(request: web.BaseRequest) -> web.Response:
+    """The 404 for the request's method and path: what is supported, and which API the path is when
+    we know it; in the Anthropic shape for a Messages-shaped request (:func:`error_for_request`), and a
+    400 for one at the wrong depth (see below)."""
+    method, path = request.method, request.path
     key = _as_v1(path)
+    status = 404
+    if key in SERVED_APIS and messages_shaped(path, request.headers):
+        # A Messages client whose base URL is off by a /v1: Claude Code shows any 404 as "There's an issue
+        # with the selected model" and never the message; a 400's message it prints, so the fix is seen.
+        status = 400
     if is_gemini_path(path):
         what = (
             f"{method} {path} is not an endpoint of pinch-router's Gemini API: it serves POST /v1beta/models/{{model}}:generateContent, "
@@ -86,12 +94,12 @@ def not_served(method: str, path: str) -> web.Response:
         what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
     else:
         what = f"{method} {path} is not an endpoint of pinch-router"
-    return error_for_path(path, invalid_request(
+    return error_for_request(request, invalid_request(
         f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
         "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
         "Anthropic and Gemini clients at http://<host>:<port>.",
         code="not_found",
-        status=404,
+        status=status,
     ))
 
 
@@ -106,7 +114,7 @@ def unknown_paths(metrics: Metrics) -> Middleware:
         label = api[0] if api else OTHER
         metrics.unknown_paths.labels(label).inc()
         log.warning("unknown_path", extra={"method": request.method, "path": request.path[:MAX_LOGGED_PATH], "api": label})
-        return not_served(request.method, request.path)
+        return not_served(request)
 
     return guard
 

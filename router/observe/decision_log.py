@@ -41,7 +41,7 @@ COLUMNS = (
     "completion_tokens", "total_tokens", "overhead_ms", "stream_error",
     "requested_max_tokens", "sent_max_tokens",
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
-    "wire_in", "wire_out", "wire_dropped", "pinch_restored",
+    "wire_in", "wire_out", "wire_dropped", "pinch_restored", "model_family", "classifier_reason",
 )  # fmt: skip
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})

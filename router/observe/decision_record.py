@@ -38,8 +38,10 @@ class Decision:
     category: str | None = None
     tier: int | None = None  # as classified
     source: str | None = None  # classifier | override | fallback | cached
+    classifier_reason: str = ""  # the classifier's few words on why (its answer's optional `reason`)
     routed_tier: int | None = None
     escalation: str = ""
+    model_family: str = ""  # the family the requested name matched and its tier hint (routing.model_families), empty when none
     model: str | None = None  # the model that answered; None when none did (candidates and attempts say who was tried)
     provider: str | None = None
     candidates: tuple[str, ...] = ()
@@ -111,8 +113,10 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         category=classification.task_category if classification else None,
         tier=classification.task_tier if classification else None,
         source=str(classification.source) if classification else None,
+        classifier_reason=classification.reason if classification else "",
         routed_tier=route.tier if route else None,
         escalation=route.escalation if route else "",
+        model_family=route.family if route else "",
         model=upstream.model if upstream else None,
         provider=upstream.provider if upstream else None,
         candidates=tuple(c.model for c in route.candidates) if route else (),
@@ -143,7 +147,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
         wire_in=ctx.view.wire,
         wire_out=upstream.wire_out if upstream else None,
-        wire_dropped=upstream.dropped_text if upstream else "",
+        wire_dropped=clip(upstream.dropped_text, 1000) if upstream else "",
     )
 
 

@@ -39,6 +39,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from router.core.results import Outcome
@@ -106,6 +107,10 @@ class Metrics:
         self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
         self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
         self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r, multiprocess_mode="livesum")
+        self.connections_open = Gauge("pinch_router_connections_open", "Client connections open", registry=r, multiprocess_mode="livesum")
+        self.connections_closed = Counter(
+            "pinch_router_connections_closed", "Client connections the proxy closed itself, by reason (head_timeout, evicted_at_cap, refused_at_cap)", ["reason"], registry=r
+        )
         if MULTIPROCESS_DIR_ENV not in os.environ:
             self.tasks.set_function(_task_count)
 
@@ -218,6 +223,14 @@ def _count_at_once(counter: Any, amount: float = 1) -> None:
 
 def _time_at_once(histogram: Any, seconds: float) -> None:
     histogram.observe(seconds)
+
+
+def use_multiprocess_metrics() -> None:
+    """In a worker forked from the ``--workers`` supervisor, once ``PROMETHEUS_MULTIPROC_DIR`` is set:
+    the metrics it makes from now on write to that directory. prometheus-client picks its value
+    class once, as it is imported (in the supervisor, before the directory existed); this is its own
+    choice made again, before any metric of the worker's is made."""
+    values.ValueClass = values.get_value_class()
 
 
 async def sample_worker_gauges(metrics: Metrics, every_seconds: float = 1.0) -> None:

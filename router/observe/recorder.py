@@ -11,6 +11,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from aiohttp import web
+
 from router.core.redaction import Redactor
 from router.observe.decision_log import DecisionLog, OutcomeUpdate
 from router.observe.decision_record import CLIENT_CLOSED, Decision
@@ -108,3 +110,7 @@ def _foreign_texts(d: Decision) -> list[str | None]:
         *(s.detail for s in d.stages),
         *(reason for r in d.rejected for reason in r.reasons),
     ]
+
+
+# The app's recorder: its redactor is the one of the moment (a reload may bring new secrets).
+RECORDER_KEY = web.AppKey("recorder", Recorder)

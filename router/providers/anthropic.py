@@ -20,6 +20,7 @@ from typing import Any
 
 from router.config import ProviderSettings
 from router.core.content import Message
+from router.core.redaction import header_value
 from router.translate.chat_to_messages import chat_to_messages_body
 from router.wire.anthropic_messages.blocks import blocks_of
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
@@ -45,7 +46,7 @@ def anthropic_headers(api_key: str | None, client_headers: Mapping[str, str] | N
     for name in FORWARDED_CLIENT_HEADERS:
         value = client_headers.get(name) if client_headers is not None else None
         if value is not None:
-            headers[name] = value
+            headers[name] = header_value(value)
     headers.setdefault("anthropic-version", DEFAULT_VERSION)
     if api_key:
         headers["x-api-key"] = api_key

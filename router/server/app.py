@@ -26,7 +26,6 @@ from router.http.endpoints import (
     BODY_BUDGET_KEY,
     CONFIG_KEY,
     CURRENT_CONFIG_KEY,
-    RECORDER_KEY,
     STATE_KEY,
     count_gemini_tokens,
     count_message_tokens,
@@ -38,14 +37,16 @@ from router.http.endpoints import (
     post_outcome,
     prometheus_metrics,
 )
-from router.http.framing_errors import answer_framing_errors_as_api_errors
-from router.http.guards import client_auth, error_boundary, redact_error_bodies
-from router.http.request_body import BodyBudget
+from router.http.connections import ConnectionGuard
+from router.http.framing_errors import use_proxy_request_handler
+from router.http.guards import client_auth, error_boundary, redact_answers
+from router.http.request_body import LARGE_BODY_BYTES, SERVER_HANDLER_ARGS, BodyBudget
 from router.http.unknown_paths import root, unknown_paths
 from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
-from router.observe.recorder import Recorder
+from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
+from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
 from router.state.session_store import LocalStore, SessionStore, redis_store
 from router.wire import adapters
@@ -99,6 +100,7 @@ async def create_app(
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
+    memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
         live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
     except Exception:
@@ -110,8 +112,10 @@ async def create_app(
     llm.router.add_post("/completions", chain_end)
 
     app = web.Application(
-        middlewares=[redact_error_bodies(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        middlewares=[redact_answers(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
+        # every server of the app, the test server's too
+        handler_args={**SERVER_HANDLER_ARGS, "keepalive_timeout": config.server.keepalive_timeout_seconds},
     )
     app[CONFIG_KEY] = config
     app[HTTP_KEY] = http
@@ -121,6 +125,7 @@ async def create_app(
     app[CURRENT_CONFIG_KEY] = lambda: live.config
     app[OPEN_STREAMS_KEY] = OpenStreams()
     app.router.add_get("/", root)  # HEAD too
+    app.router.add_get("/api/hello", root)  # HEAD too: Claude Code's reachability probe (HEAD /api/hello)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)
@@ -143,7 +148,12 @@ async def create_app(
         endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
         endpoint.router.add_post(braces + rest if braces else "", chain_end)
         app.add_subapp(prefix, endpoint)
-    answer_framing_errors_as_api_errors(app, lambda error: metrics.refused.labels(error.code).inc())
+    server = config.server  # connection settings are the process's (a reload does not change them)
+    use_proxy_request_handler(
+        app,
+        lambda error: metrics.refused.labels(error.code).inc(),
+        lambda: ConnectionGuard(server.head_timeout_seconds, server.max_connections, lambda why: metrics.connections_closed.labels(why).inc(), metrics.connections_open.set),
+    )
     app[STATE_KEY] = state
 
     async def connect_state(_: web.Application) -> None:
@@ -154,6 +164,14 @@ async def create_app(
 
     app.on_startup.append(connect_state)
     app.on_cleanup.append(close_state)
+
+    async def return_memory(_: web.Application) -> AsyncIterator[None]:
+        trimming = asyncio.get_running_loop().create_task(memory.run(), name="memory-return")
+        yield
+        trimming.cancel()
+        await asyncio.gather(trimming, return_exceptions=True)
+
+    app.cleanup_ctx.append(return_memory)
 
     if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`
 

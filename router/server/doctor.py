@@ -42,6 +42,9 @@ log = logging.getLogger("pinch_router.doctor")
 
 # Model lists are cheap: a provider that does not answer within this is reported down.
 LIST_TIMEOUT_SECONDS = 5.0
+# What `pinch-router mock-upstream`'s model lists carry (router.tools.mock_upstream.MOCK_HEADER; the
+# server never imports the tools): a provider that sends it is the mock, which answers every model.
+MOCK_HEADER = "x-pinch-router-mock"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +103,9 @@ def _normalise(name: str) -> str:
     return name if ":" in name else f"{name}:latest"  # Ollama's implicit tag
 
 
-async def _available_models(http: aiohttp.ClientSession, provider: ProviderSettings) -> tuple[str, set[str]]:
-    """(the URL asked, the model names it lists); raises ValueError with a readable reason."""
+async def _available_models(http: aiohttp.ClientSession, provider: ProviderSettings) -> tuple[str, set[str] | None]:
+    """(the URL asked, the model names it lists — None when it is the mock upstream, which serves any);
+    raises ValueError with a readable reason."""
     adapter = provider_adapter(provider)
     url = adapter.models_url(provider)
     try:
@@ -109,10 +113,13 @@ async def _available_models(http: aiohttp.ClientSession, provider: ProviderSetti
         async with http.get(url, headers=adapter.headers(provider), timeout=timeout, allow_redirects=False) as response:
             body = await response.read()
             status = response.status
+            is_mock = MOCK_HEADER in response.headers
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ValueError(f"{url}: cannot connect ({type(exc).__name__})") from None
     if status != 200:
         raise ValueError(f"{url} answered {status}: {error_summary(body)}")
+    if is_mock:
+        return url, None
     try:
         listing = orjson.loads(body)
         entries = listing["models"] if provider.api == "ollama" else listing["data"]
@@ -148,6 +155,10 @@ async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list
             findings.append(Finding(f"provider {name}", False, str(listing), f"{start}, or fix its base_url"))
             continue
         url, available = listing
+        if available is None:  # the mock answers every model name: nothing to pull
+            findings.append(Finding(f"provider {name}", True, f"{url}: the upstream is pinch-router mock-upstream (a stand-in; it answers every model)"))
+            findings += [Finding(f"model {model}", True, f"served by the mock upstream at {name}") for model in wanted]
+            continue
         findings.append(Finding(f"provider {name}", True, f"{url}: {len(available)} models"))
         for model in wanted:
             if (_normalise(model) if provider.api == "ollama" else model) in available:

@@ -39,7 +39,7 @@ from aiohttp import web
 from router.server.app import create_app
 from router.config import Config
 from router.clients.drain import OPEN_STREAMS_KEY
-from router.http.endpoints import RECORDER_KEY
+from router.observe.recorder import RECORDER_KEY
 from router.server.live import LIVE_KEY
 from router.observe.logs import LineWriter
 
@@ -137,17 +137,15 @@ class Service:
             await _quietly(runner.cleanup())
             path = self.config.decision_log.path
             raise StartupError(f"cannot open the decision log {path}: {error} (set decision_log.path or --state-dir)") from None
-        site = web.TCPSite(runner, self.options.host, self.options.port, reuse_port=self.options.reuse_port or None)
+        server = self.config.server
+        ensure_open_files(server.max_connections + self.config.upstream.max_connections)
+        # a burst of connections waits in the kernel's queue rather than being dropped (aiohttp's default is 128)
+        site = web.TCPSite(runner, self.options.host, self.options.port, reuse_port=self.options.reuse_port or None, backlog=server.max_connections)
         try:
             await site.start()
         except OSError as error:
             await _quietly(runner.cleanup())
-            # asyncio's bind error repeats the address in its text; the errno's own words are the cause
-            reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
-            raise StartupError(
-                f"cannot listen on {self.options.host}:{self.options.port}: {reason.lower()} "
-                "(set server.port, --port or $PINCH_ROUTER_PORT)"
-            ) from None
+            raise StartupError(f"{cannot_listen(self.options.host, self.options.port, error)} (set server.port, --port or $PINCH_ROUTER_PORT)") from None
 
     def _on_stop_signal(self) -> None:
         self.stop_signals += 1
@@ -214,6 +212,33 @@ class Service:
             self._reload(app, "config file changed")
 
 
+# Besides the client and upstream connections: the decision log, Redis, the config, stderr, the loop's own.
+SPARE_FILES = 128
+
+
+def ensure_open_files(connections: int) -> None:
+    """Raise the process's soft limit on open files to hold ``connections`` sockets and the rest
+    (up to the hard limit, which only root can raise); a warning says when even that is short."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return
+    needed = connections + SPARE_FILES
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning(
+            "open_files_limit",
+            extra={"detail": f"the open-files limit is {soft}, below the {needed} that server.max_connections and upstream.max_connections need; lower them or raise the limit (ulimit -n)"},
+        )
+
+
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()
@@ -231,3 +256,10 @@ async def _quietly(cleanup: Awaitable[None]) -> None:
         await cleanup
     except Exception:  # start-up already failed: its one line says why, not this
         pass
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """One line for a failed bind: ``cannot listen on 127.0.0.1:8787: address already in use``."""
+    # asyncio's bind error repeats the address in its text; the errno's own words are the cause
+    reason = error.strerror if isinstance(error, socket.gaierror) else os.strerror(error.errno) if error.errno else str(error)
+    return f"cannot listen on {host}:{port}: {str(reason).lower()}"

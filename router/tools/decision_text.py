@@ -123,8 +123,10 @@ def decision_fields(row: Row) -> list[Field]:
     fields.append(("session", (f"{session} ({row.get('session_source')})" if session else "-") + f"   requested model {requested}"))
     if row.get("category") is not None or row.get("routed_tier") is not None:
         escalation = f" ({row['escalation']})" if row.get("escalation") else ""
+        escalation = (f" (model family {row['model_family']})" if row.get("model_family") else "") + escalation
+        said = f" ({row['classifier_reason']})" if row.get("classifier_reason") else ""
         fields.append(
-            ("class", f"{row.get('category')}, tier {row.get('tier')}, source {row.get('source')}; routed tier {row.get('routed_tier')}{escalation}")
+            ("class", f"{row.get('category')}, tier {row.get('tier')}, source {row.get('source')}{said}; routed tier {row.get('routed_tier')}{escalation}")
         )
     if row.get("model"):
         fields.append(("model", f"{row['model']} via {row.get('provider') or '-'}"))

@@ -22,22 +22,37 @@ from typing import Any
 import orjson
 
 # Shell tools by the names agents give them, best first: Claude Code's Bash,
-# Codex's shell / shell_command / exec_command (its name depends on the version).
+# Codex's shell / shell_command / exec_command (its name depends on the version). A tool by
+# another name is a shell tool when its schema requires a command (see :func:`shell_tool`).
 SHELL_TOOL_NAMES = ("bash", "shell", "shell_command", "exec_command", "local_shell", "run_command", "terminal")
 COMMAND_ARGUMENT_NAMES = ("command", "cmd", "commands", "script")
+# Tools that list a directory, called when no shell tool is offered: Gemini CLI's list_directory
+# (in -p mode it offers no shell), and the like. Their path is the workspace: ".".
+LISTING_TOOLS = ("list_directory", "list_dir", "list_files", "ls")
+PATH_ARGUMENT_SUFFIXES = ("path", "dir", "directory")
 LIST_FILES = "ls"
 # What the shell-tool calls of one user turn run by default: one listing, then the answer.
 ONE_LISTING = (LIST_FILES,)
+# Agents that finish by running a command rather than by a text answer, and the command their
+# prompt asks for: mini-swe-agent (2.x; 1.x's before it) ends when one prints this marker.
+SUBMIT_COMMANDS = ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "echo MINI_SWE_AGENT_FINAL_OUTPUT")
 # The tool result quoted in the final answer is cut here: a huge listing should not make a huge answer.
 MAX_QUOTED_RESULT_CHARS = 2000
 
 
 @dataclass(frozen=True, slots=True)
 class FunctionTool:
-    """A tool the client offered: its name and the JSON schema of its arguments."""
+    """A tool the client offered: its name, the JSON schema of its arguments and its description."""
 
     name: str
     schema: dict[str, Any]
+    description: str = ""
+
+    @property
+    def runs_code(self) -> bool:
+        """Codex's code mode (its default model): the shell is ``tools.exec_command`` inside the custom tool
+        ``exec``, which takes JavaScript (a chat model sees it as a function of one string, ``input``)."""
+        return "tools.exec_command(" in self.description and bool(self.schema.get("required") == ["input"] or self.schema == {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +94,45 @@ class MockWire:
     stream_type: Callable[[dict[str, Any]], str] = lambda body: "text/event-stream"
 
 
-def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:
-    """The tool the mock calls: a shell tool if offered (so the agent really runs something), else the first."""
+def shell_tool(tools: list[FunctionTool]) -> FunctionTool | None:
+    """The agent's shell tool: one named as a shell tool is (:data:`SHELL_TOOL_NAMES`, best first), else
+    the first whose schema requires a command — a required string (or list of strings) property named
+    ``command``, ``cmd``, ``commands`` or ``script`` — whatever the tool is called (Qwen Code's
+    ``run_shell_command``, Cline's ``run_commands``, mini-swe-agent's ``bash``)."""
     for wanted in SHELL_TOOL_NAMES:
         for tool in tools:
             if tool.name.lower() == wanted:
                 return tool
-    return tools[0] if tools else None
+    return next((tool for tool in tools if _requires_a_command(tool.schema) or tool.runs_code), None)
+
+
+def _requires_a_command(schema: dict[str, Any]) -> bool:
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    for name in COMMAND_ARGUMENT_NAMES:
+        prop = properties.get(name)
+        if name not in required or not isinstance(prop, dict):
+            continue
+        items = prop.get("items") if isinstance(prop.get("items"), dict) else {}
+        if prop.get("type") == "string" or (prop.get("type") == "array" and items.get("type") == "string"):
+            return True
+    return False
+
+
+def pick_tool(tools: list[FunctionTool]) -> FunctionTool | None:
+    """The tool the mock calls: the shell tool if offered (so the agent really runs something), else a
+    tool that lists a directory (:data:`LISTING_TOOLS`), else the first."""
+    return shell_tool(tools) or listing_tool(tools) or (tools[0] if tools else None)
+
+
+def listing_tool(tools: list[FunctionTool]) -> FunctionTool | None:
+    """A tool that lists a directory (:data:`LISTING_TOOLS`), for an agent that offers no shell."""
+    return next((t for t in tools if t.name.lower() in LISTING_TOOLS), None)
+
+
+def submit_command(texts: str) -> str | None:
+    """The command the agent's prompt (``texts``: the request's text, in any shape) says ends its task, if any."""
+    return next((command for command in SUBMIT_COMMANDS if command in texts), None)
 
 
 def example_of(schema: Any, name: str = "", command: str = LIST_FILES) -> Any:
@@ -122,14 +169,18 @@ def example_of(schema: Any, name: str = "", command: str = LIST_FILES) -> Any:
     return example_of(None, name, command)
 
 
-def next_command(commands: tuple[str, ...], results_this_turn: int) -> str | None:
+def next_command(commands: tuple[str, ...], results_this_turn: int, submit: str | None = None) -> str | None:
     """The command of the user turn's next tool call, None once every one has its result.
 
     The mock calls the shell tool with ``commands`` one after another within one user
     turn (``mock-upstream --tool-command``, default one ``ls``), so a real agent runs
     several tool turns and their results pile up in its history, as in a real session.
+    ``submit``: an agent that ends its task with a command (:func:`submit_command`) gets
+    that command after the others, instead of a text answer it would not take as an end.
     """
-    return commands[results_this_turn] if results_this_turn < len(commands) else None
+    if results_this_turn < len(commands):
+        return commands[results_this_turn]
+    return submit if submit is not None and results_this_turn == len(commands) else None
 
 
 def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIST_FILES) -> ToolCall | None:
@@ -137,12 +188,25 @@ def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIS
     tool = pick_tool(tools)
     if tool is None or command is None:
         return None
+    return ToolCall(call_id, tool.name, shell_arguments(tool, command))
+
+
+def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:
+    """The arguments that make ``tool`` run ``command``: valid for its schema, the command where the
+    schema names one; for Codex's code-mode ``exec``, JavaScript that runs it and hands back its output."""
+    if tool.runs_code:
+        script = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(typeof r === \"string\" ? r : JSON.stringify(r));"
+        return {"input": script}
     arguments = example_of(tool.schema, command=command)
-    return ToolCall(call_id, tool.name, arguments if isinstance(arguments, dict) else {})
+    if not isinstance(arguments, dict):
+        return {}
+    if tool.name.lower() in LISTING_TOOLS:  # the workspace, not example_of's "mock dir_path": the agent really lists it
+        return {k: ("." if k.lower().endswith(PATH_ARGUMENT_SUFFIXES) else v) for k, v in arguments.items()}
+    return arguments
 
 
 def quoting_tool_result(text: str, result: str) -> str:
-    """The final answer: the mock's text and what the tool said (as the chat mock does)."""
+    """The final answer: the mock's text and what the tool said, its first 2,000 characters (every mock API alike)."""
     return f"{text} (tool said: {result[:MAX_QUOTED_RESULT_CHARS]})"
 
 

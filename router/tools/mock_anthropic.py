@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from router.wire.anthropic_messages.errors import error_type
+from router.tools.pinch_measures import as_cached
 from router.wire.anthropic_messages.thinking import binds_thinking
 from router.tools.mock_answers import (
     ONE_LISTING,
@@ -138,11 +139,13 @@ _BOUND = b"\x01"  # a bound signature: this byte, the prefix digest, then the se
 
 def prefix_digest(body: dict[str, Any], message: int, block: int) -> bytes:
     """What a thinking block at ``(message, block)`` is bound to: ``system``, ``tools``, the messages
-    before it and the blocks before it in its own, without ``cache_control`` (16 bytes)."""
+    before it and the blocks before it in its own, as a prefix cache compares them (16 bytes)."""
     messages = body.get("messages") or []
     own = _blocks(messages[message].get("content"))[:block] if message < len(messages) else []
     prefix = [body.get("system"), body.get("tools"), messages[:message], own]
-    return hashlib.sha256(orjson.dumps(without_cache_control(prefix), option=orjson.OPT_SORT_KEYS)).digest()[:16]
+    # as a prefix cache compares it: cache_control left out, a string content the one text block it stands for
+    # (Claude Code sends its environment block as blocks, then as a string on later turns)
+    return hashlib.sha256(orjson.dumps(as_cached(prefix), option=orjson.OPT_SORT_KEYS)).digest()[:16]
 
 
 def bound_seal(text: str, digest: bytes) -> str:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -67,8 +66,6 @@ from router.wire.gemini.parts import (
 )
 from router.wire.gemini.view import response_text
 
-# Gemini CLI's tool for listing files, called when no shell tool is offered (its shell tool needs approval).
-LISTING_TOOLS = ("list_directory",)
 
 
 def error_body(status: int, message: str) -> dict[str, Any]:
@@ -157,21 +154,12 @@ def _tools(body: dict[str, Any]) -> list[FunctionTool]:
     return out
 
 
-def _pick_first(tools: list[FunctionTool]) -> list[FunctionTool]:
-    """Gemini CLI's listing tool first when there is no shell tool among them (call_tool prefers a shell)."""
-    listing = [t for t in tools if t.name in LISTING_TOOLS]
-    return listing + [t for t in tools if t not in listing]
-
-
 def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> ScriptedAnswer:
     contents = field(body, CONTENTS) or []
     start = current_turn_start(contents)
     results = [r for content in contents[start + 1 :] for p in parts_of(content) if (r := function_response(p)) is not None]
-    tools = _pick_first(_tools(body))
+    tools = _tools(body)
     call = call_tool(tools, f"call_mock_{len(contents)}_0", next_command(commands, len(results)))
-    if call is not None and call.name in LISTING_TOOLS:
-        # its directory, not example_of's "mock dir_path": the agent really lists the workspace
-        call = replace(call, arguments={k: ("." if k.endswith(("path", "dir")) else v) for k, v in call.arguments.items()})
     generation = field(body, GENERATION)
     if call is not None:
         scripted = ScriptedAnswer(tool_call=call)

@@ -84,9 +84,9 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     items after the last user message; else the text (JSON for ``text.format``)."""
     items = _items(body)
     last_user = max((i for i, item in enumerate(items) if item.get("role") == "user"), default=-1)
-    outputs = [item for item in items[last_user + 1 :] if item.get("type") == "function_call_output"]
+    outputs = [item for item in items[last_user + 1 :] if item.get("type") in ("function_call_output", "custom_tool_call_output")]
     tool_choice = body.get("tool_choice")
-    tools = _function_tools(body.get("tools"))
+    tools = _function_tools(_offered(body))
     if tool_choice == "none":
         tools = []
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
@@ -113,7 +113,11 @@ def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[st
         if ENCRYPTED_REASONING in (body.get("include") or []):
             reasoning["encrypted_content"] = seal(scripted.reasoning)
         items.append(reasoning)
-    if scripted.tool_call is not None:
+    if scripted.tool_call is not None and scripted.tool_call.name in _custom_names(body):
+        call = scripted.tool_call  # a custom (freeform) tool takes its input as raw text
+        items.append({"id": f"ctc_mock_{n}", "type": "custom_tool_call", "status": "completed", "call_id": call.id, "name": call.name,
+                      "input": str(call.arguments.get("input", ""))})  # fmt: skip
+    elif scripted.tool_call is not None:
         call = scripted.tool_call
         items.append(
             {"id": f"fc_mock_{n}", "type": "function_call", "status": "completed", "call_id": call.id, "name": call.name, "arguments": call.arguments_json}
@@ -154,6 +158,10 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
             middle += [{"type": "response.reasoning_summary_text.delta", **where, "delta": piece} for piece in chunks(part["text"], 16)]
             middle.append({"type": "response.reasoning_summary_text.done", **where, "text": part["text"]})
             middle.append({"type": "response.reasoning_summary_part.done", **where, "part": part})
+    elif item["type"] == "custom_tool_call":
+        opened = {**item, "status": "in_progress", "input": ""}
+        middle = [{"type": "response.custom_tool_call_input.delta", **at, "delta": piece} for piece in chunks(item["input"], 7)]
+        middle.append({"type": "response.custom_tool_call_input.done", **at, "input": item["input"]})
     elif item["type"] == "function_call":
         opened = {**item, "status": "in_progress", "arguments": ""}
         middle = [{"type": "response.function_call_arguments.delta", **at, "delta": piece} for piece in chunks(item["arguments"], 7)]
@@ -234,15 +242,37 @@ def _output_text(output: Any) -> str:
     return ""
 
 
+def _offered(body: dict[str, Any]) -> list[Any]:
+    """``tools`` and those of ``additional_tools`` items (Codex on its default model), the ``functions`` namespace opened."""
+    tools = list(body.get("tools") or []) if isinstance(body.get("tools"), list) else []
+    tools += [t for item in _items(body) if item.get("type") == "additional_tools" for t in item.get("tools") or []]
+    opened: list[Any] = []
+    for tool in tools:
+        if isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == "functions":
+            opened += tool.get("tools") or []
+        else:
+            opened.append(tool)
+    return opened
+
+
+CUSTOM_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+
+
+def _custom_names(body: dict[str, Any]) -> set[str]:
+    return {t["name"] for t in _offered(body) if isinstance(t, dict) and t.get("type") == "custom" and isinstance(t.get("name"), str)}
+
+
 def _function_tools(tools: Any) -> list[FunctionTool]:
-    """Function tools only: ``namespace``, ``web_search`` and other built-in types are not the client's to run."""
+    """Function and custom tools (a custom one as a function of its ``input``): ``namespace``, ``web_search`` and
+    other built-in types are not the client's to run."""
     if not isinstance(tools, list):
         return []
     return [
-        FunctionTool(t["name"], t.get("parameters") if isinstance(t.get("parameters"), dict) else {})
+        FunctionTool(t["name"], CUSTOM_SCHEMA if t["type"] == "custom" else t.get("parameters") if isinstance(t.get("parameters"), dict) else {},
+                     str(t.get("description") or ""))
         for t in tools
-        if isinstance(t, dict) and t.get("type") == "function" and isinstance(t.get("name"), str)
-    ]
+        if isinstance(t, dict) and t.get("type") in ("function", "custom") and isinstance(t.get("name"), str)
+    ]  # fmt: skip
 
 
 WIRE = MockWire("openai-responses", error_body, request_error, answer, message, events)

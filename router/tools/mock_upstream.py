@@ -37,9 +37,10 @@ from aiohttp import web
 from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import ONE_LISTING, SHELL_TOOL_NAMES, FunctionTool, MockWire, example_of, next_command, pick_tool
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
+from router.tools.mock_classifier import classification
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +56,10 @@ class Behaviour:
     cut_after_events: int | None = None  # drop the connection after N events
     malformed_after_events: int | None = None  # send one broken event after N events
     text: str = "Hello from the mock upstream."
-    # The answer when the request asks for JSON (response_format): a valid
-    # classification for the default categories, so the mock can also serve
-    # as the classifier in benchmarks and demos.
-    json_text: str = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+    # The answer when the request asks for JSON (response_format, Ollama's format): None ⇒ a classifier
+    # prompt is answered from the turn's words (mock_classifier), so the mock serves as the classifier
+    # in benchmarks and demos, and any other request with DEFAULT_JSON.
+    json_text: str | None = None
     # The usage object to report instead of the generated one (e.g. with cache accounting).
     usage: dict[str, Any] | None = None
     # What the shell-tool calls of one user turn run, one call per command, before the answer (next_command).
@@ -108,8 +109,14 @@ class Received:
     query: dict[str, str] = field(default_factory=dict)  # e.g. Claude Code's ?beta=true
 
 
+# The header the mock's model lists carry, so `pinch-router doctor` knows it for the mock it is.
+MOCK_HEADER = "x-pinch-router-mock"
+
+
 class MockUpstream:
-    """``record=False`` keeps no copy of the requests (``received`` stays empty): the
+    """``identify``: the model lists (``/api/tags``, ``/v1/models``) carry :data:`MOCK_HEADER`, so
+    ``doctor`` says the upstream is the mock instead of failing on its model list; tests that stand
+    it in for a real Ollama turn it off. ``record=False`` keeps no copy of the requests (``received`` stays empty): the
     served ``pinch-router mock-upstream`` has nobody to read them, and keeping every
     request grew it by ~150 KB per 62 KB request (600 MB in one proxy benchmark),
     slowing it down for whichever target a benchmark measured last. ``record_dir`` writes
@@ -122,8 +129,10 @@ class MockUpstream:
         record: bool = True,
         record_dir: Path | None = None,
         prompt_cache: SimulatedPromptCache | None = None,
+        identify: bool = True,
     ) -> None:
         self.default = default or Behaviour()
+        self.identity = {MOCK_HEADER: "mock-upstream"} if identify else {}
         self.record = record
         self.record_dir = record_dir
         self._record_numbers = itertools.count(1)
@@ -188,7 +197,7 @@ class MockUpstream:
             {"name": name, "model": name, "modified_at": "2026-01-01T00:00:00Z", "size": 0, "digest": "0" * 64, "details": details}
             for name in self.ollama_models
         ]
-        return web.json_response({"models": models})
+        return web.json_response({"models": models}, headers=self.identity)
 
     async def ollama_pull(self, request: web.Request) -> web.StreamResponse:
         """Any model pulls at once: Ollama's progress stream (NDJSON) ending in ``success``; ``stream: false`` gets only that."""
@@ -294,7 +303,7 @@ class MockUpstream:
         problem = ollama_request_error(body)
         if problem is not None:
             return web.json_response({"error": problem}, status=400)
-        text = behaviour.json_text if body.get("format") == "json" else behaviour.text
+        text = json_answer(body, behaviour) if body.get("format") == "json" else behaviour.text
         lines = ollama_answer(body, text, behaviour.tool_commands, behaviour.thinking)
         if body.get("stream") is False:
             return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
@@ -318,7 +327,7 @@ class MockUpstream:
         return web.json_response({"object": "list", "model": body.get("model"), "data": data})
 
     async def models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]})
+        return web.json_response({"object": "list", "data": [{"id": "mock", "object": "model"}]}, headers=self.identity)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
@@ -332,7 +341,7 @@ class MockUpstream:
                 {"error": {"message": f"mock error {behaviour.status}", "type": "mock", "param": None, "code": str(behaviour.status)}}
             )
             return web.Response(status=behaviour.status, body=payload, headers=behaviour.headers, content_type="application/json")
-        text = behaviour.json_text if _wants_json(body) else behaviour.text
+        text = json_answer(body, behaviour) if _wants_json(body) else behaviour.text
         if behaviour.usage is None and self.prompt_cache is not None:
             behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
         if body.get("stream"):
@@ -401,6 +410,21 @@ def hashed_bag_of_words(text: str) -> list[float]:
     return vector
 
 
+# A valid classification for the default categories: the JSON answer to anything but a classifier prompt.
+DEFAULT_JSON = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+
+
+def json_answer(body: dict[str, Any], behaviour: Behaviour) -> str:
+    """The answer to a request for JSON: the behaviour's, else a classification of the turn's words
+    when the request is the proxy's classifier prompt (:mod:`mock_classifier`), else :data:`DEFAULT_JSON`."""
+    if behaviour.json_text is not None:
+        return behaviour.json_text
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    user = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "user")
+    return classification(system, user) or DEFAULT_JSON
+
+
 def _wants_json(body: dict[str, Any]) -> bool:
     response_format = body.get("response_format")
     return isinstance(response_format, dict) and response_format.get("type") in ("json_object", "json_schema")
@@ -412,7 +436,8 @@ def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | N
     messages = body.get("messages") or []
     if not body.get("tools") or not messages:
         return None
-    return next_command(commands, len(_turn_results(messages)))
+    prompts = "".join(str(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") in ("system", "user"))
+    return next_command(commands, len(_turn_results(messages)), submit_command(prompts))
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -423,14 +448,19 @@ def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
-    """A shell tool, when one is offered, called with valid arguments (``command``), as the Anthropic and
-    Responses mocks do, so an agent really runs it; else the first two tools, with ``{"n": i}``."""
+    """The agent's shell tool (:func:`shell_tool`: by its name or its schema), else its directory-listing
+    tool (:func:`listing_tool`: Gemini CLI's in -p mode), when one is offered, called with valid
+    arguments (``command``; the workspace), as the Anthropic and Responses mocks do, so an agent really
+    runs it; else the first two tools, with ``{"n": i}`` (parallel calls, for the relay's tests)."""
     functions = [t["function"] for t in body["tools"] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
-    offered = [FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}) for f in functions if isinstance(f.get("name"), str)]
-    shell = pick_tool(offered)
-    if shell is not None and shell.name.lower() in SHELL_TOOL_NAMES:
+    offered = [
+        FunctionTool(f["name"], f.get("parameters") if isinstance(f.get("parameters"), dict) else {}, str(f.get("description") or ""))
+        for f in functions if isinstance(f.get("name"), str)
+    ]  # fmt: skip
+    shell = shell_tool(offered) or listing_tool(offered)
+    if shell is not None:
         # json, not orjson: a schema may hold numbers beyond 64 bits (the fuzzed transcripts do)
-        arguments = json.dumps(example_of(shell.schema, command=command), separators=(",", ":"), ensure_ascii=False)
+        arguments = json.dumps(shell_arguments(shell, command), separators=(",", ":"), ensure_ascii=False)
         return [{"id": f"call_mock_{len(body['messages'])}_0", "type": "function", "function": {"name": shell.name, "arguments": arguments}}]
     names = [f["name"] for f in functions][:2]
     # ids unique in the conversation (a client answers each call by its id), as a real model's are
@@ -452,7 +482,7 @@ def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_
         finish = "tool_calls"
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
     return chat_completion("chatcmpl-mock", 0, model, message, finish, _usage(body, 7))
@@ -557,7 +587,7 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
         lines.append(line({"tool_calls": calls}))
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = f"{text} (tool said: {results[-1].get('content')})" if results else text
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
         words = reply.split(" ")
         lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
     prompt = len(orjson.dumps(body.get("messages", []))) // 4

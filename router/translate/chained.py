@@ -60,29 +60,29 @@ class ChainedStream:
         return (self.outer.feed(middle) if middle else b"") + self.outer.finish()
 
 
-def messages_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(MessagesToChatTranslator(ids), OllamaChatTranslator(ids))
+def messages_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(MessagesToChatTranslator(ids, system_anywhere), OllamaChatTranslator(ids))
 
 
-def responses_to_messages(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids), ChatToMessagesTranslator(ids))
+def responses_to_messages(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), ChatToMessagesTranslator(ids))
 
 
-def responses_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids), OllamaChatTranslator(ids))
+def responses_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), OllamaChatTranslator(ids))
 
 
-def gemini_to_messages(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(GeminiToChat(ids), ChatToMessagesTranslator(ids))
+def gemini_to_messages(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(GeminiToChat(ids, system_anywhere), ChatToMessagesTranslator(ids))
 
 
-def gemini_to_ollama_native(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(GeminiToChat(ids), OllamaChatTranslator(ids))
+def gemini_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(GeminiToChat(ids, system_anywhere), OllamaChatTranslator(ids))
 
 
-def messages_to_gemini(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(MessagesToChatTranslator(ids), ChatToGemini(ids))
+def messages_to_gemini(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(MessagesToChatTranslator(ids, system_anywhere), ChatToGemini(ids))
 
 
-def responses_to_gemini(ids: AnswerIds) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids), ChatToGemini(ids))
+def responses_to_gemini(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), ChatToGemini(ids))

@@ -34,11 +34,13 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import answer_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.adapter import GEMINI_ADAPTER
+from router.wire.gemini.answers import answer_problem as gemini_answer_problem
 from router.wire.gemini.parts import SKIP_SIGNATURE, function_call, is_thought, parts_of, text_of
+from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
 
 NO_RESULT = "(no result)"
@@ -60,21 +62,25 @@ class ChatToGemini:
 
     dropped: tuple[str, ...] = ()
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # Gemini's system is systemInstruction: nothing to place
         self.model = ""
         self.created = ids.created
         self.chunk_id = f"chatcmpl-{ids.token}"
         self.call_ids = f"call_{ids.token[:12]}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        chat = orjson.loads(body)
+        chat = request_object(body)
         self.model = candidate.model
         tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []
         self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))
         return orjson.dumps(chat_to_gemini_body(chat))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(gemini_to_chat_completion(answer_object(body), self.model, self.chunk_id, self.created, self.call_ids))
+        answer = answer_object(body)
+        problem = gemini_answer_problem(answer)
+        if problem is not None:
+            raise MalformedAnswer(f"not a Gemini answer: {problem}")
+        return orjson.dumps(gemini_to_chat_completion(answer, self.model, self.chunk_id, self.created, self.call_ids))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
@@ -268,17 +274,8 @@ def gemini_to_chat_completion(answer: dict[str, Any], model: str, completion_id:
         message["reasoning_content"] = "".join(reasoning)
     if calls:
         message["tool_calls"] = calls
-    completion: dict[str, Any] = {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": _finish(candidate, bool(calls), "promptFeedback" in answer)}],
-    }
-    usage = chat_usage(answer.get("usageMetadata"))
-    if usage is not None:
-        completion["usage"] = usage
-    return completion
+    finish = _finish(candidate, bool(calls), "promptFeedback" in answer)
+    return chat_completion(completion_id, created, model, message, finish, chat_usage(answer.get("usageMetadata")))
 
 
 class GeminiToChatSse(SseTranslator):

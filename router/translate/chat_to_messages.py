@@ -20,12 +20,13 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.json_values import answer_object, request_object, tool_arguments, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
 from router.wire.openai_chat.answer import chat_completion
+from router.wire.anthropic_messages.validation import answer_problem as messages_answer_problem
 
 # Sent when an OpenAI-chat client set no output limit and the model has none configured (Anthropic requires one).
 FALLBACK_MAX_TOKENS = 8192
@@ -34,13 +35,13 @@ FALLBACK_MAX_TOKENS = 8192
 class ChatToMessagesTranslator:
     """An OpenAI chat request to an Anthropic-format provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # Anthropic's system is top-level: nothing to place
         self.model = ""
         self.dropped: tuple[str, ...] = ()
         self.ids = ids
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        chat = orjson.loads(body)
+        chat = request_object(body)
         self.model = candidate.model
         tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []  # only function tools go over
         self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))
@@ -48,7 +49,11 @@ class ChatToMessagesTranslator:
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(message_to_chat_completion(answer_object(body), self.model, self.ids.created))
+        message = answer_object(body)
+        problem = messages_answer_problem(message)
+        if problem is not None:
+            raise MalformedAnswer(f"not an Anthropic message: {problem}")
+        return orjson.dumps(message_to_chat_completion(message, self.model, self.ids.created))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
@@ -187,7 +192,7 @@ def message_to_chat_completion(message: dict[str, Any], model: str, created: int
         elif kind == "thinking":
             reasoning.append(str(block.get("thinking", "")))
         elif kind == "tool_use":
-            calls.append({"id": block.get("id", ""), "type": "function", "function": {"name": block.get("name", ""), "arguments": orjson.dumps(block.get("input", {})).decode()}})
+            calls.append({"id": str(block.get("id", "")), "type": "function", "function": {"name": str(block.get("name", "")), "arguments": tool_arguments(block.get("input", {}))}})
     reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
     if reasoning:
         reply["reasoning_content"] = "".join(reasoning)
@@ -225,7 +230,7 @@ class MessagesToChatStream:
         if kind == "message_start":
             message = event.get("message") if isinstance(event.get("message"), dict) else {}
             self.chunk_id = f"chatcmpl-{message.get('id', 'pinch')}"
-            self.usage.update(message.get("usage") or {})
+            self.usage.update(_object(message.get("usage")))
             return [self._chunk({"role": "assistant", "content": ""})]
         if kind == "content_block_start":
             block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
@@ -249,8 +254,8 @@ class MessagesToChatStream:
                 return [self._chunk({"tool_calls": [{"index": position, "function": {"arguments": delta.get("partial_json", "")}}]})]
             return []
         if kind == "message_delta":
-            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            stop = (event.get("delta") or {}).get("stop_reason")
+            self.usage.update({k: v for k, v in _object(event.get("usage")).items() if v is not None})
+            stop = _object(event.get("delta")).get("stop_reason")
             return [self._chunk({}, FINISH_REASONS.get(stop, "stop"))]
         if kind == "message_stop":
             return self.finish()
@@ -271,6 +276,11 @@ class MessagesToChatStream:
             out.append(b"data: " + orjson.dumps(usage_chunk) + b"\n\n")
         out.append(b"data: [DONE]\n\n")
         return out
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """A field the provider should have sent as an object, or {} when it sent something else."""
+    return value if isinstance(value, dict) else {}
 
 
 class AnthropicToChatSse(SseTranslator):

@@ -25,8 +25,8 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
-from router.translate.json_values import tool_input
-from router.translate.protocol import AnswerIds, StreamBroken
+from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
 
@@ -154,7 +154,7 @@ class OllamaChatTranslator:
 
     dropped: tuple[str, ...] = ()
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # a chat client's own messages keep their places
         self.model = ""
         self.created = ids.created
         # the answer's own call ids: "call_0" in every answer made a session's calls share ids, which a
@@ -162,13 +162,15 @@ class OllamaChatTranslator:
         self.call_ids = f"call_{ids.token[:12]}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        chat = orjson.loads(body)
+        chat = request_object(body)
         self.model = str(chat.get("model") or "")
         return orjson.dumps(native_request(chat, candidate.context_window))
 
     def response(self, body: bytes) -> bytes:
-        answer = orjson.loads(body)
-        message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
+        answer = answer_object(body)
+        message = answer.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+            raise MalformedAnswer("not an Ollama chat answer: no message whose content is text")
         calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
         if isinstance(message.get("thinking"), str) and message["thinking"]:

@@ -71,6 +71,8 @@ class ResponseFrame:
     response_id: str
     created_at: int
     request: dict[str, Any]  # the client's Responses body
+    # the request's custom (freeform) tools: a chat call of one comes back as a custom_tool_call item
+    custom_tools: frozenset[str] = frozenset()
 
     def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None, model: Any = None, **extra: Any) -> dict[str, Any]:
         body = self.request
@@ -142,6 +144,36 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
     return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
 
 
+def custom_tool_names(request: dict[str, Any]) -> frozenset[str]:
+    """The custom (freeform) tools a Responses request offers: in ``tools`` or an ``additional_tools``
+    item, at the top or in the ``functions`` namespace (as :mod:`router.translate.responses_to_chat` reads them)."""
+    tools = list(request.get("tools") or []) if isinstance(request.get("tools"), list) else []
+    items = request.get("input") if isinstance(request.get("input"), list) else []
+    tools += [t for item in items if isinstance(item, dict) and item.get("type") == "additional_tools" for t in item.get("tools") or []]
+    names: set[str] = set()
+    while tools:
+        tool = tools.pop()
+        if isinstance(tool, dict) and tool.get("type") == "custom" and isinstance(tool.get("name"), str):
+            names.add(tool["name"])
+        elif isinstance(tool, dict) and tool.get("type") == "namespace" and tool.get("name") == "functions":
+            tools += tool.get("tools") or []
+    return frozenset(names)
+
+
+def _custom_input(arguments: str) -> str:
+    """A custom tool's raw input from the chat call's arguments (``{"input": …}``; anything else as it came)."""
+    try:
+        parsed = orjson.loads(arguments) if arguments else {}
+    except orjson.JSONDecodeError:
+        return arguments
+    value = parsed.get("input") if isinstance(parsed, dict) else None
+    return value if isinstance(value, str) else arguments
+
+
+def _custom_item(item_id: str, call_id: str, name: str, tool_input: str, status: str = "completed") -> dict[str, Any]:
+    return {"id": item_id, "type": "custom_tool_call", "status": status, "call_id": call_id, "name": name, "input": tool_input}
+
+
 def completion_to_response(completion: Any, frame: ResponseFrame) -> dict[str, Any] | None:
     """A chat completion as a ``response`` object; None when it is not a completion (no ``choices[0].message``)."""
     if not isinstance(completion, dict):
@@ -168,7 +200,11 @@ def completion_to_response(completion: Any, frame: ResponseFrame) -> dict[str, A
         if not isinstance(function, dict):
             continue
         call_id = call.get("id") if isinstance(call.get("id"), str) else frame.item_id("call", n)
-        output.append(_call_item(frame.item_id("fc", n), call_id, str(function.get("name", "")), str(function.get("arguments") or "")))
+        name, arguments = str(function.get("name", "")), str(function.get("arguments") or "")
+        if name in frame.custom_tools:
+            output.append(_custom_item(frame.item_id("ctc", n), call_id, name, _custom_input(arguments)))
+        else:
+            output.append(_call_item(frame.item_id("fc", n), call_id, name, arguments))
     status, extra = _status(choice.get("finish_reason") if choice else None)
     return frame.response(status, output, responses_usage(completion.get("usage")), completion.get("model"), **extra)
 
@@ -331,27 +367,36 @@ class ChatStreamTranslator:
             events += self._close_reasoning() + self._close_text()
             n = self._next_index()
             call_id = call.get("id") if isinstance(call.get("id"), str) else self.frame.item_id("call", n)
-            open_call = _OpenCall(n, self.frame.item_id("fc", n), call_id, str(function.get("name") or ""))
+            name = str(function.get("name") or "")
+            custom = name in self.frame.custom_tools
+            open_call = _OpenCall(n, self.frame.item_id("ctc" if custom else "fc", n), call_id, name)
             self.calls[index] = open_call
-            item = _call_item(open_call.item_id, call_id, open_call.name, "", "in_progress")
-            events.append(self._event("response.output_item.added", output_index=n, item=item))
+            opened = _custom_item(open_call.item_id, call_id, name, "", "in_progress") if custom else _call_item(open_call.item_id, call_id, name, "", "in_progress")
+            events.append(self._event("response.output_item.added", output_index=n, item=opened))
         elif isinstance(function.get("name"), str) and not open_call.name:
             open_call.name = function["name"]
         fragment = function.get("arguments")
         if isinstance(fragment, str) and fragment:
             open_call.arguments.append(fragment)
-            at = {"item_id": open_call.item_id, "output_index": open_call.output_index}
-            events.append(self._event("response.function_call_arguments.delta", **at, delta=fragment))
+            if open_call.name not in self.frame.custom_tools:  # a custom tool's input is known once its JSON is whole
+                at = {"item_id": open_call.item_id, "output_index": open_call.output_index}
+                events.append(self._event("response.function_call_arguments.delta", **at, delta=fragment))
         return events
 
     def _close_calls(self) -> list[Event]:
         events: list[Event] = []
         for call in sorted(self.calls.values(), key=lambda c: c.output_index):
             arguments = "".join(call.arguments)
-            item = _call_item(call.item_id, call.call_id, call.name, arguments)
-            self.output[call.output_index] = item
             at = {"item_id": call.item_id, "output_index": call.output_index}
-            events.append(self._event("response.function_call_arguments.done", **at, name=call.name, arguments=arguments))
+            if call.name in self.frame.custom_tools:
+                tool_input = _custom_input(arguments)
+                item = _custom_item(call.item_id, call.call_id, call.name, tool_input)
+                events.append(self._event("response.custom_tool_call_input.delta", **at, delta=tool_input))
+                events.append(self._event("response.custom_tool_call_input.done", **at, input=tool_input))
+            else:
+                item = _call_item(call.item_id, call.call_id, call.name, arguments)
+                events.append(self._event("response.function_call_arguments.done", **at, name=call.name, arguments=arguments))
+            self.output[call.output_index] = item
             events.append(self._event("response.output_item.done", output_index=call.output_index, item=item))
         self.calls.clear()
         return events

@@ -24,7 +24,7 @@ its id (``call_<token>_<n>`` when the provider gave none), the finish reason (``
 calls; ``MAX_TOKENS``; ``SAFETY``) and ``usageMetadata`` with ``cachedContentTokenCount`` and
 ``thoughtsTokenCount`` when the provider reported them. A stream comes back as SSE chunks: text and
 thoughts as they arrive, each call whole once its arguments are (Gemini never splits one), the
-finish reason and usage in the last chunk.
+finish reason and usage in the last chunk (with an empty text part when it has nothing else).
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ import orjson
 
 from router.core.content import Message, content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, tool_input
+from router.translate.chat_shape import strict_chat_messages
+from router.translate.json_values import answer_object, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
@@ -66,6 +67,7 @@ from router.wire.gemini.parts import (
 )
 from router.wire.gemini.view import includes_thoughts, response_text
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 # generationConfig's fields a chat body has, by their two spellings
 _SAMPLING = (
@@ -85,7 +87,8 @@ _SCHEMA_ONLY_GEMINI = frozenset({"propertyOrdering", "property_ordering", "nulla
 class GeminiToChat:
     """A Gemini request to an OpenAI-chat provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.model = ""
         self.reasoning = self.thoughts = False
         self.dropped: tuple[str, ...] = ()
@@ -93,14 +96,20 @@ class GeminiToChat:
         self.call_ids = f"call_{ids.token[:12]}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        gemini = orjson.loads(body)
+        gemini = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.thoughts = includes_thoughts(gemini)
         self.dropped = dropped_by_chat(gemini)
-        return orjson.dumps(gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning))
+        chat = gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
-        return orjson.dumps(chat_completion_to_gemini(answer_object(body), self.model, self.response_id, self.call_ids, self.thoughts))
+        completion = answer_object(body)
+        problem = chat_answer_problem(completion)
+        if problem is not None:
+            raise MalformedAnswer(f"not a chat completion: {problem}")
+        return orjson.dumps(chat_completion_to_gemini(completion, self.model, self.response_id, self.call_ids, self.thoughts))
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM
@@ -298,7 +307,10 @@ def _call_part(call: dict[str, Any], call_ids: str, position: int) -> dict[str, 
 
 
 def _response(parts: list[dict[str, Any]], model: str, response_id: str, finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    """One ``GenerateContentResponse``. Its content always has a part: a stream's last chunk after text (or an
+    answer with nothing to say) has an empty text part, as Gemini 3's last chunk does — the google-genai
+    SDK's ``Chat`` drops a turn from its history when any chunk's content has no parts."""
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts or [{"text": ""}]}, "index": 0}
     if finish is not None:
         candidate["finishReason"] = finish
     out: dict[str, Any] = {"candidates": [candidate]}

@@ -1,10 +1,13 @@
-"""JSON values the translations read alike: a call's arguments as an object, an answer's body as an object. Pure."""
+"""JSON values the translations read alike: a request's body, a call's arguments and an answer's body as objects. Pure."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
+
+from router.core.json_body import loads
+from router.translate.protocol import MalformedAnswer
 
 
 def tool_input(arguments: Any) -> dict[str, Any]:
@@ -20,7 +23,29 @@ def tool_input(arguments: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"arguments": arguments}
 
 
+def tool_arguments(value: Any) -> str:
+    """A ``tool_use`` input as chat's arguments (JSON text); text, which no input should be, as it
+    came (:func:`tool_input`'s way back): the client's tool refuses it as it would refuse the model's
+    own broken arguments."""
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
 def answer_object(raw: bytes) -> dict[str, Any]:
-    """A provider's whole answer as a JSON object ({} when it is another JSON value)."""
-    value = orjson.loads(raw)
+    """A provider's whole answer as a JSON object ({} when it is another JSON value);
+    :class:`~router.translate.protocol.MalformedAnswer` when it is not JSON."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise MalformedAnswer(f"not JSON ({len(raw)} bytes)") from None
+    return value if isinstance(value, dict) else {}
+
+
+def request_object(raw: bytes) -> dict[str, Any]:
+    """The body a client's wire adapter wrote for a translation to read, as a JSON object.
+
+    It holds every number as the client wrote it (:mod:`router.core.json_body`), and orjson
+    refuses one that no double holds (``1e400``): such a body is read again keeping those as
+    written, so the translation carries them on as a pass-through would, instead of failing.
+    """
+    value = loads(raw)
     return value if isinstance(value, dict) else {}

@@ -26,8 +26,9 @@ import orjson
 
 from router.core.content import Message, content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.chat_shape import strict_chat_messages
+from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
@@ -38,12 +39,14 @@ from router.wire.anthropic_messages.blocks import (
 from router.wire.anthropic_messages.errors import PING_EVENT, anthropic_event
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 
 class MessagesToChatTranslator:
     """An Anthropic Messages request to an OpenAI-chat provider, and its answer back (one request)."""
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.model = ""
         self.input_tokens = 0
         self.reasoning = False
@@ -53,16 +56,22 @@ class MessagesToChatTranslator:
         self.message_id = f"msg_{ids.token}"
 
     def request(self, body: bytes, candidate: Candidate) -> bytes:
-        messages_body = orjson.loads(body)
+        messages_body = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
         # the prompt as sent, after pinch: a chat stream reports usage only at its end, message_start needs it now
         self.input_tokens = count_input_tokens(messages_body)
-        return orjson.dumps(messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning))
+        chat = messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
+        completion = answer_object(body)
+        problem = chat_answer_problem(completion)
+        if problem is not None:
+            raise MalformedAnswer(f"not a chat completion: {problem}")
         return orjson.dumps(
-            chat_completion_to_message(answer_object(body), self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
+            chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
         )
 
     def streams(self, content_type: str) -> bool:

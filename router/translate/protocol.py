@@ -68,5 +68,16 @@ class StreamBroken(Exception):
     """The provider reported an error inside a stream it had started."""
 
 
+class MalformedAnswer(StreamBroken):
+    """The provider's answer, or an event of its stream, is none its wire format allows (a
+    completion without choices, a message whose content is no list of blocks).
+
+    ``response`` raises it for a whole answer: the exchange makes it the attempt's failure (the
+    next candidate answers, else the client gets the error in its own format). A stream
+    translator's ``feed`` raises it as the :class:`StreamBroken` it is: before the first byte the
+    next candidate, after it the client's stream-error event.
+    """
+
+
 class Untranslatable(LookupError):
     """No translator from the client's wire format to the provider's."""

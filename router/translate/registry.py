@@ -31,7 +31,9 @@ from router.wire.gemini.parts import GEMINI
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 
-TRANSLATORS: dict[tuple[str, str], Callable[[AnswerIds], Translator]] = {
+# Each made with the answer's ids and whether the provider takes system messages anywhere
+# (providers.<name>.system_messages; else a translation to chat sends one, leading: translate/chat_shape.py).
+TRANSLATORS: dict[tuple[str, str], Callable[[AnswerIds, bool], Translator]] = {
     (OPENAI_CHAT, OLLAMA_CHAT): OllamaChatTranslator,
     (ANTHROPIC_MESSAGES, OPENAI_CHAT): MessagesToChatTranslator,
     (OPENAI_CHAT, ANTHROPIC_MESSAGES): ChatToMessagesTranslator,
@@ -48,11 +50,11 @@ TRANSLATORS: dict[tuple[str, str], Callable[[AnswerIds], Translator]] = {
 }
 
 
-def translator(client_wire: str, provider_wire: str, ids: AnswerIds) -> Translator | None:
+def translator(client_wire: str, provider_wire: str, ids: AnswerIds, *, system_anywhere: bool = False) -> Translator | None:
     """None for a pass-through (the same format); else the pair's translator (:class:`Untranslatable` if none)."""
     if client_wire == provider_wire:
         return None
     make = TRANSLATORS.get((client_wire, provider_wire))
     if make is None:
         raise Untranslatable(f"no translation from {client_wire} to {provider_wire}")
-    return make(ids)
+    return make(ids, system_anywhere)

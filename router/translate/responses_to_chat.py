@@ -20,8 +20,15 @@ Conversation, in order:
   their ``encrypted_content`` only means something to the provider that made it.
   Other item types a chat request cannot express are dropped and reported.
 
-Fields: function tools are kept, other tool types (``namespace``,
-``web_search``, …, which the client cannot run through a chat model) are
+Fields: function tools are kept, and so are ``custom`` (freeform) tools, as a function of one
+string argument ``input`` — Codex on its default model offers its shell only as the custom tool
+``exec`` (JavaScript that calls ``tools.exec_command``), inside an ``additional_tools`` input item,
+in the ``functions`` namespace: those tools are read from there too, the namespace ``functions``
+opened (its tools are called by their own names). A ``custom_tool_call`` item goes to chat as a
+call with arguments ``{"input": …}``, its ``custom_tool_call_output`` as the tool message, and a
+chat call of a custom tool comes back as a ``custom_tool_call`` item
+(:func:`router.translate.chat_to_responses.custom_tool_names`). Other tool types (``namespace``s
+but ``functions``, ``web_search``, …, which the client cannot run through a chat model) are
 dropped and reported in :attr:`ChatTranslation.dropped`; ``tool_choice``,
 ``parallel_tool_calls`` (only with tools left), ``text.format`` →
 ``response_format``, ``max_output_tokens`` → ``max_tokens``, ``reasoning.effort``
@@ -45,9 +52,13 @@ from router.translate.chat_to_responses import (
     ResponseFrame,
     chat_chunks,
     completion_to_response,
+    custom_tool_names,
 )
-from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.chat_shape import strict_chat_messages
+from router.translate.json_values import answer_object, request_object
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 from router.wire.openai_responses.stream import sse_event
 from router.wire.openai_responses.validation import (
     Item,
@@ -72,7 +83,7 @@ def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]
     dropped: list[str] = []
     messages = _messages(body.get("instructions"), items, dropped)
     chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    tools = _function_tools(body.get("tools") or [], dropped)
+    tools = _function_tools(offered_tools(body, items), dropped)
     if tools:
         chat["tools"] = tools
         if "tool_choice" in body:
@@ -110,14 +121,15 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
             message = _message(item)
             messages.append(message)
             calls_open = message["role"] == "assistant"
-        elif kind == "function_call":
-            call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = item["arguments"] if kind == "function_call" else orjson.dumps({"input": str(item.get("input", ""))}).decode()
+            call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
             if not calls_open:
                 messages.append({"role": "assistant", "content": None})
                 calls_open = True
             messages[-1].setdefault("tool_calls", []).append(call)
             unanswered.add(item["call_id"])
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             calls_open = False
             # a call answered already (or never made): a chat server would reject the second answer.
             # Ids are matched per call, not per conversation: some servers reuse ids across turns.
@@ -125,8 +137,9 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
                 dropped.append(f"item function_call_output:{item['call_id']} (no unanswered call with that id)")
                 continue
             unanswered.discard(item["call_id"])
-            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item["output"])})
-        elif kind != "reasoning":
+            output = item.get("output")
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
+        elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
             dropped.append(f"item {kind}")
     return messages
 
@@ -163,15 +176,35 @@ def _text(content: str | list[Any]) -> str:
     return "\n\n".join(texts)
 
 
+def offered_tools(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any]]:
+    """The request's tools: ``tools``, then those of its ``additional_tools`` items (Codex's, on its default model)."""
+    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    for item in items:
+        if item_type(item) == "additional_tools" and isinstance(item.get("tools"), list):
+            tools += [t for t in item["tools"] if isinstance(t, dict)]
+    return tools
+
+
+CUSTOM_INPUT = "input"  # the one argument a custom (freeform) tool is given as a chat function
+
+
 def _function_tools(tools: list[dict[str, Any]], dropped: list[str]) -> list[dict[str, Any]]:
     kept = []
     for tool in tools:
-        if tool.get("type") != "function":
-            name = tool.get("name")
-            dropped.append(f"tool {tool.get('type')}" + (f":{name}" if isinstance(name, str) else ""))
-            continue
-        function = {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
-        kept.append({"type": "function", "function": function})
+        kind, name = tool.get("type"), tool.get("name")
+        if kind == "namespace" and name == "functions" and isinstance(tool.get("tools"), list):
+            kept += _function_tools([t for t in tool["tools"] if isinstance(t, dict)], dropped)
+        elif kind == "custom" and isinstance(name, str):
+            said = tool.get("format") if isinstance(tool.get("format"), dict) else {}
+            described = "the tool's input, as raw text" + (f" ({said.get('syntax')} grammar)" if said.get("type") == "grammar" else "")
+            parameters = {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string", "description": described}}, "required": [CUSTOM_INPUT]}
+            function = {"name": name, "parameters": parameters, **({"description": tool["description"]} if isinstance(tool.get("description"), str) else {})}
+            kept.append({"type": "function", "function": function})
+        elif kind != "function":
+            dropped.append(f"tool {kind}" + (f":{name}" if isinstance(name, str) else ""))
+        else:
+            function = {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
+            kept.append({"type": "function", "function": function})
     return kept
 
 
@@ -200,30 +233,32 @@ class ResponsesToChat:
     wrote (chain's changes included) and keeps it, for the answer to echo.
     """
 
-    def __init__(self, ids: AnswerIds) -> None:
+    def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
         self.ids = ids
+        self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
         self.frame = self._frame({})
         self.dropped: tuple[str, ...] = ()
 
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
-        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body)
+        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
 
     def request(self, body: bytes, candidate: Candidate | None = None) -> bytes:
-        responses = orjson.loads(body)
+        responses = request_object(body)
         parsed = validate_responses_body(responses)  # valid: the edge checked it, the chain kept it so
         self.frame = self._frame(responses)
         translation = responses_to_chat(responses, parsed.items)
         self.dropped = translation.dropped
-        return orjson.dumps(translation.body)
+        chat = translation.body
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        return orjson.dumps(chat)
 
     def response(self, body: bytes) -> bytes:
-        """A whole chat completion as a Responses ``response``; what is no completion passes as it came."""
-        try:
-            completion = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return body
+        """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""
+        completion = answer_object(body)
         response = completion_to_response(completion, self.frame)
-        return body if response is None else orjson.dumps(response)
+        if response is None:
+            raise MalformedAnswer(f"not a chat completion: {chat_answer_problem(completion) or 'no choices[0].message'}")
+        return orjson.dumps(response)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

@@ -31,7 +31,9 @@ The adapter:
   a provider of another format can take (left out unless ``changes.translated`` says the body is
   a translation's source). ``passthrough_dropped(view, changes)``: what of the client's request
   that body leaves out, named for ``x-router-dropped``.
-* the answer: ``read_usage(body)`` for a whole answer (``usage_of`` for one already parsed),
+* the answer: ``answer_problem(answer)``, what makes a provider's whole answer none of the
+  format's (a completion without choices: the attempt fails instead of relaying it), and
+  ``read_usage(body)`` for a whole answer (``usage_of`` for one already parsed),
   ``stream_error(message, code, sent)`` for the event that ends a broken stream after ``sent`` events
   (the Responses API numbers its events: that one is number ``sent``), ``is_usage_only_event``
   (the usage report the proxy asked for on the client's behalf, dropped) and ``is_stream_end``;
@@ -72,6 +74,10 @@ class WireAdapter(Protocol):
     def read_usage(self, body: bytes) -> Usage | None: ...
 
     def usage_of(self, answer: Any) -> Usage | None: ...
+
+    def answer_problem(self, answer: Any) -> str | None:
+        """What makes a provider's whole answer (its parsed JSON) none of this format's, or None."""
+        ...
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes: ...
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
+from router.core.json_body import loads
 from router.core.results import Usage
 
 
@@ -28,8 +27,8 @@ def read_usage(data: bytes) -> Usage | None:
     those are read too.
     """
     try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError:
+        obj = loads(data)  # the Responses API's last event echoes the request, numbers as written
+    except ValueError:
         return None
     return usage_of(obj)
 

@@ -1,12 +1,13 @@
 """Every answer the proxy gives is valid against the providers' own schemas, as a strict client checks it.
 
-Every (client wire, provider wire) pair the proxy serves × (whole answer, stream) × (plain text,
-a tool call), through the app to ``mock-upstream`` on loopback: chat completions and Responses
-answers against the official OpenAI OpenAPI spec (``tests/data/openapi/``), Messages answers
-against the ``anthropic`` SDK's models and its stream accumulator; and the error bodies of every
-wire against its error schema. Stream framing is checked too: SSE ``event:`` names equal each
-event's ``type``, Responses ``sequence_number``s count 0, 1, … and the events come in the order
-the APIs send them.
+Every (client wire, provider wire) pair the proxy serves × (whole answer, stream; a Gemini client's
+stream both as SSE and as Google's JSON array) × (plain text, a tool call), through the app to
+``mock-upstream`` on loopback: chat completions and Responses answers against the official OpenAI
+OpenAPI spec (``tests/data/openapi/``), Messages answers against the ``anthropic`` SDK's models and
+its stream accumulator, Gemini answers against the ``google-genai`` SDK's types and its own stream
+reader; and the error bodies of every wire against its error schema. Stream framing is checked too:
+SSE ``event:`` names equal each event's ``type``, Responses ``sequence_number``s count 0, 1, … and
+the events come in the order the APIs send them.
 
 A violation fails the test unless it is on :data:`SPEC_ARTIFACTS`, the short list of places where
 the schema, not the answer, is what is wrong (each entry says why). See docs/conformance.md.
@@ -14,6 +15,7 @@ the schema, not the answer, is what is wrong (each entry says why). See docs/con
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import re
 from collections.abc import Callable
@@ -22,12 +24,14 @@ from typing import Any, get_args
 
 import orjson
 import pytest
+from multidict import CIMultiDict
 
 from router.config import ProviderSettings
 from router.providers import provider_adapter
 from router.translate.registry import TRANSLATORS
 from router.wire import adapters
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
+from router.wire.gemini.parts import GEMINI
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 from router.translate.chat_to_ollama import OLLAMA_CHAT
@@ -36,8 +40,13 @@ from tests.support.conformance import (
     Violation,
     accumulated_message,
     anthropic_violations,
+    chat_history_violations,
+    gemini_violations,
+    google_error_violations,
     openai_violations,
     responses_event_violations,
+    sdk_response,
+    sdk_stream_chunks,
 )
 
 
@@ -88,6 +97,7 @@ PROVIDERS: dict[str, Callable[[str], dict[str, Any]]] = {
     ANTHROPIC_MESSAGES: lambda url: {"base_url": url.removesuffix("/v1"), "api": "anthropic"},
     OLLAMA_CHAT: lambda url: {"base_url": url.removesuffix("/v1"), "api": "ollama", "native_chat": True},
     OPENAI_RESPONSES: lambda url: {"base_url": url, "wire": "openai-responses"},
+    GEMINI: lambda url: {"base_url": url.removesuffix("/v1"), "api": "gemini"},
 }
 
 # --- the clients: path and request body (text, or with a tool the mock then calls) --------------
@@ -95,6 +105,7 @@ PROVIDERS: dict[str, Callable[[str], dict[str, Any]]] = {
 CHAT_TOOL = {"type": "function", "function": {"name": "shell", "description": "Run a command", "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}
 RESPONSES_TOOL = {"type": "function", "name": "shell", "description": "Run a command", "parameters": CHAT_TOOL["function"]["parameters"], "strict": False}
 MESSAGES_TOOL = {"name": "Bash", "description": "Run a command", "input_schema": CHAT_TOOL["function"]["parameters"]}
+GEMINI_TOOL = {"functionDeclarations": [{"name": "shell", "description": "Run a command", "parametersJsonSchema": CHAT_TOOL["function"]["parameters"]}]}
 
 
 def chat_request(stream: bool, tools: bool) -> dict[str, Any]:
@@ -116,11 +127,31 @@ def messages_request(stream: bool, tools: bool) -> dict[str, Any]:
     return body | {"tools": [MESSAGES_TOOL]} if tools else body
 
 
-CLIENTS: dict[str, tuple[str, Callable[[bool, bool], dict[str, Any]]]] = {
-    OPENAI_CHAT: ("/v1/chat/completions", chat_request),
-    OPENAI_RESPONSES: ("/v1/responses", responses_request),
-    ANTHROPIC_MESSAGES: ("/v1/messages", messages_request),
+def gemini_request(stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "list the files"}]}]}
+    return body | {"tools": [GEMINI_TOOL]} if tools else body
+
+
+# The modes an answer comes in: whole, streamed; a Gemini client's stream also as Google's JSON array
+# (``:streamGenerateContent`` without ``?alt=sse``), which the proxy writes itself.
+WHOLE, STREAM, JSON_ARRAY = "whole", "stream", "stream as JSON array"
+
+
+def gemini_path(mode: str, model: str = "auto") -> str:
+    action = {WHOLE: "generateContent", STREAM: "streamGenerateContent?alt=sse", JSON_ARRAY: "streamGenerateContent"}[mode]
+    return f"/v1beta/models/{model}:{action}"
+
+
+CLIENTS: dict[str, tuple[Callable[[str], str], Callable[[bool, bool], dict[str, Any]]]] = {
+    OPENAI_CHAT: (lambda mode: "/v1/chat/completions", chat_request),
+    OPENAI_RESPONSES: (lambda mode: "/v1/responses", responses_request),
+    ANTHROPIC_MESSAGES: (lambda mode: "/v1/messages", messages_request),
+    GEMINI: (gemini_path, gemini_request),
 }
+
+
+def modes(client_wire: str) -> list[str]:
+    return [WHOLE, STREAM, JSON_ARRAY] if client_wire == GEMINI else [WHOLE, STREAM]
 
 PAIRS = [
     (OPENAI_CHAT, OPENAI_CHAT),
@@ -133,6 +164,13 @@ PAIRS = [
     (ANTHROPIC_MESSAGES, OPENAI_CHAT),
     (ANTHROPIC_MESSAGES, ANTHROPIC_MESSAGES),
     (ANTHROPIC_MESSAGES, OLLAMA_CHAT),
+    (OPENAI_CHAT, GEMINI),
+    (OPENAI_RESPONSES, GEMINI),
+    (ANTHROPIC_MESSAGES, GEMINI),
+    (GEMINI, GEMINI),
+    (GEMINI, OPENAI_CHAT),
+    (GEMINI, ANTHROPIC_MESSAGES),
+    (GEMINI, OLLAMA_CHAT),
 ]
 
 
@@ -172,6 +210,35 @@ def test_the_checks_find_what_a_strict_client_refuses_and_excuse_only_the_artifa
     assert [(v.at, v.rule) for v in anthropic_violations(Message, orjson.dumps(message))] == [("/usage/output_tokens", "int_type")]  # strict: no "2" for 2
 
 
+
+def test_the_gemini_checks_find_what_a_strict_client_refuses():
+    from google.genai.types import GenerateContentResponse
+
+    def found(answer: dict[str, Any]) -> list[tuple[str, str]]:
+        return [(v.at, v.rule) for v in gemini_violations(GenerateContentResponse, orjson.dumps(answer))]
+
+    def answer(**candidate: Any) -> dict[str, Any]:
+        return {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "index": 0, **candidate}], "usageMetadata": {"promptTokenCount": 1}}
+
+    assert found(answer(finishReason="STOP")) == []
+    assert found(answer(finish_reason="STOP")) == [("/candidates/0/finish_reason", "extra_forbidden")]  # the wire's camelCase only
+    assert found(answer(finishReason="DONE")) == [("/", "enum")]  # the SDK's enums take any string, with a warning
+    assert found(answer(finishReason="STOP", tokenCount="3")) == [("/candidates/0/tokenCount", "int_type")]  # strict
+    assert found(answer(finishReason="STOP", bogus=1)) == [("/candidates/0/bogus", "extra_forbidden")]
+    assert found(answer() | {"sdkHttpResponse": {"headers": {}}}) == [("/sdkHttpResponse", "sdk_side")]
+    assert found(answer(finishMessage="done")) == [("/candidates/0/finish_message", "dropped_by_sdk")]  # in the type, not read from the Gemini API
+    empty = answer(finishReason="STOP")
+    empty["candidates"][0]["content"]["parts"] = []
+    assert [v.rule for v in chat_history_violations([sdk_response(empty)])] == ["invalid_turn"]
+    assert [v.rule for v in chat_history_violations([sdk_response(answer())])] == ["no_finish_reason"]
+    error = {"error": {"code": 404, "message": "no such model", "status": "NOT_FOUND", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "MODEL_NOT_FOUND", "domain": "pinch-router"}]}}
+    assert google_error_violations(error, 404) == []
+    assert [(v.at, v.rule) for v in google_error_violations(error, 400)] == [("/error/code", "http_status")]
+    error["error"] |= {"status": "INVALID_ARGUMENT"}
+    error["error"]["details"][0]["reason"] = "model_not_found"
+    assert sorted((v.at, v.rule) for v in google_error_violations(error)) == [("/error/details/0/reason", "pattern"), ("/error/status", "const")]
+
+
 # --- running one request through the proxy ------------------------------------------------------
 
 
@@ -183,17 +250,18 @@ class Checked:
     violations: list[Violation]
 
 
-async def serve(proxy, mock_url: str, client_wire: str, provider_wire: str, stream: bool, tools: bool):
+async def serve(proxy, mock_url: str, client_wire: str, provider_wire: str, mode: str, tools: bool):
     model = model_entry("main", provider="up", supports={"tools": True, "vision": False, "json_mode": True})
     client = await proxy(make_config(mock_url, providers={"up": PROVIDERS[provider_wire](mock_url)}, models=[model]))
     path, request = CLIENTS[client_wire]
-    return await client.post(path, json=request(stream, tools))
+    return await client.post(path(mode), json=request(mode != WHOLE, tools))
 
 
 def sse_blocks(raw: bytes) -> list[tuple[str | None, bytes]]:
-    """A stream as (``event:`` name or None, ``data:`` payload) pairs; comments (keep-alives) left out."""
+    """A stream as (``event:`` name or None, ``data:`` payload) pairs; comments (keep-alives) left out.
+    Lines may end in CRLF, as Google's do (SSE allows CRLF, LF and CR)."""
     out = []
-    for block in raw.split(b"\n\n"):
+    for block in raw.replace(b"\r\n", b"\n").split(b"\n\n"):
         name, data = None, []
         for line in block.split(b"\n"):
             if line.startswith(b"event:"):
@@ -283,27 +351,79 @@ def _expect_blocks(message: dict[str, Any], tools: bool) -> list[Violation]:
     return problems + _expect(message["stop_reason"] == ("tool_use" if tools else "end_turn"), "stop_reason", message["stop_reason"])
 
 
+def check_gemini(raw: bytes, mode: str, tools: bool) -> Checked:
+    """A Gemini answer: each response or chunk a strict ``GenerateContentResponse``; a stream's chunks
+    also as the SDK's own SSE reader makes them, and whole or streamed, a turn the SDK's ``Chat`` keeps."""
+    from google.genai.types import GenerateContentResponse
+
+    if mode == WHOLE:
+        problems = gemini_violations(GenerateContentResponse, raw)
+        chunks = [orjson.loads(raw)]
+        if not problems:
+            problems += chat_history_violations([sdk_response(chunks[0])])
+        return Checked(1, problems + _expect_parts(chunks, tools))
+    if mode == STREAM:
+        blocks = sse_blocks(raw)
+        problems = _expect(all(name is None for name, _ in blocks), "SSE event names (Google sends none)", [n for n, _ in blocks])
+        payloads = [data for _, data in blocks]
+    else:
+        array = orjson.loads(raw)  # the whole body is one JSON array of chunks
+        problems = _expect(isinstance(array, list) and array != [], "one JSON array of chunks", str(raw[:80]))
+        payloads = [orjson.dumps(chunk) for chunk in array] if isinstance(array, list) else []
+    problems += [v for data in payloads for v in gemini_violations(GenerateContentResponse, data)]
+    chunks = [orjson.loads(data) for data in payloads]
+    finishing = [n for n, chunk in enumerate(chunks) if any(c.get("finishReason") for c in chunk.get("candidates") or [])]
+    problems += _expect(finishing == [len(chunks) - 1], "finishReason on the last chunk, only", finishing)
+    problems += _expect("usageMetadata" in chunks[-1], "usageMetadata in the last chunk", chunks[-1])
+    if not problems:
+        read = sdk_stream_chunks(raw) if mode == STREAM else [sdk_response(chunk) for chunk in chunks]
+        problems += _expect(len(read) == len(chunks) and not any(isinstance(r, dict) for r in read), "the SDK's SSE reader reads each chunk", len(read))
+        problems += chat_history_violations(read) if not problems else []
+    return Checked(len(chunks), problems + _expect_parts(chunks, tools))
+
+
+def _expect_parts(chunks: list[dict[str, Any]], tools: bool) -> list[Violation]:
+    """The answer's parts over all chunks: a call of the offered tool with its command, or text; a model turn ending in STOP."""
+    candidates = [chunk["candidates"][0] for chunk in chunks if chunk.get("candidates")]
+    problems = _expect(all(c.get("content", {}).get("role") == "model" for c in candidates), "every content's role is model", [c.get("content", {}).get("role") for c in candidates])
+    parts = [part for c in candidates for part in c.get("content", {}).get("parts") or []]
+    calls = [part["functionCall"] for part in parts if "functionCall" in part]
+    text = "".join(part.get("text", "") for part in parts if not part.get("thought"))
+    if tools:
+        problems += _expect(len(calls) == 1 and isinstance(calls[0].get("args", {}).get("command"), str) and text == "", "one functionCall with its args, no text", parts)
+    else:
+        problems += _expect(calls == [] and text.strip() != "", "text, no functionCall", parts)
+    return problems + _expect(candidates[-1].get("finishReason") == "STOP", "finishReason", candidates[-1].get("finishReason"))
+
+
 def _expect(ok: bool, what: str, found: Any) -> list[Violation]:
     return [] if ok else [Violation("the API's behaviour", what, "expected", str(found)[:300])]
 
 
-CHECKS = {OPENAI_CHAT: check_chat, OPENAI_RESPONSES: check_responses, ANTHROPIC_MESSAGES: check_messages}
+CHECKS: dict[str, Callable[[bytes, str, bool], Checked]] = {
+    OPENAI_CHAT: lambda raw, mode, tools: check_chat(raw, mode != WHOLE, tools),
+    OPENAI_RESPONSES: lambda raw, mode, tools: check_responses(raw, mode != WHOLE, tools),
+    ANTHROPIC_MESSAGES: lambda raw, mode, tools: check_messages(raw, mode != WHOLE, tools),
+    GEMINI: check_gemini,
+}
 
 
 def not_excused(violations: list[Violation]) -> list[str]:
     return [str(v) for v in violations if not any(artifact.excuses(v) for artifact in SPEC_ARTIFACTS)]
 
 
-@pytest.mark.parametrize("content", ["text", "tool call"])
-@pytest.mark.parametrize("mode", ["whole", "stream"])
-@pytest.mark.parametrize(("client_wire", "provider_wire"), PAIRS, ids=[f"{c}->{p}" for c, p in PAIRS])
+ANSWERS = [(client, provider, mode, content) for client, provider in PAIRS for mode in modes(client) for content in ("text", "tool call")]
+
+
+@pytest.mark.parametrize(("client_wire", "provider_wire", "mode", "content"), ANSWERS, ids=[f"{c}->{p}-{m}-{t}" for c, p, m, t in ANSWERS])
 async def test_every_answer_is_valid_against_the_clients_schema(proxy, mock_upstream, client_wire, provider_wire, mode, content):
     _, url = mock_upstream
-    stream, tools = mode == "stream", content == "tool call"
-    response = await serve(proxy, url, client_wire, provider_wire, stream, tools)
+    tools = content == "tool call"
+    response = await serve(proxy, url, client_wire, provider_wire, mode, tools)
     assert response.status == 200, await response.text()
     assert response.headers["x-router-wire"] == f"{client_wire}->{provider_wire}"
-    checked = CHECKS[client_wire](await response.read(), stream, tools)
+    assert response.content_type == ("text/event-stream" if mode == STREAM else "application/json")
+    checked = CHECKS[client_wire](await response.read(), mode, tools)
     assert checked.validated > 0
     problems = not_excused(checked.violations)
     assert problems == [], "\n".join(problems)
@@ -326,16 +446,22 @@ class ErrorCase:
     raw: bytes | None = None  # sent as is, instead of a JSON body
     upstream_status: int = 200  # what the mock answers
     server: dict[str, Any] | None = None
-    headers: dict[str, str] | None = None
+    wrong_key: bool = False  # sends a key the server does not take, the way the wire's clients send one
+    model: str | None = None  # the model asked for (in the body, or a Gemini client's path)
+    mode: str = WHOLE
 
+
+# A key the server does not take, sent as each wire's clients send theirs.
+WRONG_KEY = {GEMINI: {"x-goog-api-key": "wrong"}, ANTHROPIC_MESSAGES: {"x-api-key": "wrong"}}
+UNKNOWN_MODEL = "no-such-model"
 
 ERROR_CASES = [
     *(
         case
         for wire in CLIENTS
         for case in (
-            ErrorCase(wire, "unknown model", 404, body={"model": "no-such-model"}),
-            ErrorCase(wire, "no API key", 401, server={"api_keys": ["the-key"]}, headers={}),
+            *(ErrorCase(wire, f"unknown model{'' if mode == WHOLE else f', {mode}'}", 404, model=UNKNOWN_MODEL, mode=mode) for mode in modes(wire)),
+            ErrorCase(wire, "no API key", 401, server={"api_keys": ["the-key"]}, wrong_key=True),
             ErrorCase(wire, "upstream 4xx relayed as it came", 400, provider=wire, upstream_status=400),
             ErrorCase(wire, "upstream 4xx translated", 400, provider=OPENAI_CHAT if wire != OPENAI_CHAT else ANTHROPIC_MESSAGES, upstream_status=400),
             ErrorCase(wire, "no upstream answers", 502, upstream_status=500),
@@ -343,6 +469,7 @@ ERROR_CASES = [
             ErrorCase(wire, "not JSON", 400, raw=b"{not json"),
         )
     ),
+    *(ErrorCase(wire, "a Gemini provider's 4xx translated", 400, provider=GEMINI, upstream_status=400) for wire in CLIENTS if wire != GEMINI),
     ErrorCase(OPENAI_CHAT, "malformed body", 400, body={"messages": None}),
     ErrorCase(OPENAI_CHAT, "unknown path", 404, method="GET", path="/v1/no-such-endpoint"),
     ErrorCase(OPENAI_CHAT, "wrong method", 405, method="GET"),
@@ -350,6 +477,13 @@ ERROR_CASES = [
     ErrorCase(OPENAI_RESPONSES, "state kept on a server", 400, body={"previous_response_id": "resp_1"}),
     ErrorCase(ANTHROPIC_MESSAGES, "malformed body", 400, body={"messages": [{"role": "tool", "content": "x"}]}),
     ErrorCase(ANTHROPIC_MESSAGES, "count_tokens malformed", 400, path="/v1/messages/count_tokens", body={"messages": []}),
+    ErrorCase(GEMINI, "malformed body", 400, body={"contents": 3}),
+    ErrorCase(GEMINI, "malformed body, streamed", 400, body={"contents": [{"role": "model", "parts": []}]}, mode=STREAM),
+    ErrorCase(GEMINI, "unknown model under /v1", 404, path=f"/v1/models/{UNKNOWN_MODEL}:generateContent"),
+    ErrorCase(GEMINI, "unknown model's entry", 404, method="GET", path=f"/v1beta/models/{UNKNOWN_MODEL}"),
+    ErrorCase(GEMINI, "unknown path", 404, method="GET", path="/v1beta/no-such-endpoint"),
+    ErrorCase(GEMINI, "wrong method", 405, method="GET"),
+    ErrorCase(GEMINI, "countTokens malformed", 400, path="/v1beta/models/auto:countTokens", body={"contents": 3}),
 ]
 
 
@@ -360,15 +494,19 @@ async def error_response(proxy, mock, url: str, case: ErrorCase):
     model = model_entry("main", provider="up", supports={"tools": True, "vision": False, "json_mode": True})
     config = make_config(url, providers={"up": PROVIDERS[case.provider](url)}, models=[model], **({"server": case.server} if case.server else {}))
     client = await proxy(config)
-    path, request = CLIENTS[case.client]
-    body = {k: v for k, v in (request(False, False) | (case.body or {})).items() if v is not None}
-    headers = {"Authorization": "Bearer wrong"} if case.headers is not None else None
+    path_of, request = CLIENTS[case.client]
+    path = case.path or (gemini_path(case.mode, case.model or "auto") if case.client == GEMINI else path_of(case.mode))
+    body = request(case.mode != WHOLE, False) | (case.body or {}) | ({"model": case.model} if case.model and case.client != GEMINI else {})
+    body = {k: v for k, v in body.items() if v is not None}
+    headers = WRONG_KEY.get(case.client, {"Authorization": "Bearer wrong"}) if case.wrong_key else None
     if case.raw is not None:
-        return await client.request(case.method, case.path or path, data=case.raw, headers={"Content-Type": "application/json"})
-    return await client.request(case.method, case.path or path, json=body if case.method == "POST" else None, headers=headers)
+        return await client.request(case.method, path, data=case.raw, headers={"Content-Type": "application/json"})
+    return await client.request(case.method, path, json=body if case.method == "POST" else None, headers=headers)
 
 
-def error_violations(client_wire: str, raw: bytes, headers: Any) -> list[Violation]:
+def error_violations(client_wire: str, raw: bytes, headers: Any, status: int) -> list[Violation]:
+    if client_wire == GEMINI:
+        return google_error_violations(orjson.loads(raw), status)
     if client_wire != ANTHROPIC_MESSAGES:
         return openai_violations("ErrorResponse", orjson.loads(raw))
     from anthropic.types.shared import ErrorResponse
@@ -378,37 +516,108 @@ def error_violations(client_wire: str, raw: bytes, headers: Any) -> list[Violati
     return problems + _expect(isinstance(request_id, str) and headers.get("request-id") == request_id, "request_id in body and request-id header", (request_id, headers.get("request-id")))
 
 
+@pytest.mark.parametrize("mode", [WHOLE, STREAM, JSON_ARRAY])
+@pytest.mark.parametrize("content", ["text", "tool call"])
+async def test_mock_upstreams_own_gemini_answers_are_valid_with_thoughts_too(http, mock_upstream, mode, content):
+    """``mock-upstream`` asked directly, as a client pointed at it is answered (its JSON array, which the proxy
+    never asks for, included), with the thought part ``includeThoughts`` adds."""
+    _, url = mock_upstream
+    body = gemini_request(mode != WHOLE, content == "tool call") | {"generationConfig": {"thinkingConfig": {"includeThoughts": True}}}
+    async with http.post(url.removesuffix("/v1") + gemini_path(mode, "gemini-mock"), json=body) as response:
+        assert response.status == 200 and response.content_type == ("text/event-stream" if mode == STREAM else "application/json")
+        raw = await response.read()
+    checked = check_gemini(raw, mode, content == "tool call")
+    assert checked.validated > 0 and not_excused(checked.violations) == []
+    chunks = [orjson.loads(raw)] if mode == WHOLE else [orjson.loads(d) for _, d in sse_blocks(raw)] if mode == STREAM else orjson.loads(raw)
+    assert any(part.get("thought") for chunk in chunks for part in chunk["candidates"][0]["content"]["parts"])
+
+
+@pytest.mark.parametrize("path", ["/v1beta/models/auto:countTokens", "/v1/models/main:countTokens"])
+async def test_a_gemini_count_tokens_answer_is_valid_too(proxy, mock_upstream, path):
+    """``countTokens``, which the proxy answers itself: a strict ``CountTokensResponse``."""
+    from google.genai.types import CountTokensResponse
+
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    response = await client.post(path, json=gemini_request(False, True))
+    assert response.status == 200
+    raw = await response.read()
+    assert not_excused(gemini_violations(CountTokensResponse, raw)) == [] and orjson.loads(raw)["totalTokens"] > 0
+
+
 @pytest.mark.parametrize("case", ERROR_CASES, ids=[f"{c.client}-{c.name}" for c in ERROR_CASES])
 async def test_every_error_body_is_valid_against_the_wires_error_schema(proxy, mock_upstream, case):
     mock, url = mock_upstream
     response = await error_response(proxy, mock, url, case)
     raw = await response.read()
     assert response.status == case.status, raw
-    problems = not_excused(error_violations(case.client, raw, response.headers))
+    assert response.content_type == "application/json"  # a JSON error, also where a stream was asked for
+    problems = not_excused(error_violations(case.client, raw, response.headers, response.status))
+    assert problems == [], "\n".join(problems)
+
+
+# What aiohttp itself refuses while it parses, before any handler: ({path}, status).
+FRAMING = {
+    "header over 8 KB": (b"POST {path} HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 9000 + b"\r\n\r\n", 431),
+    "bad request line": (b"POST {path} HTTP/1.1 xx\r\n\r\n", 400),
+    "brotli body": (b"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}", 415),
+}
+
+
+@pytest.mark.parametrize("framing", list(FRAMING))
+@pytest.mark.parametrize("client_wire", list(CLIENTS))
+async def test_a_framing_error_is_in_the_error_schema_of_the_path_it_came_to(proxy, mock_upstream, client_wire, framing):
+    """aiohttp refuses these before the app sees a request (``router/http/framing_errors.py``); the answer
+    is still the wire's error, by the path in the request line."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    template, status = FRAMING[framing]
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    try:
+        writer.write(template.replace(b"{path}", CLIENTS[client_wire][0](WHOLE).encode()))
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+    head, _, raw = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = CIMultiDict(line.split(": ", 1) for line in lines[1:])
+    assert int(lines[0].split(" ")[1]) == status and headers["Content-Type"].startswith("application/json"), answer[:300]
+    problems = not_excused(error_violations(client_wire, raw, headers, status))
     assert problems == [], "\n".join(problems)
 
 
 BROKEN_STREAMS = [
-    (OPENAI_CHAT, OPENAI_CHAT),
-    (OPENAI_CHAT, ANTHROPIC_MESSAGES),
-    (OPENAI_RESPONSES, OPENAI_CHAT),
-    (OPENAI_RESPONSES, OPENAI_RESPONSES),
-    (ANTHROPIC_MESSAGES, OPENAI_CHAT),
-    (ANTHROPIC_MESSAGES, ANTHROPIC_MESSAGES),
+    (OPENAI_CHAT, OPENAI_CHAT, STREAM),
+    (OPENAI_CHAT, ANTHROPIC_MESSAGES, STREAM),
+    (OPENAI_CHAT, GEMINI, STREAM),
+    (OPENAI_RESPONSES, OPENAI_CHAT, STREAM),
+    (OPENAI_RESPONSES, OPENAI_RESPONSES, STREAM),
+    (OPENAI_RESPONSES, GEMINI, STREAM),
+    (ANTHROPIC_MESSAGES, OPENAI_CHAT, STREAM),
+    (ANTHROPIC_MESSAGES, ANTHROPIC_MESSAGES, STREAM),
+    (ANTHROPIC_MESSAGES, GEMINI, STREAM),
+    (GEMINI, GEMINI, STREAM),
+    (GEMINI, GEMINI, JSON_ARRAY),
+    (GEMINI, OPENAI_CHAT, STREAM),
+    (GEMINI, OPENAI_CHAT, JSON_ARRAY),
 ]
 
 
-@pytest.mark.parametrize(("client_wire", "provider_wire"), BROKEN_STREAMS, ids=[f"{c}->{p}" for c, p in BROKEN_STREAMS])
-async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upstream, client_wire, provider_wire):
+@pytest.mark.parametrize(("client_wire", "provider_wire", "mode"), BROKEN_STREAMS, ids=[f"{c}->{p}-{m}" for c, p, m in BROKEN_STREAMS])
+async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upstream, client_wire, provider_wire, mode):
     """The provider's connection breaks mid-stream: the client's last event is its wire's error event, valid
     like the events before it (a chat ``{"error"}`` chunk is an ``ErrorResponse``; Anthropic's ``error``
-    event has its error's shape; a Responses ``error`` event carries the next ``sequence_number``)."""
+    event has its error's shape; a Responses ``error`` event carries the next ``sequence_number``; Google's
+    is its error object as one more chunk, of the SSE stream or of the JSON array, which stays valid JSON)."""
+    from google.genai.types import GenerateContentResponse
     from router.tools.mock_upstream import Behaviour
 
     mock, url = mock_upstream
     mock.default = Behaviour(cut_after_events=4)
-    response = await serve(proxy, url, client_wire, provider_wire, stream=True, tools=False)
-    blocks = sse_blocks(await response.read())
+    response = await serve(proxy, url, client_wire, provider_wire, mode, tools=False)
+    raw = await response.read()
+    blocks = sse_blocks(raw) if mode == STREAM else [(None, orjson.dumps(chunk)) for chunk in orjson.loads(raw)]
     if client_wire == OPENAI_CHAT:
         assert blocks[-1] == (None, b"[DONE]")
         name, data = blocks[-2]
@@ -419,6 +628,11 @@ async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upst
         events = [orjson.loads(payload) for _, payload in blocks]
         problems = [v for event in events for v in responses_event_violations(event)]
         problems += _expect([e.get("sequence_number") for e in events] == list(range(len(events))), "sequence numbers", [e.get("sequence_number") for e in events])
+    elif client_wire == GEMINI:
+        name, data = blocks[-1]
+        problems = google_error_violations(orjson.loads(data)) + [v for _, chunk in blocks[:-1] for v in gemini_violations(GenerateContentResponse, chunk)]
+        if mode == STREAM:  # the SDK's reader raises on the error chunk, as on Google's own
+            problems += _expect(isinstance(sdk_stream_chunks(raw)[-1], dict), "the SDK reads the last chunk as an error", raw[-200:])
     else:
         from anthropic.types import RawMessageStreamEvent
         from anthropic.types.shared import ErrorResponse
@@ -431,16 +645,16 @@ async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upst
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("mode", ["whole", "stream"])
-@pytest.mark.parametrize("client_wire", list(CLIENTS))
+@pytest.mark.parametrize("mode", [WHOLE, STREAM])
+@pytest.mark.parametrize("client_wire", [wire for wire in CLIENTS if wire != GEMINI])  # Gemini's model is in its path
 async def test_a_request_without_a_model_is_answered_as_auto_on_every_wire(proxy, mock_upstream, client_wire, mode):
     """The real APIs require ``model``; the proxy routes a request without one as ``auto`` (docs/conformance.md),
     and its answer is as valid as any."""
     _, url = mock_upstream
     client = await proxy(make_config(url))
     path, request = CLIENTS[client_wire]
-    body = {k: v for k, v in request(mode == "stream", False).items() if k != "model"}
-    response = await client.post(path, json=body)
+    body = {k: v for k, v in request(mode == STREAM, False).items() if k != "model"}
+    response = await client.post(path(mode), json=body)
     assert response.status == 200 and response.headers["x-router-model"] == "main"
-    problems = not_excused(CHECKS[client_wire](await response.read(), mode == "stream", False).violations)
+    problems = not_excused(CHECKS[client_wire](await response.read(), mode, False).violations)
     assert problems == [], "\n".join(problems)

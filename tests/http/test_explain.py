@@ -288,3 +288,16 @@ def test_no_ledger_line_when_pinch_has_nothing_to_say() -> None:
     ctx = make_ctx(messages=[user("task")])
     ctx.pinch = PinchStats(PinchMode.WITHIN_BUDGET, 900, 900)
     assert "ledger" not in render_explanation(ctx, make_config())
+
+
+async def test_explain_shows_the_model_family_a_name_matched_and_the_classifiers_reason(mock_upstream):
+    """Claude Code on its default model, explained on a config with families: the family and its hint are
+    in the class line, and the mock classifier's reason with the classification."""
+    mock, url = mock_upstream
+    raw = explain_settings(url, classifier_url=url, routing={"model_families": {"claude-*opus*": 3}})
+    body = {**chat_body("the parser test fails with a traceback"), "model": "claude-opus-5-5"}
+    ctx = await explain_request(config_of(raw), body)
+    text = render_explanation(ctx, config_of(raw))
+    assert "source classifier (debugging words: traceback, fails" in text
+    assert "routed tier 3 (model family claude-*opus* → tier 3)" in text
+    assert "route       tier 3 → " in text

@@ -25,6 +25,7 @@ import orjson
 import pytest
 
 from tests.support.config import chat_body, make_config
+from tests.support.json_paths import paths_of, replaced, value_at
 TRANSCRIPTS = Path(__file__).resolve().parents[1] / "data" / "transcripts"
 REQUESTS = 5_000
 URL = "/v1/chat/completions"
@@ -47,28 +48,6 @@ def seed_bodies() -> list[dict[str, Any]]:
             if window and window[0].get("role") != "tool":
                 bodies.append({"model": "auto", "messages": window, **({"tools": tools} if tools else {})})
     return bodies
-
-
-def paths_of(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    found = [path]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found += paths_of(value, (*path, key))
-    elif isinstance(node, list):
-        for index, value in enumerate(node):
-            found += paths_of(value, (*path, index))
-    return found
-
-
-def replaced(node: Any, path: tuple[Any, ...], value: Any) -> Any:
-    if not path:
-        return value
-    head, rest = path[0], path[1:]
-    if isinstance(node, dict):
-        return {**node, head: replaced(node[head], rest, value)}
-    copy = list(node)
-    copy[head] = replaced(node[head], rest, value)
-    return copy
 
 
 MARKER = "__FUZZ_MARKER__"
@@ -150,9 +129,7 @@ class Mutator:
 
     @staticmethod
     def _get(node: Any, path: tuple[Any, ...]) -> Any:
-        for step in path:
-            node = node[step]
-        return node
+        return value_at(node, path)
 
 
 @pytest.fixture

@@ -87,7 +87,7 @@ async def test_every_refusal_on_a_gemini_path_is_in_googles_shape(served, method
     resp = await client.request(method, path, json=body)
     error = assert_google_error(resp.status, await resp.read(), status)
     if status != 405:
-        assert error["details"][0]["reason"] == reason
+        assert error["details"][0]["reason"] == reason.upper()  # UPPER_SNAKE_CASE, as ErrorInfo's reasons are
 
 
 async def test_malformed_json_and_a_wrong_content_type_are_googles_errors_too(served):

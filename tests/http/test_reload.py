@@ -165,7 +165,7 @@ async def test_a_reload_of_the_routing_settings_reaches_the_gate_and_the_overrid
     _, url = mock_upstream
     path = tmp_path / "config.yaml"
     client = await proxy(classified_config(path, url))
-    with_tools = chat_body("fix the bug", tools=[{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}])
+    with_tools = chat_body("rename the helper", tools=[{"type": "function", "function": {"name": "run", "parameters": {"type": "object"}}}])
     review = {"x-router-category": "review", "x-router-tier": "2"}
 
     async def answer(body: dict, headers: dict[str, str] | None = None) -> tuple[int, str]:

@@ -48,6 +48,12 @@ async def test_keys_appear_nowhere_the_proxy_writes(proxy, mock_upstream, caplog
     mock.then(Behaviour(status=400, body=f"plain text {PROVIDER_KEY}".encode()))
     await call(json=chat_body(), headers=auth)
     await call(data=b"{broken", headers={**auth, "Content-Type": "application/json"})
+    # and in an answer, whole and streamed
+    mock.then(Behaviour(text=f"your key is {PROVIDER_KEY}"), Behaviour(text=f"your key is {PROVIDER_KEY}"))
+    await call(json=chat_body(), headers=auth)
+    assert "your key is [redacted]" in written[-2]
+    await call(json=chat_body(stream=True), headers=auth)
+    assert "[redacted]" in written[-2]  # the streamed answer, event by event
 
     written.append(await (await client.get("/v1/decisions", params={"limit": "100"}, headers=auth)).text())
     written.append(await (await client.get("/metrics", headers=auth)).text())

@@ -31,9 +31,14 @@ async def test_an_unknown_path_is_a_404_listing_the_endpoints_counted_and_logged
     before = await unknown_path_count(client, api)
     with caplog.at_level(logging.WARNING, logger="pinch_router.app"):
         response = await client.request(method, path, json=chat_body())
-    assert response.status == 404
-    error = (await response.json())["error"]
-    assert error["type"] == "invalid_request_error" and error["code"] == "not_found"
+    answer = await response.json()
+    error = answer["error"]
+    if "/messages" in path:  # a Messages client's base URL gone wrong: told in Anthropic's shape, as a 400, which Claude Code shows
+        assert response.status == 400
+        assert answer["type"] == "error" and error["type"] == "invalid_request_error"
+    else:
+        assert response.status == 404
+        assert error["type"] == "invalid_request_error" and error["code"] == "not_found"
     assert named in error["message"]
     assert all(endpoint in error["message"] for endpoint in SUPPORTED_ENDPOINTS)
     assert await unknown_path_count(client, api) == before + 1
@@ -63,3 +68,38 @@ async def test_a_wrong_method_on_a_served_path_stays_405(proxy):
     client = await proxy(make_config())
     response = await client.get("/v1/chat/completions")
     assert response.status == 405
+
+
+async def test_an_error_to_a_messages_shaped_request_is_in_anthropics_shape_wherever_it_is_raised(proxy):
+    """An ``anthropic-version`` header marks an Anthropic client, whatever the path (ANTHROPIC_BASE_URL ending in /v1
+    makes Claude Code ask /v1/v1/messages; a path of its own that is no endpoint, or a refused key, the same)."""
+    client = await proxy(make_config(server={"api_keys": ["k"]}))
+    anthropic = {"anthropic-version": "2023-06-01", "x-api-key": "k"}
+    unknown = await client.post("/v1/complete", json={}, headers=anthropic)
+    assert unknown.status == 404 and (await unknown.json())["error"]["type"] == "not_found_error"
+    refused = await client.post("/v1/messages", json={}, headers={"anthropic-version": "2023-06-01", "x-api-key": "wrong"})
+    body = await refused.json()
+    assert refused.status == 401 and body == {
+        "type": "error", "error": {"type": "authentication_error", "message": refused_message(await refused.read())}, "request_id": refused.headers["request-id"],
+    }
+    refused_elsewhere = await client.get("/v1/models", headers={"anthropic-version": "2023-06-01"})
+    assert refused_elsewhere.status == 401 and (await refused_elsewhere.json())["type"] == "error"
+    openai = await client.post("/v1/complete", json={}, headers={"Authorization": "Bearer k"})
+    assert openai.status == 404 and (await openai.json())["error"]["code"] == "not_found"  # other clients: OpenAI's
+
+
+def refused_message(body: bytes) -> str:
+    import orjson
+
+    return orjson.loads(body)["error"]["message"]
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+async def test_claude_codes_hello_probe_is_answered_not_logged_as_an_unknown_path(proxy, method, caplog):
+    client = await proxy(make_config(server={"api_keys": ["k"]}))
+    before = await unknown_path_count(client, "other")
+    with caplog.at_level(logging.WARNING, logger="pinch_router.app"):
+        response = await client.request(method, "/api/hello", headers={"anthropic-version": "2023-06-01"})
+    assert response.status == 200
+    assert not [r for r in caplog.records if r.getMessage() == "unknown_path"]
+    assert await unknown_path_count(client, "other") == before

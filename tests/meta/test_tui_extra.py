@@ -8,8 +8,13 @@ import sys
 from router.cli import TUI_MISSING, main
 
 
-def test_top_without_textual_says_how_to_install_it(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "textual", None)  # import textual now fails as if not installed
+import pytest
+
+
+@pytest.mark.parametrize("missing", ["textual", "rich"])  # a plain `pip install pinch-router` has neither
+def test_top_without_the_tui_extra_says_how_to_install_it(monkeypatch, capsys, missing):
+    monkeypatch.setitem(sys.modules, missing, None)  # importing it now fails as if not installed
+    monkeypatch.delitem(sys.modules, "rich.text", raising=False)
     monkeypatch.delitem(sys.modules, "router.tools.top", raising=False)
     assert main(["top"]) == 1
     assert capsys.readouterr().err.strip() == TUI_MISSING

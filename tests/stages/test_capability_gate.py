@@ -201,3 +201,82 @@ async def test_the_star_alias_routes_every_unknown_name_but_known_models_still_p
     assert [r.body["model"] for r in mock.received] == ["up-main", "up-other"]
     listed = [m["id"] for m in (await (await client.get("/v1/models")).json())["data"]]
     assert listed == ["main", "other", "auto"]  # "*" is a rule, not a model to pick
+
+
+# --- model families: the names agents send by default ----------------------------------------------------------
+
+FAMILIES = {"claude-*haiku*": 1, "claude-*opus*": 3, "gpt-*": "auto"}
+
+
+def tiered(url: str, **routing):
+    """A cheap tier-1 model and a strong tier-3 one, and the families above."""
+    models = [model_entry("small", tiers=[1], quality=0.3), model_entry("big", tiers=[3], quality=0.9)]
+    return make_config(url, models=models, routing={"model_families": FAMILIES, **routing})
+
+
+@pytest.mark.parametrize(
+    ("requested", "model", "family"),
+    [
+        ("claude-haiku-4-5", "small", "claude-*haiku* → tier 1"),  # a side request: the cheap tier
+        ("Claude-Opus-5-5", "big", "claude-*opus* → tier 3"),  # the top tier, whatever the case
+        ("gpt-6.2-sol", "small", "gpt-* → the classified tier"),  # auto: the fallback tier 1 here
+        ("big", "big", ""),  # a catalogue name still pins
+        ("small", "small", ""),
+    ],
+)
+async def test_a_model_family_routes_on_its_tier_hint_and_the_decision_says_which(proxy, mock_upstream, requested, model, family):
+    _, url = mock_upstream
+    client = await proxy(tiered(url, fallback_tier=1))
+    response = await client.post(URL, json=chat_body(model=requested))
+    assert response.status == 200 and response.headers["x-router-model"] == model
+    (row,) = (await (await client.get("/v1/decisions")).json())["data"]
+    assert row["model_family"] == family and row["requested_model"] == requested
+    if family:
+        gate = next(stage for stage in row["stages"] if stage["stage"] == "capability-gate")
+        assert f"model family {family}" in gate["detail"]
+
+
+async def test_a_tier_override_wins_over_the_family_hint_and_other_names_stay_unknown(proxy, mock_upstream):
+    _, url = mock_upstream
+    chain = ["session-fingerprint", "classifier", "capability-gate", "upstream-forward"]
+    models = [model_entry("small", tiers=[1], quality=0.3), model_entry("big", tiers=[3], quality=0.9)]
+    client = await proxy(make_config(url, models=models, routing={"model_families": FAMILIES}, middlewares=chain, classifier={"provider": "mock", "model": "m"}))
+    overridden = await client.post(URL, json=chat_body(model="claude-opus-5-5"), headers={"x-router-tier": "1"})
+    assert overridden.headers["x-router-model"] == "small"
+    unknown = await client.post(URL, json=chat_body(model="llama3"))
+    assert unknown.status == 404 and "routing.model_families" in (await unknown.json())["error"]["message"]
+
+
+def test_a_family_hint_must_be_a_configured_tier_or_auto(tmp_path):
+    from router.config import ConfigError, parse_config
+
+    raw = {"providers": {"p": {"base_url": "http://127.0.0.1:9/v1"}}, "models": [model_entry("m")], "routing": {"model_families": {"claude-*": 7}}}
+    with pytest.raises(ConfigError, match=r"model_families.claude-\*: tier 7 is not one of the tiers"):
+        parse_config(raw, environ={})
+    with pytest.raises(ConfigError, match="model_families"):
+        parse_config({**raw, "routing": {"model_families": {"claude-*": "top"}}}, environ={})
+
+
+@pytest.mark.parametrize(
+    ("requested", "pattern", "tier"),
+    [
+        ("claude-opus-5-5", "claude-*opus*", 3),  # Claude Code's default
+        ("claude-haiku-4-5", "claude-*haiku*", 1),  # its side requests
+        ("claude-sonnet-4-5", "claude-*", None),
+        ("gpt-6.2-sol", "gpt-*", None),  # Codex's default
+        ("gpt-5.1-codex-mini", "gpt-*-mini*", 1),
+        ("gemini-3-pro-preview", "gemini-*-pro*", 3),  # Gemini CLI's default
+        ("gemini-2.5-flash-lite", "gemini-*flash-lite*", 1),  # its model-router call
+        ("gemini-2.5-flash", "gemini-*", None),
+    ],
+)
+def test_the_shipped_config_routes_the_names_agents_send_by_default(requested, pattern, tier):
+    from pathlib import Path
+
+    from router.config import load_config
+    from router.core.model_families import FamilyHint, ModelFamilies
+
+    config = load_config(Path(__file__).resolve().parents[2] / "config.yaml", environ={})
+    families = ModelFamilies([m.name for m in config.models], config.routing.aliases, config.routing.model_families)
+    assert families.resolve(requested).family == FamilyHint(pattern, tier)
+    assert families.resolve("local-coder").pinned == "local-coder"  # a catalogue name still pins

@@ -403,3 +403,22 @@ async def test_a_side_request_neither_warms_nor_cools_the_sessions_cache(http, t
         record = await run_stage(prune, ctx)
     assert ctx.pinch is not None and ctx.pinch.reason == reason, record.detail
     assert ctx.pinch.newly_compressed > 0  # so the batch is made while it costs nothing
+
+
+async def test_pinch_fits_the_window_of_the_model_a_family_hint_routes_to(proxy, mock_upstream):
+    """Pinch reads a requested name as the gate does: a top-tier family name is fitted to the top model's
+    window, not to the small model's the classified (here the fallback) tier would prefer."""
+    mock, url = mock_upstream
+    messages = session(results=4, chars=4000)
+    prompt = tokens(messages, TOOLS)
+    # the small window holds the session only once its old results are compressed; the big one as it is
+    models = [model_entry("small", tiers=[1], context_window=1024 + prompt * 3 // 5), model_entry("big", tiers=[3], context_window=prompt * 4)]
+    settings = {"enabled": True, "budget_tokens": prompt * 8, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS}
+    routing = {"fallback_tier": 1, "model_families": {"claude-*opus*": 3}}
+    client = await proxy(make_config(url, middlewares=CHAIN, pinch=settings, models=models, routing=routing))
+    hinted = await client.post(URL, json={"model": "claude-opus-5-5", "messages": messages, "tools": TOOLS})
+    assert hinted.headers["x-router-model"] == "big" and hinted.headers["x-router-pinch-saved"] == "0"
+    assert mock.received[-1].body["messages"] == messages  # it fits the top model's window as it is
+    other = [{**m, "content": f"{m['content']} (another session)"} if m["role"] == "user" else m for m in messages]  # a fresh session: a cold cache
+    routed = await client.post(URL, json={"model": "auto", "messages": other, "tools": TOOLS})
+    assert int(routed.headers["x-router-pinch-saved"]) > 0  # tier 1 prefers the small window: compressed to stay there

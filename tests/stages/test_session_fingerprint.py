@@ -95,3 +95,61 @@ async def test_a_failed_read_of_the_sessions_state_keeps_its_key_and_leaves_the_
     assert record.outcome is Outcome.ERROR
     assert ctx.session == SessionKey(header_session_key("ses_1"), "header")
     assert ctx.session_state is None
+
+
+# ---- issue #27, item 8: with client keys, the client's key is part of every session key ----------------------
+
+KEYS = ["alice-key-0123456789", "bob-key-9876543210"]
+
+
+def keyed(url: str):
+    return make_config(url, server={"api_keys": KEYS})
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"x-session-id": "ses_shared"}],
+    ids=["fingerprint", "same-session-header"],
+)
+async def test_two_clients_with_different_keys_never_share_a_session(proxy, mock_upstream, headers):
+    _, url = mock_upstream
+    client = await proxy(keyed(url))
+    seen = {}
+    for name, key in (("alice", KEYS[0]), ("bob", KEYS[1]), ("alice again", KEYS[0])):
+        response = await client.post(URL, json=chat_body("hi"), headers={**headers, "Authorization": f"Bearer {key}"})
+        assert response.status == 200
+        seen[name] = response.headers["x-router-session"]
+    assert seen["alice"] != seen["bob"]  # the same opening (or session id), two users: two sessions
+    assert seen["alice"] == seen["alice again"]  # and a user's session stays one
+    rows = (await (await client.get("/v1/decisions", headers={"Authorization": f"Bearer {KEYS[0]}"})).json())["data"]
+    assert {row["session"] for row in rows} == set(seen.values())
+    assert not any(key in str(rows) for key in KEYS)  # the key itself is stored nowhere
+
+
+async def test_an_anthropic_client_key_scopes_its_sessions_as_a_bearer_key_does(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(keyed(url))
+    body = {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    by_header = await client.post("/v1/messages", json=body, headers={"x-api-key": KEYS[1]})
+    by_bearer = await client.post("/v1/messages", json=body, headers={"Authorization": f"Bearer {KEYS[1]}"})
+    other = await client.post("/v1/messages", json=body, headers={"x-api-key": KEYS[0]})
+    assert by_header.headers["x-router-session"] == by_bearer.headers["x-router-session"] != other.headers["x-router-session"]
+
+
+async def test_without_client_keys_session_keys_are_what_they_were(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    response = await client.post(URL, json=chat_body(), headers={"x-session-id": "ses_1", "Authorization": "Bearer anything"})
+    assert response.headers["x-router-session"] == header_session_key("ses_1")
+
+
+async def test_a_raw_session_id_finds_the_asking_clients_own_session_only(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(keyed(url))
+    for key in KEYS:
+        await client.post(URL, json=chat_body(), headers={"x-session-id": "ses_shared", "Authorization": f"Bearer {key}"})
+    found = {}
+    for key in KEYS:
+        listed = await client.get("/v1/decisions", params={"session": "ses_shared"}, headers={"Authorization": f"Bearer {key}"})
+        found[key] = [row["session"] for row in (await listed.json())["data"]]
+    assert len(found[KEYS[0]]) == len(found[KEYS[1]]) == 1 and found[KEYS[0]] != found[KEYS[1]]

@@ -411,7 +411,7 @@ async def test_the_mock_upstream_stands_in_for_all_of_ollama(proxy, mock_upstrea
     resp = await client.post(URL, json={"model": "auto", "messages": messages})
     assert resp.status == 200
     assert resp.headers["x-router-source"] == "classifier"
-    assert resp.headers["x-router-category"] == "coding_general"
+    assert resp.headers["x-router-category"] == "debugging"  # the mock classifies the turn's words: "fix the parser"
     assert int(resp.headers["x-router-pinch-saved"]) > 0
     assert {r.path for r in mock.received} == {"/api/chat", "/api/embed", "/v1/chat/completions"}
     row = (await (await client.get("/v1/decisions")).json())["data"][0]
@@ -427,3 +427,17 @@ async def test_a_long_healthy_stream_outlives_every_timeout(proxy, mock_upstream
     body = await resp.read()
     assert body.endswith(b"data: [DONE]\n\n")
     assert b"w29" in body and b"error" not in body
+
+
+def test_a_failure_inside_the_stage_tells_the_client_where_to_look_not_the_exception():
+    from middlewares.upstream_forward import UpstreamForward
+    from tests.support.factories import make_ctx
+    from tests.support.stages import build_stage
+
+    stage = build_stage(UpstreamForward, make_config())
+    ctx = make_ctx()
+    stage.fallback(ctx, "JSONDecodeError: number is infinity when parsed as double: line 1 column 6 (char 5)")
+    assert ctx.response is not None and ctx.response.status == 502
+    message = orjson.loads(ctx.response.body)["error"]["message"]
+    assert "JSONDecodeError" not in message and "infinity" not in message
+    assert f"request id {ctx.request_id}" in message

@@ -5,12 +5,17 @@ OpenAI's: the components of the official OpenAPI spec vendored under ``tests/dat
 Responses stream event is checked against the one schema its ``type`` names, so an event the
 spec does not know is a violation too. Anthropic's: the ``anthropic`` SDK's pydantic models
 (``Message``, ``RawMessageStreamEvent``, ``ErrorResponse``), strictly, and its stream
-accumulator. A violation is one line: where, what the schema says, what was sent.
+accumulator. Google's (the Gemini wire): the ``google-genai`` SDK's pydantic types
+(``GenerateContentResponse``, ``CountTokensResponse``), strictly, then read as the SDK reads them
+(its converter, its SSE reader, its chat history's rule); Google's error body against the JSON
+schema in ``tests/data/google/`` (the SDK has no type for it; see its README). A violation is one
+line: where, what the schema says, what was sent.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +23,7 @@ from typing import Any
 
 import orjson
 import pydantic
+from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS31Validator
 from referencing import Registry, Resource
@@ -25,6 +31,7 @@ from referencing.jsonschema import DRAFT202012
 
 SPEC = Path(__file__).parent.parent / "data" / "openapi" / "openai-components.json"
 SPEC_URI = "urn:openai-openapi"
+GOOGLE_ERROR = Path(__file__).parent.parent / "data" / "google" / "error.schema.json"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +187,106 @@ def accumulated_message(events: Iterable[bytes]) -> Any:
     for raw in events:
         snapshot = accumulate_event(event=adapter.validate_json(raw), current_snapshot=snapshot, json_bufs=json_bufs)
     return snapshot
+
+
+# --- Google's: the google-genai SDK's types, and Google's JSON error -------------------------------
+
+# Fields of the SDK's response types that the SDK fills in itself and no Gemini API answer has.
+SDK_SIDE_FIELDS = frozenset({"sdkHttpResponse", "automaticFunctionCallingHistory", "parsed"})
+
+
+def gemini_violations(model: Any, raw: bytes) -> list[Violation]:
+    """``raw`` (one JSON body or chunk) against a ``google-genai`` type, strictly, then as the SDK reads it.
+
+    Strictly: the SDK's models already forbid unknown fields (``extra="forbid"``); on top of that no
+    coercion (``strict``: no ``"2"`` for 2), field names only in the wire's camelCase (``by_name=False``:
+    the SDK would also take ``finish_reason``, which no Gemini API answer has and Gemini CLI, in
+    JavaScript, does not read), an enum value the SDK does not know is a violation (its enums take
+    any string with a warning), and so is a field the SDK fills in itself (:data:`SDK_SIDE_FIELDS`).
+    As the SDK reads it: its converter for the Gemini API (``…_from_mldev``) and ``_from_response``
+    must give the same object, so that a field the type has but the reader drops (``finishMessage``,
+    Vertex's ``createTime``) is a violation too: the SDK's user never sees it.
+    """
+    name = getattr(model, "__name__", repr(model))
+    out: list[Violation] = []
+    strict = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            strict = pydantic.TypeAdapter(model).validate_json(raw, strict=True, by_alias=True, by_name=False)
+        except pydantic.ValidationError as exc:
+            out += [Violation(name, _path(e["loc"]), e["type"], f"{e['msg']} (got {_json(e.get('input'))})", _json(e.get("input"))) for e in exc.errors()]
+        body = orjson.loads(raw)
+        reader = _sdk_readers().get(name)
+        read = model._from_response(response=reader(body), kwargs={}) if strict is not None and reader is not None else None
+    said = dict.fromkeys(str(w.message) for w in caught)  # each once, not once per reading
+    out += [Violation(name, "/", "enum" if "is not a valid" in message else "warning", message) for message in said]
+    out += [Violation(name, f"/{key}", "sdk_side", "a field the SDK fills in itself, never in an answer") for key in sorted(SDK_SIDE_FIELDS & set(body))]
+    if strict is not None and read is not None:
+        out += [Violation(name, at, "dropped_by_sdk", "the SDK's reader for the Gemini API drops it") for at in _missing(strict.model_dump(exclude_none=True), read.model_dump(exclude_none=True))]
+    return out
+
+
+@functools.cache
+def _sdk_readers() -> dict[str, Any]:
+    from google.genai import models
+
+    return {
+        "GenerateContentResponse": models._GenerateContentResponse_from_mldev,
+        "CountTokensResponse": models._CountTokensResponse_from_mldev,
+    }
+
+
+def _missing(whole: Any, read: Any, at: str = "") -> list[str]:
+    """Where ``read`` lacks (or differs from) what ``whole`` has."""
+    if isinstance(whole, dict) and isinstance(read, dict):
+        return [p for key, value in whole.items() for p in (_missing(value, read[key], f"{at}/{key}") if key in read else [f"{at}/{key}"])]
+    if isinstance(whole, list) and isinstance(read, list) and len(whole) == len(read):
+        return [p for n, (a, b) in enumerate(zip(whole, read)) for p in _missing(a, b, f"{at}/{n}")]
+    return [] if whole == read else [at or "/"]
+
+
+def sdk_stream_chunks(raw: bytes) -> list[Any]:
+    """A stream as the SDK reads one: its own SSE reader (``HttpResponse.segments``), then each chunk
+    through its Gemini API converter into a ``GenerateContentResponse`` (``generate_content_stream``'s
+    path). An ``{"error"}`` chunk comes back as the dict it is (the SDK raises ``APIError`` on it)."""
+    import httpx2
+    from google.genai._api_client import HttpResponse
+
+    chunks = HttpResponse({}, httpx2.Response(200, content=raw)).segments()
+    return [chunk if isinstance(chunk, dict) and "error" in chunk else sdk_response(chunk) for chunk in chunks]
+
+
+def sdk_response(answer: dict[str, Any]) -> Any:
+    """One parsed answer or chunk as the SDK makes a ``GenerateContentResponse`` of it."""
+    from google.genai import types
+
+    return types.GenerateContentResponse._from_response(response=_sdk_readers()["GenerateContentResponse"](answer), kwargs={})
+
+
+def chat_history_violations(responses: list[Any]) -> list[Violation]:
+    """The SDK's ``Chat`` keeps a model turn in its history only when every response (or chunk) has a
+    candidate whose content has parts, none of them empty (``chats._validate_response``), and a finish
+    reason came: else the next ``send_message`` sends the history without the model's answer."""
+    from google.genai.chats import _validate_response
+
+    out = [Violation("Chat history", f"/{n}", "invalid_turn", "no candidate content, no parts, or an empty part: the SDK's chat drops the turn")
+           for n, response in enumerate(responses) if not _validate_response(response)]
+    if not any(r.candidates and r.candidates[0].finish_reason for r in responses):
+        out.append(Violation("Chat history", "/", "no_finish_reason", "no finishReason: the SDK's chat drops the turn"))
+    return out
+
+
+@functools.cache
+def _google_error_validator() -> Draft202012Validator:
+    return Draft202012Validator(orjson.loads(GOOGLE_ERROR.read_bytes()))
+
+
+def google_error_violations(instance: Any, status: int | None = None) -> list[Violation]:
+    """A Gemini-wire error body against Google's JSON error (``tests/data/google/error.schema.json``);
+    with ``status``, its ``code`` must be that HTTP status, as Google's is."""
+    out = [_violation("GoogleError", error) for error in _leaf_errors(_google_error_validator().iter_errors(instance))]
+    code = instance.get("error", {}).get("code") if isinstance(instance, dict) and isinstance(instance.get("error"), dict) else None
+    if status is not None and code != status:
+        out.append(Violation("GoogleError", "/error/code", "http_status", f"{code!r} is not the answer's HTTP status {status}", _json(code)))
+    return out

@@ -9,6 +9,7 @@ answered with tool calls, the tool results with text, and no request is refused.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pytest
 
 from bench.harness import free_port, wait_for_port
 from router.config import load_config
-from tests.support.agent_captures import captured, client_headers
+from tests.support.agent_captures import CAPTURES, captured, client_headers
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = load_config(ROOT / "config.yaml", environ={})
@@ -114,3 +115,93 @@ async def test_aider_gets_an_answer_and_the_log_its_token_counts(shipped_proxy):
     (row,) = await decisions(shipped_proxy, response.headers["x-router-session"])
     assert row["prompt_tokens"] and row["completion_tokens"] and row["total_tokens"]
     assert row["requested_max_tokens"] is None and "x-router-max-tokens" not in response.headers
+
+
+DEMO_TURNS = [  # (the user's turn, the category the mock's classifier reads in it, words of its reason, the model it routes to)
+    ("add a docstring to parse_args and mention it in the README", "docs_writing", "docs words", "local-coder"),  # tier 1
+    ("the parser test fails with a traceback: KeyError in tokenize()", "debugging", "debugging words", "local-reasoner"),  # tier 2
+    ("redesign the architecture of the storage layer across the codebase", "coding_general", "architectural words", "local-reasoner"),  # tier 3
+]
+
+
+async def test_the_mocks_classifier_routes_different_turns_to_different_models_and_says_why(shipped_proxy):
+    """A demo on the mock shows routing work: the mock classifies each turn from its words."""
+    chosen = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for text, category, reason, model in DEMO_TURNS:
+            body = {"model": "auto", "messages": [{"role": "user", "content": text}]}
+            async with http.post(f"{shipped_proxy}/v1/chat/completions", json=body) as response:
+                assert response.status == 200
+                assert (response.headers["x-router-category"], response.headers["x-router-model"]) == (category, model)
+                (row,) = await decisions(shipped_proxy, response.headers["x-router-session"])
+            assert row["source"] == "classifier" and reason in row["classifier_reason"]
+            classifier = next(stage for stage in row["stages"] if stage["stage"] == "classifier")
+            assert reason in classifier["detail"]
+            chosen.append(row["model"])
+    assert len(set(chosen)) >= 2
+
+
+# --- every agent on its defaults (docs/agents_on_defaults.py --fixtures): its requests replayed as it sent them ----
+
+ON_DEFAULTS = CAPTURES / "on-defaults"
+NOT_REPLAYED = {"host", "content-length", "accept-encoding", "connection", "transfer-encoding"}
+
+
+def _records(folder: Path) -> list[dict]:
+    return [orjson.loads(p.read_bytes()) for p in sorted(folder.glob("*.json"))]
+
+
+def _replayable(record: dict) -> dict[str, str]:
+    return {k: v for k, v in record["headers"].items() if k.lower() not in NOT_REPLAYED and "[redacted]" not in v}
+
+
+def _answered_calls(path: str, body: bytes) -> list[str]:
+    """The tool names an answer called (a chat answer or stream, Responses / Anthropic events, Gemini chunks)."""
+    if path.endswith("/chat/completions") and body.startswith(b"{"):  # not streamed (mini-swe-agent, through litellm)
+        return [call["function"]["name"] for call in orjson.loads(body)["choices"][0]["message"].get("tool_calls") or []]
+    if path.endswith("/chat/completions"):
+        return streamed(body)[1]
+    names = []
+    for line in body.splitlines():
+        if line.startswith(b"data: {"):
+            event = orjson.loads(line[6:])
+            item = event.get("item") or event.get("content_block") or {}
+            if event.get("type") in ("response.output_item.done", "content_block_start") and item.get("type") in ("function_call", "custom_tool_call", "tool_use"):
+                names.append(item["name"])
+            for candidate in event.get("candidates") or []:  # Gemini: a functionCall part
+                names += [part["functionCall"]["name"] for part in (candidate.get("content") or {}).get("parts") or [] if "functionCall" in part]
+    return names
+
+
+@pytest.mark.parametrize("agent", sorted(p.name for p in ON_DEFAULTS.iterdir() if p.is_dir()))
+async def test_an_agent_on_its_defaults_is_served_as_it_ran(shipped_proxy, agent):
+    """What each agent sent on its defaults (its model name, its own headers) gets the same turns through the shipped config."""
+    records = _records(ON_DEFAULTS / agent)
+    assert records and all("/work/wt" not in json.dumps(r) and "pinch-agents-" not in json.dumps(r) for r in records)  # no path of the capturing machine
+    served, called = [], []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for record in records:
+            async with http.post(f"{shipped_proxy}{record['path']}", params=record["query"], json=record["body"], headers=_replayable(record)) as response:
+                body = await response.read()
+                served.append(response.status)
+                called += _answered_calls(record["path"], body)
+                session = response.headers.get("x-router-session")
+    assert served == [200] * len(records)
+    if any(r["body"].get("tools") or any(i.get("type") == "additional_tools" for i in r["body"].get("input") or []) for r in records):
+        assert called  # the mock called the agent's shell tool, found by its name or its schema
+    rows = await decisions(shipped_proxy, session)
+    assert rows and all(row["status"] == 200 and row["model"] for row in rows)
+
+
+async def test_claude_code_on_its_default_model_routes_to_the_top_tier(shipped_proxy):
+    """Claude Code sends claude-opus-5-5 when started without --model: routed, as the family says, to the top tier."""
+    records = _records(CAPTURES / "claude-code")
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for record in records:
+            assert record["body"]["model"] == "claude-opus-5-5"
+            async with http.post(f"{shipped_proxy}{record['path']}", params=record["query"], json=record["body"], headers=_replayable(record)) as response:
+                assert response.status == 200, await response.text()
+                await response.read()
+                session = response.headers["x-router-session"]
+    rows = await decisions(shipped_proxy, session)
+    assert {(row["model_family"], row["routed_tier"], row["model"]) for row in rows} == {("claude-*opus* → tier 3", 3, "local-reasoner")}

@@ -6,6 +6,7 @@ import asyncio
 import os
 import re
 import socket
+import signal
 import stat
 import subprocess
 import sys
@@ -258,3 +259,18 @@ def test_without_uvloop_installed_serve_falls_back_to_asyncios_loop_and_says_so(
     monkeypatch.setitem(sys.modules, "uvloop", None)  # import uvloop raises ImportError
     assert event_loop_factory("uvloop") is None
     assert any(record.message == "uvloop_unavailable" for record in caplog.records)
+
+
+def test_mock_upstream_on_a_busy_port_says_so_in_one_line_and_exits_2_and_its_banner_names_every_api():
+    from tests.support.processes import router, running
+
+    port = free_port()
+    with running(router(["mock-upstream", "--port", str(port)]), port) as first:
+        second = router(["mock-upstream", "--port", str(port)])
+        out, err = second.communicate(timeout=30)
+        assert second.returncode == 2
+        assert err.decode().strip().splitlines() == [f"pinch-router: mock-upstream: cannot listen on 127.0.0.1:{port}: address already in use (choose another with --port)"]
+        first.send_signal(signal.SIGINT)
+        _, banner = first.communicate(timeout=30)
+    said = banner.decode()
+    assert all(api in said for api in ("OpenAI chat completions", "Responses", "Anthropic Messages", "Ollama", "embeddings"))

@@ -26,7 +26,7 @@ async def ollama() -> AsyncIterator[tuple[list[str], str]]:
     from router.tools.mock_upstream import MockUpstream
 
     pulled: list[str] = []
-    mock = MockUpstream(record=False)
+    mock = MockUpstream(record=False, identify=False)  # standing in for a real Ollama: its model list is what counts
     mock.ollama_models = pulled
     async with loopback_server(mock.app()) as url:
         yield pulled, url
@@ -153,7 +153,8 @@ async def test_doctor_checks_an_openai_compatible_provider_against_its_model_lis
     from router.server.doctor import run_doctor
 
     monkeypatch.delenv("PINCH_TEST_UNSET_KEY", raising=False)
-    _, url = mock_upstream  # GET /v1/models lists "mock"
+    mock, url = mock_upstream  # GET /v1/models lists "mock"
+    mock.identity = {}  # standing in for a real provider, whose list is what counts
     config = make_config(
         url,
         providers={"mock": {"base_url": url, "api_key_env": "PINCH_TEST_UNSET_KEY"}},
@@ -198,3 +199,26 @@ async def test_doctor_names_the_status_and_the_error_type_of_a_model_list_it_can
         finding = {f.check: f for f in await run_doctor(config, tmp_path, call_timeout=5)}["provider claude"]
     assert not finding.ok
     assert finding.detail == f"{url}/models answered 401: type authentication_error"
+
+
+async def test_doctor_against_mock_upstream_says_it_is_the_mock_and_exits_0(tmp_path: Path):
+    """A first-time user tries the shipped config on `pinch-router mock-upstream`: no FAIL for its model list."""
+    from router.server import doctor
+    from router.tools import mock_upstream
+
+    assert doctor.MOCK_HEADER == mock_upstream.MOCK_HEADER  # two names for one header (the server never imports the tools)
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "router", "mock-upstream", "--port", str(port), cwd=ROOT,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await asyncio.to_thread(wait_for_port, port, 30)
+        code, out, _ = await run_cli("doctor", "--config", str(SHIPPED), "--state-dir", str(tmp_path), env={"OLLAMA_URL": f"http://127.0.0.1:{port}/v1"})
+    finally:
+        process.kill()
+        await process.wait()
+    assert code == 0, out
+    assert "FAIL" not in out and "all checks passed" in out
+    assert "the upstream is pinch-router mock-upstream" in out
+    assert "ok    classifier" in out

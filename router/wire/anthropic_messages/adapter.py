@@ -39,7 +39,7 @@ from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
 from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
 from router.wire.anthropic_messages.thinking import dropped, leaves_thinking_off
-from router.wire.anthropic_messages.validation import AnthropicInvalid, validate_messages_body
+from router.wire.anthropic_messages.validation import AnthropicInvalid, answer_problem, validate_messages_body
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.wire.usage import read_usage, usage_of
 
@@ -111,6 +111,9 @@ class AnthropicMessages:
 
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
+
+    def answer_problem(self, answer: Any) -> str | None:
+        return answer_problem(answer)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return stream_error(message, code)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.content import Message
+from router.core.errors import InvalidRequest
+from router.core.redaction import quoted
 from router.wire.anthropic_messages.blocks import is_proxy_thinking
 
 # A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
@@ -22,12 +24,12 @@ ROLES = ("user", "assistant", "system")
 TURN_ROLES = ("user", "assistant")
 
 
-class AnthropicInvalid(ValueError):
-    """The body is not a usable Messages request; the message names the field, as Anthropic's do."""
+class AnthropicInvalid(InvalidRequest):
+    """The body is not a usable Messages request; the message names the field, as Anthropic's do
+    (bounded as every wire's validation message is: :class:`~router.core.errors.InvalidRequest`)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +110,7 @@ def _check_message(message: Any, where: str) -> bool:
     role = message.get("role")
     if role not in ROLES:
         allowed = " or ".join(repr(r) for r in TURN_ROLES)
-        raise AnthropicInvalid(f"{where}.role: Input should be {allowed} (got {role!r})")
+        raise AnthropicInvalid(f"{where}.role: Input should be {allowed} (got {quoted(role)})")
     content = message.get("content")
     if isinstance(content, str):
         return False
@@ -142,6 +144,23 @@ def _check_message(message: Any, where: str) -> bool:
         if role == "assistant" and is_proxy_thinking(block):
             proxy_thinking = True
     return proxy_thinking
+
+
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no Anthropic ``message``, or None: a
+    ``content`` list of blocks, each an object with a string ``type``. What a block holds is the
+    model's (a ``tool_use`` whose input is no object reaches the client, whose tool refuses it)."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    if answer.get("type", "message") != "message":
+        return f"its type is {quoted(answer.get('type'))}, not message"
+    content = answer.get("content")
+    if not isinstance(content, list):
+        return "its content is no list of blocks"
+    for b, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            return f"content.{b} is no block with a string type"
+    return None
 
 
 # ----------------------------------------------------------------------------------------------

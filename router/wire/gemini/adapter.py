@@ -24,7 +24,7 @@ import orjson
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
 from router.core.results import Usage
-from router.wire.gemini.answers import JsonArrayFraming, is_last_chunk, read_usage, usage_of
+from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last_chunk, read_usage, usage_of
 from router.wire.gemini.body import signed, within_output_limit
 from router.wire.gemini.errors import render_error, stream_error
 from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
@@ -72,6 +72,9 @@ class Gemini:
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return (dropped(changes.stale),) if changes.stale is not None else ()
+
+    def answer_problem(self, answer: Any) -> str | None:
+        return answer_problem(answer)
 
     def read_usage(self, body: bytes) -> Usage | None:
         return read_usage(body)

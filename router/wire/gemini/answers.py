@@ -41,6 +41,29 @@ def usage_of(answer: Any) -> Usage | None:
     return Usage(prompt, completion, total, _count(metadata, "cachedContentTokenCount", "cached_content_token_count"))
 
 
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no ``GenerateContentResponse``, or None: a
+    ``candidates`` list of objects whose ``content`` (when there) holds a list of part objects. A
+    blocked prompt answers no candidates but its ``promptFeedback``, which is an answer."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    candidates = answer.get("candidates")
+    if candidates is None:
+        return None if isinstance(answer.get("promptFeedback", answer.get("prompt_feedback")), dict) else "it has no candidates"
+    if not isinstance(candidates, list):
+        return "its candidates are no list"
+    for c, candidate in enumerate(candidates):
+        if not isinstance(candidate, dict):
+            return f"candidates.{c} is no object"
+        content = candidate.get("content")
+        if content is None:
+            continue  # a candidate stopped by its finishReason (SAFETY, RECITATION) before any content
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(content, dict) or (parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts))):
+            return f"candidates.{c}.content is no object with a list of parts"
+    return None
+
+
 def read_usage(data: bytes) -> Usage | None:
     try:
         return usage_of(orjson.loads(data))

@@ -4,11 +4,13 @@
 ``UNAUTHENTICATED`` 401, ``PERMISSION_DENIED`` 403, ``NOT_FOUND`` 404, ``RESOURCE_EXHAUSTED`` 429,
 ``INTERNAL`` 500, ``UNAVAILABLE`` 502/503, ``DEADLINE_EXCEEDED`` 504), as the google-genai SDKs
 read them; ``details`` holds one ``google.rpc.ErrorInfo`` whose ``reason`` is the proxy's own
-error code (``model_not_found``, ``no_capable_model``, …), so a client can tell them apart.
+error code in the UPPER_SNAKE_CASE ``error_details.proto`` asks of a reason (``MODEL_NOT_FOUND``,
+``NO_CAPABLE_MODEL``, …), so a client can tell them apart.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -37,6 +39,8 @@ STATUSES = {
 }
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 DOMAIN = "pinch-router"
+_NOT_IN_A_REASON = re.compile(r"[^A-Z0-9]+")
+MAX_REASON = 63  # error_details.proto: "at most 63 characters", matching [A-Z][A-Z0-9_]+[A-Z0-9]
 
 
 def status_name(status: int) -> str:
@@ -44,9 +48,16 @@ def status_name(status: int) -> str:
     return STATUSES.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
 
 
+def error_reason(code: str) -> str:
+    """The proxy's error code as an ``ErrorInfo.reason``: ``model_not_found`` → ``MODEL_NOT_FOUND``
+    ("" when nothing of it is left)."""
+    reason = _NOT_IN_A_REASON.sub("_", code.upper()).strip("_")[:MAX_REASON].rstrip("_")
+    return reason if len(reason) >= 3 and reason[0].isalpha() else ""
+
+
 def error_payload(status: int, message: str, reason: str | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": status, "message": message, "status": status_name(status)}
-    if reason:
+    if reason and (reason := error_reason(reason)):
         error["details"] = [{"@type": ERROR_INFO, "reason": reason, "domain": DOMAIN}]
     return {"error": error}
 

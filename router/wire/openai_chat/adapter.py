@@ -24,7 +24,7 @@ from router.core.sse import KEEP_ALIVE_COMMENT
 from router.wire.openai_chat.body import upstream_body
 from router.wire.openai_chat.errors import render_error
 from router.wire.openai_chat.stream import error_event, is_usage_only_event
-from router.wire.openai_chat.validation import CheckedChat, check_chat_body, validate_chat_body
+from router.wire.openai_chat.validation import CheckedChat, answer_problem, check_chat_body, validate_chat_body
 from router.core.errors import InvalidRequest
 from router.wire.openai_chat.view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
 from router.wire.usage import read_usage, usage_of
@@ -69,6 +69,9 @@ class OpenAIChat:
 
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
+
+    def answer_problem(self, answer: Any) -> str | None:
+        return answer_problem(answer)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return error_event(message, code)

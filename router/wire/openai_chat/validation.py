@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from router.core.content import Message, has_image_part
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
-from router.core.redaction import clip
+from router.core.redaction import quoted
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_SET = frozenset(ROLES)
@@ -174,7 +174,7 @@ def _check_message(message: Any, index: int) -> None:
     if not isinstance(role, str):
         raise _message_error(index, ".role", "is missing or not a string")
     if role not in ROLES:
-        raise _message_error(index, ".role", f"is {clip(role, 40)!r}, not one of {', '.join(ROLES)}")
+        raise _message_error(index, ".role", f"is {quoted(role)}, not one of {', '.join(ROLES)}")
     content = message.get("content")
     if content is not None and not isinstance(content, str):
         if not isinstance(content, list):
@@ -240,3 +240,18 @@ def _check_tool(tool: Any, where: str) -> None:
     params = function.get("parameters")
     if params is not None and not isinstance(params, dict):
         raise InvalidRequest(f"'{where}.function.parameters' must be an object", f"{where}.function.parameters")
+
+
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no chat completion, or None: what every
+    client reads first — ``choices[0].message`` — must be there. Everything else (vendor fields,
+    the message's own keys) is the provider's to write."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    choices = answer.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return "no choices"
+    first = choices[0]
+    if not isinstance(first, dict) or not isinstance(first.get("message"), dict):
+        return "choices[0] has no message object"
+    return None

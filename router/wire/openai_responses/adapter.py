@@ -28,7 +28,7 @@ from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT, is_event_of_type
 from router.wire.openai_chat.errors import render_error
 from router.wire.openai_responses.stream import END_TYPES, error_event
-from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.validation import answer_problem, validate_responses_body
 from router.wire.openai_responses.view import OPENAI_RESPONSES, body_with_changes, responses_view
 from router.wire.usage import read_usage, usage_of
 
@@ -63,6 +63,9 @@ class OpenAIResponses:
 
     def usage_of(self, answer: Any) -> Usage | None:
         return usage_of(answer)
+
+    def answer_problem(self, answer: Any) -> str | None:
+        return answer_problem(answer)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return error_event(message, code, sent)

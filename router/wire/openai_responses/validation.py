@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from router.core.errors import InvalidRequest
+from router.core.redaction import quoted
 
 Item = dict[str, Any]
 
@@ -171,7 +172,7 @@ def _check_item(item: Any, where: str) -> bool:
 def _check_message(item: Item, where: str) -> None:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        raise InvalidRequest(f"'{where}.role' is {role!r}, not one of {', '.join(MESSAGE_ROLES)}", f"{where}.role")
+        raise InvalidRequest(f"'{where}.role' is {quoted(role)}, not one of {', '.join(MESSAGE_ROLES)}", f"{where}.role")
     content = item.get("content")
     if not isinstance(content, (str, list)):
         raise InvalidRequest(f"'{where}.content' must be a string or an array of content parts", f"{where}.content")
@@ -206,3 +207,16 @@ def _check_tool(tool: Any, where: str) -> None:
     params = tool.get("parameters")
     if params is not None and not isinstance(params, dict):
         raise InvalidRequest(f"'{where}.parameters' must be an object", f"{where}.parameters")
+
+
+def answer_problem(answer: Any) -> str | None:
+    """What makes a provider's whole answer (its JSON) no Responses ``response``, or None: an
+    ``output`` list of items, each an object with a string ``type``."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    output = answer.get("output")
+    if not isinstance(output, list):
+        return "its output is no list of items"
+    if not all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in output):
+        return "an output item is no object with a string type"
+    return None

@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import ClassVar
 
+import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -106,6 +107,9 @@ async def test_a_fail_closed_stage_that_breaks_stops_the_request_with_503():
     ctx = make_ctx()
     await run_stage(Closed(raises, fail_mode=FailMode.CLOSED), ctx)
     assert ctx.response is not None and ctx.response.status == 503
+    message = orjson.loads(ctx.response.body)["error"]["message"]
+    assert "boom" not in message and "RuntimeError" not in message  # the exception stays in the log
+    assert ctx.request_id in message and "stage 'scripted' failed" in message
 
 
 async def test_cancellation_is_never_swallowed():

@@ -163,3 +163,12 @@ def test_invalid_override_names_the_header(category: str | None, tier: str | Non
     assert isinstance(result, InvalidOverride)
     assert result.header == header
     assert result.message.startswith(f"{header}: ")
+
+
+def test_the_answers_reason_is_kept_in_a_few_words_and_is_optional():
+    system, _ = classifier_messages(CATEGORIES, TIERS, TurnText(task="fix it", step=""))
+    assert '"reason": "<a few words>"' in system["content"]
+    said = parse('{"category": "debugging", "tier": 1, "reason": "a  failing\\n test"}')
+    assert isinstance(said, ClassifierAnswer) and said.reason == "a failing test"
+    assert parse('{"category": "debugging", "tier": 1, "reason": ' + '"x' * 1 + "y" * 500 + '"}').reason == "x" + "y" * 199
+    assert parse('{"category": "debugging", "tier": 1, "reason": 7}').reason == ""

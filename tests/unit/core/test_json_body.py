@@ -35,3 +35,14 @@ def nested(levels: int, leaf: Any = 1) -> Any:
 )
 def test_json_shape(value, max_depth, expected):
     assert json_shape(value, max_depth) == expected
+
+
+def test_a_lone_surrogate_is_refused_as_orjson_refuses_it():
+    import pytest
+
+    from router.core.json_body import faithful_loads
+
+    with pytest.raises(ValueError, match="lone surrogate"):
+        faithful_loads(b'{"x": 1e400, "text": "\\ud800"}')  # the standard library alone would take it
+    assert faithful_loads(b'{"x": 1e400, "text": "\\ud83d\\ude00"}')["text"] == "\U0001f600"  # a pair is a character
+

@@ -34,7 +34,8 @@ def tools(*names: str) -> list[FunctionTool]:
         (["Agent", "Read", "Bash", "Write"], "Bash"),  # Claude Code
         (["exec_command", "write_stdin", "view_image"], "exec_command"),  # Codex 0.17x
         (["apply_patch", "shell"], "shell"),  # older Codex
-        (["read_file", "grep"], "read_file"),  # no shell: the first tool
+        (["read_file", "grep"], "read_file"),  # no shell, no listing tool: the first tool
+        (["update_topic", "list_directory", "read_file"], "list_directory"),  # Gemini CLI in -p mode: its listing tool
         ([], None),
     ],
 )
@@ -175,3 +176,84 @@ def test_the_chat_mocks_calls_have_ids_unique_in_the_conversation() -> None:
     later call reused the id of an earlier one."""
     ids = [completion(chat_turn(results), "done", COMMANDS)["choices"][0]["message"]["tool_calls"][0]["id"] for results in range(3)]
     assert len(set(ids)) == 3
+
+
+# --- a shell tool by its schema, and mini-swe-agent's submit command ---------------------------------------------
+
+QWEN_SHELL = {"type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"}}, "required": ["command"]}
+CLINE_COMMANDS = {"type": "object", "properties": {"commands": {"type": "array", "items": {"type": "string"}}}, "required": ["commands"]}
+NOT_A_SHELL = {"type": "object", "properties": {"command": {"type": "string"}}}  # optional: a read tool's mode, say
+
+
+@pytest.mark.parametrize(
+    ("offered", "picked", "arguments"),
+    [
+        ([("read_file", {"type": "object"}), ("run_shell_command", QWEN_SHELL)], "run_shell_command", {"command": "ls"}),  # Qwen Code
+        ([("read_files", {"type": "object"}), ("run_commands", CLINE_COMMANDS)], "run_commands", {"commands": ["ls"]}),  # Cline CLI
+        ([("search", NOT_A_SHELL), ("bash", QWEN_SHELL)], "bash", {"command": "ls"}),
+        ([("search", NOT_A_SHELL)], None, None),
+    ],
+)
+def test_a_shell_tool_is_found_by_its_schema_whatever_it_is_called(offered, picked, arguments) -> None:
+    from router.tools.mock_answers import shell_tool
+
+    tool = shell_tool([FunctionTool(name, schema) for name, schema in offered])
+    assert (tool.name if tool else None) == picked
+    body = {"model": "m", "messages": [user("list the files")], "tools": [{"type": "function", "function": {"name": n, "parameters": s}} for n, s in offered]}
+    calls = completion(body, "done")["choices"][0]["message"].get("tool_calls") or []
+    if picked is not None:  # the chat mock calls it with valid arguments, as the agent runs it
+        assert [(c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in calls] == [(picked, arguments)]
+    else:
+        assert calls[0]["function"]["arguments"] == '{"n":0}'
+
+
+MINI_PROMPT = "Submit your changes and finish your work by issuing the following command: `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`."
+
+
+def test_mini_swe_agent_is_given_its_submit_command_after_the_turns_commands() -> None:
+    """mini-swe-agent 2.x ends only when a command prints its marker; a text answer makes it loop to its step limit."""
+    bash = [{"type": "function", "function": {"name": "bash", "parameters": SHELL_SCHEMA}}]
+    messages = [{"role": "system", "content": "You are a helpful assistant"}, user(f"Please solve this issue: list the files\n{MINI_PROMPT}")]
+
+    def called(body_messages: list[dict[str, Any]]) -> str | None:
+        calls = completion({"model": "m", "messages": body_messages, "tools": bash}, "done")["choices"][0]["message"].get("tool_calls")
+        return orjson.loads(calls[0]["function"]["arguments"])["command"] if calls else None
+
+    assert called(messages) == "ls"
+    messages += [assistant(None, [("c1", "bash", '{"command": "ls"}')]), tool("c1", "a.py")]
+    assert called(messages) == "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    messages += [assistant(None, [("c2", "bash", '{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}')]), tool("c2", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")]
+    assert called(messages) is None  # had it gone on: text
+
+
+def test_codex_code_mode_exec_is_its_shell_and_is_given_javascript_that_runs_the_command() -> None:
+    """Codex on its default model offers no shell function: the custom tool ``exec`` runs JavaScript that calls ``tools.exec_command``."""
+    from router.tools.mock_answers import shell_arguments, shell_tool
+    from router.tools.mock_responses import answer, output_items
+
+    exec_tool = FunctionTool("exec", {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}, "await tools.exec_command(...)")
+    assert shell_tool([FunctionTool("wait", {"type": "object"}), exec_tool]) is exec_tool
+    assert shell_arguments(exec_tool, "ls")["input"].startswith('const r = await tools.exec_command({cmd: "ls"});')
+    body = {"model": "m", "input": [
+        {"type": "additional_tools", "role": "developer", "tools": [{"type": "namespace", "name": "functions", "tools": [
+            {"type": "custom", "name": "exec", "description": "await tools.exec_command(...)"}]}]},
+        {"type": "message", "role": "user", "content": "list the files"},
+    ]}  # fmt: skip
+    (item,) = output_items(body, answer(body, "done"))
+    assert item["type"] == "custom_tool_call" and item["name"] == "exec" and "tools.exec_command" in item["input"]
+
+
+# Gemini CLI's tools in -p mode, as it declares them (cut): no shell, a directory listing among them
+GEMINI_CLI_TOOLS = [
+    ("update_topic", {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}),
+    ("list_directory", {"type": "object", "properties": {"dir_path": {"type": "string"}, "ignore": {"type": "array"}}, "required": ["dir_path"]}),
+    ("read_file", {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}),
+]
+
+
+def test_without_a_shell_the_chat_mock_lists_the_workspace_with_the_agents_listing_tool() -> None:
+    """Gemini CLI, translated to a chat provider, offers no shell in -p mode: the chat mock calls its
+    list_directory on ".", so the agent really lists the workspace instead of failing a dummy call."""
+    body = {"model": "m", "messages": [user("list the files")], "tools": [{"type": "function", "function": {"name": n, "parameters": s}} for n, s in GEMINI_CLI_TOOLS]}
+    calls = completion(body, "done")["choices"][0]["message"]["tool_calls"]
+    assert [(c["function"]["name"], orjson.loads(c["function"]["arguments"])) for c in calls] == [("list_directory", {"dir_path": "."})]

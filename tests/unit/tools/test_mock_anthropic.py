@@ -172,3 +172,24 @@ def system_message(text: str) -> dict[str, Any]:
 def test_a_tool_result_split_from_its_tool_use_is_refused_as_anthropic_does(messages: list[dict[str, Any]], problem: str | None) -> None:
     error = mock_anthropic.request_error(anthropic_body(*messages))
     assert (error or "").startswith(problem) if problem else error is None
+
+
+def test_a_bound_thinking_block_survives_its_prefix_turning_a_block_into_the_string_it_stands_for() -> None:
+    """Claude Code on its default model (claude-opus-5-5, which binds thinking) sends its environment block as a
+    list with cache_control, then as a plain string: the same prompt, so the real API keeps the thinking valid."""
+    from router.tools import mock_anthropic
+
+    first = {"model": "claude-opus-5-5", "max_tokens": 100, "thinking": {"type": "adaptive"},
+             "tools": [{"name": "Bash", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}],
+             "messages": [{"role": "user", "content": "list the files"},
+                          {"role": "system", "content": [{"type": "text", "text": "# Environment", "cache_control": {"type": "ephemeral"}}]}]}  # fmt: skip
+    answer = mock_anthropic.message(first, mock_anthropic.answer(first, "done"))
+    call = next(b for b in answer["content"] if b["type"] == "tool_use")
+    later = {**first, "messages": [
+        first["messages"][0], {"role": "system", "content": "# Environment"},
+        {"role": "assistant", "content": answer["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": "main.py"}]},
+    ]}  # fmt: skip
+    assert mock_anthropic.request_error(later) is None
+    changed = {**later, "messages": [{"role": "user", "content": "list the files!"}, *later["messages"][1:]]}
+    assert "bound to a different conversation" in (mock_anthropic.request_error(changed) or "")

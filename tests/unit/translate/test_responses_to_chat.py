@@ -188,3 +188,55 @@ def test_limits_and_sampling_are_carried_and_responses_only_fields_are_not() -> 
     assert chat["max_tokens"] == 256 and chat["temperature"] == 0.2 and chat["top_p"] == 0.9 and chat["user"] == "u1"
     assert chat["reasoning_effort"] == "low"
     assert not {"max_output_tokens", "store", "include", "truncation", "metadata", "stream", "stream_options"} & set(chat)
+
+
+# --- Codex on its default model: code mode, its tools in an additional_tools item ----------------------------------
+
+EXEC = {"type": "custom", "name": "exec", "description": "Run JavaScript: `await tools.exec_command(...)`",
+        "format": {"type": "grammar", "syntax": "lark", "definition": "start: SOURCE"}}  # fmt: skip
+WAIT = {"type": "function", "name": "wait", "parameters": {"type": "object", "properties": {"cell_id": {"type": "string"}}}}
+ADDITIONAL = {"type": "additional_tools", "role": "developer", "tools": [
+    {"type": "namespace", "name": "functions", "tools": [EXEC, WAIT]},
+    {"type": "namespace", "name": "clock", "tools": [{"type": "function", "name": "sleep", "parameters": {"type": "object"}}]},
+]}  # fmt: skip
+
+
+def test_codex_code_mode_tools_and_calls_reach_chat_as_functions_and_come_back_as_custom_calls() -> None:
+    from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, completion_to_response, custom_tool_names
+
+    script = 'text(await tools.exec_command({cmd: "ls"}))'
+    body = responses_body(
+        ADDITIONAL,
+        input_message("user", "list the files"),
+        {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": script},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "main.py"},
+    )
+    chat, dropped = translate(body)
+    assert [t["function"]["name"] for t in chat["tools"]] == ["exec", "wait"]  # the functions namespace opened
+    assert chat["tools"][0]["function"]["parameters"]["required"] == ["input"]
+    assert dropped == ("tool namespace:clock",)
+    call, result = chat["messages"][-2:]
+    assert call["tool_calls"][0]["function"] == {"name": "exec", "arguments": '{"input":' + orjson_str(script) + "}"}
+    assert result == {"role": "tool", "tool_call_id": "c1", "content": "main.py"}
+
+    frame = ResponseFrame("resp_x", 0, body, custom_tool_names(body))
+    assert frame.custom_tools == {"exec"}
+    chat_call = {"id": "c2", "type": "function", "function": {"name": "exec", "arguments": '{"input": "exit()"}'}}
+    completion = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [chat_call]}, "finish_reason": "tool_calls"}]}
+    (item,) = completion_to_response(completion, frame)["output"]
+    assert (item["type"], item["call_id"], item["name"], item["input"]) == ("custom_tool_call", "c2", "exec", "exit()")
+    stream = ChatStreamTranslator(frame)
+    events = stream.start()
+    for fragment in ('{"inp', 'ut": "exit()"}'):
+        events += stream.feed({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c2", "function": {"name": "exec", "arguments": fragment}}]}}]})
+    events += stream.finish()
+    kinds = [e["type"] for e in events]
+    assert "response.function_call_arguments.delta" not in kinds
+    assert kinds[-4:] == ["response.custom_tool_call_input.delta", "response.custom_tool_call_input.done", "response.output_item.done", "response.completed"]
+    assert events[-2]["item"]["input"] == "exit()" and events[-1]["response"]["output"][0]["type"] == "custom_tool_call"
+
+
+def orjson_str(text: str) -> str:
+    import orjson
+
+    return orjson.dumps(text).decode()

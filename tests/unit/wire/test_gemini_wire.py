@@ -119,3 +119,13 @@ def test_gemini_paths_and_clients_are_told_apart():
     assert is_gemini_path("/v1beta/models/x:generateContent") and is_gemini_path("/v1/models/x:countTokens") and is_gemini_path("/v1beta/files")
     assert not is_gemini_path("/v1/models") and not is_gemini_path("/v1/models/gpt-4o") and not is_gemini_path("/v1/chat/completions")
     assert is_gemini_client({"x-goog-api-key": ""}, {}) and is_gemini_client({}, {"key": "k"}) and not is_gemini_client({"authorization": "Bearer k"}, {})
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [("model_not_found", "MODEL_NOT_FOUND"), ("upstream_400", "UPSTREAM_400"), ("a.b-c", "A_B_C"), ("x" * 80, "X" * 63), ("4xx", ""), ("ab", "")],
+)
+def test_an_error_reason_is_upper_snake_case_as_error_info_asks(code, reason):
+    """error_details.proto: a reason matches [A-Z][A-Z0-9_]+[A-Z0-9], at most 63 characters; none is better than a bad one."""
+    body = orjson.loads(WIRE.render_error(ApiError(404, "no such model", "invalid_request_error", code)).body)
+    assert body["error"].get("details", [{}])[0].get("reason", "") == reason

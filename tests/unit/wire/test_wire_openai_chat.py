@@ -165,7 +165,7 @@ async def test_a_stage_refuses_in_the_clients_wire_format(http):
     await run_stage(build_stage(CapabilityGate, make_config(), http=http, estimator=DEFAULT), ctx)
     assert ctx.response is not None and ctx.response.status == 404
     error = orjson.loads(ctx.response.body)
-    assert error["type"] == "error" and "neither a configured model nor a routing alias" in error["error"]["message"]
+    assert error["type"] == "error" and "neither a configured model, a routing alias nor a model family" in error["error"]["message"]
     assert error["request_id"] == ctx.request_id  # the request's own id, where the format carries one
 
 

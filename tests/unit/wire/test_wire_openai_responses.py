@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from router.core.errors import ApiError
 from router.core.request_view import BodyChanges
+from router.translate.protocol import MalformedAnswer
 from router.translate.responses_to_chat import ResponsesToChat
 from router.wire import adapters
 from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
@@ -95,7 +97,9 @@ def test_the_translator_turns_a_completion_into_a_response() -> None:
     response = orjson.loads(translator.response(orjson.dumps(completion)))
     assert response["object"] == "response" and response["output"][0]["content"][0]["text"] == "Hi"
     assert response["usage"]["input_tokens"] == 3 and response["usage"]["total_tokens"] == 4
-    assert translator.response(b"not json") == b"not json"
+    for not_a_completion in (b"not json", b"[]", b'{"choices": []}', b'{"choices": [{"message": "hi"}]}'):
+        with pytest.raises(MalformedAnswer):  # the attempt fails; the client never gets the provider's body
+            translator.response(not_a_completion)
 
 
 def chat_sse(*chunks: dict, done: bool = True) -> bytes:

@@ -1,0 +1,215 @@
+"""The client connections of one server: a head that must arrive in time, and a cap on how many are open.
+
+aiohttp waits for a request head as long as its keep-alive timeout allows (an hour by default),
+and holds every connection it accepts: a client that opens connections and sends half a head, or
+nothing, holds a socket and a file descriptor each for as long as it likes, until the process
+runs out of them. So, per server (one per process: each worker of ``serve --workers`` has its own):
+
+* **Head timeout** (``server.head_timeout_seconds``): a request's head — its request line and
+  headers — must be complete within this long of the connection opening (its first request), or
+  of the first byte of the head (a kept-alive connection's next request). Else the connection is
+  closed: with a ``408`` in OpenAI's error format when part of a head came, silently when nothing
+  did. A slow body is the body timeout's (``server.body_timeout_seconds``), an idle kept-alive
+  connection aiohttp's keep-alive timeout (``server.keepalive_timeout_seconds``).
+* **Connection cap** (``server.max_connections``): at the cap, a new connection closes the
+  oldest one that is waiting for a head (the half-open ones go first), else the oldest idle
+  kept-alive one; one serving a request is never closed for another. Only when every connection
+  is busy is the new one refused, with a ``503`` and ``Retry-After``. So a flood of half-open
+  connections cannot keep a real request out.
+
+The guard sees a connection through the request handler class the app's servers use (see
+:mod:`router.http.framing_errors`, the one seam where aiohttp lets the handler be chosen):
+opened, bytes received, a head parsed, an answer finished, closed. Deadlines all lie one head
+timeout after their start, so the connections waiting for a head are kept in start order and
+one timer, at the earliest deadline, expires them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp.web_protocol import RequestHandler
+
+from router.core.errors import ApiError
+from router.wire.openai_chat.errors import render_error
+
+HEAD, BUSY, IDLE = "head", "busy", "idle"
+EXPIRE_SLICE = 32  # late connections closed per turn of the loop
+HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_cap"  # why the proxy closed one
+
+
+def _raw_answer(status: int, reason: str, error: ApiError, extra: str = "") -> bytes:
+    """A whole HTTP/1.1 answer that closes the connection, for when no request was parsed to answer."""
+    body = render_error(error).body
+    head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n"
+    return head.encode() + body
+
+
+class ConnectionGuard:
+    """The head timeout and the connection cap of one server (see the module doc).
+
+    ``on_close(reason)`` is told of every connection the guard closes (``head_timeout``,
+    ``evicted_at_cap``, ``refused_at_cap``); ``on_count(n)`` of the number open after each change.
+    """
+
+    def __init__(
+        self,
+        head_timeout: float,
+        max_connections: int,
+        on_close: Callable[[str], None] | None = None,
+        on_count: Callable[[int], None] | None = None,
+    ) -> None:
+        self.head_timeout = head_timeout
+        self.max_connections = max_connections
+        self.on_close, self.on_count = on_close, on_count
+        self.open = 0
+        self.state: dict[RequestHandler, str] = {}
+        # waiting for a head: handler → (deadline, bytes of it received), in deadline order
+        self.heads: OrderedDict[RequestHandler, tuple[float, int]] = OrderedDict()
+        self.idle: OrderedDict[RequestHandler, None] = OrderedDict()  # kept alive between requests, oldest first
+        self.parsed: dict[RequestHandler, int] = {}  # heads parsed on each connection, as aiohttp counts them
+        self.answered: dict[RequestHandler, int] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self.closed: dict[str, int] = {HEAD_TIMEOUT: 0, EVICTED: 0, REFUSED: 0}
+        self._timeout_answer = _raw_answer(
+            408, "Request Timeout", ApiError(408, f"the request head did not arrive within {head_timeout:g}s (server.head_timeout_seconds)", "invalid_request_error", "request_timeout")
+        )
+        self._busy_answer = _raw_answer(
+            503,
+            "Service Unavailable",
+            ApiError(503, f"the proxy is serving its {max_connections} connections at once (server.max_connections); retry shortly", "server_error", "server_busy"),
+            "Retry-After: 1\r\n",
+        )
+
+    # -- what the handler tells the guard
+
+    def opened(self, handler: RequestHandler) -> None:
+        self.open += 1
+        self.parsed[handler] = self.answered[handler] = 0
+        self.state[handler] = BUSY  # not evictable while it is decided whether another goes
+        if self.open > self.max_connections and not self._evict_one():
+            self._close(handler, REFUSED, self._busy_answer)
+            return
+        self._wait_for_head(handler, 0)
+        self._counted()
+
+    def received(self, handler: RequestHandler, data_size: int, heads_parsed: int) -> None:
+        """Bytes arrived; ``heads_parsed``: how many heads the connection's parser has completed so far."""
+        if handler not in self.state:
+            return
+        if heads_parsed != self.parsed[handler]:  # a head is complete: its request is being served
+            self.parsed[handler] = heads_parsed
+            self._set(handler, BUSY)
+        elif self.state[handler] == IDLE:  # the first bytes of the next request's head
+            self._wait_for_head(handler, data_size)
+        elif self.state[handler] == HEAD:
+            deadline, got = self.heads[handler]
+            self.heads[handler] = (deadline, got + data_size)
+
+    def finished(self, handler: RequestHandler) -> None:
+        """An answer is written; idle (evictable) again once every parsed head has been answered."""
+        if handler not in self.state:
+            return
+        self.answered[handler] += 1
+        if self.answered[handler] >= self.parsed[handler] and self.state[handler] == BUSY:
+            self._set(handler, IDLE)
+
+    def closed_by_peer_or_server(self, handler: RequestHandler) -> None:
+        if self.state.pop(handler, None) is None:
+            return
+        self.heads.pop(handler, None)
+        self.idle.pop(handler, None)
+        self.parsed.pop(handler, None)
+        self.answered.pop(handler, None)
+        self.open -= 1
+        self._counted()
+
+    # -- the guard's own work
+
+    def _set(self, handler: RequestHandler, state: str) -> None:
+        self.heads.pop(handler, None)
+        self.idle.pop(handler, None)
+        self.state[handler] = state
+        if state == IDLE:
+            self.idle[handler] = None
+
+    def _wait_for_head(self, handler: RequestHandler, received: int) -> None:
+        self._set(handler, HEAD)
+        deadline = asyncio.get_running_loop().time() + self.head_timeout
+        self.heads[handler] = (deadline, received)
+        if self._timer is None:
+            self._arm(deadline)
+
+    def _arm(self, at: float) -> None:
+        self._timer_at = at
+        self._timer = asyncio.get_running_loop().call_at(at, self._expire)
+
+    def _expire(self) -> None:
+        """Close the connections whose head is late, a slice at a time: a flood opened at once
+        expires at once, and closing a thousand in one callback held the loop from real requests."""
+        self._timer = None
+        now = asyncio.get_running_loop().time()
+        for _ in range(EXPIRE_SLICE):
+            if not self.heads:
+                return
+            handler, (deadline, received) = next(iter(self.heads.items()))
+            if deadline > now:
+                self._arm(deadline)
+                return
+            self._close(handler, HEAD_TIMEOUT, self._timeout_answer if received else None)
+        if self.heads:
+            self._arm(now)  # the rest on the next turn of the loop, after what waits meanwhile
+
+    def _evict_one(self) -> bool:
+        """Close the oldest connection waiting for a head, else the oldest idle one; False: all are busy."""
+        for waiting in (self.heads, self.idle):
+            if waiting:
+                self._close(next(iter(waiting)), EVICTED, None)
+                return True
+        return False
+
+    def _close(self, handler: RequestHandler, reason: str, answer: bytes | None) -> None:
+        transport = handler.transport
+        self.closed_by_peer_or_server(handler)
+        self.closed[reason] += 1
+        if self.on_close is not None:
+            self.on_close(reason)
+        if transport is not None and answer is not None and not transport.is_closing():
+            transport.write(answer)
+        handler.force_close()  # the transport closes once what is buffered is written
+
+    def _counted(self) -> None:
+        if self.on_count is not None:
+            self.on_count(self.open)
+
+
+class GuardedRequestHandler(RequestHandler):
+    """aiohttp's request handler, telling its server's :class:`ConnectionGuard` what the connection does."""
+
+    guard: ConnectionGuard | None = None
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        if self.guard is not None:
+            self.guard.opened(self)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.guard is not None:
+            self.guard.received(self, len(data), self._request_count)
+
+    async def finish_response(self, request: Any, resp: Any, start_time: float | None) -> Any:
+        try:
+            return await super().finish_response(request, resp, start_time)
+        finally:
+            if self.guard is not None:
+                self.guard.finished(self)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self.guard is not None:
+            self.guard.closed_by_peer_or_server(self)
+        super().connection_lost(exc)

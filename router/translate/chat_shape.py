@@ -1,0 +1,74 @@
+"""The shape of a translated chat conversation that strict chat templates accept. Pure.
+
+The chat templates Ollama, llama.cpp and vLLM render a conversation with (Jinja templates shipped
+with the model) often accept one system message, first, and raise on any other ("System message
+must be at the beginning."); some demand that user and assistant turns alternate. A translation
+from another client API easily breaks both: Claude Code sends a mid-conversation ``system``
+message (its ``# Environment`` block) after the first user message, Codex two ``developer``
+messages and two user messages in a row.
+
+:func:`strict_chat_messages` reshapes a translated conversation without losing anything: the
+content of every system message, in order, becomes one leading system message (joined by a blank
+line), and consecutive user messages become one (text joined by a blank line; a message with image
+parts keeps its parts, in order). Tool calls, tool results and assistant turns are left as they
+are. A provider that accepts more (``providers.<name>.system_messages: anywhere``) gets its system
+messages where the client put them; consecutive user messages are joined either way, which no chat
+server refuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from router.core.content import Message
+
+SEPARATOR = "\n\n"
+
+
+def strict_chat_messages(messages: list[Message], *, system_anywhere: bool = False) -> list[Message]:
+    """``messages`` with one leading system message (unless ``system_anywhere``) and no two user
+    messages in a row (see the module doc)."""
+    if not system_anywhere:
+        messages = _one_leading_system(messages)
+    out: list[Message] = []
+    for message in messages:
+        if out and _plain_user(message) and _plain_user(out[-1]):
+            out[-1] = {"role": "user", "content": _joined(out[-1].get("content"), message.get("content"))}
+        else:
+            out.append(message)
+    return out
+
+
+def _plain_user(message: Message) -> bool:
+    """A user message with nothing but its content (a ``name`` would be lost in a join)."""
+    return message.get("role") == "user" and set(message) <= {"role", "content"}
+
+
+def _one_leading_system(messages: list[Message]) -> list[Message]:
+    systems = [m for m in messages if m.get("role") == "system"]
+    if not systems or (len(systems) == 1 and messages[0] is systems[0]):
+        return messages
+    texts = [text for m in systems if (text := _text(m.get("content")))]
+    rest = [m for m in messages if m.get("role") != "system"]
+    return [{"role": "system", "content": SEPARATOR.join(texts)}, *rest] if texts else rest
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return SEPARATOR.join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _joined(first: Any, second: Any) -> Any:
+    """Two user contents as one: a string when both are text, else the parts of both in order."""
+    if isinstance(first, str) and isinstance(second, str):
+        return SEPARATOR.join(t for t in (first, second) if t)
+    return [*_parts(first), *_parts(second)]
+
+
+def _parts(content: Any) -> list[Any]:
+    if isinstance(content, list):
+        return content
+    return [{"type": "text", "text": content}] if isinstance(content, str) and content else []
