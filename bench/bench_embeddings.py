@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -42,7 +43,7 @@ import aiohttp
 from aiohttp import web
 
 from bench.bench_relevance import bench_config
-from bench.harness import ROOT, TRANSCRIPTS, load_bodies
+from bench.harness import ROOT, TRANSCRIPTS, load_bodies, save_results
 from middlewares.pinch_relevance import PinchRelevance
 from router.contract.chain import StageDeps
 from router.core.embedding_cache import EmbeddingCache
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--model-dir", help="also measure api: local with this folder (model.onnx + tokenizer.json)")
+    parser.add_argument("--save", action="store_true", help="also write the table to bench/results/bench_embeddings.txt")
     parser.add_argument("--one", choices=["hashed", "local"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -155,15 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.model_dir:
         rows.append(run_one("local", args.model_dir, args.runs))
     base = rows[0]
-    print(f"pinch-relevance on the final request of each shared transcript ({base['results']} results), per result; median of {args.runs} runs")
-    print(f"{'embedder':<20} {'load s':>7} {'cold ms':>8} {'× base':>7} {'warm ms':>8} {'× base':>7} {'model MB':>9} {'peak MB':>8} {'cache B/result':>15}")
+    table = [
+        f"pinch-relevance on the final request of each shared transcript ({base['results']} results), per result; median of {args.runs} runs",
+        f"{'embedder':<20} {'load s':>7} {'cold ms':>8} {'× base':>7} {'warm ms':>8} {'× base':>7} {'model MB':>9} {'peak MB':>8} {'cache B/result':>15}",
+    ]
     for row in rows:
-        print(
+        table.append(
             f"{row['embedder']:<20} {row['load_seconds']:>7.2f} {row['cold_ms']:>8.3f} {row['cold_ms'] / base['cold_ms']:>7.1f} "
             f"{row['warm_ms']:>8.3f} {row['warm_ms'] / base['warm_ms']:>7.1f} {row['model_mb']:>9.1f} {row['peak_mb']:>8.1f} {row['cache_bytes']:>15,.0f}"
         )
-    print("cold: every text embedded (model loaded); warm: every vector cached. model MB: resident memory the loaded model adds;")
-    print("peak MB: the most it adds while embedding; cache B/result: Python memory the stage's cache and ranking hold per result.")
+    table.append("cold: every text embedded (model loaded); warm: every vector cached. model MB: resident memory the loaded model adds;")
+    table.append("peak MB: the most it adds while embedding; cache B/result: Python memory the stage's cache and ranking hold per result.")
+    table.append(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    print("\n".join(table))
+    if args.save:
+        print(f"saved to {save_results(__file__, table, argv)}")
     return 0
 
 

@@ -329,3 +329,20 @@ def wrk_cell(url: str, body: bytes, seconds: float, concurrency: int) -> Cell:
     result = orjson.loads(line.removeprefix("WRK_RESULT "))
     answered = result["requests"] - result["errors"]
     return Cell(answered, result["errors"], result["us"] / 1e6, result["p50"] / 1000, result["p99"] / 1000)
+
+
+RESULTS = ROOT / "bench" / "results"
+
+
+def save_results(module_file: str, table: list[str], argv: list[str] | None = None) -> Path:
+    """Write a benchmark's printed table to ``bench/results/<module>.txt`` (``--save``; the docs' benchmark
+    page is generated from these files): a first line ``# <command> — <UTC date>, <machine: nproc, load
+    average>``, then exactly the table."""
+    name = Path(module_file).stem
+    command = " ".join(["python -m", f"bench.{name}", *(sys.argv[1:] if argv is None else argv)])
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.txt"
+    path.write_text(f"# {command} — {date}, {os.cpu_count()} CPUs, load average {load}\n" + "\n".join(table) + "\n")
+    return path
