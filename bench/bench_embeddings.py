@@ -42,14 +42,11 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench.bench_relevance import bench_config
+from bench.bench_relevance import bench_config, relevance_stage
 from bench.harness import ROOT, TRANSCRIPTS, load_bodies, save_results
-from middlewares.pinch_relevance import PinchRelevance
-from router.contract.chain import StageDeps
 from router.core.embedding_cache import EmbeddingCache
 from router.core.evidence import TermCache
 from router.core.results import RelevanceStatus
-from router.core.tokens import TokenEstimator
 from router.tools.eval_pinch import request_context
 from router.tools.mock_upstream import MockUpstream
 
@@ -84,9 +81,8 @@ async def measure(embedder: str, model_dir: str | None, runs: int) -> dict[str, 
     contexts = [request_context(body["messages"], body.get("tools"), config.classifier.max_input_chars) for body in bodies.values()]
     try:
         async with aiohttp.ClientSession() as http:
-            deps = StageDeps(config=config, http=http, estimator=TokenEstimator())
             before = rss_mb()
-            stage = PinchRelevance(deps)
+            stage = relevance_stage(config, http)
             started = time.perf_counter()
             await stage.client.embed(["load the model"])  # the first call loads it
             load_seconds = time.perf_counter() - started

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -39,17 +40,17 @@ import orjson
 from bench.bench_pinch import interleaved_medians
 from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
 from middlewares.pinch_relevance import QUERY_STEPS, PinchRelevance
-from router.contract.chain import StageDeps
 from router.config import Config, parse_config
 from router.core.results import RelevanceStatus
 from router.core.content import content_text
 from router.wire.openai_chat.pinch import prune_context
 from router.core.evidence import TermCache
 from router.core.relevance import rank_results, similarities
-from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
 from router.wire.openai_chat.view import trim_candidates
 from router.tools.eval_pinch import request_context
+from router.server.registry import stage_deps
+from router.state.session_store import LocalStore
 
 DIMENSIONS = 384  # all-MiniLM-L6-v2
 KEEP_LAST_TURNS = 4
@@ -83,9 +84,14 @@ def warm(stage: PinchRelevance, messages: list[dict[str, Any]], queries: list[st
     return len(texts) - len(queries)
 
 
+def relevance_stage(config: Config, http: aiohttp.ClientSession) -> PinchRelevance:
+    """The pinch-relevance stage built as the server builds it (its deps from the config), session state in memory."""
+    return PinchRelevance(stage_deps(config, http=http, clock=time.monotonic, state=LocalStore())(PinchRelevance))
+
+
 async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: aiohttp.ClientSession) -> dict[str, Any]:
     config = bench_config(budget)
-    stage = PinchRelevance(StageDeps(config=config, http=http, estimator=TokenEstimator()))
+    stage = relevance_stage(config, http)
     messages, tools = body["messages"], body.get("tools")
     ctx = request_context(messages, tools, config.classifier.max_input_chars)
     turn = ctx.view.turn_text
