@@ -292,6 +292,21 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    from router.tools.demo import demo
+
+    # the shipped config.yaml (its packaged copy) unless one is named: the demo needs no model server
+    path = Path(args.config) if args.config else Path(str(importlib.resources.files("router").joinpath(STARTER_CONFIG)))
+    return demo(
+        _load(path),
+        str(path),
+        _state(args) / "demo",
+        transcript_file=args.transcript,
+        scenario=args.scenario,
+        budget=args.budget,
+    )
+
+
 TUI_MISSING = "pinch-router top needs the terminal UI extra: pip install 'pinch-router[tui]' (it adds textual)"
 # What the extra brings: textual, and rich, which textual is built on and top imports itself
 # (a plain `pip install pinch-router` has neither: rich is no dependency of the server).
@@ -419,6 +434,18 @@ def build_parser() -> argparse.ArgumentParser:
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )
     evaluate.set_defaults(func=cmd_eval_pinch)
+
+    show = sub.add_parser(
+        "demo", help="no model server, no agent: replay a shared agent session through the proxy to the mock upstream and show what routing and pinch did"
+    )
+    show.add_argument("--config", help="the config to derive the demo's from (default: the shipped config.yaml)")
+    show.add_argument("--state-dir", help=state_help + "; the demo writes to its demo/ folder")
+    show.add_argument("--transcript", metavar="FILE", help="a transcript to replay (default: a shared 80-turn SWE-bench session)")
+    show.add_argument(
+        "--scenario", default="cold", choices=["warm", "cold", "nocache", "window", "gemini"], help="how time passes and what the provider caches (default cold)"
+    )
+    show.add_argument("--budget", type=positive_int, help="pinch.budget_tokens (default: the config's)")
+    show.set_defaults(func=cmd_demo)
 
     top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")
     top.add_argument("--url", default="http://127.0.0.1:8787", help="the proxy (default http://127.0.0.1:8787)")
