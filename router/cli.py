@@ -289,6 +289,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
         per_transcript=args.per_transcript,
+        plot=args.plot,
     )
 
 
@@ -430,6 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
     )
     evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
+    evaluate.add_argument(
+        "--plot", type=Path, metavar="DIR", help="write PNG charts of each replay to DIR: cumulative cost, tokens sent and cached, batches (extra [plot])"
+    )
     evaluate.add_argument(
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )
