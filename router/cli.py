@@ -278,8 +278,24 @@ def mock_banner(host: str, port: int) -> str:
     )
 
 
+PLOT_MISSING = "pinch-router eval-pinch --plot needs the plot extra: pip install 'pinch-router[plot]' (it adds matplotlib)"
+
+
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
-    from router.tools.eval_pinch import DEFAULT_BUDGETS, eval_pinch
+    from router.tools.eval_pinch import DEFAULT_BUDGETS, Results, eval_pinch
+
+    plot = None
+    if args.plot is not None:  # said before any replay, not after a minute of it
+        try:
+            from router.tools.pinch_plot import write_plots
+        except ModuleNotFoundError as error:
+            if error.name is None or error.name.split(".")[0] != "matplotlib":
+                raise
+            print(PLOT_MISSING, file=sys.stderr)
+            return 1
+
+        def plot(results: Results) -> list[Path]:
+            return write_plots(results, args.plot)
 
     return eval_pinch(
         _load_found(args),
@@ -289,7 +305,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
         per_transcript=args.per_transcript,
-        plot=args.plot,
+        plot=plot,
     )
 
 

@@ -82,7 +82,6 @@ STEP_SECONDS = 20.0
 REPLAY_MODEL = "replay-model"
 REPLAY_PROVIDER = "replay"
 EMBEDDING_MODEL = "hashed-bag-of-words"
-PLOT_MISSING = "pinch-router eval-pinch --plot needs the plot extra: pip install 'pinch-router[plot]' (it adds matplotlib)"
 SHARED_TRANSCRIPTS = Path(__file__).resolve().parents[2] / "tests" / "data" / "transcripts"
 
 
@@ -797,12 +796,12 @@ def eval_pinch(
     keep_last_turns: int | None = None,
     own_embeddings: bool = False,
     per_transcript: bool = False,
-    plot: Path | None = None,
+    plot: Callable[[Results], Sequence[Path]] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """The command: 0 when every transcript was replayed, 2 when a file cannot be read; ``plot``: a
-    directory for the charts of :mod:`router.tools.pinch_plot` (1 without the plot extra, said before any replay)."""
+    """The command: 0 when every transcript was replayed, 2 when a file cannot be read; ``plot``
+    draws the results (:func:`router.tools.pinch_plot.write_plots`), each file written is named."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -813,15 +812,6 @@ def eval_pinch(
     if not transcripts:
         err.write("pinch-router eval-pinch: no transcripts given and none vendored\n")
         return 2
-    write_plots = None
-    if plot is not None:
-        try:
-            from router.tools.pinch_plot import write_plots
-        except ModuleNotFoundError as error:
-            if error.name is None or error.name.split(".")[0] != "matplotlib":
-                raise
-            err.write(PLOT_MISSING + "\n")
-            return 1
     if keep_last_turns is not None:
         config = config.model_copy(update={"pinch": config.pinch.model_copy(update={"keep_last_turns": keep_last_turns})})
     chosen = [s for s in SCENARIOS if scenarios is None or s.name in scenarios]
@@ -838,8 +828,8 @@ def eval_pinch(
         )
     finally:
         stage_logs.setLevel(level)
-    if write_plots is not None and plot is not None:
-        for path in write_plots(results, plot):
+    if plot is not None:
+        for path in plot(results):
             out.write(f"wrote {path}\n")
     return 0
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from router.cli import main
-from router.tools.eval_pinch import PLOT_MISSING, SHARED_TRANSCRIPTS
+from router.cli import PLOT_MISSING
+from router.tools.eval_pinch import SHARED_TRANSCRIPTS
 
 
 def test_the_server_its_chain_and_the_other_commands_load_without_matplotlib() -> None:
