@@ -32,7 +32,7 @@ import logging
 import shlex
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -45,7 +45,6 @@ from router.tools.eval_pinch import (
     MODES,
     NO_PINCH,
     SCENARIOS,
-    SHARED_TRANSCRIPTS,
     Mode,
     Ratios,
     Scenario,
@@ -58,7 +57,9 @@ from router.tools.eval_pinch import (
 from router.tools.mock_upstream import MockUpstream
 from router.tools.transcripts import RequestFileError, Transcript, load_transcript
 
-DEFAULT_TRANSCRIPT = SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json"
+# Packaged (router/tools/data/, with its provenance and license in the .meta.json beside it), so the demo
+# runs from any install; the same bytes as the shared copy in tests/data/transcripts/ (a test holds them equal).
+DEFAULT_TRANSCRIPT = Path(__file__).resolve().parent / "data" / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json"
 # Cold gaps: the agent's user steps away past the cache lifetime every tenth turn — the case the
 # ledger is for. `--scenario` picks another of eval-pinch's.
 DEFAULT_SCENARIO = "cold"
@@ -83,6 +84,7 @@ class DemoResult:
     baseline: SessionRun
     ratios: Ratios  # eval-pinch's figures for the pinched run against the baseline
     explain_file: Path | None  # the request of the turn pinch saved most on
+    transcript_file: Path | None = None  # where the transcript was read from
 
 
 class TurnView:
@@ -216,14 +218,10 @@ def format_summary(result: DemoResult, config_path: str, out_dir: Path) -> str:
         f"  python3 -c \"import sqlite3; [print(*r) for r in sqlite3.connect('{log_file}').execute('{query}')]\""
         "   # the decision log of the pinch replay",
         "  pinch-router top   # the same decisions, live, from a running proxy (pinch-router serve; extra [tui])",
-        f"  pinch-router eval-pinch --scenario {result.scenario.name} --budget {result.budget} {shlex.quote(str(_transcript_arg(result)))}"
+        f"  pinch-router eval-pinch --scenario {result.scenario.name} --budget {result.budget} {shlex.quote(str(result.transcript_file or DEFAULT_TRANSCRIPT))}"
         "   # every pinch mode on this session",
     ]
     return "\n".join(lines)
-
-
-def _transcript_arg(result: DemoResult) -> Path:
-    return SHARED_TRANSCRIPTS / f"{result.transcript}.json"
 
 
 def _reported_share(run: SessionRun, sent: int) -> float:
@@ -246,8 +244,9 @@ def demo(
 ) -> int:
     """The command: 0 after the summary, 2 when the transcript cannot be read, 130 on Ctrl-C."""
     out = out or sys.stdout
+    path = Path(transcript_file) if transcript_file else DEFAULT_TRANSCRIPT
     try:
-        transcript = load_transcript(Path(transcript_file) if transcript_file else DEFAULT_TRANSCRIPT)
+        transcript = load_transcript(path)
     except RequestFileError as error:
         print(f"pinch-router demo: {error}", file=sys.stderr)
         return 2
@@ -265,6 +264,7 @@ def demo(
     stage_logs.setLevel(logging.ERROR)
     try:
         result = asyncio.run(run_demo(config, transcript, chosen, budget, out_dir, view, baseline_note=out))
+        result = replace(result, transcript_file=path)
     except KeyboardInterrupt:
         view.close()
         out.write("\npinch-router demo: stopped (Ctrl-C); both servers are closed\n")

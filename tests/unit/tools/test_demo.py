@@ -86,6 +86,12 @@ def test_a_terminal_sees_a_progress_bar_under_the_lines() -> None:
     assert "turn   3/4  refused: 400 no_capable_model" in stream.getvalue()
 
 
+def test_the_packaged_demo_transcript_is_the_shared_one() -> None:
+    assert DEFAULT_TRANSCRIPT.read_bytes() == (SHARED_TRANSCRIPTS / DEFAULT_TRANSCRIPT.name).read_bytes()
+    meta = DEFAULT_TRANSCRIPT.with_suffix(".meta.json")
+    assert meta.read_bytes() == (SHARED_TRANSCRIPTS / meta.name).read_bytes()  # its provenance and license travel with it
+
+
 def test_the_configured_mode_is_eval_pinchs_row() -> None:
     assert configured_mode(SHIPPED) in MODES and configured_mode(SHIPPED).ledger == SHIPPED.pinch.ledger
     off = SHIPPED.model_copy(update={"pinch": SHIPPED.pinch.model_copy(update={"enabled": False})})
