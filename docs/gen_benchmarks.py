@@ -9,12 +9,14 @@ History stays in git. ``python -m docs.gen_benchmarks`` prints the page.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
+_VERDICT = re.compile(r"\b(met|MISSED|target|targets|ALL|all|total)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,9 +28,13 @@ class Result:
 
     @property
     def headline(self) -> str:
-        """The table's last line: the verdict or total most benchmarks end with."""
-        last = next(line for line in reversed(self.table) if line.strip())
-        return " ".join(cell.strip() for cell in last.strip().strip("|").split("|")) if last.startswith("|") else last.strip()
+        """The table's verdict: its last line naming a target or a total, else its last line; spaces collapsed."""
+        lines = [line for line in self.table if line.strip()]
+        if lines[0].startswith("|") and len(lines) > 2:
+            lines = lines[2:]  # a markdown table's head and rule are not its verdict
+        last = next((line for line in reversed(lines) if _VERDICT.search(line)), lines[-1])
+        cells = last.strip().strip("|").split("|") if last.startswith("|") else [last]
+        return " ".join(" ".join(cells).split())
 
 
 class ResultsError(ValueError):
