@@ -339,10 +339,10 @@ def save_results(module_file: str, table: list[str], argv: list[str] | None = No
     page is generated from these files): a first line ``# <command> — <UTC date>, <machine: nproc, load
     average>``, then exactly the table."""
     name = Path(module_file).stem
-    command = " ".join(["python -m", f"bench.{name}", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join([".venv/bin/python -m", f"bench.{name}", *(sys.argv[1:] if argv is None else argv)])
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.txt"
-    path.write_text(f"# {command} — {date}, {os.cpu_count()} CPUs, load average {load}\n" + "\n".join(table) + "\n")
+    path.write_text(f"# {command} — {date}, machine: {os.cpu_count()} CPUs, load average {load}\n" + "\n".join(table) + "\n")
     return path

@@ -278,8 +278,24 @@ def mock_banner(host: str, port: int) -> str:
     )
 
 
+PLOT_MISSING = "pinch-router eval-pinch --plot needs the plot extra: pip install 'pinch-router[plot]' (it adds matplotlib)"
+
+
 def cmd_eval_pinch(args: argparse.Namespace) -> int:
-    from router.tools.eval_pinch import DEFAULT_BUDGETS, eval_pinch
+    from router.tools.eval_pinch import DEFAULT_BUDGETS, Results, eval_pinch
+
+    plot = None
+    if args.plot is not None:  # said before any replay, not after a minute of it
+        try:
+            from router.tools.pinch_plot import write_plots
+        except ModuleNotFoundError as error:
+            if error.name is None or error.name.split(".")[0] != "matplotlib":
+                raise
+            print(PLOT_MISSING, file=sys.stderr)
+            return 1
+
+        def plot(results: Results) -> list[Path]:
+            return write_plots(results, args.plot)
 
     return eval_pinch(
         _load_found(args),
@@ -289,6 +305,22 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
         per_transcript=args.per_transcript,
+        plot=plot,
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from router.tools.demo import demo
+
+    # the shipped config.yaml (its packaged copy) unless one is named: the demo needs no model server
+    path = Path(args.config) if args.config else Path(str(importlib.resources.files("router").joinpath(STARTER_CONFIG)))
+    return demo(
+        _load(path),
+        str(path),
+        _state(args) / "demo",
+        transcript_file=args.transcript,
+        scenario=args.scenario,
+        budget=args.budget,
     )
 
 
@@ -416,9 +448,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
     evaluate.add_argument(
+        "--plot", type=Path, metavar="DIR", help="write PNG charts of each replay to DIR: cumulative cost, tokens sent and cached, batches (extra [plot])"
+    )
+    evaluate.add_argument(
         "files", nargs="*", metavar="FILE", help='transcripts: {"messages": [...], "tools": [...]} JSON (default: the shared ones)'
     )
     evaluate.set_defaults(func=cmd_eval_pinch)
+
+    show = sub.add_parser(
+        "demo", help="no model server, no agent: replay a shared agent session through the proxy to the mock upstream and show what routing and pinch did"
+    )
+    show.add_argument("--config", help="the config to derive the demo's from (default: the shipped config.yaml)")
+    show.add_argument("--state-dir", help=state_help + "; the demo writes to its demo/ folder")
+    show.add_argument("--transcript", metavar="FILE", help="a transcript to replay (default: a shared 80-turn SWE-bench session)")
+    show.add_argument(
+        "--scenario", default="cold", choices=["warm", "cold", "nocache", "window", "gemini"], help="how time passes and what the provider caches (default cold)"
+    )
+    show.add_argument("--budget", type=positive_int, help="pinch.budget_tokens (default: the config's)")
+    show.set_defaults(func=cmd_demo)
 
     top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")
     top.add_argument("--url", default="http://127.0.0.1:8787", help="the proxy (default http://127.0.0.1:8787)")

@@ -166,6 +166,8 @@ class SessionRun:
     relevance_unavailable: Counter[str] = field(default_factory=Counter)  # why ranking failed (uniform instead)
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
+    turns: list[Turn] = field(default_factory=list)  # every turn as the client saw it, in order
+    batch_turns: list[int] = field(default_factory=list)  # indices of the turns on which the ledger batched
 
     def cost(self, scenario: Scenario) -> SessionCost:
         return price_session(self.requests, scenario.pricing)
@@ -211,26 +213,49 @@ class ReplayClock:
         self.now += seconds
 
 
-def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, upstream_url: str, *, own_embeddings: bool) -> Config:
-    """The user's pinch, token and routing settings around one replay model and provider."""
+def replay_config(
+    config: Config,
+    scenario: Scenario,
+    mode: Mode,
+    budget: int,
+    upstream_url: str,
+    *,
+    own_embeddings: bool,
+    full_chain: bool = False,
+    decision_log: str = ":memory:",
+) -> Config:
+    """The user's pinch, token and routing settings around one replay model and provider.
+
+    ``full_chain``: the configured chain, providers and models instead (the demo's): every provider
+    at ``upstream_url`` with the scenario's cache lifetime, every model with the scenario's window,
+    so the classifier and the gate choose among the configured models. Pinch sees the same budget
+    and window either way, so both replays send the same messages (tests/unit/tools/test_demo.py).
+    ``decision_log``: where the rows go (in memory unless a file is asked for)."""
     raw = config.model_dump(mode="json")
-    raw["providers"] = {REPLAY_PROVIDER: {"base_url": upstream_url, "cache_lifetime_seconds": scenario.cache_lifetime_seconds}}
-    raw["models"] = [
-        {
-            "name": REPLAY_MODEL,
-            "provider": REPLAY_PROVIDER,
-            "upstream_model": "replay",
-            "context_window": scenario.context_window,
-            "max_output_tokens": 4096,
-            "supports": {"tools": True, "vision": True, "json_mode": True},
-            "tiers": raw["routing"]["tiers"],
+    if full_chain:
+        raw["providers"] = {
+            name: {**provider, "base_url": upstream_url, "api_key_env": None, "cache_lifetime_seconds": scenario.cache_lifetime_seconds}
+            for name, provider in raw["providers"].items()
         }
-    ]
-    raw["middlewares"] = ["session-fingerprint", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"]
-    # in memory: the replay reads each request's pinch figures back from its row
-    raw["decision_log"] = {**raw["decision_log"], "enabled": True, "path": ":memory:"}
+        raw["models"] = [{**model, "context_window": scenario.context_window} for model in raw["models"]]
+    else:
+        raw["providers"] = {REPLAY_PROVIDER: {"base_url": upstream_url, "cache_lifetime_seconds": scenario.cache_lifetime_seconds}}
+        raw["models"] = [
+            {
+                "name": REPLAY_MODEL,
+                "provider": REPLAY_PROVIDER,
+                "upstream_model": "replay",
+                "context_window": scenario.context_window,
+                "max_output_tokens": 4096,
+                "supports": {"tools": True, "vision": True, "json_mode": True},
+                "tiers": raw["routing"]["tiers"],
+            }
+        ]
+        raw["middlewares"] = ["session-fingerprint", "pinch-relevance", "pinch-prune", "capability-gate", "upstream-forward"]
+        raw["classifier"] = {**raw["classifier"], "provider": REPLAY_PROVIDER}
+    # the replay reads each request's pinch figures back from its row
+    raw["decision_log"] = {**raw["decision_log"], "enabled": True, "path": decision_log}
     raw["escalation"] = {**raw["escalation"], "enabled": False}
-    raw["classifier"] = {**raw["classifier"], "provider": REPLAY_PROVIDER}
     pinch = raw["pinch"]
     pinch.update(enabled=mode.pinch, budget_tokens=budget, ledger=mode.ledger)
     relevance = pinch["relevance"]
@@ -240,7 +265,8 @@ def replay_config(config: Config, scenario: Scenario, mode: Mode, budget: int, u
     return Config.model_validate(raw)
 
 
-async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    """``app`` on a free loopback port: its runner (to clean up) and its URL."""
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -262,12 +288,18 @@ async def replay_session(
     progress: ProgressBar,
     *,
     own_embeddings: bool = False,
+    full_chain: bool = False,
+    decision_log: str = ":memory:",
+    on_turn: Callable[[Turn], None] | None = None,
 ) -> SessionRun:
+    """One replay of ``transcript`` as one session (see the module doc); ``on_turn`` sees each turn's answer."""
     mock, upstream_url = upstream
-    settings = replay_config(config, scenario, mode, budget, f"{upstream_url}/v1", own_embeddings=own_embeddings)
+    settings = replay_config(
+        config, scenario, mode, budget, f"{upstream_url}/v1", own_embeddings=own_embeddings, full_chain=full_chain, decision_log=decision_log
+    )
     clock = ReplayClock()
     mock.prompt_cache = SimulatedPromptCache(scenario.cache_lifetime_seconds, clock, estimator)
-    runner, proxy_url = await _serve(await create_app(settings, clock=clock))
+    runner, proxy_url = await serve(await create_app(settings, clock=clock))
     run = SessionRun()
     previous: list[Message] | None = None
     sent_at = clock.now
@@ -281,6 +313,7 @@ async def replay_session(
             async with client.post(f"{proxy_url}/v1/chat/completions", data=orjson.dumps(body), headers=headers) as response:
                 answer = await response.read()
                 status = response.status
+                answer_headers = dict(response.headers)
             run.over_budget += truth.tokens > budget
             chats = [r for r in mock.received if r.path == "/v1/chat/completions"]
             mock.received.clear()
@@ -288,9 +321,11 @@ async def replay_session(
             if status != 200 or not chats:
                 run.refused += 1
                 run.refusals[f"{status} {_error_code(answer)}"] += 1
+                _record_turn(run, Turn(index, len(truths), status, answer_headers, truth.tokens, 0, 0, _error_code(answer)), on_turn)
                 continue
             sent: list[Message] = chats[-1].body["messages"]
             tokens = estimator.prompt_tokens(sent, transcript.tools)
+            _record_turn(run, Turn(index, len(truths), status, answer_headers, truth.tokens, tokens, _cached_tokens(answer)), on_turn)
             prefix = unchanged_prefix_tokens(previous, sent, estimator, transcript.tools)
             run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
             previous, sent_at = sent, clock.now
@@ -300,6 +335,45 @@ async def replay_session(
     finally:
         await runner.cleanup()
     return run
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One replayed turn as the client saw it: the answer's status and headers, the turn's own
+    prompt tokens, the tokens that went upstream (0: none did) and the cached tokens the answer reported."""
+
+    index: int
+    total: int
+    status: int
+    headers: dict[str, str]
+    original_tokens: int
+    sent_tokens: int
+    cached_tokens: int
+    error_code: str | None = None
+
+
+    @property
+    def forwarded(self) -> bool:
+        """The request went upstream (a refused one has an error code)."""
+        return self.error_code is None
+
+    @property
+    def request_id(self) -> str | None:
+        return self.headers.get("x-router-request-id") or self.headers.get("X-Router-Request-Id")
+
+
+def _record_turn(run: SessionRun, turn: Turn, on_turn: Callable[[Turn], None] | None) -> None:
+    run.turns.append(turn)
+    if on_turn is not None:
+        on_turn(turn)
+
+
+def _cached_tokens(answer: bytes) -> int:
+    try:
+        usage = orjson.loads(answer).get("usage") or {}
+        return int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return 0
 
 
 def _error_code(answer: bytes) -> str:
@@ -314,14 +388,18 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
     """The pinch figures of the replay's requests, from the proxy's own decision rows."""
     async with client.get(f"{proxy_url}/v1/decisions", params={"limit": str(MAX_DECISIONS)}) as response:
         rows = (await response.json())["data"]
+    turn_of = {turn.request_id: turn.index for turn in run.turns}
     for row in rows:
         run.batches += bool(row.get("pinch_newly_compressed"))
+        if row.get("pinch_newly_compressed") and row.get("request_id") in turn_of:
+            run.batch_turns.append(turn_of[row["request_id"]])
         run.restored += row.get("pinch_restored") or 0
         run.reported_cached += row.get("cached_tokens") or 0
         if row.get("relevance_status") == "unavailable":
             run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
         if row.get("pinch_reason"):
             run.reasons[_NUMBER.sub("N", row["pinch_reason"])] += 1
+    run.batch_turns.sort()
 
 
 _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
@@ -676,7 +754,7 @@ async def run_eval(
     truths = {t.name: turn_truths(t, config.pinch.keep_last_turns, estimator) for t in transcripts}
     progress = ProgressBar(len(plan) * sum(len(t) for t in truths.values()), err)
     mock = MockUpstream()
-    upstream_runner, upstream_url = await _serve(mock.app())
+    upstream_runner, upstream_url = await serve(mock.app())
     try:
         async with aiohttp.ClientSession() as client:
             for scenario, budget, mode in plan:
@@ -718,10 +796,12 @@ def eval_pinch(
     keep_last_turns: int | None = None,
     own_embeddings: bool = False,
     per_transcript: bool = False,
+    plot: Callable[[Results], Sequence[Path]] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """The command: 0 when every transcript was replayed, 2 when a file cannot be read."""
+    """The command: 0 when every transcript was replayed, 2 when a file cannot be read; ``plot``
+    draws the results (:func:`router.tools.pinch_plot.write_plots`), each file written is named."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -741,13 +821,16 @@ def eval_pinch(
     level = stage_logs.level
     stage_logs.setLevel(logging.ERROR)
     try:
-        asyncio.run(
+        results = asyncio.run(
             run_eval(
                 config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings, per_transcript=per_transcript
             )
         )
     finally:
         stage_logs.setLevel(level)
+    if plot is not None:
+        for path in plot(results):
+            out.write(f"wrote {path}\n")
     return 0
 
 

@@ -183,21 +183,25 @@ def _common_prefix_length(a: bytes, b: bytes) -> int:
     return low
 
 
-def price_session(requests: Iterable[SentRequest], pricing: CachePricing | None) -> SessionCost:
-    """The session's totals; ``pricing`` None: a provider that caches nothing (every token costs 1)."""
-    count = sent = prefix = cached_total = fresh_total = 0
-    cost = 0.0
+def priced_requests(requests: Iterable[SentRequest], pricing: CachePricing | None) -> list[tuple[int, float]]:
+    """Each request's cached tokens and cost, in order; ``pricing`` None: a provider that caches
+    nothing (every token costs 1)."""
+    priced = []
     for index, request in enumerate(requests):
         warm = pricing is not None and index > 0 and request.gap_seconds <= pricing.lifetime_seconds
         cached = min(request.prefix_tokens, request.tokens) if warm else 0
         fresh = request.tokens - cached
-        cost += fresh if pricing is None else pricing.read * cached + pricing.write * fresh
-        count += 1
-        sent += request.tokens
-        prefix += request.prefix_tokens
-        cached_total += cached
-        fresh_total += fresh
-    return SessionCost(count, sent, prefix, cached_total, fresh_total, cost)
+        priced.append((cached, fresh if pricing is None else pricing.read * cached + pricing.write * fresh))
+    return priced
+
+
+def price_session(requests: Iterable[SentRequest], pricing: CachePricing | None) -> SessionCost:
+    """The session's totals (:func:`priced_requests` summed)."""
+    requests = list(requests)
+    priced = priced_requests(requests, pricing)
+    sent = sum(r.tokens for r in requests)
+    cached = sum(c for c, _ in priced)
+    return SessionCost(len(requests), sent, sum(r.prefix_tokens for r in requests), cached, sent - cached, sum(cost for _, cost in priced))
 
 
 # A path (has a slash, or a dotted file name with an extension) or a code identifier
