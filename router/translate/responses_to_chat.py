@@ -61,13 +61,13 @@ from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 from router.wire.openai_responses.stream import sse_event
 from router.wire.openai_responses.validation import (
+    TEXT_PARTS,
     Item,
     item_type,
     validate_responses_body,
 )
 
 CARRIED_FIELDS = ("temperature", "top_p", "user", "prompt_cache_key")
-TEXT_PARTS = ("input_text", "output_text")
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from router.wire.gemini.body import signed, within_output_limit
 from router.wire.gemini.errors import render_error, stream_error
 from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
 from router.wire.gemini.signatures import dropped
-from router.wire.gemini.validation import ACTIONS, validate_gemini_body
+from router.wire.gemini.validation import ACTIONS, CheckedGemini, check_gemini_body, validate_gemini_body, with_target
 from router.wire.gemini.view import GeminiConversation, gemini_view
 
 # The path's shape: the model is one segment without ':' (aiohttp's pattern syntax), the action one of ACTIONS.
@@ -44,7 +44,8 @@ class Gemini:
     name = GEMINI
     paths = PATHS
     keep_alive = KEEP_ALIVE
-    check_body = None  # validated after the depth walk, by parse
+    # the body's validation made on the way to the depth walk, sparing the walk the usual contents
+    check_body = staticmethod(check_gemini_body)
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
@@ -53,8 +54,14 @@ class Gemini:
             return invalid_request(exc.message, param=exc.param)
         return gemini_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
-        return self.parse(body, turn_chars, target)
+    def parse_checked(self, body: Any, checked: CheckedGemini, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        if checked.body is None:  # invalid: parse says why
+            return self.parse(body, turn_chars, target)
+        try:
+            parsed = with_target(checked.body, target.path.get("model"), target.path.get("action"), target.query)
+        except InvalidRequest as exc:
+            return invalid_request(exc.message, param=exc.param)
+        return gemini_view(body, parsed, turn_chars)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error)  # Google's errors carry no request id
