@@ -84,6 +84,9 @@ class AnthropicMessages:
                 payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
 
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        return self.upstream_dict(body, view, changes)  # a translation's source keeps the proxy's thinking
+
     def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         """The body to send, before serialisation (the translation to another format starts from it)."""
         payload = dict(body)

@@ -8,15 +8,15 @@ provider to judge (WHAT-USERS-HIT #8, #16). The view (:mod:`.view`) is built fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from router.core.content import Message
 from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
-from router.wire.anthropic_messages.blocks import PROXY_THINKING_SIGNATURE, is_proxy_thinking
-from router.wire.anthropic_messages.layout import MessagesLayout, add_message, has_image, is_result, start
+from router.core.request_view import ToolResult, Unit
+from router.wire.anthropic_messages.blocks import PROXY_THINKING_SIGNATURE, blocks_of, is_proxy_thinking
 
 # A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
 # takes without a beta header on the models that have it (Claude Opus 4.8 first; the others answer 400) and
@@ -46,6 +46,75 @@ class MessagesRequest:
     max_tokens: int | None
     tools: list[dict[str, Any]] | None
     proxy_thinking: bool = False  # an assistant message holds thinking the proxy made (:func:`is_proxy_thinking`)
+
+
+# How the messages lie as the view's units, found once: by the fused check on its one pass over the
+# messages, or by the view (layout_of) when no check ran. Units: the ``system`` (one unit), then each
+# message — except that a user message's ``tool_result`` blocks are each a unit of their own (the
+# block itself) and its other blocks one more unit (:mod:`.view`).
+
+
+@dataclass(slots=True)
+class MessagesLayout:
+    """The units, the tool results (and each one's ``(message, block)`` place), the turn starts."""
+
+    units: list[Unit] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    where: list[tuple[int, int]] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+
+
+def is_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
+
+
+def add_message(layout: MessagesLayout, index: int, message: Any, has_result: bool | None = None) -> None:
+    """Place ``messages[index]``; ``has_result``: whether it is a user message holding a tool result,
+    when the caller knows (else looked up)."""
+    content = message.get("content")
+    role = message.get("role")
+    units = layout.units
+    if role == "assistant":
+        layout.turns.append(len(units))
+    if has_result is None:
+        has_result = role == "user" and isinstance(content, list) and any(is_result(b) for b in content)
+    if not has_result:
+        units.append(message)
+        return
+    others = []
+    for b, block in enumerate(content):
+        if is_result(block):
+            layout.results.append(ToolResult(len(units), block["tool_use_id"], block.get("content")))
+            layout.where.append((index, b))
+            units.append(block)
+        else:
+            others.append(block)
+    if others:
+        units.append({"role": role, "content": others})
+
+
+def start(system: Any) -> MessagesLayout:
+    """An empty layout, the system its first unit when there is one."""
+    layout = MessagesLayout()
+    if system:
+        layout.units.append({"role": "system", "content": system})
+    return layout
+
+
+def layout_of(system: Any, messages: list[Any]) -> MessagesLayout:
+    layout = start(system)
+    for index, message in enumerate(messages):
+        add_message(layout, index, message)
+    return layout
+
+
+def has_image(content: Any) -> bool:
+    """A message's content holds an image, also inside a tool result."""
+    for block in blocks_of(content):
+        kind = block.get("type")
+        if kind == "image" or (kind == "tool_result" and has_image(block.get("content"))):
+            return True
+    return False
 
 
 def validate_messages_body(body: Any, *, count_tokens: bool = False) -> MessagesRequest:

@@ -35,9 +35,8 @@ from router.wire.anthropic_messages.blocks import (
     system_blocks,
     tool_loop_without_thinking,
 )
-from router.wire.anthropic_messages.layout import MessagesLayout, has_image, layout_of
 from router.wire.anthropic_messages.thinking import HOLD_FOR_LOOP_THINKING, loop_thinking_at_stake, unbind
-from router.wire.anthropic_messages.validation import CheckedMessages, MessagesRequest
+from router.wire.anthropic_messages.validation import CheckedMessages, MessagesLayout, MessagesRequest, has_image, layout_of
 
 ANTHROPIC_MESSAGES = "anthropic-messages"
 
@@ -62,7 +61,7 @@ class MessagesConversation(Conversation):
         ``needs_thinking_off``: the client asked for thinking mid a tool loop that has none Anthropic signed
         (:func:`~router.wire.anthropic_messages.validation.tool_loop_without_thinking`): an Anthropic provider
         gets this request with thinking off. ``layout``: the units as the fused check placed them
-        (:mod:`.layout`); else placed here."""
+        (:class:`~.validation.MessagesLayout`); else placed here."""
         self.messages = messages
         self.proxy_thinking = proxy_thinking
         self.needs_thinking_off = needs_thinking_off

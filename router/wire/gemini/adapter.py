@@ -69,13 +69,18 @@ class Gemini:
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         conversation = view.conversation
         assert isinstance(conversation, GeminiConversation)
-        payload = within_output_limit(body, changes.output_tokens)
-        contents = conversation.contents_with(changes.rewrites)
         if changes.translated:
-            # the path's facts, for the translation (a Gemini body has no field for either)
-            return orjson.dumps({**payload, key_of(body, CONTENTS): contents, "model": changes.upstream_model, "stream": view.stream})
-        contents, _ = signed(contents, changes.stale.positions if changes.stale is not None else ())
+            return orjson.dumps(self.translation_source(body, view, changes))
+        payload = within_output_limit(body, changes.output_tokens)
+        contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else ())
         return orjson.dumps({**payload, key_of(body, CONTENTS): contents})
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        conversation = view.conversation
+        assert isinstance(conversation, GeminiConversation)
+        payload = within_output_limit(body, changes.output_tokens)
+        # the path's facts, for the translation (a Gemini body has no field for either)
+        return {**payload, key_of(body, CONTENTS): conversation.contents_with(changes.rewrites), "model": changes.upstream_model, "stream": view.stream}
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return (dropped(changes.stale),) if changes.stale is not None else ()

@@ -59,6 +59,9 @@ class OpenAIResponses:
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         return orjson.dumps(body_with_changes(body, view, changes))
 
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        return body_with_changes(body, view, changes)
+
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return ()  # only the reasoning items the proxy made are left out, and they are the proxy's own
 

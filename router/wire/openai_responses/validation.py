@@ -132,7 +132,7 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
         format_ = text.get("format")
         if format_ is not None and (not isinstance(format_, dict) or not isinstance(format_.get("type"), str)):
             raise InvalidRequest("'text.format' must be an object with a string 'type'", "text.format")
-    items = _input_items(body.get("input"))
+    items = input_items(body.get("input"))
     proxy_reasoning = False
     if seen is None:
         for i, item in enumerate(items):
@@ -243,7 +243,8 @@ def _check_stateless(body: dict[str, Any]) -> None:
         raise InvalidRequest(f"'background': true is not supported: its answer would have to be fetched later; {STATELESS_HINT}", "background")
 
 
-def _input_items(value: Any) -> list[Item]:
+def input_items(value: Any) -> list[Item]:
+    """``input`` as items: a plain string is one user message."""
     if isinstance(value, str):
         return [{"type": "message", "role": "user", "content": value}]
     if not isinstance(value, list) or not value:
