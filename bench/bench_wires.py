@@ -21,7 +21,7 @@ Targets (issue #30): every wire passed through ≤ 1.10× chat's CPU at c=1 and 
 small and 62 KB bodies; chat ≤ 2.5× the floor's at c=1 on all three.
 
     .venv/bin/python -m bench.bench_wires [--seconds 3] [--rounds 2] [--body small within pinched]
-        [--instructions small within] [--requests 100] [--save]
+        [--instructions small within] [--requests 100] [--tree DIR] [--save]
 
 ``--save`` writes the table printed to bench/results/bench_wires.txt (first line: the
 command, the UTC date, the machine's CPUs and load average).
@@ -107,7 +107,7 @@ def measure_cpu(args: argparse.Namespace, proxy_core: int, load_cores: list[int]
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         stack.enter_context(spawn(on_load + mock_upstream(up_port), up_port))
         floor = stack.enter_context(spawn(on_proxy + [sys.executable, "bench/floor_proxy.py", "--port", str(floor_port), "--upstream", f"{root}/v1"], floor_port))
-        ours = stack.enter_context(servers(Path(tmp), root, on_proxy))
+        ours = stack.enter_context(servers(Path(tmp), root, on_proxy, tree=args.tree))
         targets = [(wire, "floor", floor_port, floor.pid) for wire in WIRES]
         targets += [(wire, mode, *ours[server_of(wire, mode)]) for wire, mode in rows()]
         for _ in range(args.rounds):
@@ -157,7 +157,7 @@ def measure_instructions(args: argparse.Namespace, proxy_core: int, load_cores: 
             out_dir = Path(tmp) / serving
             out_dir.mkdir()
             valgrind = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes", f"--callgrind-out-file={out_dir}/callgrind.out"]
-            with servers_one(Path(tmp), root, serving, on_proxy + valgrind) as (port, pid):
+            with servers_one(Path(tmp), root, serving, on_proxy + valgrind, args.tree) as (port, pid):
                 for wire, mode in rows():
                     if server_of(wire, mode) != serving:
                         continue
@@ -178,10 +178,10 @@ def measure_instructions(args: argparse.Namespace, proxy_core: int, load_cores: 
 
 
 @contextlib.contextmanager
-def servers_one(tmp: Path, root: str, serving: str, prefix: list[str]) -> Iterator[tuple[int, int]]:
+def servers_one(tmp: Path, root: str, serving: str, prefix: list[str], tree: Path = ROOT) -> Iterator[tuple[int, int]]:
     port = free_port()
     config = config_for(tmp / f"{serving}-counted.yaml", port, root, serving, tmp / f"{serving}-counted.sqlite3")
-    with spawn([*prefix, *proxy(config)], port, env={"PYTHONHASHSEED": "0"}, startup_seconds=STARTUP_SECONDS) as process:
+    with spawn([*prefix, *proxy(config)], port, env={"PYTHONHASHSEED": "0"}, cwd=tree, startup_seconds=STARTUP_SECONDS) as process:
         yield port, process.pid
 
 
@@ -224,6 +224,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="rounds pooled, every target taking its turn in each")
     parser.add_argument("--instructions", nargs="*", choices=list(BODIES), default=[], help="bodies whose instructions callgrind counts")
     parser.add_argument("--requests", type=int, default=100, help="with --instructions: requests counted, one at a time")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served (bench_recording.export makes one of a revision)")
     parser.add_argument("--save", action="store_true", help=f"write the table to {RESULTS.relative_to(ROOT)}/bench_wires.txt")
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
