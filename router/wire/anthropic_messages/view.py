@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.content import Message
-from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, start_of_last_turns
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText, latest_turn_text
