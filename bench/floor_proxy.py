@@ -2,7 +2,9 @@
 
 It reads the body, forwards it unchanged to one upstream over a shared
 ClientSession and relays the answer (streams chunk by chunk). No parsing, no
-routing, no headers. bench_proxy.py compares pinch-router against it.
+routing, no headers. bench_proxy.py compares pinch-router against it. Any POST
+path goes to the same path of the upstream (``--upstream`` is its ``/v1``), so
+bench_wires.py has the floor of every wire: chat, Messages, Responses, Gemini.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ SESSION = web.AppKey("session", aiohttp.ClientSession)
 
 
 def make_app(upstream: str) -> web.Application:
+    root = upstream.removesuffix("/").removesuffix("/v1")
+
     async def forward(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         session = request.app[SESSION]
-        async with session.post(f"{upstream}/chat/completions", data=body, headers={"Content-Type": "application/json"}) as up:
+        async with session.post(root + request.path_qs, data=body, headers={"Content-Type": "application/json"}) as up:
             if up.content_type == "text/event-stream":
                 response = web.StreamResponse(status=up.status, headers={"Content-Type": "text/event-stream"})
                 await response.prepare(request)
@@ -36,7 +40,7 @@ def make_app(upstream: str) -> web.Application:
         await app[SESSION].close()
 
     app = web.Application(client_max_size=64 * 1024 * 1024)
-    app.router.add_post("/v1/chat/completions", forward)
+    app.router.add_post("/{path:.*}", forward)
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
     return app

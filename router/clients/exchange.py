@@ -52,8 +52,10 @@ class Exchange:
             candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, self.inject_usage, cache_key, not passed,
             candidate.thinking_off, stale,
         )
-        payload = ctx.wire.upstream_body(ctx.body, view, changes)
-        self.payload = payload if passed else self.translation.request(payload, candidate)
+        if passed:
+            self.payload = ctx.wire.upstream_body(ctx.body, view, changes)
+        else:  # the body as a dict, never written and read back before the translation reads it
+            self.payload = self.translation.request(ctx.wire.translation_source(ctx.body, view, changes), candidate)
         self.dropped = ctx.wire.passthrough_dropped(view, changes) if passed else self.translation.dropped
 
     def streams(self, content_type: str) -> bool:
@@ -79,7 +81,7 @@ class Exchange:
                 raise AttemptFailure("read", f"answered 200 with what is no {wire.name} answer: {problem}")
             return body, content_type, wire.usage_of(parsed)
         try:
-            translated = self.translation.response(body)
+            translated = self.translation.response(parsed)  # parsed already: not parsed a second time
         except MalformedAnswer as exc:
             raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {exc}") from None
         except Exception as exc:  # the translation could not read it: none it was written for (and a bug, logged)

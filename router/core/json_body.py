@@ -117,6 +117,23 @@ def loads(raw: bytes | str) -> Any:
         return faithful_loads(raw)
 
 
+def nests_within(container: dict[str, Any] | list[Any], levels: int) -> bool:
+    """``container`` (a dict or list) nests at most ``levels`` levels (itself the first) and holds no float.
+
+    What a wire's fused check (:data:`BodyCheck`) proves of a part of the body it leaves out of
+    the depth walk: such a part cannot change the walk's answer (too deep? a number to parse
+    again?). Any float at all makes it unproven (the walk then judges it), not just a suspect one.
+    """
+    for child in container.values() if type(container) is dict else container:
+        kind = type(child)
+        if kind is str or kind is int or kind is bool or child is None:
+            continue
+        if (kind is dict or kind is list) and levels > 1 and nests_within(child, levels - 1):
+            continue
+        return False
+    return True
+
+
 class Checked(Protocol):
     """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
 

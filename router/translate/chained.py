@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_gemini import ChatToGemini
 from router.translate.chat_to_messages import ChatToMessagesTranslator
@@ -29,10 +31,10 @@ class ChainedTranslator:
         """What either translation left out."""
         return (*self.first.dropped, *self.second.dropped)
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         return self.second.request(self.first.request(body, candidate), candidate)
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         return self.first.response(self.second.response(body))
 
     def streams(self, content_type: str) -> bool:

@@ -68,14 +68,14 @@ class ChatToGemini:
         self.chunk_id = f"chatcmpl-{ids.token}"
         self.call_ids = f"call_{ids.token[:12]}"
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         chat = request_object(body)
         self.model = candidate.model
         tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []
         self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))
         return orjson.dumps(chat_to_gemini_body(chat))
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         answer = answer_object(body)
         problem = gemini_answer_problem(answer)
         if problem is not None:

@@ -40,7 +40,7 @@ class ChatToMessagesTranslator:
         self.dropped: tuple[str, ...] = ()
         self.ids = ids
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         chat = request_object(body)
         self.model = candidate.model
         tools = chat.get("tools") if isinstance(chat.get("tools"), list) else []  # only function tools go over
@@ -48,7 +48,7 @@ class ChatToMessagesTranslator:
         limit = candidate.output_tokens or candidate.max_output_tokens or FALLBACK_MAX_TOKENS
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         message = answer_object(body)
         problem = messages_answer_problem(message)
         if problem is not None:

@@ -161,12 +161,12 @@ class OllamaChatTranslator:
         # client answers calls by (Anthropic's tool_use ids must be unique in the conversation)
         self.call_ids = f"call_{ids.token[:12]}"
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         chat = request_object(body)
         self.model = str(chat.get("model") or "")
         return orjson.dumps(native_request(chat, candidate.context_window))
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         answer = answer_object(body)
         message = answer.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):

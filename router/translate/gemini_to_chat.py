@@ -95,7 +95,7 @@ class GeminiToChat:
         self.response_id = f"pinch-{ids.token}"
         self.call_ids = f"call_{ids.token[:12]}"
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         gemini = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.thoughts = includes_thoughts(gemini)
@@ -104,7 +104,7 @@ class GeminiToChat:
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return orjson.dumps(chat)
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         completion = answer_object(body)
         problem = chat_answer_problem(completion)
         if problem is not None:

@@ -30,22 +30,29 @@ def tool_arguments(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
-def answer_object(raw: bytes) -> dict[str, Any]:
-    """A provider's whole answer as a JSON object ({} when it is another JSON value);
-    :class:`~router.translate.protocol.MalformedAnswer` when it is not JSON."""
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise MalformedAnswer(f"not JSON ({len(raw)} bytes)") from None
+def answer_object(raw: bytes | Any) -> dict[str, Any]:
+    """A provider's whole answer as a JSON object ({} when it is another JSON value):
+    its bytes, or its JSON already parsed (the exchange parsed it to check it is JSON: it is
+    not parsed twice); :class:`~router.translate.protocol.MalformedAnswer` when it is not JSON."""
+    if isinstance(raw, (bytes, bytearray, memoryview, str)):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise MalformedAnswer(f"not JSON ({len(raw)} bytes)") from None
+    else:
+        value = raw
     return value if isinstance(value, dict) else {}
 
 
-def request_object(raw: bytes) -> dict[str, Any]:
-    """The body a client's wire adapter wrote for a translation to read, as a JSON object.
+def request_object(raw: bytes | dict[str, Any]) -> dict[str, Any]:
+    """The body a client's wire adapter made for a translation to read, as a JSON object: the
+    dict itself (:meth:`~router.wire.WireAdapter.translation_source`: never serialised and read
+    back), or its bytes.
 
-    It holds every number as the client wrote it (:mod:`router.core.json_body`), and orjson
-    refuses one that no double holds (``1e400``): such a body is read again keeping those as
-    written, so the translation carries them on as a pass-through would, instead of failing.
+    It holds every number as the client wrote it (:mod:`router.core.json_body`): in the dict, a
+    literal no double holds (``1e400``) is an ``orjson.Fragment`` written back as it came; bytes
+    that hold one, which orjson refuses, are read again keeping those as written, so the
+    translation carries them on as a pass-through would, instead of failing.
     """
-    value = loads(raw)
+    value = raw if isinstance(raw, dict) else loads(raw)
     return value if isinstance(value, dict) else {}

@@ -55,7 +55,7 @@ class MessagesToChatTranslator:
         # none at all), and Claude Code merges the answers that share one into one turn
         self.message_id = f"msg_{ids.token}"
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
         messages_body = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
@@ -65,7 +65,7 @@ class MessagesToChatTranslator:
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return orjson.dumps(chat)
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         completion = answer_object(body)
         problem = chat_answer_problem(completion)
         if problem is not None:

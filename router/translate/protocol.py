@@ -8,7 +8,7 @@ answer's translation must echo.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from router.core.frozen import frozen
 from router.core.results import Candidate, Usage
@@ -29,8 +29,10 @@ class AnswerIds:
 class Translator(Protocol):
     """Turns a request in the client's wire format into the provider's, and the provider's answer back.
 
-    ``request``: the upstream body (bytes, as the client's wire adapter wrote it) → the provider's
-    body. ``response``: a whole answer → the client's; :class:`MalformedAnswer` when it is none the
+    ``request``: the upstream body (the dict the client's wire adapter made,
+    :meth:`~router.wire.WireAdapter.translation_source`, or its bytes) → the provider's body bytes;
+    it never changes the dict. ``response``: a whole answer (its bytes, or its parsed JSON) → the
+    client's bytes; :class:`MalformedAnswer` when it is none the
     provider's format allows. ``stream()``: a fresh :class:`StreamTranslator` for one streamed
     answer; ``streams(content_type)``: whether an answer of that type is a stream. ``dropped``: what
     ``request`` could not carry to the provider (``"tool web_search"``, …), reported to the client
@@ -39,9 +41,9 @@ class Translator(Protocol):
 
     dropped: tuple[str, ...]
 
-    def request(self, body: bytes, candidate: Candidate) -> bytes: ...
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes: ...
 
-    def response(self, body: bytes) -> bytes: ...
+    def response(self, body: bytes | Any) -> bytes: ...
 
     def streams(self, content_type: str) -> bool: ...
 

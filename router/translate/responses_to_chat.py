@@ -61,13 +61,14 @@ from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 from router.wire.openai_responses.stream import sse_event
 from router.wire.openai_responses.validation import (
+    TEXT_PARTS,
     Item,
+    input_items,
     item_type,
     validate_responses_body,
 )
 
 CARRIED_FIELDS = ("temperature", "top_p", "user", "prompt_cache_key")
-TEXT_PARTS = ("input_text", "output_text")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,17 +243,18 @@ class ResponsesToChat:
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
         return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
 
-    def request(self, body: bytes, candidate: Candidate | None = None) -> bytes:
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> bytes:
         responses = request_object(body)
-        parsed = validate_responses_body(responses)  # valid: the edge checked it, the chain kept it so
+        # valid: the edge checked it, the chain kept it so; a bytes body (a chained translation's) is read again
+        items = input_items(responses.get("input")) if isinstance(body, dict) else validate_responses_body(responses).items
         self.frame = self._frame(responses)
-        translation = responses_to_chat(responses, parsed.items)
+        translation = responses_to_chat(responses, items)
         self.dropped = translation.dropped
         chat = translation.body
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return orjson.dumps(chat)
 
-    def response(self, body: bytes) -> bytes:
+    def response(self, body: bytes | Any) -> bytes:
         """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""
         completion = answer_object(body)
         response = completion_to_response(completion, self.frame)

@@ -29,7 +29,10 @@ The adapter:
   client's body with only the chain's changes (:class:`~router.core.request_view.BodyChanges`)
   written in; every other field as the client sent it, except what the proxy itself made and only
   a provider of another format can take (left out unless ``changes.translated`` says the body is
-  a translation's source). ``passthrough_dropped(view, changes)``: what of the client's request
+  a translation's source). ``translation_source(body, view, changes)``: that body, not yet
+  serialised, for a translation (``changes.translated``) to read as it is — it is never written
+  and read back (numbers stay as the client wrote them: an ``orjson.Fragment`` is one still).
+  ``passthrough_dropped(view, changes)``: what of the client's request
   that body leaves out, named for ``x-router-dropped``.
 * the answer: ``answer_problem(answer)``, what makes a provider's whole answer none of the
   format's (a completion without choices: the attempt fails instead of relaying it), and
@@ -68,6 +71,11 @@ class WireAdapter(Protocol):
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer: ...
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes: ...
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        """``upstream_body``'s body for a translation (``changes.translated``), not serialised; the
+        translation reads it and must not change it (the next candidate starts from it again)."""
+        ...
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]: ...
 

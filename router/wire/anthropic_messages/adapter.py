@@ -1,8 +1,9 @@
 """The Anthropic Messages wire adapter (``POST /v1/messages``): Claude Code and the ``anthropic`` SDK.
 
 * Validation: :func:`.validation.validate_messages_body` (the minimal shape; every unknown
-  field and block passes through); the view: :func:`.view.messages_view` (a unit holds at most
-  one ``tool_result``; reminders and the billing line are not the user's words).
+  field and block passes through), fused with the depth walk and the view's passes for the usual
+  messages (:func:`.validation.check_messages_body`); the view: :func:`.view.messages_view` (a
+  unit holds at most one ``tool_result``; reminders and the billing line are not the user's words).
 * Errors: ``{"type": "error", "error": {"type", "message"}}`` with the status's
   Anthropic type (``invalid_request_error`` 400, ``authentication_error`` 401,
   ``not_found_error`` 404, ``request_too_large`` 413, ``rate_limit_error`` 429,
@@ -39,7 +40,7 @@ from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
 from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
 from router.wire.anthropic_messages.thinking import dropped, leaves_thinking_off
-from router.wire.anthropic_messages.validation import AnthropicInvalid, answer_problem, validate_messages_body
+from router.wire.anthropic_messages.validation import AnthropicInvalid, CheckedMessages, answer_problem, check_messages_body, validate_messages_body
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
 from router.wire.usage import read_usage, usage_of
 
@@ -48,7 +49,8 @@ class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
-    check_body = None  # validated after the depth walk, by parse
+    # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual messages
+    check_body = staticmethod(check_messages_body)
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
@@ -57,8 +59,10 @@ class AnthropicMessages:
             return invalid_request(exc.message)
         return messages_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
-        return self.parse(body, turn_chars)
+    def parse_checked(self, body: Any, checked: CheckedMessages, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        if checked.request is None:  # invalid: parse says why
+            return self.parse(body, turn_chars)
+        return messages_view(body, checked.request, turn_chars, checked)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error, request_id)
@@ -79,6 +83,9 @@ class AnthropicMessages:
             if conversation.needs_thinking_off or leaves_thinking_off(view.thinking, changes.stale):
                 payload = with_thinking_off(payload, changes.thinking_off)
         return orjson.dumps(payload)
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        return self.upstream_dict(body, view, changes)  # a translation's source keeps the proxy's thinking
 
     def upstream_dict(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         """The body to send, before serialisation (the translation to another format starts from it)."""

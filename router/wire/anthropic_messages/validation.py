@@ -8,13 +8,15 @@ provider to judge (WHAT-USERS-HIT #8, #16). The view (:mod:`.view`) is built fro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from router.core.content import Message
 from router.core.errors import InvalidRequest
+from router.core.json_body import nests_within
 from router.core.redaction import quoted
-from router.wire.anthropic_messages.blocks import is_proxy_thinking
+from router.core.request_view import ToolResult, Unit
+from router.wire.anthropic_messages.blocks import PROXY_THINKING_SIGNATURE, blocks_of, is_proxy_thinking
 
 # A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
 # takes without a beta header on the models that have it (Claude Opus 4.8 first; the others answer 400) and
@@ -22,6 +24,8 @@ from router.wire.anthropic_messages.blocks import is_proxy_thinking
 # message where it stood). The error names only the two roles every model takes (docs/conformance.md).
 ROLES = ("user", "assistant", "system")
 TURN_ROLES = ("user", "assistant")
+_ROLE_SET = frozenset(ROLES)
+_PROXY_SIGNATURES = (PROXY_THINKING_SIGNATURE, "")
 
 
 class AnthropicInvalid(InvalidRequest):
@@ -44,9 +48,133 @@ class MessagesRequest:
     proxy_thinking: bool = False  # an assistant message holds thinking the proxy made (:func:`is_proxy_thinking`)
 
 
+# How the messages lie as the view's units, found once: by the fused check on its one pass over the
+# messages, or by the view (layout_of) when no check ran. Units: the ``system`` (one unit), then each
+# message — except that a user message's ``tool_result`` blocks are each a unit of their own (the
+# block itself) and its other blocks one more unit (:mod:`.view`).
+
+
+@dataclass(slots=True)
+class MessagesLayout:
+    """The units, the tool results (and each one's ``(message, block)`` place), the turn starts."""
+
+    units: list[Unit] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    where: list[tuple[int, int]] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+
+
+def is_result(block: Any) -> bool:
+    return isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
+
+
+def add_message(layout: MessagesLayout, index: int, message: Any, has_result: bool | None = None) -> None:
+    """Place ``messages[index]``; ``has_result``: whether it is a user message holding a tool result,
+    when the caller knows (else looked up)."""
+    content = message.get("content")
+    role = message.get("role")
+    units = layout.units
+    if role == "assistant":
+        layout.turns.append(len(units))
+    if has_result is None:
+        has_result = role == "user" and isinstance(content, list) and any(is_result(b) for b in content)
+    if not has_result:
+        units.append(message)
+        return
+    others = []
+    for b, block in enumerate(content):
+        if is_result(block):
+            layout.results.append(ToolResult(len(units), block["tool_use_id"], block.get("content")))
+            layout.where.append((index, b))
+            units.append(block)
+        else:
+            others.append(block)
+    if others:
+        units.append({"role": role, "content": others})
+
+
+def start(system: Any) -> MessagesLayout:
+    """An empty layout, the system its first unit when there is one."""
+    layout = MessagesLayout()
+    if system:
+        layout.units.append({"role": "system", "content": system})
+    return layout
+
+
+def layout_of(system: Any, messages: list[Any]) -> MessagesLayout:
+    layout = start(system)
+    for index, message in enumerate(messages):
+        add_message(layout, index, message)
+    return layout
+
+
+def has_image(content: Any) -> bool:
+    """A message's content holds an image, also inside a tool result."""
+    for block in blocks_of(content):
+        kind = block.get("type")
+        if kind == "image" or (kind == "tool_result" and has_image(block.get("content"))):
+            return True
+    return False
+
+
 def validate_messages_body(body: Any, *, count_tokens: bool = False) -> MessagesRequest:
     """The minimal shape: ``model``, ``messages`` (roles, blocks with a ``type``, tool ids), ``max_tokens``
     (not for ``count_tokens``), ``system``, ``tools``, ``stream``. A missing ``model`` means "route for me"."""
+    return _validated(body, count_tokens, None)
+
+
+class CheckedMessages(NamedTuple):
+    """A Messages body validated on the way to its depth walk (:func:`check_messages_body`), as
+    :class:`~router.wire.openai_chat.validation.CheckedChat` is for chat.
+
+    ``request`` is None when the body is not valid (the error waits for the depth walk, which
+    answers first; ``parse`` then says why). ``walk``: the body, or a shallow copy of it whose
+    ``messages`` holds only those not proven to nest within the limit with no float. What the
+    same pass saw for the view: the units' ``layout``, ``has_images``, ``history_tools`` (a
+    ``tool_use`` or ``tool_result`` block in the history).
+    """
+
+    request: MessagesRequest | None
+    walk: Any
+    layout: MessagesLayout | None = None
+    has_images: bool = False
+    history_tools: bool = False
+
+
+# The depth a proven message may reach: body 1, messages 2, message 3, content 4, block 5 and
+# what the block holds below it, proven within the limit block by block (nests_within).
+_BLOCK_DEPTH = 5
+_PROVEN_DEPTH = 8  # below it nothing is proven (the limit itself is never set this low: 8 at least)
+
+
+class _Pass:
+    """What the one pass over the messages gathers besides their validation."""
+
+    __slots__ = ("layout", "unproven", "levels", "has_images", "history_tools")
+
+    def __init__(self, system: Any, levels: int) -> None:
+        self.layout = start(system)
+        self.unproven: list[Any] = []
+        self.levels = levels  # the levels a block may nest (itself the first) within the limit
+        self.has_images = self.history_tools = False
+
+
+def check_messages_body(body: Any, max_depth: int) -> CheckedMessages:
+    """Validate ``body`` and, in the same pass over its messages, place its units and prove the
+    usual messages shallow and float-free (the depth walk then skips them)."""
+    seen = _Pass(body.get("system") if isinstance(body, dict) else None, max_depth - _BLOCK_DEPTH + 1)
+    try:
+        request = _validated(body, False, seen)
+    except AnthropicInvalid:
+        return CheckedMessages(None, body)
+    walk = body
+    if max_depth >= _PROVEN_DEPTH and len(seen.unproven) != len(request.messages):
+        walk = dict(body)
+        walk["messages"] = seen.unproven
+    return CheckedMessages(request, walk, seen.layout, seen.has_images, seen.history_tools)
+
+
+def _validated(body: Any, count_tokens: bool, seen: _Pass | None) -> MessagesRequest:
     if not isinstance(body, dict):
         raise AnthropicInvalid("the request body must be a JSON object")
     model = body.get("model")
@@ -66,8 +194,12 @@ def validate_messages_body(body: Any, *, count_tokens: bool = False) -> Messages
     if not isinstance(messages, list) or not messages:
         raise AnthropicInvalid("messages: a non-empty list of message objects is required")
     proxy_thinking = False
-    for m, message in enumerate(messages):
-        proxy_thinking |= _check_message(message, f"messages.{m}")
+    if seen is None:
+        for m, message in enumerate(messages):
+            proxy_thinking |= _check_message(message, f"messages.{m}")
+    else:
+        for m, message in enumerate(messages):
+            proxy_thinking |= _seen_message(message, m, seen)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -91,6 +223,77 @@ def validate_messages_body(body: Any, *, count_tokens: bool = False) -> Messages
         tools=tools or None,
         proxy_thinking=proxy_thinking,
     )
+
+
+def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
+    """:func:`_check_message` and the view's facts of one message in one pass over its blocks.
+
+    The usual shapes (text, tool_use, tool_result of text, image, thinking) are recognised on a
+    short path that checks exactly what _check_message would; anything else, every error
+    included, takes _check_message itself and the view's own functions."""
+    role = message.get("role") if type(message) is dict else None
+    content = message.get("content") if role is not None else None
+    if type(role) is str and role in _ROLE_SET:
+        if type(content) is str:
+            add_message(seen.layout, m, message, False)
+            if len(message) != 2:
+                seen.unproven.append(message)
+            return False
+        if type(content) is list:
+            usual = _usual_blocks(content, role, seen.levels)
+            if usual is not None:
+                proxy_thinking, has_result, images, tools, shallow = usual
+                add_message(seen.layout, m, message, has_result)
+                seen.has_images |= images
+                seen.history_tools |= tools
+                if not shallow or len(message) != 2:
+                    seen.unproven.append(message)
+                return proxy_thinking
+    proxy_thinking = _check_message(message, f"messages.{m}")  # raises unless valid
+    add_message(seen.layout, m, message)
+    seen.has_images |= has_image(content)
+    seen.history_tools |= isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content)
+    seen.unproven.append(message)
+    return proxy_thinking
+
+
+def _usual_blocks(content: list[Any], role: str, levels: int) -> tuple[bool, bool, bool, bool, bool] | None:
+    """For blocks of the usual shapes, all valid: (proxy thinking, a tool result, an image, a tool
+    block, every block proven within ``levels``); None for anything else (the long path judges it)."""
+    proxy_thinking = has_result = images = tools = False
+    shallow = levels >= 1
+    for block in content:
+        if type(block) is not dict:
+            return None
+        kind = block.get("type")
+        if kind == "text":
+            if type(block.get("text")) is not str:
+                return None
+        elif kind == "tool_use":
+            if role != "assistant" or type(block.get("id")) is not str or type(block.get("name")) is not str or type(block.get("input")) is not dict:
+                return None
+            tools = True
+        elif kind == "tool_result":
+            if role != "user" or type(block.get("tool_use_id")) is not str:
+                return None
+            inner = block.get("content")
+            if inner is not None and type(inner) is not str:
+                if type(inner) is not list:
+                    return None
+                for part in inner:
+                    if type(part) is not dict or type(part.get("type")) is not str or part["type"] == "tool_result":
+                        return None
+                    images |= part["type"] == "image"
+            has_result = tools = True
+        elif kind == "image":
+            images = True
+        elif kind == "thinking":
+            proxy_thinking |= role == "assistant" and block.get("signature") in _PROXY_SIGNATURES
+        elif type(kind) is not str:
+            return None
+        if shallow and not nests_within(block, levels):
+            shallow = False
+    return proxy_thinking, has_result, images, tools, shallow
 
 
 def _check_system(system: Any) -> None:

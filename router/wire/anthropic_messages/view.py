@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.content import Message
-from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, start_of_last_turns
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText, latest_turn_text
@@ -36,7 +36,7 @@ from router.wire.anthropic_messages.blocks import (
     tool_loop_without_thinking,
 )
 from router.wire.anthropic_messages.thinking import HOLD_FOR_LOOP_THINKING, loop_thinking_at_stake, unbind
-from router.wire.anthropic_messages.validation import MessagesRequest
+from router.wire.anthropic_messages.validation import CheckedMessages, MessagesLayout, MessagesRequest, has_image, layout_of
 
 ANTHROPIC_MESSAGES = "anthropic-messages"
 
@@ -54,43 +54,24 @@ class MessagesConversation(Conversation):
     result_key = "content"
     result_id_key = "tool_use_id"
 
-    def __init__(self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False) -> None:
+    def __init__(
+        self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False, layout: MessagesLayout | None = None
+    ) -> None:
         """``proxy_thinking``: an assistant message holds thinking the proxy made (validation found it).
         ``needs_thinking_off``: the client asked for thinking mid a tool loop that has none Anthropic signed
         (:func:`~router.wire.anthropic_messages.validation.tool_loop_without_thinking`): an Anthropic provider
-        gets this request with thinking off."""
+        gets this request with thinking off. ``layout``: the units as the fused check placed them
+        (:class:`~.validation.MessagesLayout`); else placed here."""
         self.messages = messages
         self.proxy_thinking = proxy_thinking
         self.needs_thinking_off = needs_thinking_off
-        units: list[Unit] = []
-        results: list[ToolResult] = []
-        where: list[tuple[int, int]] = []  # each result's (message index, block index)
-        turns: list[int] = []
-        if system:
-            units.append({"role": "system", "content": system})
-        for m, message in enumerate(messages):
-            content = message.get("content")
-            role = message.get("role")
-            if role == "assistant":
-                turns.append(len(units))
-            if role != "user" or not isinstance(content, list) or not any(_is_result(b) for b in content):
-                units.append(message)
-                continue
-            others = []
-            for b, block in enumerate(content):
-                if _is_result(block):
-                    results.append(ToolResult(len(units), block["tool_use_id"], block.get("content")))
-                    where.append((m, b))
-                    units.append(block)
-                else:
-                    others.append(block)
-            if others:
-                units.append({"role": role, "content": others})
-        self.units = units
-        self._results = results
-        self._units = [result.unit for result in results]
-        self._where = where
-        self._turns = turns
+        if layout is None:
+            layout = layout_of(system, messages)
+        self.units = layout.units
+        self._results = layout.results
+        self._units = [result.unit for result in layout.results]
+        self._where = layout.where
+        self._turns = layout.turns
         self._names: dict[str, Any] | None = None
 
     def turn_starts(self) -> list[int]:
@@ -146,13 +127,14 @@ class MessagesConversation(Conversation):
         return out
 
 
-def _is_result(block: Any) -> bool:
-    return isinstance(block, dict) and block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
-
-
 def user_words(content: Any) -> str:
     """The text a user turn really says: its text blocks without ``<system-reminder>`` ones."""
-    return "\n".join(b["text"] for b in blocks_of(content) if b.get("type") == "text" and isinstance(b.get("text"), str) and not is_reminder(b["text"]))
+    if isinstance(content, str):  # one text block
+        return "" if is_reminder(content) else content
+    if not isinstance(content, list):
+        return ""
+    # read on every request, newest message first, past each tool result's message: no list made
+    return "\n".join(t for b in content if type(b) is dict and b.get("type") == "text" and isinstance(t := b.get("text"), str) and not is_reminder(t))
 
 
 def system_text(system: Any) -> str:
@@ -188,32 +170,31 @@ def _calls_and_text(message: Message) -> tuple[list[str], str]:
     return calls, "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
 
 
-def _has_image(content: Any) -> bool:
-    for block in blocks_of(content):
-        kind = block.get("type")
-        if kind == "image" or (kind == "tool_result" and _has_image(block.get("content"))):
-            return True
-    return False
-
-
-def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int) -> RequestView:
-    """The view of a validated Messages body (``parsed`` is :func:`validate_messages_body`'s)."""
+def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int, checked: CheckedMessages | None = None) -> RequestView:
+    """The view of a validated Messages body (``parsed`` is :func:`validate_messages_body`'s); ``checked``:
+    the fused check's findings (:func:`~router.wire.anthropic_messages.validation.check_messages_body`),
+    which spare the view its own passes over the messages."""
     messages = parsed.messages
     offers = any("input_schema" in t or t.get("type") == "custom" for t in parsed.tools or [])
-    history_tools = any(
-        b.get("type") in ("tool_use", "tool_result") for m in messages if isinstance(m.get("content"), list) for b in blocks_of(m["content"])
-    )
+    if checked is None:
+        history_tools = any(
+            b.get("type") in ("tool_use", "tool_result") for m in messages if isinstance(m.get("content"), list) for b in blocks_of(m["content"])
+        )
+        has_images = any(has_image(m.get("content")) for m in messages)
+        layout = None
+    else:
+        history_tools, has_images, layout = checked.history_tools, checked.has_images, checked.layout
     thinking = wants_thinking(body)
     needs_thinking_off = thinking and tool_loop_without_thinking(messages)
     return RequestView(
         wire=ANTHROPIC_MESSAGES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking, needs_thinking_off),
+        conversation=MessagesConversation(body.get("system"), messages, parsed.proxy_thinking, needs_thinking_off, layout),
         tools=parsed.tools,
         offers_tools=offers,
         tools_present=offers or history_tools,
-        has_images=any(_has_image(m.get("content")) for m in messages),
+        has_images=has_images,
         json_output=wants_json_output(body),
         output_limit=parsed.max_tokens,
         turn_text=turn_text(messages, turn_chars),

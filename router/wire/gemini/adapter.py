@@ -29,7 +29,7 @@ from router.wire.gemini.body import signed, within_output_limit
 from router.wire.gemini.errors import render_error, stream_error
 from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
 from router.wire.gemini.signatures import dropped
-from router.wire.gemini.validation import ACTIONS, validate_gemini_body
+from router.wire.gemini.validation import ACTIONS, CheckedGemini, check_gemini_body, validate_gemini_body, with_target
 from router.wire.gemini.view import GeminiConversation, gemini_view
 
 # The path's shape: the model is one segment without ':' (aiohttp's pattern syntax), the action one of ACTIONS.
@@ -44,7 +44,8 @@ class Gemini:
     name = GEMINI
     paths = PATHS
     keep_alive = KEEP_ALIVE
-    check_body = None  # validated after the depth walk, by parse
+    # the body's validation made on the way to the depth walk, sparing the walk the usual contents
+    check_body = staticmethod(check_gemini_body)
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
@@ -53,8 +54,14 @@ class Gemini:
             return invalid_request(exc.message, param=exc.param)
         return gemini_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
-        return self.parse(body, turn_chars, target)
+    def parse_checked(self, body: Any, checked: CheckedGemini, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        if checked.body is None:  # invalid: parse says why
+            return self.parse(body, turn_chars, target)
+        try:
+            parsed = with_target(checked.body, target.path.get("model"), target.path.get("action"), target.query)
+        except InvalidRequest as exc:
+            return invalid_request(exc.message, param=exc.param)
+        return gemini_view(body, parsed, turn_chars)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error)  # Google's errors carry no request id
@@ -62,13 +69,18 @@ class Gemini:
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         conversation = view.conversation
         assert isinstance(conversation, GeminiConversation)
-        payload = within_output_limit(body, changes.output_tokens)
-        contents = conversation.contents_with(changes.rewrites)
         if changes.translated:
-            # the path's facts, for the translation (a Gemini body has no field for either)
-            return orjson.dumps({**payload, key_of(body, CONTENTS): contents, "model": changes.upstream_model, "stream": view.stream})
-        contents, _ = signed(contents, changes.stale.positions if changes.stale is not None else ())
+            return orjson.dumps(self.translation_source(body, view, changes))
+        payload = within_output_limit(body, changes.output_tokens)
+        contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else ())
         return orjson.dumps({**payload, key_of(body, CONTENTS): contents})
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        conversation = view.conversation
+        assert isinstance(conversation, GeminiConversation)
+        payload = within_output_limit(body, changes.output_tokens)
+        # the path's facts, for the translation (a Gemini body has no field for either)
+        return {**payload, key_of(body, CONTENTS): conversation.contents_with(changes.rewrites), "model": changes.upstream_model, "stream": view.stream}
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return (dropped(changes.stale),) if changes.stale is not None else ()

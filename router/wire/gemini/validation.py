@@ -10,10 +10,11 @@ the provider to judge (WHAT-USERS-HIT #8, #10).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
+from router.core.json_body import nests_within
 from router.wire.gemini.parts import (
     CONTENTS,
     DECLARATIONS,
@@ -52,8 +53,78 @@ class GeminiRequest:
 
 def validate_gemini_body(body: Any, model: str | None, action: str | None, query: Mapping[str, str] | None = None) -> GeminiRequest:
     """The minimal shape of a Gemini request; ``model`` and ``action`` from its path."""
+    _check_action(action)
+    return _request(_validated(body, None), model, action, query)
+
+
+class GeminiBody(NamedTuple):
+    """What a valid body says (its path says the rest: :func:`with_target`)."""
+
+    contents: list[dict[str, Any]]
+    system: Any
+    tools: list[dict[str, Any]] | None
+    has_images: bool
+    tool_history: bool
+
+
+class CheckedGemini(NamedTuple):
+    """A Gemini body validated on the way to its depth walk (:func:`check_gemini_body`), as
+    :class:`~router.wire.openai_chat.validation.CheckedChat` is for chat: ``body`` None when it is
+    invalid (``parse`` says why, after the depth walk); ``walk``, the body or a shallow copy whose
+    ``contents`` holds only those not proven to nest within the limit with no float."""
+
+    body: GeminiBody | None
+    walk: Any
+
+
+_CONTENT_DEPTH = 3  # body 1, contents 2, a content 3
+_PROVEN_DEPTH = 8  # below it nothing is proven (the limit is never set this low: 8 at least)
+
+
+def check_gemini_body(body: Any, max_depth: int) -> CheckedGemini:
+    """Validate ``body`` (all of it the path does not say) and, in the same pass over its contents,
+    prove the usual ones shallow and float-free (the depth walk then skips them)."""
+    unproven: list[Any] = []
+    try:
+        checked = _validated(body, (unproven, max_depth - _CONTENT_DEPTH + 1))
+    except InvalidRequest:
+        return CheckedGemini(None, body)
+    walk = body
+    if max_depth >= _PROVEN_DEPTH and len(unproven) != len(checked.contents):
+        walk = dict(body)
+        walk[CONTENTS[0] if CONTENTS[0] in body else CONTENTS[1]] = unproven
+    return CheckedGemini(checked, walk)
+
+
+def with_target(checked: GeminiBody, model: str | None, action: str | None, query: Mapping[str, str] | None = None) -> GeminiRequest:
+    """The request of a body :func:`check_gemini_body` found valid, with what its path says
+    (:class:`InvalidRequest` for an action the proxy does not serve)."""
+    _check_action(action)
+    return _request(checked, model, action, query)
+
+
+def _check_action(action: str | None) -> None:
     if action not in ACTIONS:
         raise InvalidRequest(f"the action must be one of {', '.join(ACTIONS)} (got {str(action)[:40]!r})", "action")
+
+
+def _request(checked: GeminiBody, model: str | None, action: Any, query: Mapping[str, str] | None) -> GeminiRequest:
+    stream = ACTIONS[action]
+    return GeminiRequest(
+        model=model or None,
+        stream=stream,
+        sse=stream and (query or {}).get("alt") == "sse",
+        contents=checked.contents,
+        system=checked.system,
+        tools=checked.tools,
+        has_images=checked.has_images,
+        tool_history=checked.tool_history,
+    )
+
+
+def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
+    """The body's own checks; ``prove``: the list the contents not proven shallow go to, and the
+    levels a content may nest (itself the first) within the limit."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     contents = field(body, CONTENTS)
@@ -61,7 +132,15 @@ def validate_gemini_body(body: Any, model: str | None, action: str | None, query
         raise InvalidRequest("contents: a non-empty list of Content objects is required", "contents")
     has_images = tool_history = False
     for c, content in enumerate(contents):
-        images, history = _check_content(content, f"contents[{c}]")
+        usual = _usual_content(content) if prove is not None else None
+        if usual is None:
+            images, history = _check_content(content, f"contents[{c}]")
+            if prove is not None:
+                prove[0].append(content)
+        else:
+            images, history = False, usual
+            if not nests_within(content, prove[1]):  # type: ignore[index]
+                prove[0].append(content)  # type: ignore[index]
         has_images, tool_history = has_images or images, tool_history or history
     system = field(body, SYSTEM)
     if system is not None and not isinstance(system, str):
@@ -85,17 +164,41 @@ def validate_gemini_body(body: Any, model: str | None, action: str | None, query
     thinking = field(generation, THINKING)
     if thinking is not None and not isinstance(thinking, dict):
         raise InvalidRequest("generationConfig.thinkingConfig: must be an object", "generationConfig.thinkingConfig")
-    stream = ACTIONS[action]
-    return GeminiRequest(
-        model=model or None,
-        stream=stream,
-        sse=stream and (query or {}).get("alt") == "sse",
-        contents=contents,
-        system=system,
-        tools=tools or None,
-        has_images=has_images,
-        tool_history=tool_history,
-    )
+    return GeminiBody(contents, system, tools or None, has_images, tool_history)
+
+
+_USUAL_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall", "functionResponse"})
+
+
+def _usual_content(content: Any) -> bool | None:
+    """For a content of the usual parts, all valid and none an image (text, thought, a call, a
+    response without parts, in their camelCase spelling): whether it holds a call or a response;
+    None for anything else (the long path, :func:`_check_content`, judges it)."""
+    if type(content) is not dict:
+        return None
+    role = content.get("role")
+    parts = content.get("parts")
+    if (role is not None and role not in ROLES) or type(parts) is not list or not parts:
+        return None
+    history = False
+    for part in parts:
+        if type(part) is not dict or not _USUAL_KEYS.issuperset(part):
+            return None
+        if "text" in part and type(part["text"]) is not str:
+            return None
+        call = part.get("functionCall")
+        if call is not None:
+            if type(call) is not dict or type(call.get("name")) is not str or (call.get("args") is not None and type(call["args"]) is not dict):
+                return None
+            history = True
+        response = part.get("functionResponse")
+        if response is not None:
+            if type(response) is not dict or type(response.get("name")) is not str or response.get("parts") is not None:
+                return None
+            if response.get("response") is not None and type(response["response"]) is not dict:
+                return None
+            history = True
+    return history
 
 
 def _check_content(content: Any, where: str) -> tuple[bool, bool]:

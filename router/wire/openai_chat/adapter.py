@@ -54,12 +54,15 @@ class OpenAIChat:
         return render_error(error, request_id)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
+        return orjson.dumps(self.translation_source(body, view, changes))
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         payload = dict(upstream_body(body, changes.output_tokens, changes.request_usage, changes.prompt_cache_key))
         payload["model"] = changes.upstream_model
         conversation = view.conversation
         assert isinstance(conversation, ChatConversation)
         payload["messages"] = messages_with(conversation.messages, conversation.result_units(), changes.rewrites)
-        return orjson.dumps(payload)
+        return payload
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return ()  # a chat body goes out with everything the client sent

@@ -3,7 +3,8 @@
 * Validation: :func:`.validation.validate_responses_body` —
   ``store: false`` and the whole conversation in ``input``; a request that needs
   state kept on a server (``previous_response_id``, ``store: true``, …) gets a
-  400 naming the field. The view: :func:`.view.responses_view`
+  400 naming the field; fused with the depth walk and the view's passes for the usual items
+  (:func:`.validation.check_responses_body`). The view: :func:`.view.responses_view`
   (a unit is an input item, a tool result a ``function_call_output``; reasoning
   items and their ``encrypted_content`` are never touched).
 * Errors: OpenAI's ``{"error": {"message", "type", "code", "param"}}``, as for chat.
@@ -28,7 +29,7 @@ from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT, is_event_of_type
 from router.wire.openai_chat.errors import render_error
 from router.wire.openai_responses.stream import END_TYPES, error_event
-from router.wire.openai_responses.validation import answer_problem, validate_responses_body
+from router.wire.openai_responses.validation import CheckedResponses, answer_problem, check_responses_body, validate_responses_body
 from router.wire.openai_responses.view import OPENAI_RESPONSES, body_with_changes, responses_view
 from router.wire.usage import read_usage, usage_of
 
@@ -37,7 +38,8 @@ class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
     keep_alive = KEEP_ALIVE_COMMENT
-    check_body = None  # validated after the depth walk, by parse
+    # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual items
+    check_body = staticmethod(check_responses_body)
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         try:
@@ -46,14 +48,19 @@ class OpenAIResponses:
             return invalid_request(exc.message, param=exc.param)
         return responses_view(body, parsed, turn_chars)
 
-    def parse_checked(self, body: Any, checked: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
-        return self.parse(body, turn_chars)
+    def parse_checked(self, body: Any, checked: CheckedResponses, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
+        if checked.request is None:  # invalid: parse says why
+            return self.parse(body, turn_chars)
+        return responses_view(body, checked.request, turn_chars, checked)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error, request_id)  # OpenAI's shape, as for chat
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
         return orjson.dumps(body_with_changes(body, view, changes))
+
+    def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
+        return body_with_changes(body, view, changes)
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return ()  # only the reasoning items the proxy made are left out, and they are the proxy's own

@@ -19,15 +19,19 @@ Responses-speaking provider to judge (WHAT-USERS-HIT #8, #10).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
+from router.core.content import IMAGE_PART_TYPES
 from router.core.errors import InvalidRequest
+from router.core.json_body import nests_within
 from router.core.redaction import quoted
 
 Item = dict[str, Any]
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
+_ROLE_SET = frozenset(MESSAGE_ROLES)
+TEXT_PARTS = ("input_text", "output_text")
 # Fields that name state kept on a server; each gets a 400 naming it.
 STATEFUL_FIELDS = {
     "previous_response_id": "it names a response stored on the server",
@@ -51,6 +55,61 @@ class ResponsesRequest:
 
 def validate_responses_body(body: Any) -> ResponsesRequest:
     """The request read from ``body``, or :class:`InvalidRequest` naming the offending field."""
+    return _validated(body, None)
+
+
+@dataclass(slots=True)
+class ItemScan:
+    """What one pass over the items found for the view: the index of each ``function_call_output``
+    (the results), each call's name by its ``call_id``, a call or output in the history, an image."""
+
+    results: list[int] = field(default_factory=list)
+    names: dict[str, Any] = field(default_factory=dict)
+    history_tools: bool = False
+    has_images: bool = False
+
+
+class CheckedResponses(NamedTuple):
+    """A Responses body validated on the way to its depth walk (:func:`check_responses_body`), as
+    :class:`~router.wire.openai_chat.validation.CheckedChat` is for chat: ``request`` None when it
+    is invalid (``parse`` says why, after the depth walk); ``walk``, the body or a shallow copy
+    whose ``input`` holds only the items not proven to nest within the limit with no float;
+    ``scan``, what the same pass saw for the view."""
+
+    request: ResponsesRequest | None
+    walk: Any
+    scan: ItemScan | None = None
+
+
+_ITEM_DEPTH = 3  # body 1, input 2, an item 3
+_PROVEN_DEPTH = 8  # below it nothing is proven (the limit is never set this low: 8 at least)
+
+
+class _Pass:
+    __slots__ = ("scan", "unproven", "levels")
+
+    def __init__(self, levels: int) -> None:
+        self.scan = ItemScan()
+        self.unproven: list[Any] = []
+        self.levels = levels  # the levels an item may nest (itself the first) within the limit
+
+
+def check_responses_body(body: Any, max_depth: int) -> CheckedResponses:
+    """Validate ``body`` and, in the same pass over its items, gather the view's facts and prove
+    the usual items shallow and float-free (the depth walk then skips them)."""
+    seen = _Pass(max_depth - _ITEM_DEPTH + 1)
+    try:
+        request = _validated(body, seen)
+    except InvalidRequest:
+        return CheckedResponses(None, body)
+    walk = body
+    if max_depth >= _PROVEN_DEPTH and isinstance(body.get("input"), list) and len(seen.unproven) != len(request.items):
+        walk = dict(body)
+        walk["input"] = seen.unproven
+    return CheckedResponses(request, walk, seen.scan)
+
+
+def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     model = body.get("model")
@@ -73,10 +132,14 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
         format_ = text.get("format")
         if format_ is not None and (not isinstance(format_, dict) or not isinstance(format_.get("type"), str)):
             raise InvalidRequest("'text.format' must be an object with a string 'type'", "text.format")
-    items = _input_items(body.get("input"))
+    items = input_items(body.get("input"))
     proxy_reasoning = False
-    for i, item in enumerate(items):
-        proxy_reasoning |= _check_item(item, f"input[{i}]")
+    if seen is None:
+        for i, item in enumerate(items):
+            proxy_reasoning |= _check_item(item, f"input[{i}]")
+    else:
+        for i, item in enumerate(items):
+            proxy_reasoning |= _seen_item(item, i, seen)
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InvalidRequest("'tools' must be an array", "tools")
@@ -96,6 +159,78 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
     )
 
 
+def _usual_parts(content: Any) -> bool | None:
+    """For a string or parts of the usual shapes, all valid: whether one is an image; None for
+    anything else (the long path, :func:`_check_parts`, judges it)."""
+    if type(content) is str:
+        return False
+    if type(content) is not list:
+        return None
+    image = False
+    for part in content:
+        if type(part) is not dict:
+            return None
+        kind = part.get("type")
+        if kind in TEXT_PARTS:
+            if type(part.get("text")) is not str:
+                return None
+        elif type(kind) is not str or kind == "input_image":
+            return None
+        image |= kind in IMAGE_PART_TYPES
+    return image
+
+
+def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
+    """:func:`_check_item` and the view's facts of one item in one pass. The usual items (text
+    messages, calls, outputs, reasoning) take a short path that checks exactly what _check_item
+    would; anything else, every error included, takes _check_item itself."""
+    scan = seen.scan
+    if type(item) is dict:
+        kind = item.get("type")
+        if kind is None and "role" in item:
+            kind = "message"
+        image: bool | None = None
+        usual = True
+        if kind == "message":
+            role = item.get("role")
+            usual = type(role) is str and role in _ROLE_SET and (image := _usual_parts(item.get("content"))) is not None
+        elif kind == "function_call":
+            call_id = item.get("call_id")
+            usual = type(call_id) is str and type(item.get("name")) is str and type(item.get("arguments")) is str
+            if usual:
+                scan.names.setdefault(call_id, item["name"])
+                scan.history_tools = True
+        elif kind == "function_call_output":
+            usual = type(item.get("call_id")) is str and (image := _usual_parts(item.get("output"))) is not None
+            if usual:
+                scan.results.append(i)
+                scan.history_tools = True
+        elif type(kind) is not str or kind == "item_reference":
+            usual = False
+        if usual:
+            scan.has_images |= bool(image)
+            if not nests_within(item, seen.levels):
+                seen.unproven.append(item)
+            return kind == "reasoning" and is_proxy_reasoning(item)
+    proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
+    kind = item_type(item)
+    if kind == "function_call_output":
+        scan.results.append(i)
+    elif kind == "function_call" and isinstance(item.get("call_id"), str):
+        scan.names.setdefault(item["call_id"], item.get("name"))
+    scan.history_tools |= kind in ("function_call", "function_call_output")
+    scan.has_images |= has_image(item)
+    seen.unproven.append(item)
+    return proxy_reasoning
+
+
+def has_image(item: Item) -> bool:
+    """A message's content or a call output holds an image part."""
+    kind = item_type(item)
+    content = item.get("content") if kind == "message" else item.get("output") if kind == "function_call_output" else None
+    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES for p in content)
+
+
 def _check_stateless(body: dict[str, Any]) -> None:
     for field, why in STATEFUL_FIELDS.items():
         if body.get(field) is not None:
@@ -108,7 +243,8 @@ def _check_stateless(body: dict[str, Any]) -> None:
         raise InvalidRequest(f"'background': true is not supported: its answer would have to be fetched later; {STATELESS_HINT}", "background")
 
 
-def _input_items(value: Any) -> list[Item]:
+def input_items(value: Any) -> list[Item]:
+    """``input`` as items: a plain string is one user message."""
     if isinstance(value, str):
         return [{"type": "message", "role": "user", "content": value}]
     if not isinstance(value, list) or not value:

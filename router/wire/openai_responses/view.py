@@ -19,13 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from router.core.fingerprint import opening_parts
-from router.core.content import IMAGE_PART_TYPES
 from router.core.turn_text import latest_turn_text
 from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
-from router.wire.openai_responses.validation import Item, ResponsesRequest, is_proxy_reasoning, item_type
+from router.wire.openai_responses.validation import TEXT_PARTS, CheckedResponses, Item, ItemScan, ResponsesRequest, has_image, is_proxy_reasoning, item_type
 
 OPENAI_RESPONSES = "openai-responses"
-TEXT_PARTS = ("input_text", "output_text")
 JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
 # Items the model produced (its turn), as opposed to the client's messages and tool outputs.
 MODEL_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call", "local_shell_call", "image_generation_call", "code_interpreter_call", "mcp_call"})
@@ -43,12 +41,14 @@ class ResponsesConversation(Conversation):
     result_key = "output"
     result_id_key = "call_id"
 
-    def __init__(self, items: list[Item], proxy_reasoning: bool = False) -> None:
-        """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it)."""
+    def __init__(self, items: list[Item], proxy_reasoning: bool = False, scan: ItemScan | None = None) -> None:
+        """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it);
+        ``scan``: the results and the calls' names as the fused check found them (else found when asked)."""
         self.items = items
         self.proxy_reasoning = proxy_reasoning
-        self._units: list[int] | None = None  # the index of each function_call_output item
-        self._names: dict[str, Any] = {}
+        # the index of each function_call_output item
+        self._units: list[int] | None = scan.results if scan is not None else None
+        self._names: dict[str, Any] = scan.names if scan is not None else {}
         self._results: list[ToolResult] | None = None
 
     @property
@@ -99,9 +99,17 @@ class ResponsesConversation(Conversation):
         return clean_tool_name(self._names.get(self.items[unit].get("call_id")))
 
 
-def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int) -> RequestView:
-    """The view of a validated Responses body (``parsed`` is :func:`validate_responses_body`'s)."""
+def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int, checked: CheckedResponses | None = None) -> RequestView:
+    """The view of a validated Responses body (``parsed`` is :func:`validate_responses_body`'s);
+    ``checked``: the fused check's findings (:func:`~router.wire.openai_responses.validation.check_responses_body`),
+    which spare the view its own passes over the items."""
     items = list(parsed.items)
+    scan = checked.scan if checked is not None else None
+    if scan is None:
+        history_tools = any(item_type(i) in ("function_call", "function_call_output") for i in items)
+        has_images = any(has_image(i) for i in items)
+    else:
+        history_tools, has_images = scan.history_tools, scan.has_images
     tools = list(parsed.tools)
     format_ = body["text"].get("format") if isinstance(body.get("text"), dict) else None
     instructions = parsed.instructions
@@ -112,11 +120,11 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         wire=OPENAI_RESPONSES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=ResponsesConversation(items, parsed.proxy_reasoning),
+        conversation=ResponsesConversation(items, parsed.proxy_reasoning, scan),
         tools=_counted_extras(tools, instructions),
         offers_tools=bool(tools),
-        tools_present=bool(tools) or any(item_type(i) in ("function_call", "function_call_output") for i in items),
-        has_images=any(_has_image(i) for i in items),
+        tools_present=bool(tools) or history_tools,
+        has_images=has_images,
         json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
         output_limit=parsed.output_limit,
         turn_text=latest_turn_text(reversed(_recent_messages(items)), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
@@ -130,11 +138,6 @@ def _counted_extras(tools: list[dict[str, Any]], instructions: str | None) -> An
     if not instructions:
         return tools or None
     return [*tools, {"instructions": instructions}]
-
-
-def _has_image(item: Item) -> bool:
-    content = item.get("content") if item_type(item) == "message" else item.get("output") if item_type(item) == "function_call_output" else None
-    return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES for p in content)
 
 
 def _recent_messages(items: list[Item]) -> list[tuple[str, Item | list[Item]]]:

@@ -1,0 +1,359 @@
+"""The Messages, Responses and Gemini wires' fused checks answer every body as the walk, then the validation and the view.
+
+Each of these wires validates a body in the pass that proves its usual messages (items,
+contents) shallow and float-free and gathers the view's facts on the way
+(:func:`~router.wire.anthropic_messages.validation.check_messages_body`,
+:func:`~router.wire.openai_responses.validation.check_responses_body`,
+:func:`~router.wire.gemini.validation.check_gemini_body`), as chat does
+(tests/unit/wire/test_chat_body_check.py). For every body the answer must be the one of the
+unfused passes — the depth walk of the whole body, then ``parse`` — the same error (status,
+code, message, param), and for a served body the same view (every field, the units, the tool
+results, the turns) and the same bytes sent upstream, passed through and for a translation.
+Generated bodies mix the usual shapes with deep values, odd numbers and invalid parts where
+the proof must not reach; the agents' captured bodies (tests/data/agents) are checked too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from router.core.errors import ApiError
+from router.core.request_view import BodyChanges, RequestTarget
+from router.http.request_body import parse_checked_json_body, parse_json_body
+from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER as MESSAGES
+from router.wire.anthropic_messages.validation import check_messages_body
+from router.wire.gemini.adapter import GEMINI_ADAPTER as GEMINI
+from router.wire.gemini.validation import check_gemini_body
+from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER as RESPONSES
+from router.wire.openai_responses.validation import check_responses_body
+from tests.unit.wire.test_chat_body_check import NUMBER_LITERALS, nested, odd_values, raw_body
+
+AGENTS = Path(__file__).resolve().parents[2] / "data" / "agents"
+GENERATE = RequestTarget(path={"model": "gemini-x", "action": "generateContent"})
+TARGETS = [GENERATE, RequestTarget(path={"model": "g", "action": "streamGenerateContent"}, query={"alt": "sse"}), RequestTarget(path={"model": "g", "action": "countTokens"})]
+
+
+def view_of(wire: Any, body: Any, checked: Any, target: RequestTarget) -> Any:
+    return wire.parse(body, 2000, target) if checked is None else wire.parse_checked(body, checked, 2000, target)
+
+
+def answer_apart(wire: Any, raw: bytes, max_depth: int, target: RequestTarget) -> Any:
+    """The edge without the fused check: the depth walk of the whole body, then the wire's parse."""
+    body = parse_json_body(raw, max_depth)
+    return outcome(wire, body, body if isinstance(body, ApiError) else wire.parse(body, 2000, target))
+
+
+def answer_checked(wire: Any, raw: bytes, max_depth: int, target: RequestTarget) -> Any:
+    """The edge now: the wire's check before the walk, which covers only what the check did not prove."""
+    read = parse_checked_json_body(raw, max_depth, wire.check_body)
+    if isinstance(read, ApiError):
+        return outcome(wire, read, read)
+    return outcome(wire, read.body, view_of(wire, read.body, read.checked, target))
+
+
+def outcome(wire: Any, body: Any, view: Any) -> Any:
+    """What a client, the stages and the upstream see of an answer: the error, or the view and the bytes sent."""
+    if isinstance(view, ApiError):
+        return ("error", view.status, view.code, view.message, view.param)
+    fields = {f.name: getattr(view, f.name) for f in dataclasses.fields(view) if f.name != "conversation"}
+    conversation = view.conversation
+    results = conversation.result_units()
+    seen = (
+        orjson.dumps(list(conversation.units)),
+        conversation.tool_results(),
+        results,
+        conversation.turn_starts(),
+        [conversation.tool_name(unit) for unit in results],
+        {name: getattr(conversation, name) for name in ("proxy_thinking", "needs_thinking_off", "proxy_reasoning") if hasattr(conversation, name)},
+    )
+    sent = [wire.upstream_body(body, view, BodyChanges(upstream_model="m", translated=translated, output_tokens=5)) for translated in (False, True)]
+    return ("served", orjson.dumps(body), fields, seen, sent)
+
+
+def same_answer(wire: Any, raw: bytes, max_depth: int, target: RequestTarget = GENERATE) -> Any:
+    answer = answer_checked(wire, raw, max_depth, target)
+    assert answer == answer_apart(wire, raw, max_depth, target)
+    return answer
+
+
+NUMBERS = st.permutations(NUMBER_LITERALS)
+DEPTHS = st.sampled_from([3, 5, 6, 7, 8, 9, 10, 11, 128])
+extras = st.dictionaries(st.sampled_from(["cache_control", "extra", "id", "status", "citations"]), odd_values, max_size=2)
+texts = st.sampled_from(["hi", "", "<system-reminder>ctx</system-reminder>", "x-anthropic-billing-header: cc", "look at utils.py"])
+
+
+def usually(draw: st.DrawFn, usual: st.SearchStrategy[Any], odd: st.SearchStrategy[Any] = odd_values) -> Any:
+    """``usual``, and one time in eight ``odd`` (a deep value, an odd number, a wrong type): most
+    bodies generated are then valid, so that the view and the bytes sent are compared too."""
+    return draw(odd) if draw(st.integers(0, 7)) == 0 else draw(usual)
+
+
+def with_extras(draw: st.DrawFn, value: dict[str, Any]) -> dict[str, Any]:
+    return {**value, **draw(extras)} if draw(st.integers(0, 5)) == 0 else value
+
+
+# --- Anthropic Messages ----------------------------------------------------------------------
+
+
+@st.composite
+def messages_blocks(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["text"] * 3 + ["tool_use"] * 2 + ["tool_result"] * 2 + ["tool_result_parts", "image", "thinking", "other", "odd"]))
+    if kind == "text":
+        block: Any = {"type": "text", "text": usually(draw, texts)}
+    elif kind == "tool_use":
+        block = {"type": "tool_use", "id": draw(st.sampled_from(["t1", "t2"])), "name": "Bash", "input": usually(draw, st.one_of(st.just({"command": "ls"}), st.builds(lambda v: {"v": v}, odd_values)))}
+    elif kind == "tool_result":
+        block = {"type": "tool_result", "tool_use_id": usually(draw, st.sampled_from(["t1", "t2"])), "content": usually(draw, st.one_of(texts, st.none()))}
+    elif kind == "tool_result_parts":
+        inner = st.one_of(st.just({"type": "text", "text": "out"}), st.just({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}),
+                          st.just({"type": "tool_result", "tool_use_id": "t1"}), odd_values)
+        block = {"type": "tool_result", "tool_use_id": "t1", "content": draw(st.lists(inner, max_size=3)), "is_error": draw(st.booleans())}
+    elif kind == "image":
+        block = {"type": "image", "source": usually(draw, st.just({"type": "base64", "media_type": "image/png", "data": "AA"}))}
+    elif kind == "thinking":
+        block = {"type": "thinking", "thinking": "hmm", "signature": draw(st.sampled_from(["", "pinch-router:reasoning_content", "EqQB", None]))}
+    elif kind == "other":
+        block = {"type": draw(st.sampled_from(["document", "server_tool_use", "redacted_thinking", 5]))}
+    else:
+        return draw(odd_values)
+    return with_extras(draw, block)
+
+
+@st.composite
+def messages_messages(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 20)) == 0:
+        return draw(odd_values)
+    role = draw(st.sampled_from(["user"] * 4 + ["assistant"] * 4 + ["system", "robot", None]))
+    content = usually(draw, st.one_of(texts, st.lists(messages_blocks(), min_size=0, max_size=4)))
+    message: dict[str, Any] = {"role": role, "content": content}
+    return with_extras(draw, message)
+
+
+@st.composite
+def messages_bodies(draw: st.DrawFn) -> bytes:
+    body: dict[str, Any] = {"model": draw(st.sampled_from(["auto"] * 5 + ["claude-x", "", 5])), "max_tokens": draw(st.sampled_from([1024] * 6 + [0, "many", True])),
+                            "messages": draw(st.lists(messages_messages(), max_size=6))}
+    body.update(draw(st.dictionaries(st.sampled_from(["system", "tools", "thinking", "metadata", "stream", "stop_sequences", "temperature"]),
+                                     st.one_of(odd_values, st.just([{"type": "text", "text": "sys"}]), st.just({"type": "enabled", "budget_tokens": 2000}),
+                                               st.just([{"name": "Bash", "input_schema": {"type": "object"}}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    return raw_body(body, draw(NUMBERS))
+
+
+@given(raw=messages_bodies(), max_depth=DEPTHS)
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_messages_check_gets_the_answer_of_the_walk_then_the_validation_and_the_view(raw, max_depth):
+    same_answer(MESSAGES, raw, max_depth)
+
+
+# --- OpenAI Responses ------------------------------------------------------------------------
+
+
+@st.composite
+def responses_parts(draw: st.DrawFn) -> Any:
+    return draw(st.one_of(
+        st.builds(lambda t, k: {"type": k, "text": t}, st.one_of(texts, odd_values), st.sampled_from(["input_text", "output_text"])),
+        st.just({"type": "input_image", "image_url": "data:image/png;base64,AA"}), st.just({"type": "input_image"}),
+        st.just({"type": "refusal", "refusal": "no"}), odd_values,
+    ))
+
+
+@st.composite
+def responses_items(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["message"] * 2 + ["easy", "function_call", "function_call", "function_call_output", "function_call_output", "reasoning", "custom_tool_call", "item_reference", "odd"]))
+    content = st.one_of(texts, st.lists(responses_parts(), max_size=3))
+    if kind in ("message", "easy"):
+        item: Any = {"role": draw(st.sampled_from(["user"] * 3 + ["assistant"] * 3 + ["developer", "system", "robot", None])), "content": usually(draw, content)}
+        if kind == "message":
+            item["type"] = "message"
+    elif kind == "function_call":
+        item = {"type": "function_call", "call_id": usually(draw, st.sampled_from(["c1", "c2"])), "name": draw(st.sampled_from(["shell", "apply_patch"])), "arguments": usually(draw, st.just('{"cmd":"ls"}'))}
+    elif kind == "function_call_output":
+        item = {"type": "function_call_output", "call_id": usually(draw, st.sampled_from(["c1", "c2"])), "output": usually(draw, content)}
+    elif kind == "reasoning":
+        item = {"type": "reasoning", "id": draw(st.sampled_from(["rs_pinch_ab_0", "rs_01"])), "summary": [], "encrypted_content": draw(st.sampled_from([None, "gAAA"]))}
+    elif kind in ("custom_tool_call", "item_reference"):
+        item = {"type": kind, "call_id": "c3", "id": "x"}
+    else:
+        return draw(odd_values)
+    return with_extras(draw, item)
+
+
+@st.composite
+def responses_bodies(draw: st.DrawFn) -> bytes:
+    body: dict[str, Any] = {"model": draw(st.sampled_from(["auto"] * 5 + ["gpt-x", "", 5])), "input": usually(draw, st.one_of(st.lists(responses_items(), max_size=6), texts))}
+    body.update(draw(st.dictionaries(st.sampled_from(["instructions", "tools", "store", "max_output_tokens", "text", "stream", "tool_choice"]),
+                                     st.one_of(odd_values, st.just(False), st.just("be brief"), st.just([{"type": "function", "name": "shell", "parameters": {}}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    return raw_body(body, draw(NUMBERS))
+
+
+@given(raw=responses_bodies(), max_depth=DEPTHS)
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_responses_check_gets_the_answer_of_the_walk_then_the_validation_and_the_view(raw, max_depth):
+    same_answer(RESPONSES, raw, max_depth)
+
+
+# --- Gemini ----------------------------------------------------------------------------------
+
+
+@st.composite
+def gemini_parts(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["text", "text", "thought", "call", "response", "response_parts", "image", "snake", "odd"]))
+    if kind == "text":
+        part: Any = {"text": usually(draw, texts)}
+    elif kind == "thought":
+        part = {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"}
+    elif kind == "call":
+        part = {"functionCall": draw(st.one_of(st.just({"name": "shell", "args": {"cmd": "ls"}}), st.builds(lambda v: {"name": "shell", "args": v}, odd_values), odd_values))}
+        if draw(st.booleans()):
+            part["thoughtSignature"] = "c2ln"
+    elif kind == "response":
+        part = {"functionResponse": draw(st.one_of(st.just({"name": "shell", "response": {"output": "ok"}}), st.builds(lambda v: {"name": "shell", "id": "r1", "response": v}, odd_values), odd_values))}
+    elif kind == "response_parts":
+        part = {"functionResponse": {"name": "shell", "response": {}, "parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]}}
+    elif kind == "image":
+        part = {"inlineData": draw(st.one_of(st.just({"mimeType": "image/png", "data": "AA"}), odd_values))}
+    elif kind == "snake":
+        part = {"function_call": {"name": "shell", "args": {}}}
+    else:
+        return draw(odd_values)
+    return with_extras(draw, part)
+
+
+@st.composite
+def gemini_contents(draw: st.DrawFn) -> Any:
+    if draw(st.integers(0, 20)) == 0:
+        return draw(odd_values)
+    content: dict[str, Any] = {"parts": usually(draw, st.lists(gemini_parts(), max_size=4))}
+    role = draw(st.sampled_from(["user"] * 3 + ["model"] * 3 + ["function", "robot", None, "absent"]))
+    if role != "absent":
+        content["role"] = role
+    return with_extras(draw, content)
+
+
+@st.composite
+def gemini_bodies(draw: st.DrawFn) -> bytes:
+    key = draw(st.sampled_from(["contents", "contents", "contents_snake"]))
+    body: dict[str, Any] = {key.replace("_snake", ""): draw(st.lists(gemini_contents(), max_size=6))}
+    body.update(draw(st.dictionaries(st.sampled_from(["systemInstruction", "tools", "generationConfig", "toolConfig", "safetySettings"]),
+                                     st.one_of(odd_values, st.just({"parts": [{"text": "sys"}]}), st.just({"maxOutputTokens": 100}),
+                                               st.just([{"functionDeclarations": [{"name": "shell", "parameters": {"type": "object"}}]}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    return raw_body(body, draw(NUMBERS))
+
+
+@given(raw=gemini_bodies(), max_depth=DEPTHS, target=st.sampled_from(TARGETS))
+@settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_gemini_check_gets_the_answer_of_the_walk_then_the_validation_and_the_view(raw, max_depth, target):
+    same_answer(GEMINI, raw, max_depth, target)
+
+
+# --- the agents' own bodies ------------------------------------------------------------------
+
+WIRE_OF_PATH = {"/v1/messages": MESSAGES, "/v1/responses": RESPONSES}
+
+
+def captured() -> list[Any]:
+    found = []
+    for path in sorted(AGENTS.glob("*/*.json")):
+        recorded = json.loads(path.read_text())
+        if not isinstance(recorded, dict) or recorded.get("method") != "POST" or not isinstance(recorded.get("body"), dict):
+            continue
+        route = recorded["path"]
+        if route in WIRE_OF_PATH:
+            found.append(pytest.param(WIRE_OF_PATH[route], recorded["body"], GENERATE, id=f"{path.parent.name}/{path.name}"))
+        elif route.startswith("/v1beta/models/") and ":" in route:
+            model, action = route.removeprefix("/v1beta/models/").split(":", 1)
+            target = RequestTarget(path={"model": model, "action": action}, query=recorded.get("query") or {})
+            found.append(pytest.param(GEMINI, recorded["body"], target, id=f"{path.parent.name}/{path.name}"))
+    return found
+
+
+@pytest.mark.parametrize(("wire", "body", "target"), captured())
+def test_an_agents_captured_body_gets_the_same_answer(wire, body, target):
+    raw = orjson.dumps(body)
+    for max_depth in (8, 10, 128):  # their tool schemas nest deeper than 8: refused alike
+        same_answer(wire, raw, max_depth, target)
+    assert same_answer(wire, raw, 128, target)[0] == "served"
+
+
+def test_every_wire_has_captured_bodies():
+    wires = {id(param.values[0]) for param in captured()}
+    assert wires == {id(MESSAGES), id(RESPONSES), id(GEMINI)}
+
+
+# --- what the proof leaves to the walk -------------------------------------------------------
+
+SESSION_MESSAGES = {
+    "model": "auto", "max_tokens": 100, "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}],
+    "messages": [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": [{"type": "text", "text": "looking"}, {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a.py"}]},
+    ],
+}  # fmt: skip
+SESSION_RESPONSES = {
+    "model": "auto", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "a.py"},
+    ],
+}  # fmt: skip
+SESSION_GEMINI = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "fix it"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "shell", "args": {"cmd": "ls"}}, "thoughtSignature": "c2ln"}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "shell", "response": {"output": "a.py"}}}]},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("check", "body", "key"),
+    [(check_messages_body, SESSION_MESSAGES, "messages"), (check_responses_body, SESSION_RESPONSES, "input"), (check_gemini_body, SESSION_GEMINI, "contents")],
+)
+def test_a_session_of_usual_turns_leaves_the_walk_none_of_them(check, body, key):
+    checked = check(body, 128)
+    assert checked[0] is not None
+    assert checked.walk[key] == []
+    assert checked.walk.keys() == body.keys()
+    assert check(body, 7).walk is body  # below the least limit there is, nothing is proven
+
+
+@pytest.mark.parametrize(
+    ("wire", "body", "max_depth", "code"),
+    [
+        # a tool_use input one level deeper than the limit, and one at it (block 5, input 6, …)
+        (MESSAGES, {**SESSION_MESSAGES, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "B", "input": {"k": nested(3)}}]}]}, 8, "json_too_deep"),
+        (MESSAGES, {**SESSION_MESSAGES, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "B", "input": {"k": nested(2)}}]}]}, 8, "ok"),
+        # an invalid message ahead of a too-deep one: the depth is the answer
+        (MESSAGES, {**SESSION_MESSAGES, "messages": [{"role": "robot"}, {"role": "user", "content": [{"type": "text", "text": "x", "x": nested(5)}]}]}, 8, "json_too_deep"),
+        (RESPONSES, {**SESSION_RESPONSES, "input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "x", "x": nested(4)}]}]}, 8, "json_too_deep"),
+        (RESPONSES, {**SESSION_RESPONSES, "input": [{"type": "function_call_output", "call_id": "c", "output": [{"type": "input_text", "text": "x", "x": nested(3)}]}]}, 8, "ok"),
+        (GEMINI, {"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": nested(3)}}]}]}, 8, "json_too_deep"),
+        (GEMINI, {"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"k": nested(1)}}}]}]}, 8, "ok"),
+    ],
+)
+def test_the_depth_is_judged_before_the_validation(wire, body, max_depth, code):
+    answer = same_answer(wire, orjson.dumps(body), max_depth)
+    assert answer[0] == "served" if code == "ok" else answer[2] == code
+
+
+@pytest.mark.parametrize("literal", ["0.0", "1e-400", "123456789012345678901234567890", "1e400"])
+@pytest.mark.parametrize(
+    ("wire", "body"),
+    [
+        (MESSAGES, {"max_tokens": 10, "messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "B", "input": {"n": "#0"}}]}]}),
+        (RESPONSES, {"input": [{"type": "function_call_output", "call_id": "c", "output": "x", "n": "#0"}]}),
+        (GEMINI, {"contents": [{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {"n": "#0"}}}]}]}),
+    ],
+)
+def test_a_suspect_number_in_a_usual_turn_is_still_parsed_again(wire, body, literal):
+    answer = same_answer(wire, raw_body(body, [literal]), 128)
+    assert answer[0] == "served" and literal.encode() in answer[4][0]  # sent upstream as the client wrote it
