@@ -39,14 +39,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
 import orjson
 
 from bench.bench_instructions import STARTUP_SECONDS
 from bench.bench_proxy import PIN_BODIES, shipped_sections
-from bench.harness import ROOT, cpu_seconds, drive, free_port, mock_upstream, proxy, spawn, wrk_cell, write_config
+from bench.harness import ROOT, cpu_seconds, drive, free_port, mock_upstream, proxy, save_results, spawn, wrk_cell, write_config
 from bench.wire_bodies import WIRES, as_wire, path_of
 
 BODIES = dict(zip(("small", "within", "pinched"), PIN_BODIES))
@@ -248,11 +247,7 @@ def main() -> int:
     lines.append(f"\n{time.monotonic() - started:.0f} s; load average {load_before:.2f} at the start, {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} at the end.")
     print("\n".join(lines))
     if args.save:
-        RESULTS.mkdir(exist_ok=True)
-        command = "python -m bench.bench_wires " + " ".join(sys.argv[1:])
-        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        first = f"# {command} — {stamp}, {os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in load_after)}"
-        (RESULTS / "bench_wires.txt").write_text(first + "\n" + "\n".join(lines) + "\n")
+        save_results(__file__, "\n".join(lines).split("\n"))
     return 0
 
 
