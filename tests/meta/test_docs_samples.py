@@ -1,4 +1,6 @@
-"""The `top` screens docs/observability.md shows are the captures docs/capture_top.py wrote.
+"""The samples the docs show are what the code prints or holds: the `top` captures, explain's output, relevance's weights.
+
+The `top` screens docs/observability.md shows are the captures docs/capture_top.py wrote.
 
 The page shows the main table and the detail popup as text; docs/top.txt and docs/top-detail.txt are
 what the script captured from the TUI (headless, 120x30) in the same run as the SVGs next to them. The
@@ -70,3 +72,15 @@ def test_the_pages_explain_sample_is_what_explain_offline_prints_on_the_shipped_
     sample = block_with("request ")
     start = printed.index(sample[0])
     assert without_timings(sample) == without_timings(printed[start : start + len(sample)])
+
+
+# --- relevance's formula: the weights the page writes are rank_candidates' defaults ---
+
+
+def test_the_relevance_pages_formula_has_rank_candidates_default_weights():
+    from router.core.relevance import DEFAULT_WEIGHTS
+
+    text = (DOCS / "relevance.md").read_text(encoding="utf-8")
+    formula = re.search(r"worth = log\((\S+) \+ lexical \+ (\S+) · max\(0, similarity\)\) − log\(tokens compressing it saves\) \+ (\S+) · recency", text)
+    assert formula, "docs/relevance.md no longer shows the formula this test reads"
+    assert tuple(float(g) for g in formula.groups()) == (DEFAULT_WEIGHTS.floor, DEFAULT_WEIGHTS.similarity, DEFAULT_WEIGHTS.age)
