@@ -189,6 +189,20 @@ def test_the_commands_table_lists_every_option_of_each_command(command):
     assert [o[-1] for o in options if not any(re.search(rf"{re.escape(name)}\b", rows[command]) for name in o)] == []
 
 
+COMMAND_RUNS = sorted({(page, m.group(1), m.group(0)) for page, text in PAGES.items() for m in re.finditer(r"pinch-router ([a-z][a-z-]*)([^`\n|]*)", text) if m.group(1) in subcommands()})
+
+
+def test_the_docs_show_pinch_router_commands():
+    assert len(COMMAND_RUNS) > 30
+
+
+@pytest.mark.parametrize(("page", "command", "run"), COMMAND_RUNS)
+def test_every_pinch_router_command_the_docs_show_uses_options_it_has(page, command, run):
+    """A `pinch-router <command> --option` anywhere in the docs names options that command's parser has."""
+    options = {o for a in subcommands()[command]._actions for o in a.option_strings}
+    assert [o for o in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", run.split(command, 1)[1]) if o not in options] == [], f"{page}: {run}"
+
+
 def metric_names() -> set[str]:
     metrics = Metrics(["main"], ["coding_general"])
     names = {m.name for m in metrics.registry.collect()}
@@ -402,7 +416,7 @@ def test_every_page_is_in_the_sites_nav_and_every_nav_entry_is_a_page():
 def test_every_page_with_commands_says_how_they_were_checked(page):
     """A page showing a command says in its source (an HTML comment) whether a test runs it or it was run as shown."""
     text = PAGES[page]
-    if "```" not in text:
+    if "```" not in text and not re.search(r"\n\n    \S", text):  # a fenced or an indented code block
         return
     comments = " ".join(re.findall(r"<!--(.*?)-->", text, re.S))
     assert re.search(r"\btests?/|\btest_\w+|run as shown|\.ci/run", comments), f"{page}: no comment says how its snippets were checked"
