@@ -63,7 +63,8 @@ def outcome(wire: Any, body: Any, view: Any) -> Any:
     """What a client, the stages and the upstream see of an answer: the error, or the view and the bytes sent."""
     if isinstance(view, ApiError):
         return ("error", view.status, view.code, view.message, view.param)
-    fields = {f.name: getattr(view, f.name) for f in dataclasses.fields(view) if f.name != "conversation"}
+    # as JSON: a number no double holds is an orjson.Fragment in the body, equal only to itself
+    fields = {f.name: orjson.dumps(getattr(view, f.name), default=repr) for f in dataclasses.fields(view) if f.name != "conversation"}
     conversation = view.conversation
     results = conversation.result_units()
     seen = (
