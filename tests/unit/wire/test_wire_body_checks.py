@@ -255,6 +255,30 @@ def test_gemini_check_gets_the_answer_of_the_walk_then_the_validation_and_the_vi
     same_answer(GEMINI, raw, max_depth, target)
 
 
+# Where the fused check proves a usual content without walking it (it counts the keys it checked
+# and walks only a call's and a response's objects), each of these must still reach the walk.
+GEMINI_UNPROVEN_PARTS = [
+    {"functionCall": {"name": "shell", "args": nested(9)}},
+    {"functionCall": {"name": "shell", "args": {"n": "#1"}}},
+    {"functionCall": {"name": "shell", "args": {}, "id": nested(9)}},
+    {"functionResponse": {"name": "shell", "response": {"output": nested(9)}}},
+    {"functionResponse": {"name": "shell", "response": {"n": "#2"}}},
+    {"text": "hmm", "thought": "#1"},
+    {"text": "hmm", "thought": nested(9)},
+    {"text": "hmm", "thoughtSignature": nested(9)},
+    {"functionCall": {"name": "shell", "args": {}}, "thoughtSignature": "#2"},
+]
+
+
+@pytest.mark.parametrize("part", GEMINI_UNPROVEN_PARTS)
+@pytest.mark.parametrize("role", ["model", "user"])
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_gemini_check_leaves_deep_values_and_numbers_of_usual_parts_to_the_walk(part, role, max_depth):
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}, part]}]}, numbers), max_depth)
+    same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}], "extra": part}]}, ["1e400", "0.5", "1e-400"]), max_depth)
+
+
 # --- the agents' own bodies ------------------------------------------------------------------
 
 WIRE_OF_PATH = {"/v1/messages": MESSAGES, "/v1/responses": RESPONSES}
