@@ -154,6 +154,28 @@ def test_messages_check_gets_the_answer_of_the_walk_then_the_validation_and_the_
     same_answer(MESSAGES, raw, max_depth)
 
 
+# Where the fused check proves a usual block by counting its keys (a text, a tool call whose input
+# alone is walked, a tool result of text), each of these must still reach the walk.
+MESSAGES_UNPROVEN_BLOCKS = [
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"v": nested(9)}}),
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"n": "#1"}}),
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}, "cache_control": nested(9)}),
+    ("assistant", {"type": "text", "text": "hi", "citations": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": "#2"}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": True, "extra": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "is_error": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok", "x": nested(9)}]}),
+]
+
+
+@pytest.mark.parametrize(("role", "block"), MESSAGES_UNPROVEN_BLOCKS)
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_messages_check_leaves_deep_values_and_numbers_of_usual_blocks_to_the_walk(role, block, max_depth):
+    messages = [{"role": "user", "content": "hi"}, {"role": role, "content": [{"type": "text", "text": "x"}, block]}]
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(MESSAGES, raw_body({"model": "auto", "max_tokens": 100, "messages": messages}, numbers), max_depth)
+
+
 # --- OpenAI Responses ------------------------------------------------------------------------
 
 
