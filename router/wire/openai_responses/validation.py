@@ -209,7 +209,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
             usual = False
         if usual:
             scan.has_images |= bool(image)
-            if not nests_within(item, seen.levels):
+            if not _item_within(item, kind, seen.levels):
                 seen.unproven.append(item)
             return kind == "reasoning" and is_proxy_reasoning(item)
     proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
@@ -222,6 +222,20 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
     return proxy_reasoning
+
+
+def _item_within(item: dict[str, Any], kind: Any, levels: int) -> bool:
+    """A usual item (:func:`_seen_item` checked its fields) nests within ``levels`` with no float:
+    counted for the items that hold nothing but those fields and a string ``id`` or ``status`` (a
+    call, an output or a message of text), walked for the rest."""
+    size = len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str)
+    if kind == "function_call" and size == 4:  # type, call_id, name, arguments
+        return True
+    if kind == "function_call_output" and size == 3 and type(item.get("output")) is str:
+        return True
+    if kind == "message" and size == 2 + ("type" in item) and type(item.get("content")) is str:
+        return True
+    return nests_within(item, levels)
 
 
 def has_image(item: Item) -> bool:

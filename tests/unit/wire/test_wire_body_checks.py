@@ -223,6 +223,27 @@ def test_responses_check_gets_the_answer_of_the_walk_then_the_validation_and_the
     same_answer(RESPONSES, raw, max_depth)
 
 
+# Where the fused check proves a usual item by counting its keys (a call, an output or a message of
+# text, with a string id or status), each of these must still reach the walk.
+RESPONSES_UNPROVEN_ITEMS = [
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "id": nested(9)},
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "status": "#1"},
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "id": "fc_1", "extra": nested(9)},
+    {"type": "function_call_output", "call_id": "c1", "output": "ok", "extra": "#2"},
+    {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok", "x": nested(9)}]},
+    {"type": "message", "role": "user", "content": "hi", "id": "#1"},
+    {"role": "user", "content": "hi", "status": nested(9)},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": nested(9)}]},
+]
+
+
+@pytest.mark.parametrize("item", RESPONSES_UNPROVEN_ITEMS)
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_responses_check_leaves_deep_values_and_numbers_of_usual_items_to_the_walk(item, max_depth):
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(RESPONSES, raw_body({"model": "auto", "input": [{"role": "user", "content": "hi"}, item]}, numbers), max_depth)
+
+
 # --- Gemini ----------------------------------------------------------------------------------
 
 
