@@ -31,7 +31,9 @@ from router.core.request_view import Conversation, RequestView, Rewrites, ToolRe
 from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
+    FILE_DATA,
     FUNCTION_RESPONSE,
+    INLINE_DATA,
     GEMINI,
     GENERATION,
     MAX_OUTPUT,
@@ -68,6 +70,9 @@ def response_text(response: Any) -> tuple[str, str | None]:
     return orjson.dumps(response).decode(), None
 
 
+_DATA_KEYS = frozenset((*INLINE_DATA, *FILE_DATA))
+
+
 def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
     """Parts in the estimator's terms: text as text, images as images, anything else (calls, signatures) as it is."""
     out: list[Any] = []
@@ -77,7 +82,7 @@ def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
             out.append({"type": "text", "text": text})
             if len(part) > 1:  # a signature, the thought flag
                 out.append({k: v for k, v in part.items() if k != "text"})
-        elif is_image_part(part):
+        elif not _DATA_KEYS.isdisjoint(part) and is_image_part(part):  # a call or a response is no image: not looked into
             out.append({"type": "image"})
         else:
             out.append(part)
