@@ -234,6 +234,9 @@ RESPONSES_UNPROVEN_ITEMS = [
     {"type": "message", "role": "user", "content": "hi", "id": "#1"},
     {"role": "user", "content": "hi", "status": nested(9)},
     {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": nested(9)}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ok"}, {"type": "input_file", "file_data": nested(9)}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ok"}, {"type": "input_file", "n": "#1"}]},
+    {"role": "user", "content": [{"type": "input_text", "text": "ok"}], "extra": nested(9)},
 ]
 
 
