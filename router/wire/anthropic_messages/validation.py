@@ -291,9 +291,24 @@ def _usual_blocks(content: list[Any], role: str, levels: int) -> tuple[bool, boo
             proxy_thinking |= role == "assistant" and block.get("signature") in _PROXY_SIGNATURES
         elif type(kind) is not str:
             return None
-        if shallow and not nests_within(block, levels):
-            shallow = False
+        if shallow:
+            shallow = _block_within(block, kind, levels)
     return proxy_thinking, has_result, images, tools, shallow
+
+
+def _block_within(block: dict[str, Any], kind: Any, levels: int) -> bool:
+    """A usual block (:func:`_usual_blocks` checked its fields) nests within ``levels`` with no float:
+    counted for the blocks that hold nothing but those fields (a text; a tool call, whose input
+    alone is walked; a tool result of text), walked for the rest."""
+    size = len(block)
+    if kind == "text" and size == 2:
+        return True
+    if kind == "tool_use" and size == 4:  # type, id, name, input
+        return levels > 1 and nests_within(block["input"], levels - 1)
+    if kind == "tool_result" and type(block.get("content")) is not list:
+        if size == 2 + ("content" in block) + (type(block.get("is_error")) is bool):
+            return True
+    return nests_within(block, levels)
 
 
 def _check_system(system: Any) -> None:

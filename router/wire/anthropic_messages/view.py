@@ -165,9 +165,20 @@ def _user_words_of(message: Message) -> str:
 
 
 def _calls_and_text(message: Message) -> tuple[list[str], str]:
-    blocks = blocks_of(message.get("content"))
-    calls = [f"{b.get('name', '')}({orjson.dumps(b.get('input', {})).decode()})" for b in blocks if b.get("type") == "tool_use"]
-    return calls, "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    content = message.get("content")
+    if type(content) is str:  # one text block
+        return [], content
+    calls: list[str] = []
+    texts: list[str] = []
+    # one pass over the blocks, as they are (read for each recent step of every request)
+    for block in content if type(content) is list else ():
+        if type(block) is dict:
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(block.get("text", ""))
+            elif kind == "tool_use":
+                calls.append(f"{block.get('name', '')}({orjson.dumps(block.get('input', {})).decode()})")
+    return calls, "".join(texts)
 
 
 def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int, checked: CheckedMessages | None = None) -> RequestView:

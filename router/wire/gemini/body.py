@@ -23,9 +23,7 @@ from router.wire.gemini.parts import (
     current_turn_start,
     field,
     first_call_at,
-    is_model,
     key_of,
-    parts_of,
     signature_of,
 )
 
@@ -48,17 +46,17 @@ def within_output_limit(body: dict[str, Any], output_tokens: int | None) -> dict
 
 
 def signed(contents: list[Any], stale: Collection[tuple[int, int]]) -> tuple[list[Any], int]:
-    """``contents`` with the signature of each part at ``stale`` replaced by the placeholder, and one
+    """``contents`` (validated ones) with the signature of each part at ``stale`` replaced by the placeholder, and one
     added to the first call of each step of the current turn that has none; how many were added.
     The very same list when nothing changes; nothing is mutated."""
     start = current_turn_start(contents)
     out = contents
     added = 0
     for c, content in enumerate(contents):
-        if not is_model(content):
+        if content.get("role") != "model":  # validated contents: each a Content object, its parts Part objects
             continue
-        parts = parts_of(content)
-        replace = {p for (at, p) in stale if at == c}
+        parts = content["parts"]
+        replace = {p for (at, p) in stale if at == c} if stale else set()
         if c >= start and (first := first_call_at(parts)) is not None and signature_of(parts[first]) is None:
             replace.add(first)
             added += 1

@@ -132,14 +132,14 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
         raise InvalidRequest("contents: a non-empty list of Content objects is required", "contents")
     has_images = tool_history = False
     for c, content in enumerate(contents):
-        usual = _usual_content(content) if prove is not None else None
+        usual = _usual_content(content, prove[1]) if prove is not None else None
         if usual is None:
             images, history = _check_content(content, f"contents[{c}]")
             if prove is not None:
                 prove[0].append(content)
         else:
-            images, history = False, usual
-            if not nests_within(content, prove[1]):  # type: ignore[index]
+            images, (history, proven) = False, usual
+            if not proven:
                 prove[0].append(content)  # type: ignore[index]
         has_images, tool_history = has_images or images, tool_history or history
     system = field(body, SYSTEM)
@@ -170,9 +170,11 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
 _USUAL_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall", "functionResponse"})
 
 
-def _usual_content(content: Any) -> bool | None:
+def _usual_content(content: Any, levels: int) -> tuple[bool, bool] | None:
     """For a content of the usual parts, all valid and none an image (text, thought, a call, a
-    response without parts, in their camelCase spelling): whether it holds a call or a response;
+    response without parts, in their camelCase spelling): whether it holds a call or a response,
+    and whether it nests within ``levels`` levels (itself the first) with no float — proven on the
+    way: the keys checked here are counted, only a call's and a response's objects are walked;
     None for anything else (the long path, :func:`_check_content`, judges it)."""
     if type(content) is not dict:
         return None
@@ -181,6 +183,8 @@ def _usual_content(content: Any) -> bool | None:
     if (role is not None and role not in ROLES) or type(parts) is not list or not parts:
         return None
     history = False
+    # the content holds a role (a string or null) and its parts, nothing else; a part is 3 levels down
+    proven = len(content) == 1 + ("role" in content)
     for part in parts:
         if type(part) is not dict or not _USUAL_KEYS.issuperset(part):
             return None
@@ -191,6 +195,7 @@ def _usual_content(content: Any) -> bool | None:
             if type(call) is not dict or type(call.get("name")) is not str or (call.get("args") is not None and type(call["args"]) is not dict):
                 return None
             history = True
+            proven = proven and nests_within(call, levels - 3)
         response = part.get("functionResponse")
         if response is not None:
             if type(response) is not dict or type(response.get("name")) is not str or response.get("parts") is not None:
@@ -198,7 +203,10 @@ def _usual_content(content: Any) -> bool | None:
             if response.get("response") is not None and type(response["response"]) is not dict:
                 return None
             history = True
-    return history
+            proven = proven and nests_within(response, levels - 3)
+        if proven and (("thought" in part and type(part["thought"]) is not bool) or ("thoughtSignature" in part and type(part["thoughtSignature"]) is not str)):
+            proven = False
+    return history, proven
 
 
 def _check_content(content: Any, where: str) -> tuple[bool, bool]:

@@ -31,7 +31,9 @@ from router.core.request_view import Conversation, RequestView, Rewrites, ToolRe
 from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
+    FILE_DATA,
     FUNCTION_RESPONSE,
+    INLINE_DATA,
     GEMINI,
     GENERATION,
     MAX_OUTPUT,
@@ -45,14 +47,11 @@ from router.wire.gemini.parts import (
     THINKING_LEVEL,
     all_text,
     field,
-    function_call,
-    function_response,
     is_image_part,
     is_model,
+    is_session_context,
     key_of,
     parts_of,
-    text_of,
-    words_of,
 )
 from router.wire.gemini.signatures import HOLD_FOR_SIGNED_LOOP, loop_signed, stale_signatures
 from router.wire.gemini.validation import GeminiRequest
@@ -71,6 +70,9 @@ def response_text(response: Any) -> tuple[str, str | None]:
     return orjson.dumps(response).decode(), None
 
 
+_DATA_KEYS = frozenset((*INLINE_DATA, *FILE_DATA))
+
+
 def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
     """Parts in the estimator's terms: text as text, images as images, anything else (calls, signatures) as it is."""
     out: list[Any] = []
@@ -80,7 +82,7 @@ def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
             out.append({"type": "text", "text": text})
             if len(part) > 1:  # a signature, the thought flag
                 out.append({k: v for k, v in part.items() if k != "text"})
-        elif is_image_part(part):
+        elif not _DATA_KEYS.isdisjoint(part) and is_image_part(part):  # a call or a response is no image: not looked into
             out.append({"type": "image"})
         else:
             out.append(part)
@@ -108,14 +110,14 @@ class GeminiConversation(Conversation):
         if system is not None and (text := all_text(system)):
             units.append({"role": "system", "content": [{"type": "text", "text": text}]})
         for c, content in enumerate(contents):
-            parts = parts_of(content)
-            if is_model(content):
+            parts = content["parts"]  # validated: a list of Part objects
+            if content.get("role") == "model":
                 turns.append(len(units))
                 units.append({"role": "assistant", "content": neutral_parts(parts)})
                 continue
             others = []
             for p, part in enumerate(parts):
-                response = function_response(part)
+                response = _response_of(part)
                 if response is None:
                     others.append(part)
                     continue
@@ -186,15 +188,41 @@ class GeminiConversation(Conversation):
 
 def turn_text(contents: list[Any], max_chars: int) -> TurnText:
     """The last user words (function responses and Gemini CLI's session context are not what was asked)
-    and the last model turn's calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`)."""
-    pairs = (("assistant" if is_model(c) else "user", c) for c in reversed(contents))
-    return latest_turn_text(pairs, words_of, _calls_and_text, max_chars)
+    and the last model turn's calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`).
+    ``contents``: validated ones (each a Content object whose parts are Part objects), read directly."""
+    pairs = (("assistant" if c.get("role") == "model" else "user", c) for c in reversed(contents))
+    return latest_turn_text(pairs, _words, _calls_and_text, max_chars)
 
 
-def _calls_and_text(content: Any) -> tuple[list[str], str]:
-    parts = parts_of(content)
-    calls = [f"{call.get('name', '')}({orjson.dumps(call.get('args') or {}).decode()})" for p in parts if (call := function_call(p)) is not None]
-    return calls, "".join(t for p in parts if (t := text_of(p)) is not None)
+def _words(content: dict[str, Any]) -> str:
+    """:func:`~router.wire.gemini.parts.words_of` of a validated content (a part's text is a string)."""
+    return "\n".join(
+        t for p in content["parts"] if (t := p.get("text")) and p.get("thought") is not True and not is_session_context(t)
+    )
+
+
+def _calls_and_text(content: dict[str, Any]) -> tuple[list[str], str]:
+    calls: list[str] = []
+    texts: list[str] = []
+    for part in content["parts"]:
+        call = _call_of(part)
+        if call is not None:
+            calls.append(f"{call.get('name', '')}({orjson.dumps(call.get('args') or {}).decode()})")
+        text = part.get("text")
+        if text is not None and part.get("thought") is not True:
+            texts.append(text)
+    return calls, "".join(texts)
+
+
+# A validated part's call or response: an object when present (either spelling, the camelCase one first).
+def _call_of(part: dict[str, Any]) -> Any:
+    value = part.get("functionCall")
+    return part.get("function_call") if value is None else value
+
+
+def _response_of(part: dict[str, Any]) -> Any:
+    value = part.get("functionResponse")
+    return part.get("function_response") if value is None else value
 
 
 def opening(system: Any, contents: list[Any]) -> tuple[str, ...]:

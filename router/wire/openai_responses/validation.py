@@ -209,7 +209,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
             usual = False
         if usual:
             scan.has_images |= bool(image)
-            if not nests_within(item, seen.levels):
+            if not _item_within(item, kind, seen.levels):
                 seen.unproven.append(item)
             return kind == "reasoning" and is_proxy_reasoning(item)
     proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
@@ -222,6 +222,31 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
     return proxy_reasoning
+
+
+def _item_within(item: dict[str, Any], kind: Any, levels: int) -> bool:
+    """A usual item (:func:`_seen_item` checked its fields) nests within ``levels`` with no float:
+    counted for the items that hold nothing but those fields and a string ``id`` or ``status`` (a
+    call, an output of text, a message of text or of bare text parts), walked for the rest."""
+    if kind == "function_call":  # type, call_id, name, arguments
+        fields = 4
+    elif kind == "function_call_output":
+        fields = 3 if type(item.get("output")) is str else 0
+    elif kind == "message":
+        fields = 2 + ("type" in item)
+    else:
+        fields = 0
+    size = len(item)
+    if fields and size != fields:
+        size -= (type(item.get("id")) is str) + (type(item.get("status")) is str)
+    if fields and size == fields:
+        if kind != "message":
+            return True
+        content = item.get("content")
+        # a string, or text parts holding nothing but their type and text (item 1, content 2, part 3)
+        if type(content) is str or (levels >= 3 and all(len(part) == 2 and part.get("type") in TEXT_PARTS for part in content)):
+            return True
+    return nests_within(item, levels)
 
 
 def has_image(item: Item) -> bool:

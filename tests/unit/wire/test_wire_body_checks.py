@@ -63,7 +63,8 @@ def outcome(wire: Any, body: Any, view: Any) -> Any:
     """What a client, the stages and the upstream see of an answer: the error, or the view and the bytes sent."""
     if isinstance(view, ApiError):
         return ("error", view.status, view.code, view.message, view.param)
-    fields = {f.name: getattr(view, f.name) for f in dataclasses.fields(view) if f.name != "conversation"}
+    # as JSON: a number no double holds is an orjson.Fragment in the body, equal only to itself
+    fields = {f.name: orjson.dumps(getattr(view, f.name), default=repr) for f in dataclasses.fields(view) if f.name != "conversation"}
     conversation = view.conversation
     results = conversation.result_units()
     seen = (
@@ -153,6 +154,28 @@ def test_messages_check_gets_the_answer_of_the_walk_then_the_validation_and_the_
     same_answer(MESSAGES, raw, max_depth)
 
 
+# Where the fused check proves a usual block by counting its keys (a text, a tool call whose input
+# alone is walked, a tool result of text), each of these must still reach the walk.
+MESSAGES_UNPROVEN_BLOCKS = [
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"v": nested(9)}}),
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"n": "#1"}}),
+    ("assistant", {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}, "cache_control": nested(9)}),
+    ("assistant", {"type": "text", "text": "hi", "citations": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": "#2"}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": True, "extra": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "is_error": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok", "x": nested(9)}]}),
+]
+
+
+@pytest.mark.parametrize(("role", "block"), MESSAGES_UNPROVEN_BLOCKS)
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_messages_check_leaves_deep_values_and_numbers_of_usual_blocks_to_the_walk(role, block, max_depth):
+    messages = [{"role": "user", "content": "hi"}, {"role": role, "content": [{"type": "text", "text": "x"}, block]}]
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(MESSAGES, raw_body({"model": "auto", "max_tokens": 100, "messages": messages}, numbers), max_depth)
+
+
 # --- OpenAI Responses ------------------------------------------------------------------------
 
 
@@ -198,6 +221,30 @@ def responses_bodies(draw: st.DrawFn) -> bytes:
 @settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_responses_check_gets_the_answer_of_the_walk_then_the_validation_and_the_view(raw, max_depth):
     same_answer(RESPONSES, raw, max_depth)
+
+
+# Where the fused check proves a usual item by counting its keys (a call, an output or a message of
+# text, with a string id or status), each of these must still reach the walk.
+RESPONSES_UNPROVEN_ITEMS = [
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "id": nested(9)},
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "status": "#1"},
+    {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}", "id": "fc_1", "extra": nested(9)},
+    {"type": "function_call_output", "call_id": "c1", "output": "ok", "extra": "#2"},
+    {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "ok", "x": nested(9)}]},
+    {"type": "message", "role": "user", "content": "hi", "id": "#1"},
+    {"role": "user", "content": "hi", "status": nested(9)},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok", "annotations": nested(9)}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ok"}, {"type": "input_file", "file_data": nested(9)}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "ok"}, {"type": "input_file", "n": "#1"}]},
+    {"role": "user", "content": [{"type": "input_text", "text": "ok"}], "extra": nested(9)},
+]
+
+
+@pytest.mark.parametrize("item", RESPONSES_UNPROVEN_ITEMS)
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_responses_check_leaves_deep_values_and_numbers_of_usual_items_to_the_walk(item, max_depth):
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(RESPONSES, raw_body({"model": "auto", "input": [{"role": "user", "content": "hi"}, item]}, numbers), max_depth)
 
 
 # --- Gemini ----------------------------------------------------------------------------------
@@ -252,6 +299,30 @@ def gemini_bodies(draw: st.DrawFn) -> bytes:
 @settings(max_examples=1200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_gemini_check_gets_the_answer_of_the_walk_then_the_validation_and_the_view(raw, max_depth, target):
     same_answer(GEMINI, raw, max_depth, target)
+
+
+# Where the fused check proves a usual content without walking it (it counts the keys it checked
+# and walks only a call's and a response's objects), each of these must still reach the walk.
+GEMINI_UNPROVEN_PARTS = [
+    {"functionCall": {"name": "shell", "args": nested(9)}},
+    {"functionCall": {"name": "shell", "args": {"n": "#1"}}},
+    {"functionCall": {"name": "shell", "args": {}, "id": nested(9)}},
+    {"functionResponse": {"name": "shell", "response": {"output": nested(9)}}},
+    {"functionResponse": {"name": "shell", "response": {"n": "#2"}}},
+    {"text": "hmm", "thought": "#1"},
+    {"text": "hmm", "thought": nested(9)},
+    {"text": "hmm", "thoughtSignature": nested(9)},
+    {"functionCall": {"name": "shell", "args": {}}, "thoughtSignature": "#2"},
+]
+
+
+@pytest.mark.parametrize("part", GEMINI_UNPROVEN_PARTS)
+@pytest.mark.parametrize("role", ["model", "user"])
+@pytest.mark.parametrize("max_depth", [8, 9, 12])
+def test_gemini_check_leaves_deep_values_and_numbers_of_usual_parts_to_the_walk(part, role, max_depth):
+    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+        same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}, part]}]}, numbers), max_depth)
+    same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}], "extra": part}]}, ["1e400", "0.5", "1e-400"]), max_depth)
 
 
 # --- the agents' own bodies ------------------------------------------------------------------
