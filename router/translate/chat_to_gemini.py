@@ -34,8 +34,8 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import answer_object, request_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
+from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.answers import answer_problem as gemini_answer_problem
@@ -76,10 +76,7 @@ class ChatToGemini:
         return orjson.dumps(chat_to_gemini_body(chat))
 
     def response(self, body: bytes | Any) -> bytes:
-        answer = answer_object(body)
-        problem = gemini_answer_problem(answer)
-        if problem is not None:
-            raise MalformedAnswer(f"not a Gemini answer: {problem}")
+        answer = checked_answer(body, gemini_answer_problem, "a Gemini answer")
         return orjson.dumps(gemini_to_chat_completion(answer, self.model, self.chunk_id, self.created, self.call_ids))
 
     def streams(self, content_type: str) -> bool:

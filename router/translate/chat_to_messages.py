@@ -20,8 +20,8 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import answer_object, request_object, tool_arguments, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
+from router.translate.json_values import checked_answer, request_object, tool_arguments, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
@@ -49,10 +49,7 @@ class ChatToMessagesTranslator:
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 
     def response(self, body: bytes | Any) -> bytes:
-        message = answer_object(body)
-        problem = messages_answer_problem(message)
-        if problem is not None:
-            raise MalformedAnswer(f"not an Anthropic message: {problem}")
+        message = checked_answer(body, messages_answer_problem, "an Anthropic message")
         return orjson.dumps(message_to_chat_completion(message, self.model, self.ids.created))
 
     def streams(self, content_type: str) -> bool:

@@ -36,9 +36,9 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import answer_object, request_object, tool_input
+from router.translate.json_values import checked_answer, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
-from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
@@ -105,10 +105,7 @@ class GeminiToChat:
         return orjson.dumps(chat)
 
     def response(self, body: bytes | Any) -> bytes:
-        completion = answer_object(body)
-        problem = chat_answer_problem(completion)
-        if problem is not None:
-            raise MalformedAnswer(f"not a chat completion: {problem}")
+        completion = checked_answer(body, chat_answer_problem, "a chat completion")
         return orjson.dumps(chat_completion_to_gemini(completion, self.model, self.response_id, self.call_ids, self.thoughts))
 
     def streams(self, content_type: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -42,6 +43,16 @@ def answer_object(raw: bytes | Any) -> dict[str, Any]:
     else:
         value = raw
     return value if isinstance(value, dict) else {}
+
+
+def checked_answer(raw: bytes | Any, problem_of: Callable[[Any], str | None], kind: str) -> dict[str, Any]:
+    """:func:`answer_object`, and :class:`~router.translate.protocol.MalformedAnswer` ("not <kind>: …")
+    when ``problem_of`` (the provider wire's ``answer_problem``) finds it none of that wire's answers."""
+    answer = answer_object(raw)
+    problem = problem_of(answer)
+    if problem is not None:
+        raise MalformedAnswer(f"not {kind}: {problem}")
+    return answer
 
 
 def request_object(raw: bytes | dict[str, Any]) -> dict[str, Any]:

@@ -27,8 +27,8 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import answer_object, request_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, StreamBroken
+from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
@@ -66,10 +66,7 @@ class MessagesToChatTranslator:
         return orjson.dumps(chat)
 
     def response(self, body: bytes | Any) -> bytes:
-        completion = answer_object(body)
-        problem = chat_answer_problem(completion)
-        if problem is not None:
-            raise MalformedAnswer(f"not a chat completion: {problem}")
+        completion = checked_answer(body, chat_answer_problem, "a chat completion")
         return orjson.dumps(
             chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
         )
