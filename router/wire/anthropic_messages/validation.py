@@ -229,27 +229,75 @@ def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
     """:func:`_check_message` and the view's facts of one message in one pass over its blocks.
 
     The usual shapes (text, tool_use, tool_result of text, image, thinking) are recognised on a
-    short path that checks exactly what _check_message would; anything else, every error
-    included, takes _check_message itself and the view's own functions."""
+    short path that checks exactly what _check_message would (:func:`_usual_message`); anything
+    else, every error included, takes _check_message itself and the view's own functions."""
     role = message.get("role") if type(message) is dict else None
-    content = message.get("content") if role is not None else None
     if type(role) is str and role in _ROLE_SET:
+        content = message.get("content")
         if type(content) is str:
-            add_message(seen.layout, m, message, False)
+            layout = seen.layout
+            if role == "assistant":
+                layout.turns.append(len(layout.units))
+            layout.units.append(message)
             if len(message) != 2:
                 seen.unproven.append(message)
             return False
         if type(content) is list:
-            usual = _usual_blocks(content, role, seen.levels)
-            if usual is not None:
-                proxy_thinking, has_result, images, tools, shallow = usual
-                add_message(seen.layout, m, message, has_result)
-                seen.has_images |= images
-                seen.history_tools |= tools
-                if not shallow or len(message) != 2:
-                    seen.unproven.append(message)
+            if role == "user" and len(content) == 1:  # Claude Code's tool turn: one result, its text
+                block = content[0]
+                if type(block) is dict and block.get("type") == "tool_result":
+                    tool_use_id = block.get("tool_use_id")
+                    inner = block.get("content")
+                    if type(tool_use_id) is str and (inner is None or type(inner) is str):
+                        layout = seen.layout
+                        units = layout.units
+                        layout.results.append(ToolResult(len(units), tool_use_id, inner))
+                        layout.where.append((m, 0))
+                        units.append(block)
+                        seen.history_tools = True
+                        levels = seen.levels
+                        # proven as _usual_message proves it: its keys counted, else the block walked
+                        if not (
+                            levels >= 1
+                            and len(message) == 2
+                            and (
+                                len(block) == 2 + (inner is not None or "content" in block) + (type(block.get("is_error")) is bool)
+                                or nests_within(block, levels)
+                            )
+                        ):
+                            seen.unproven.append(message)
+                        return False
+            elif role == "assistant":  # Claude Code's step: text and tool calls holding their fields alone
+                levels = seen.levels
+                shallow = levels >= 1 and len(message) == 2
+                calls = False
+                for block in content:
+                    if type(block) is not dict:
+                        break
+                    kind = block.get("type")
+                    if kind == "text" and len(block) == 2 and type(block.get("text")) is str:
+                        continue
+                    if kind != "tool_use" or len(block) != 4 or type(block.get("id")) is not str or type(block.get("name")) is not str:
+                        break
+                    tool_input = block.get("input")
+                    if type(tool_input) is not dict:
+                        break
+                    calls = True
+                    if shallow:
+                        shallow = levels > 1 and nests_within(tool_input, levels - 1)
+                else:  # every block one of the two: laid out as _usual_message lays it out
+                    layout = seen.layout
+                    layout.turns.append(len(layout.units))
+                    layout.units.append(message)
+                    seen.history_tools |= calls
+                    if not shallow:
+                        seen.unproven.append(message)
+                    return False
+            proxy_thinking = _usual_message(message, content, role, m, seen)
+            if proxy_thinking is not None:
                 return proxy_thinking
     proxy_thinking = _check_message(message, f"messages.{m}")  # raises unless valid
+    content = message.get("content")
     add_message(seen.layout, m, message)
     seen.has_images |= has_image(content)
     seen.history_tools |= isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content)
@@ -257,34 +305,52 @@ def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
     return proxy_thinking
 
 
-def _usual_blocks(content: list[Any], role: str, levels: int) -> tuple[bool, bool, bool, bool, bool] | None:
-    """For blocks of the usual shapes, all valid: (proxy thinking, a tool result, an image, a tool
-    block, every block proven within ``levels``); None for anything else (the long path judges it)."""
-    proxy_thinking = has_result = images = tools = False
-    shallow = levels >= 1
+def _usual_message(message: dict[str, Any], content: list[Any], role: str, m: int, seen: _Pass) -> bool | None:
+    """A message whose blocks are all of the usual shapes and valid: laid out, its facts noted,
+    proven within the limit block by block when it can be (else left to the walk), and whether it
+    holds thinking the proxy made; None for anything else (the long path judges it, and nothing
+    of it is noted). Written flat, one loop and no call per block: it runs for every message of
+    every request."""
+    proxy_thinking = images = tools = False
+    has_result = False
+    levels = seen.levels  # the levels a block may nest (itself the first) within the limit
+    shallow = levels >= 1 and len(message) == 2
     for block in content:
         if type(block) is not dict:
             return None
         kind = block.get("type")
+        size = len(block)
         if kind == "text":
             if type(block.get("text")) is not str:
                 return None
+            if size == 2:
+                continue
         elif kind == "tool_use":
-            if role != "assistant" or type(block.get("id")) is not str or type(block.get("name")) is not str or type(block.get("input")) is not dict:
+            if role != "assistant" or type(block.get("id")) is not str or type(block.get("name")) is not str:
+                return None
+            tool_input = block.get("input")
+            if type(tool_input) is not dict:
                 return None
             tools = True
+            if size == 4:  # type, id, name, input: the input alone is walked
+                if shallow:
+                    shallow = levels > 1 and nests_within(tool_input, levels - 1)
+                continue
         elif kind == "tool_result":
             if role != "user" or type(block.get("tool_use_id")) is not str:
                 return None
             inner = block.get("content")
-            if inner is not None and type(inner) is not str:
-                if type(inner) is not list:
-                    return None
+            tools = has_result = True
+            if inner is None or type(inner) is str:
+                if size == 2 + (inner is not None or "content" in block) + (type(block.get("is_error")) is bool):
+                    continue  # counted: strings, a null, a boolean
+            elif type(inner) is list:
                 for part in inner:
                     if type(part) is not dict or type(part.get("type")) is not str or part["type"] == "tool_result":
                         return None
                     images |= part["type"] == "image"
-            has_result = tools = True
+            else:
+                return None
         elif kind == "image":
             images = True
         elif kind == "thinking":
@@ -292,23 +358,13 @@ def _usual_blocks(content: list[Any], role: str, levels: int) -> tuple[bool, boo
         elif type(kind) is not str:
             return None
         if shallow:
-            shallow = _block_within(block, kind, levels)
-    return proxy_thinking, has_result, images, tools, shallow
-
-
-def _block_within(block: dict[str, Any], kind: Any, levels: int) -> bool:
-    """A usual block (:func:`_usual_blocks` checked its fields) nests within ``levels`` with no float:
-    counted for the blocks that hold nothing but those fields (a text; a tool call, whose input
-    alone is walked; a tool result of text), walked for the rest."""
-    size = len(block)
-    if kind == "text" and size == 2:
-        return True
-    if kind == "tool_use" and size == 4:  # type, id, name, input
-        return levels > 1 and nests_within(block["input"], levels - 1)
-    if kind == "tool_result" and type(block.get("content")) is not list:
-        if size == 2 + ("content" in block) + (type(block.get("is_error")) is bool):
-            return True
-    return nests_within(block, levels)
+            shallow = nests_within(block, levels)
+    add_message(seen.layout, m, message, has_result)
+    seen.has_images |= images
+    seen.history_tools |= tools
+    if not shallow:
+        seen.unproven.append(message)
+    return proxy_thinking
 
 
 def _check_system(system: Any) -> None:

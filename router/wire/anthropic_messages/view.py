@@ -133,8 +133,9 @@ def user_words(content: Any) -> str:
         return "" if is_reminder(content) else content
     if not isinstance(content, list):
         return ""
-    # read on every request, newest message first, past each tool result's message: no list made
-    return "\n".join(t for b in content if type(b) is dict and b.get("type") == "text" and isinstance(t := b.get("text"), str) and not is_reminder(t))
+    # read on every request, newest message first, past each tool result's message (no text block)
+    words = [t for b in content if type(b) is dict and b.get("type") == "text" and type(t := b.get("text")) is str and not is_reminder(t)]
+    return words[0] if len(words) == 1 else "\n".join(words)
 
 
 def system_text(system: Any) -> str:
@@ -157,7 +158,7 @@ def opening(system: Any, messages: list[Message]) -> tuple[str, ...]:
 def turn_text(messages: list[Message], max_chars: int) -> TurnText:
     """The last real user words (tool results and reminders are not what was asked) and the last
     assistant turn's tool calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`)."""
-    return latest_turn_text(((m.get("role"), m) for m in reversed(messages)), _user_words_of, _calls_and_text, max_chars)
+    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _user_words_of, _calls_and_text, max_chars)
 
 
 def _user_words_of(message: Message) -> str:

@@ -72,7 +72,7 @@ class Gemini:
         if changes.translated:
             return orjson.dumps(self.translation_source(body, view, changes))
         payload = within_output_limit(body, changes.output_tokens)
-        contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else ())
+        contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else (), conversation.unsigned_calls)
         return orjson.dumps({**payload, key_of(body, CONTENTS): contents})
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:

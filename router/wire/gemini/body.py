@@ -45,27 +45,40 @@ def within_output_limit(body: dict[str, Any], output_tokens: int | None) -> dict
     return {**body, key_of(body, GENERATION): sent}
 
 
-def signed(contents: list[Any], stale: Collection[tuple[int, int]]) -> tuple[list[Any], int]:
-    """``contents`` (validated ones) with the signature of each part at ``stale`` replaced by the placeholder, and one
-    added to the first call of each step of the current turn that has none; how many were added.
-    The very same list when nothing changes; nothing is mutated."""
+def unsigned_first_calls(contents: list[Any]) -> list[tuple[int, int]]:
+    """The ``(content, part)`` place of the first call of each model content in Google's current turn
+    that has no thought signature (validated contents). The view finds the same places on its own
+    pass (:attr:`~router.wire.gemini.view.GeminiConversation.unsigned_calls`)."""
     start = current_turn_start(contents)
-    out = contents
-    added = 0
-    for c, content in enumerate(contents):
-        if content.get("role") != "model":  # validated contents: each a Content object, its parts Part objects
-            continue
-        parts = content["parts"]
-        replace = {p for (at, p) in stale if at == c} if stale else set()
-        if c >= start and (first := first_call_at(parts)) is not None and signature_of(parts[first]) is None:
-            replace.add(first)
-            added += 1
-        if not replace:
-            continue
-        if out is contents:
-            out = list(contents)
-        raw = content["parts"]
+    found = []
+    for c in range(start, len(contents)):
+        content = contents[c]
+        if content.get("role") == "model" and (first := first_call_at(content["parts"])) is not None and signature_of(content["parts"][first]) is None:
+            found.append((c, first))
+    return found
+
+
+def signed(contents: list[Any], stale: Collection[tuple[int, int]], unsigned: list[tuple[int, int]] | None = None) -> tuple[list[Any], int]:
+    """``contents`` (validated ones) with the signature of each part at ``stale`` replaced by the placeholder, and one
+    added to the first call of each step of the current turn that has none (``unsigned``: those calls' places,
+    when the view found them; else :func:`unsigned_first_calls`); how many were added.
+    The very same list when nothing changes; nothing is mutated."""
+    if unsigned is None:
+        unsigned = unsigned_first_calls(contents)
+    if not unsigned and not stale:
+        return contents, 0
+    replace: dict[int, set[int]] = {}
+    for c, p in stale:
+        if contents[c].get("role") == "model":
+            replace.setdefault(c, set()).add(p)
+    for c, p in unsigned:
+        replace.setdefault(c, set()).add(p)
+    if not replace:
+        return contents, 0
+    out = list(contents)
+    for c, places in replace.items():
+        content = contents[c]
         out[c] = {**content, "parts": [
-            {**part, key_of(part, SIGNATURE): SKIP_SIGNATURE} if p in replace and isinstance(part, dict) else part for p, part in enumerate(raw)
+            {**part, key_of(part, SIGNATURE): SKIP_SIGNATURE} if p in places and isinstance(part, dict) else part for p, part in enumerate(content["parts"])
         ]}
-    return out, added
+    return out, len(unsigned)

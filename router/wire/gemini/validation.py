@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
 from router.core.json_body import nests_within
+from router.wire.gemini.layout import GeminiLayout, add_result, neutral_parts, place, start
 from router.wire.gemini.parts import (
     CONTENTS,
     DECLARATIONS,
@@ -49,6 +50,7 @@ class GeminiRequest:
     tools: list[dict[str, Any]] | None
     has_images: bool = False
     tool_history: bool = False
+    layout: GeminiLayout | None = None  # the units as the fused check placed them (None: the view places them)
 
 
 def validate_gemini_body(body: Any, model: str | None, action: str | None, query: Mapping[str, str] | None = None) -> GeminiRequest:
@@ -65,6 +67,7 @@ class GeminiBody(NamedTuple):
     tools: list[dict[str, Any]] | None
     has_images: bool
     tool_history: bool
+    layout: GeminiLayout | None = None
 
 
 class CheckedGemini(NamedTuple):
@@ -119,6 +122,7 @@ def _request(checked: GeminiBody, model: str | None, action: Any, query: Mapping
         tools=checked.tools,
         has_images=checked.has_images,
         tool_history=checked.tool_history,
+        layout=checked.layout,
     )
 
 
@@ -131,17 +135,26 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
     if not isinstance(contents, list) or not contents:
         raise InvalidRequest("contents: a non-empty list of Content objects is required", "contents")
     has_images = tool_history = False
-    for c, content in enumerate(contents):
-        usual = _usual_content(content, prove[1]) if prove is not None else None
-        if usual is None:
+    if prove is None:
+        layout = None
+        for c, content in enumerate(contents):
             images, history = _check_content(content, f"contents[{c}]")
-            if prove is not None:
-                prove[0].append(content)
-        else:
-            images, (history, proven) = False, usual
-            if not proven:
-                prove[0].append(content)  # type: ignore[index]
-        has_images, tool_history = has_images or images, tool_history or history
+            has_images, tool_history = has_images or images, tool_history or history
+    else:
+        unproven, levels = prove
+        layout = start(field(body, SYSTEM))
+        for c, content in enumerate(contents):
+            usual = _usual_content(content, levels, layout, c)
+            if usual is None:
+                images, history = _check_content(content, f"contents[{c}]")
+                place(layout, c, content)
+                unproven.append(content)
+                has_images, tool_history = has_images or images, tool_history or history
+            else:
+                history, proven = usual
+                if not proven:
+                    unproven.append(content)
+                tool_history = tool_history or history
     system = field(body, SYSTEM)
     if system is not None and not isinstance(system, str):
         if not isinstance(system, dict):
@@ -164,48 +177,98 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
     thinking = field(generation, THINKING)
     if thinking is not None and not isinstance(thinking, dict):
         raise InvalidRequest("generationConfig.thinkingConfig: must be an object", "generationConfig.thinkingConfig")
-    return GeminiBody(contents, system, tools or None, has_images, tool_history)
+    return GeminiBody(contents, system, tools or None, has_images, tool_history, layout)
 
 
 _USUAL_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall", "functionResponse"})
 
 
-def _usual_content(content: Any, levels: int) -> tuple[bool, bool] | None:
+def _usual_content(content: Any, levels: int, layout: GeminiLayout, c: int) -> tuple[bool, bool] | None:
     """For a content of the usual parts, all valid and none an image (text, thought, a call, a
-    response without parts, in their camelCase spelling): whether it holds a call or a response,
+    response without parts, in their camelCase spelling): placed in ``layout`` as
+    :func:`~router.wire.gemini.layout.place` places it, and whether it holds a call or a response,
     and whether it nests within ``levels`` levels (itself the first) with no float — proven on the
-    way: the keys checked here are counted, only a call's and a response's objects are walked;
-    None for anything else (the long path, :func:`_check_content`, judges it)."""
+    way: the keys checked here are counted, only a call's args and a response's response are walked;
+    None for anything else (the long path, :func:`_check_content`, judges it; nothing is placed)."""
     if type(content) is not dict:
         return None
     role = content.get("role")
     parts = content.get("parts")
     if (role is not None and role not in ROLES) or type(parts) is not list or not parts:
         return None
+    model = role == "model"
     history = False
     # the content holds a role (a string or null) and its parts, nothing else; a part is 3 levels down
     proven = len(content) == 1 + ("role" in content)
-    for part in parts:
+    neutral: list[Any] = []  # a model content's parts in the estimator's terms (layout.neutral_parts)
+    responses: list[tuple[int, dict[str, Any]]] | None = None  # a user content's: (part index, response)
+    first_call = -1
+    signed = True
+    for p, part in enumerate(parts):
         if type(part) is not dict or not _USUAL_KEYS.issuperset(part):
             return None
-        if "text" in part and type(part["text"]) is not str:
-            return None
+        if "text" in part:
+            text = part["text"]
+            if type(text) is not str:
+                return None
+            if len(part) == 1:  # a text part: nothing below it
+                neutral.append({"type": "text", "text": text})
+                continue
+            neutral.append({"type": "text", "text": text})
+            neutral.append({k: v for k, v in part.items() if k != "text"})  # the thought flag, a signature
+        else:
+            neutral.append(part)
         call = part.get("functionCall")
         if call is not None:
-            if type(call) is not dict or type(call.get("name")) is not str or (call.get("args") is not None and type(call["args"]) is not dict):
+            args = call.get("args") if type(call) is dict else None
+            if type(call) is not dict or type(call.get("name")) is not str or (args is not None and type(args) is not dict):
                 return None
             history = True
-            proven = proven and nests_within(call, levels - 3)
+            if first_call < 0:
+                first_call = p
+                signature = part.get("thoughtSignature")
+                signed = type(signature) is str and bool(signature)
+            # its name, args and string id counted (args alone walked), else the call walked
+            if proven and not (
+                levels > 4 and len(call) == 1 + ("args" in call) + (type(call.get("id")) is str) and (args is None or nests_within(args, levels - 4))
+            ):
+                proven = nests_within(call, levels - 3)
         response = part.get("functionResponse")
         if response is not None:
+            inner = response.get("response") if type(response) is dict else None
             if type(response) is not dict or type(response.get("name")) is not str or response.get("parts") is not None:
                 return None
-            if response.get("response") is not None and type(response["response"]) is not dict:
+            if inner is not None and type(inner) is not dict:
                 return None
             history = True
-            proven = proven and nests_within(response, levels - 3)
+            if not model:
+                if responses is None:
+                    responses = [(p, response)]
+                else:
+                    responses.append((p, response))
+            # as a call: its name, response and string id counted (the response alone walked)
+            if proven and not (
+                levels > 4 and len(response) == 1 + ("response" in response) + (type(response.get("id")) is str) and (inner is None or nests_within(inner, levels - 4))
+            ):
+                proven = nests_within(response, levels - 3)
         if proven and (("thought" in part and type(part["thought"]) is not bool) or ("thoughtSignature" in part and type(part["thoughtSignature"]) is not str)):
             proven = False
+    units = layout.units
+    if model:
+        layout.turns.append(len(units))
+        units.append({"role": "assistant", "content": neutral})
+        if first_call >= 0 and not signed:
+            layout.unsigned.append((c, first_call))
+    elif responses is None:
+        layout.turn_start = c
+        units.append({"role": "user", "content": neutral})
+    else:
+        for p, response in responses:
+            add_result(layout, c, p, response)
+        if len(responses) != len(parts):  # the other parts: one more unit
+            layout.turn_start = c
+            kept = {p for p, _ in responses}
+            units.append({"role": "user", "content": neutral_parts([part for p, part in enumerate(parts) if p not in kept])})
     return history, proven
 
 

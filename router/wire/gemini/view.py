@@ -53,40 +53,11 @@ from router.wire.gemini.parts import (
     key_of,
     parts_of,
 )
+from router.wire.gemini.layout import GeminiLayout, layout_of, neutral_parts, response_text  # noqa: F401  (read from here too)
 from router.wire.gemini.signatures import HOLD_FOR_SIGNED_LOOP, loop_signed, stale_signatures
 from router.wire.gemini.validation import GeminiRequest
 
 REWRITTEN_FIELD = "output"  # where a rewrite of a response that was not one string field goes
-
-
-def response_text(response: Any) -> tuple[str, str | None]:
-    """A function response's text for pinch, and the field that holds it (None: the whole response's JSON)."""
-    if isinstance(response, dict) and len(response) == 1:
-        ((key, value),) = response.items()
-        if isinstance(value, str):
-            return value, key
-    if response is None:
-        return "", None
-    return orjson.dumps(response).decode(), None
-
-
-_DATA_KEYS = frozenset((*INLINE_DATA, *FILE_DATA))
-
-
-def neutral_parts(parts: list[dict[str, Any]]) -> list[Any]:
-    """Parts in the estimator's terms: text as text, images as images, anything else (calls, signatures) as it is."""
-    out: list[Any] = []
-    for part in parts:
-        text = part.get("text")
-        if type(text) is str:
-            out.append({"type": "text", "text": text})
-            if len(part) > 1:  # a signature, the thought flag
-                out.append({k: v for k, v in part.items() if k != "text"})
-        elif not _DATA_KEYS.isdisjoint(part) and is_image_part(part):  # a call or a response is no image: not looked into
-            out.append({"type": "image"})
-        else:
-            out.append(part)
-    return out
 
 
 class GeminiConversation(Conversation):
@@ -94,52 +65,28 @@ class GeminiConversation(Conversation):
 
     Its signed reasoning is Gemini's thought signatures (:mod:`.signatures`)."""
 
-    __slots__ = ("contents", "sse", "units", "_results", "_units", "_where", "_fields", "_turns")
+    __slots__ = ("contents", "sse", "units", "unsigned_calls", "_results", "_units", "_where", "_fields", "_turns")
     result_key = "content"
     result_id_key = "id"
 
-    def __init__(self, system: Any, contents: list[Any], sse: bool = True) -> None:
-        """``sse``: a stream is framed as server-sent events (``?alt=sse``), else as one JSON array."""
+    def __init__(self, system: Any, contents: list[Any], sse: bool = True, layout: GeminiLayout | None = None) -> None:
+        """``sse``: a stream is framed as server-sent events (``?alt=sse``), else as one JSON array.
+        ``layout``: the units as the fused check placed them (:mod:`.layout`); else placed here.
+
+        ``unsigned_calls``: the ``(content, part)`` place of each step's first call in Google's
+        current turn that has no thought signature (:func:`~router.wire.gemini.body.unsigned_first_calls`,
+        which the upstream body signs), found by the same pass."""
         self.contents = contents
         self.sse = sse
-        units: list[Unit] = []
-        results: list[ToolResult] = []
-        where: list[tuple[int, int]] = []  # each result's (content index, part index)
-        fields: list[str | None] = []  # the response field each result's text is in
-        turns: list[int] = []
-        if system is not None and (text := all_text(system)):
-            units.append({"role": "system", "content": [{"type": "text", "text": text}]})
-        for c, content in enumerate(contents):
-            parts = content["parts"]  # validated: a list of Part objects
-            if content.get("role") == "model":
-                turns.append(len(units))
-                units.append({"role": "assistant", "content": neutral_parts(parts)})
-                continue
-            others = []
-            for p, part in enumerate(parts):
-                response = _response_of(part)
-                if response is None:
-                    others.append(part)
-                    continue
-                name = response.get("name")
-                call_id = response.get("id")
-                stable = call_id if isinstance(call_id, str) and call_id else f"{name}@{c}.{p}"
-                text, key = response_text(response.get("response"))
-                unit: Unit = {"role": "tool", "name": name, "id": stable, "content": text}
-                if response.get("parts"):
-                    unit["parts"] = neutral_parts(parts_of(response))
-                results.append(ToolResult(len(units), stable, text))
-                where.append((c, p))
-                fields.append(key)
-                units.append(unit)
-            if others:
-                units.append({"role": "user", "content": neutral_parts(others)})
-        self.units = units
-        self._results = results
-        self._units = [r.unit for r in results]
-        self._where = where
-        self._fields = fields
-        self._turns = turns
+        if layout is None:
+            layout = layout_of(system, contents)
+        self.units = layout.units
+        self.unsigned_calls = layout.unsigned_calls()
+        self._results = layout.results
+        self._units = [r.unit for r in layout.results]
+        self._where = layout.where
+        self._fields = layout.fields
+        self._turns = layout.turns
 
     def turn_starts(self) -> list[int]:
         return self._turns
@@ -190,15 +137,14 @@ def turn_text(contents: list[Any], max_chars: int) -> TurnText:
     """The last user words (function responses and Gemini CLI's session context are not what was asked)
     and the last model turn's calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`).
     ``contents``: validated ones (each a Content object whose parts are Part objects), read directly."""
-    pairs = (("assistant" if c.get("role") == "model" else "user", c) for c in reversed(contents))
-    return latest_turn_text(pairs, _words, _calls_and_text, max_chars)
+    return latest_turn_text(lambda: (("assistant" if c.get("role") == "model" else "user", c) for c in reversed(contents)), _words, _calls_and_text, max_chars)
 
 
 def _words(content: dict[str, Any]) -> str:
     """:func:`~router.wire.gemini.parts.words_of` of a validated content (a part's text is a string)."""
-    return "\n".join(
-        t for p in content["parts"] if (t := p.get("text")) and p.get("thought") is not True and not is_session_context(t)
-    )
+    # read newest first, past every content of function responses (no text): no generator made
+    words = [t for p in content["parts"] if (t := p.get("text")) and p.get("thought") is not True and not is_session_context(t)]
+    return words[0] if len(words) == 1 else "\n".join(words)
 
 
 def _calls_and_text(content: dict[str, Any]) -> tuple[list[str], str]:
@@ -237,8 +183,9 @@ def opening(system: Any, contents: list[Any]) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def wants_json_output(body: dict[str, Any]) -> bool:
-    generation = field(body, GENERATION)
+def wants_json_output(body: dict[str, Any], generation: Any = None) -> bool:
+    """``generation``: the body's ``generationConfig``, when the caller has read it."""
+    generation = field(body, GENERATION) if generation is None else generation
     mime = field(generation, RESPONSE_MIME)
     return (isinstance(mime, str) and mime.lower().startswith("application/json")) or any(
         field(generation, name) is not None for name in (RESPONSE_SCHEMA, RESPONSE_JSON_SCHEMA)
@@ -251,19 +198,21 @@ def includes_thoughts(body: dict[str, Any]) -> bool:
     return field(thinking, INCLUDE_THOUGHTS) is True
 
 
-def wants_thinking(body: dict[str, Any]) -> bool:
+def wants_thinking(body: dict[str, Any], generation: Any = None) -> bool:
     """``thinkingConfig`` asks for thinking: thoughts included, a level, or a budget that is not 0 (off)."""
-    thinking = field(field(body, GENERATION), THINKING)
+    thinking = field(field(body, GENERATION) if generation is None else generation, THINKING)
+    if thinking is None:
+        return False
     budget = field(thinking, THINKING_BUDGET)
-    return includes_thoughts(body) or bool(field(thinking, THINKING_LEVEL)) or (isinstance(budget, int) and budget != 0)
+    return field(thinking, INCLUDE_THOUGHTS) is True or bool(field(thinking, THINKING_LEVEL)) or (isinstance(budget, int) and budget != 0)
 
 
 def offers_functions(tools: Any) -> bool:
     return isinstance(tools, list) and any(isinstance(t, dict) and field(t, DECLARATIONS) for t in tools)
 
 
-def output_limit(body: dict[str, Any]) -> int | None:
-    limit = field(field(body, GENERATION), MAX_OUTPUT)
+def output_limit(body: dict[str, Any], generation: Any = None) -> int | None:
+    limit = field(field(body, GENERATION) if generation is None else generation, MAX_OUTPUT)
     return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
 
 
@@ -271,19 +220,20 @@ def gemini_view(body: dict[str, Any], parsed: GeminiRequest, turn_chars: int) ->
     """The view of a validated Gemini body (``parsed``: :func:`~router.wire.gemini.validation.validate_gemini_body`'s)."""
     contents = parsed.contents
     offers = offers_functions(parsed.tools)
+    generation = field(body, GENERATION)  # read once for the three facts it holds
     return RequestView(
         wire=GEMINI,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=GeminiConversation(parsed.system, contents, parsed.sse or not parsed.stream),
+        conversation=GeminiConversation(parsed.system, contents, parsed.sse or not parsed.stream, parsed.layout),
         tools=parsed.tools,
         offers_tools=offers,
         tools_present=offers or parsed.tool_history,
         has_images=parsed.has_images,
-        json_output=wants_json_output(body),
-        output_limit=output_limit(body),
+        json_output=wants_json_output(body, generation),
+        output_limit=output_limit(body, generation),
         turn_text=turn_text(contents, turn_chars),
         opening=opening(parsed.system, contents),
         usage_requested=True,  # a Gemini stream always reports usageMetadata
-        thinking=wants_thinking(body),
+        thinking=wants_thinking(body, generation),
     )

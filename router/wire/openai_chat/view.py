@@ -146,7 +146,7 @@ def messages_with(messages: list[Message], result_units: Sequence[int], rewrites
 
 def extract_turn_text(messages: list[Message], max_chars: int) -> TurnText:
     """The turn text of chat messages (:func:`router.core.turn_text.latest_turn_text`)."""
-    return latest_turn_text(((m.get("role"), m) for m in reversed(messages)), _words, _calls_and_text, max_chars)
+    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _words, _calls_and_text, max_chars)
 
 
 def _words(message: Message) -> str:

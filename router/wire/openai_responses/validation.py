@@ -61,12 +61,15 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
 @dataclass(slots=True)
 class ItemScan:
     """What one pass over the items found for the view: the index of each ``function_call_output``
-    (the results), each call's name by its ``call_id``, a call or output in the history, an image."""
+    (the results), each call's name by its ``call_id``, a call or output in the history, an image,
+    and where the last user message and the last model item are (the turn text's walk back)."""
 
     results: list[int] = field(default_factory=list)
     names: dict[str, Any] = field(default_factory=dict)
     history_tools: bool = False
     has_images: bool = False
+    last_user: int = -1  # the index of the last user message, -1 for none
+    last_model: int = -1  # the index of the last item the model produced (is_model_item), -1 for none
 
 
 class CheckedResponses(NamedTuple):
@@ -183,37 +186,75 @@ def _usual_parts(content: Any) -> bool | None:
 def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     """:func:`_check_item` and the view's facts of one item in one pass. The usual items (text
     messages, calls, outputs, reasoning) take a short path that checks exactly what _check_item
-    would; anything else, every error included, takes _check_item itself."""
+    would, and proves them within the limit by counting their fields where they hold nothing but
+    those and a string ``id`` or ``status`` (a call, an output of text, a message of text or of bare
+    text parts), else by walking them; anything else, every error included, takes _check_item
+    itself. Each kind returns from its own branch, with no call on the usual path: this runs for
+    every item of every request."""
     scan = seen.scan
     if type(item) is dict:
         kind = item.get("type")
-        if kind is None and "role" in item:
-            kind = "message"
-        image: bool | None = None
-        usual = True
-        if kind == "message":
-            role = item.get("role")
-            usual = type(role) is str and role in _ROLE_SET and (image := _usual_parts(item.get("content"))) is not None
+        if kind == "function_call_output":
+            output = item.get("output")
+            if type(item.get("call_id")) is str:
+                if type(output) is str:  # type, call_id, output: counted
+                    scan.results.append(i)
+                    scan.history_tools = True
+                    if len(item) != 3 and len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) != 3 and not nests_within(item, seen.levels):
+                        seen.unproven.append(item)
+                    return False
+                image = _usual_parts(output)
+                if image is not None:
+                    scan.results.append(i)
+                    scan.history_tools = True
+                    scan.has_images |= image
+                    if not nests_within(item, seen.levels):
+                        seen.unproven.append(item)
+                    return False
         elif kind == "function_call":
             call_id = item.get("call_id")
-            usual = type(call_id) is str and type(item.get("name")) is str and type(item.get("arguments")) is str
-            if usual:
-                scan.names.setdefault(call_id, item["name"])
+            name = item.get("name")
+            if type(call_id) is str and type(name) is str and type(item.get("arguments")) is str:  # type, call_id, name, arguments: counted
+                scan.names.setdefault(call_id, name)
                 scan.history_tools = True
-        elif kind == "function_call_output":
-            usual = type(item.get("call_id")) is str and (image := _usual_parts(item.get("output"))) is not None
-            if usual:
-                scan.results.append(i)
-                scan.history_tools = True
-        elif type(kind) is not str or kind == "item_reference":
-            usual = False
-        if usual:
-            scan.has_images |= bool(image)
-            if not _item_within(item, kind, seen.levels):
+                scan.last_model = i
+                if len(item) != 4 and len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) != 4 and not nests_within(item, seen.levels):
+                    seen.unproven.append(item)
+                return False
+        elif kind == "message" or (kind is None and "role" in item):
+            role = item.get("role")
+            content = item.get("content")
+            if type(role) is str and role in _ROLE_SET:
+                if role == "user":
+                    scan.last_user = i
+                elif role == "assistant":
+                    scan.last_model = i
+                fields = 2 + ("type" in item)  # role, content (and type): counted when their content is
+                counted = len(item) == fields or len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) == fields
+                levels = seen.levels
+                if type(content) is str:
+                    if not counted and not nests_within(item, levels):
+                        seen.unproven.append(item)
+                    return False
+                image = _usual_parts(content)
+                if image is not None:
+                    scan.has_images |= image
+                    # text parts holding nothing but their type and text (item 1, content 2, part 3)
+                    if not (counted and levels >= 3 and all(len(part) == 2 and part.get("type") in TEXT_PARTS for part in content)) and not nests_within(item, levels):
+                        seen.unproven.append(item)
+                    return False
+        elif type(kind) is str and kind != "item_reference":  # reasoning and the other kinds: walked
+            if kind in MODEL_ITEM_TYPES:
+                scan.last_model = i
+            if not nests_within(item, seen.levels):
                 seen.unproven.append(item)
             return kind == "reasoning" and is_proxy_reasoning(item)
     proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
     kind = item_type(item)
+    if is_model_item(item):
+        scan.last_model = i
+    elif kind == "message" and item.get("role") == "user":
+        scan.last_user = i
     if kind == "function_call_output":
         scan.results.append(i)
     elif kind == "function_call" and isinstance(item.get("call_id"), str):
@@ -222,31 +263,6 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
     return proxy_reasoning
-
-
-def _item_within(item: dict[str, Any], kind: Any, levels: int) -> bool:
-    """A usual item (:func:`_seen_item` checked its fields) nests within ``levels`` with no float:
-    counted for the items that hold nothing but those fields and a string ``id`` or ``status`` (a
-    call, an output of text, a message of text or of bare text parts), walked for the rest."""
-    if kind == "function_call":  # type, call_id, name, arguments
-        fields = 4
-    elif kind == "function_call_output":
-        fields = 3 if type(item.get("output")) is str else 0
-    elif kind == "message":
-        fields = 2 + ("type" in item)
-    else:
-        fields = 0
-    size = len(item)
-    if fields and size != fields:
-        size -= (type(item.get("id")) is str) + (type(item.get("status")) is str)
-    if fields and size == fields:
-        if kind != "message":
-            return True
-        content = item.get("content")
-        # a string, or text parts holding nothing but their type and text (item 1, content 2, part 3)
-        if type(content) is str or (levels >= 3 and all(len(part) == 2 and part.get("type") in TEXT_PARTS for part in content)):
-            return True
-    return nests_within(item, levels)
 
 
 def has_image(item: Item) -> bool:
@@ -275,6 +291,17 @@ def input_items(value: Any) -> list[Item]:
     if not isinstance(value, list) or not value:
         raise InvalidRequest("'input' must be a string or a non-empty array of input items", "input")
     return value
+
+
+# Items the model produced (its turn), as opposed to the client's messages and tool outputs.
+MODEL_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call", "local_shell_call", "image_generation_call", "code_interpreter_call", "mcp_call"})
+
+
+def is_model_item(item: Item) -> bool:
+    kind = item.get("type")  # item_type, inline: read for every item, some more than once
+    if type(kind) is not str:
+        kind = "message"
+    return kind in MODEL_ITEM_TYPES or (kind == "message" and item.get("role") == "assistant")
 
 
 def item_type(item: Item) -> str:

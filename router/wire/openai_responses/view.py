@@ -21,19 +21,21 @@ from typing import Any
 from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
 from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
-from router.wire.openai_responses.validation import TEXT_PARTS, CheckedResponses, Item, ItemScan, ResponsesRequest, has_image, is_proxy_reasoning, item_type
+from router.wire.openai_responses.validation import (  # noqa: F401  (MODEL_ITEM_TYPES: read from here too)
+    MODEL_ITEM_TYPES,
+    TEXT_PARTS,
+    CheckedResponses,
+    Item,
+    ItemScan,
+    ResponsesRequest,
+    has_image,
+    is_model_item,
+    is_proxy_reasoning,
+    item_type,
+)
 
 OPENAI_RESPONSES = "openai-responses"
 JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
-# Items the model produced (its turn), as opposed to the client's messages and tool outputs.
-MODEL_ITEM_TYPES = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call", "local_shell_call", "image_generation_call", "code_interpreter_call", "mcp_call"})
-
-
-def is_model_item(item: Item) -> bool:
-    kind = item_type(item)
-    return kind in MODEL_ITEM_TYPES or (kind == "message" and item.get("role") == "assistant")
-
-
 class ResponsesConversation(Conversation):
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
@@ -114,6 +116,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
     format_ = body["text"].get("format") if isinstance(body.get("text"), dict) else None
     instructions = parsed.instructions
     opening = opening_parts(items)
+    recent = _recent_messages(items, scan)
     if instructions:
         opening = ("system", instructions, *opening)
     return RequestView(
@@ -127,7 +130,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         has_images=has_images,
         json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
         output_limit=parsed.output_limit,
-        turn_text=latest_turn_text(reversed(_recent_messages(items)), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
+        turn_text=latest_turn_text(lambda: reversed(recent), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
         opening=opening,
         usage_requested=True,  # a Responses stream always reports usage, in response.completed
     )
@@ -140,7 +143,7 @@ def _counted_extras(tools: list[dict[str, Any]], instructions: str | None) -> An
     return [*tools, {"instructions": instructions}]
 
 
-def _recent_messages(items: list[Item]) -> list[tuple[str, Item | list[Item]]]:
+def _recent_messages(items: list[Item], scan: ItemScan | None = None) -> list[tuple[str, Item | list[Item]]]:
     """The items from the last model turn before the last user message on, as ``(role, message)``
     pairs the way the translation to chat groups them (:mod:`router.translate.responses_to_chat`):
     a message item is one message (a developer's or system's is a system one); a function call
@@ -148,17 +151,24 @@ def _recent_messages(items: list[Item]) -> list[tuple[str, Item | list[Item]]]:
     An assistant "message" is the list of its items: its text first when it has one, then its calls."""
     start = len(items)
     seen_user = seen_model = False
+    if scan is not None:  # the fused check saw where the last of each is: the walk back stops at the earlier
+        start = min(scan.last_user, scan.last_model) if scan.last_user >= 0 and scan.last_model >= 0 else 0
+        seen_user = seen_model = True
     while start > 0 and not (seen_user and seen_model):
         start -= 1
         item = items[start]
-        seen_user = seen_user or (item_type(item) == "message" and item.get("role") == "user")
+        if not seen_user:
+            kind = item.get("type")
+            seen_user = (kind == "message" or type(kind) is not str) and item.get("role") == "user"
         seen_model = seen_model or is_model_item(item)
     while start > 0 and is_model_item(items[start - 1]):
         start -= 1  # the whole of that turn: its calls and its text
     messages: list[tuple[str, Item | list[Item]]] = []
     calls_open = False  # the last message is an assistant's, which calls may still join
-    for item in items[start:]:
-        kind = item_type(item)
+    for item in items[start:] if start else items:
+        kind = item.get("type")  # item_type, inline
+        if type(kind) is not str:
+            kind = "message"
         if kind == "message":
             role = "system" if item.get("role") in ("developer", "system") else item.get("role")
             messages.append((role, [item] if role == "assistant" else item))
@@ -185,8 +195,9 @@ def _user_text(item: Item) -> str:
 
 
 def _assistant_calls_and_text(turn: list[Item]) -> tuple[list[str], str]:
-    calls = [f"{item.get('name', '')}({item.get('arguments', '')})" for item in turn if item_type(item) == "function_call"]
-    head = turn[0] if turn and item_type(turn[0]) == "message" else None
+    # a turn is its message first when it has one, then only calls (_recent_messages)
+    head = turn[0] if turn and turn[0].get("type", "message") != "function_call" else None
+    calls = [f"{item.get('name', '')}({item.get('arguments', '')})" for item in (turn[1:] if head is not None else turn)]
     return calls, _text(head.get("content")) if head is not None else ""
 
 

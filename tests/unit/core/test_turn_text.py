@@ -40,3 +40,51 @@ def test_text_parts_count_and_missing_parts_are_empty():
 def test_assistant_without_tool_calls_gives_its_text_tail():
     text = extract_turn_text([user("q"), assistant("a" * 50 + "END")], 10)
     assert text.step == ("a" * 50 + "END")[-10:]
+
+
+def _eager_turn_text(pairs, task_of, step_of, max_chars):
+    """The turn text as it was cut before RecentSteps: every step in one pass (the reference)."""
+    from router.core.turn_text import RECENT_STEPS, TurnText, step_text
+
+    task = step = ""
+    recent = []
+    for role, message in pairs:
+        if role == "user" and not task:
+            task = task_of(message)[:max_chars]
+        elif role == "assistant" and len(recent) < RECENT_STEPS:
+            calls, text = step_of(message)
+            if not step:
+                step = step_text(calls, text, max_chars)
+            elif calls or text:
+                recent.append(step_text(calls, text, max_chars))
+        if task and len(recent) >= RECENT_STEPS:
+            break
+    return TurnText(task=task, step=step, recent=tuple(recent))
+
+
+def test_recent_steps_are_cut_only_when_read_and_as_one_pass_cuts_them():
+    from router.core.turn_text import latest_turn_text
+
+    # newest first: steps with calls, one with nothing, user words between them
+    pairs = [("assistant", ([], ""))] + [
+        pair for n in range(30) for pair in (("assistant", ([f"bash({n})"], f"text {n}" * (n % 3))), ("user", "" if n % 7 else f"task {n}"))
+    ]
+    read = []
+
+    def step_of(message):
+        read.append(message)
+        return message
+
+    turn = latest_turn_text(lambda: iter(pairs), lambda words: words, step_of, 40)
+    assert turn.step == "bash(0)" and turn.task == "task 0"
+    assert len(read) == 2  # the empty step and the step: no recent step cut yet
+    eager = _eager_turn_text(pairs, lambda words: words, lambda m: m, 40)
+    assert turn == eager and turn.recent == eager.recent and tuple(turn.recent) == eager.recent
+    assert len(turn.recent) == 16 and turn.recent[0] == "bash(1)\ntext 1" and hash(turn) == hash(eager)
+    read.clear()
+    assert list(turn.recent) == list(eager.recent) and not read  # cut once
+
+
+def test_no_step_means_no_recent_steps():
+    text = extract_turn_text([user("q"), assistant("")], 100)
+    assert text.step == "" and tuple(text.recent) == ()

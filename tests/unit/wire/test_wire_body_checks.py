@@ -31,7 +31,11 @@ from router.http.request_body import parse_checked_json_body, parse_json_body
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER as MESSAGES
 from router.wire.anthropic_messages.validation import check_messages_body
 from router.wire.gemini.adapter import GEMINI_ADAPTER as GEMINI
-from router.wire.gemini.validation import check_gemini_body
+from router.core.errors import InvalidRequest
+from router.wire.gemini.body import signed, unsigned_first_calls
+from router.wire.gemini.parts import SKIP_SIGNATURE
+from router.wire.gemini.validation import check_gemini_body, validate_gemini_body
+from router.wire.gemini.view import GeminiConversation
 from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER as RESPONSES
 from router.wire.openai_responses.validation import check_responses_body
 from tests.unit.wire.test_chat_body_check import NUMBER_LITERALS, nested, odd_values, raw_body
@@ -164,6 +168,8 @@ MESSAGES_UNPROVEN_BLOCKS = [
     ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": "#2"}),
     ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "is_error": True, "extra": nested(9)}),
     ("user", {"type": "tool_result", "tool_use_id": "t1", "is_error": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": None, "cache_control": nested(9)}),
+    ("user", {"type": "tool_result", "tool_use_id": "t1", "content": "ok", "cache_control": {"type": "ephemeral", "n": "#1"}}),
     ("user", {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok", "x": nested(9)}]}),
 ]
 
@@ -171,9 +177,11 @@ MESSAGES_UNPROVEN_BLOCKS = [
 @pytest.mark.parametrize(("role", "block"), MESSAGES_UNPROVEN_BLOCKS)
 @pytest.mark.parametrize("max_depth", [8, 9, 12])
 def test_messages_check_leaves_deep_values_and_numbers_of_usual_blocks_to_the_walk(role, block, max_depth):
-    messages = [{"role": "user", "content": "hi"}, {"role": role, "content": [{"type": "text", "text": "x"}, block]}]
-    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
-        same_answer(MESSAGES, raw_body({"model": "auto", "max_tokens": 100, "messages": messages}, numbers), max_depth)
+    # after a text block, and alone (a user turn of one tool result takes a path of its own)
+    for content in ([{"type": "text", "text": "x"}, block], [block]):
+        messages = [{"role": "user", "content": "hi"}, {"role": role, "content": content}]
+        for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+            same_answer(MESSAGES, raw_body({"model": "auto", "max_tokens": 100, "messages": messages}, numbers), max_depth)
 
 
 # --- OpenAI Responses ------------------------------------------------------------------------
@@ -301,6 +309,41 @@ def test_gemini_check_gets_the_answer_of_the_walk_then_the_validation_and_the_vi
     same_answer(GEMINI, raw, max_depth, target)
 
 
+@given(raw=gemini_bodies(), stale=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), max_size=3))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_gemini_view_finds_the_unsigned_calls_the_upstream_body_signs(raw, stale):
+    """The view's own pass finds the places ``signed`` used to look up (the current turn's unsigned
+    first calls), so the body sent is the same with them as without."""
+    body = parse_json_body(raw, 64)
+    try:
+        parsed = validate_gemini_body(body, "m", "generateContent")
+    except InvalidRequest:
+        return  # an ApiError (too deep, a suspect number) is no object either
+    conversation = GeminiConversation(parsed.system, parsed.contents)
+    assert conversation.unsigned_calls == unsigned_first_calls(parsed.contents)
+    stale = [(c, p) for c, p in stale if c < len(parsed.contents) and p < len(parsed.contents[c]["parts"])]
+    assert signed(parsed.contents, stale, conversation.unsigned_calls) == signed(parsed.contents, stale)
+
+
+def test_gemini_unsigned_calls_are_those_of_the_current_turn_only():
+    call = {"functionCall": {"name": "shell", "args": {}}}
+    contents = [
+        {"role": "user", "parts": [{"text": "old task"}]},
+        {"role": "model", "parts": [{"text": "looking"}, call]},  # before the current turn: not signed
+        {"role": "user", "parts": [{"text": "new task"}]},
+        {"role": "model", "parts": [call, dict(call)]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "shell", "response": {"output": "ok"}}}]},
+        {"role": "model", "parts": [{**call, "thoughtSignature": "c2ln"}]},
+        {"role": "model", "parts": [{**call, "thoughtSignature": ""}]},
+    ]
+    assert GeminiConversation(None, contents).unsigned_calls == [(3, 0), (6, 0)]
+    out, added = signed(contents, ())
+    assert added == 2 and out[3]["parts"][0]["thoughtSignature"] == SKIP_SIGNATURE and "thoughtSignature" not in out[3]["parts"][1]
+    assert out[1] is contents[1] and out[5] is contents[5]
+    head = contents[:1]
+    assert signed(head, [(0, 0)]) == (head, 0) and signed(head, [(0, 0)])[0] is head  # nothing to sign: the very same list
+
+
 # Where the fused check proves a usual content without walking it (it counts the keys it checked
 # and walks only a call's and a response's objects), each of these must still reach the walk.
 GEMINI_UNPROVEN_PARTS = [
@@ -309,6 +352,11 @@ GEMINI_UNPROVEN_PARTS = [
     {"functionCall": {"name": "shell", "args": {}, "id": nested(9)}},
     {"functionResponse": {"name": "shell", "response": {"output": nested(9)}}},
     {"functionResponse": {"name": "shell", "response": {"n": "#2"}}},
+    {"functionResponse": {"name": "shell", "id": nested(9), "response": {"output": "ok"}}},
+    {"functionResponse": {"name": "shell", "id": "#1", "response": {"output": "ok"}}},
+    {"functionResponse": {"name": "shell", "response": {"output": "ok"}, "willContinue": nested(9)}},
+    {"functionCall": {"name": "shell", "args": {}, "extra": nested(9)}},
+    {"functionCall": {"name": "shell", "id": "#2"}},
     {"text": "hmm", "thought": "#1"},
     {"text": "hmm", "thought": nested(9)},
     {"text": "hmm", "thoughtSignature": nested(9)},
