@@ -10,7 +10,7 @@ from router.translate.chat_to_messages import ChatToMessagesTranslator
 from router.translate.chat_to_ollama import OllamaChatTranslator
 from router.translate.gemini_to_chat import GeminiToChat
 from router.translate.messages_to_chat import MessagesToChatTranslator
-from router.translate.protocol import AnswerIds, StreamTranslator, Translator
+from router.translate.protocol import AnswerIds, StreamTranslator, ToChat, Translator
 from router.translate.responses_to_chat import ResponsesToChat
 
 
@@ -23,7 +23,7 @@ class ChainedTranslator:
     every pair with Gemini but chat's own.
     """
 
-    def __init__(self, first: Translator, second: Translator) -> None:
+    def __init__(self, first: ToChat, second: Translator) -> None:
         self.first, self.second = first, second
 
     @property
@@ -32,7 +32,8 @@ class ChainedTranslator:
         return (*self.first.dropped, *self.second.dropped)
 
     def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
-        return self.second.request(self.first.request(body, candidate), candidate)
+        """The second translation reads the first's chat body as a dict: never written and read back."""
+        return self.second.request(self.first.chat_request(body, candidate), candidate)
 
     def response(self, body: bytes | Any) -> bytes:
         return self.first.response(self.second.response(body))

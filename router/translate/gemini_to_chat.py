@@ -95,14 +95,18 @@ class GeminiToChat:
         self.response_id = f"pinch-{ids.token}"
         self.call_ids = f"call_{ids.token[:12]}"
 
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
+    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
+        """The chat body, before it is written (a chained translation hands it on as it is)."""
         gemini = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.thoughts = includes_thoughts(gemini)
         self.dropped = dropped_by_chat(gemini)
         chat = gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning)
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
-        return orjson.dumps(chat)
+        return chat
+
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
+        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")

@@ -55,7 +55,8 @@ class MessagesToChatTranslator:
         # none at all), and Claude Code merges the answers that share one into one turn
         self.message_id = f"msg_{ids.token}"
 
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
+    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
+        """The chat body, before it is written (a chained translation hands it on as it is)."""
         messages_body = request_object(body)
         self.model, self.reasoning = candidate.model, candidate.reasoning_content
         self.dropped = server_tools(messages_body)
@@ -63,7 +64,10 @@ class MessagesToChatTranslator:
         self.input_tokens = count_input_tokens(messages_body)
         chat = messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning)
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
-        return orjson.dumps(chat)
+        return chat
+
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
+        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")

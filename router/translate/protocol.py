@@ -50,6 +50,13 @@ class Translator(Protocol):
     def stream(self) -> StreamTranslator: ...
 
 
+class ToChat(Translator, Protocol):
+    """A translation to chat completions, the wire a chained translation goes through
+    (:mod:`router.translate.chained`): ``chat_request`` is ``request``'s body before it is written."""
+
+    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]: ...
+
+
 class StreamTranslator(Protocol):
     """One streamed answer: provider bytes in, whole client events out.
 

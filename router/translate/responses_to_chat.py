@@ -243,7 +243,8 @@ class ResponsesToChat:
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
         return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
 
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> bytes:
+    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> dict[str, Any]:
+        """The chat body, before it is written (a chained translation hands it on as it is)."""
         responses = request_object(body)
         # valid: the edge checked it, the chain kept it so; a bytes body (a chained translation's) is read again
         items = input_items(responses.get("input")) if isinstance(body, dict) else validate_responses_body(responses).items
@@ -252,7 +253,10 @@ class ResponsesToChat:
         self.dropped = translation.dropped
         chat = translation.body
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
-        return orjson.dumps(chat)
+        return chat
+
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> bytes:
+        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""

@@ -99,3 +99,27 @@ def test_an_answer_is_read_alike_from_its_json_and_from_its_bytes(client, provid
     if wire_body is not None:
         parsed.request(wire_body, CANDIDATE), raw.request(orjson.dumps(wire_body), CANDIDATE)
     assert parsed.response(answer) == raw.response(orjson.dumps(answer))
+
+
+@pytest.mark.parametrize("huge", [False, True], ids=["as-sent", "1e400"])
+@pytest.mark.parametrize(("wire", "body", "target"), bodies())
+def test_a_chained_translation_hands_its_chat_body_on_unwritten(wire, body, target, huge):
+    """Through chat (Responses → Anthropic, Gemini → Ollama, …): the second translation reads the
+    first's chat body as a dict, and the provider gets the bytes the written-and-read-back body gave."""
+    from router.translate.chained import ChainedTranslator
+
+    if huge:
+        body = with_huge_number(wire, body)
+    source = source_of(wire, body, target)
+    chained = [(client, provider) for client, provider in TRANSLATORS if client == wire and isinstance(TRANSLATORS[client, provider](IDS, False), ChainedTranslator)]
+    for client, provider in chained:
+        translator = TRANSLATORS[client, provider](IDS, False)
+        read: list[Any] = []
+        second_request = translator.second.request
+        translator.second.request = lambda chat, candidate: read.append(chat) or second_request(chat, candidate)  # type: ignore[method-assign]
+        sent = translator.request(source, CANDIDATE)
+        assert len(read) == 1 and isinstance(read[0], dict), (client, provider)
+        apart = TRANSLATORS[client, provider](IDS, False)
+        assert sent == apart.second.request(apart.first.request(source, CANDIDATE), CANDIDATE), (client, provider)
+    if wire != "openai-chat":
+        assert chained, wire
