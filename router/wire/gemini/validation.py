@@ -197,9 +197,17 @@ def _usual_content(content: Any, levels: int, layout: GeminiLayout, c: int) -> t
     if (role is not None and role not in ROLES) or type(parts) is not list or not parts:
         return None
     model = role == "model"
-    history = False
     # the content holds a role (a string or null) and its parts, nothing else; a part is 3 levels down
     proven = len(content) == 1 + ("role" in content)
+    if not model and len(parts) == 1:  # Gemini CLI's tool turn: one function response, nothing else
+        part = parts[0]
+        response = part.get("functionResponse") if type(part) is dict and len(part) == 1 else None
+        if type(response) is dict and type(response.get("name")) is str and response.get("parts") is None:
+            inner = response.get("response")
+            if inner is None or type(inner) is dict:
+                add_result(layout, c, 0, response)
+                return True, proven and _response_within(response, inner, levels)
+    history = False
     neutral: list[Any] = []  # a model content's parts in the estimator's terms (layout.neutral_parts)
     responses: list[tuple[int, dict[str, Any]]] | None = None  # a user content's: (part index, response)
     first_call = -1
@@ -246,11 +254,7 @@ def _usual_content(content: Any, levels: int, layout: GeminiLayout, c: int) -> t
                     responses = [(p, response)]
                 else:
                     responses.append((p, response))
-            # as a call: its name, response and string id counted (the response alone walked)
-            if proven and not (
-                levels > 4 and len(response) == 1 + ("response" in response) + (type(response.get("id")) is str) and (inner is None or nests_within(inner, levels - 4))
-            ):
-                proven = nests_within(response, levels - 3)
+            proven = proven and _response_within(response, inner, levels)
         if proven and (("thought" in part and type(part["thought"]) is not bool) or ("thoughtSignature" in part and type(part["thoughtSignature"]) is not str)):
             proven = False
     units = layout.units
@@ -270,6 +274,15 @@ def _usual_content(content: Any, levels: int, layout: GeminiLayout, c: int) -> t
             kept = {p for p, _ in responses}
             units.append({"role": "user", "content": neutral_parts([part for p, part in enumerate(parts) if p not in kept])})
     return history, proven
+
+
+def _response_within(response: dict[str, Any], inner: Any, levels: int) -> bool:
+    """A valid function response (its ``response`` is ``inner``) of a part 3 levels down nests within
+    ``levels`` with no float: as a call, its name, response and string id counted (the response alone
+    walked), else the whole of it walked."""
+    if levels > 4 and len(response) == 1 + ("response" in response) + (type(response.get("id")) is str) and (inner is None or nests_within(inner, levels - 4)):
+        return True
+    return nests_within(response, levels - 3)
 
 
 def _check_content(content: Any, where: str) -> tuple[bool, bool]:

@@ -368,8 +368,10 @@ GEMINI_UNPROVEN_PARTS = [
 @pytest.mark.parametrize("role", ["model", "user"])
 @pytest.mark.parametrize("max_depth", [8, 9, 12])
 def test_gemini_check_leaves_deep_values_and_numbers_of_usual_parts_to_the_walk(part, role, max_depth):
-    for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
-        same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}, part]}]}, numbers), max_depth)
+    # after a text part, and alone (a user content of one function response takes a path of its own)
+    for parts in ([{"text": "hi"}, part], [part]):
+        for numbers in (["0.5", "1e-400", "1e400"], ["1e400", "1e-400", "0.5"]):
+            same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": parts}]}, numbers), max_depth)
     same_answer(GEMINI, raw_body({"contents": [{"role": role, "parts": [{"text": "hi"}], "extra": part}]}, ["1e400", "0.5", "1e-400"]), max_depth)
 
 
