@@ -140,6 +140,30 @@ class Conversation(Protocol):
         return None, remembered
 
 
+class PlacedConversation(Conversation):
+    """A conversation whose tool results and turn starts were placed once, up front, by one pass
+    over the format's messages (Anthropic Messages, Gemini): the accessors pinch reads, shared."""
+
+    __slots__ = ("_results", "_units", "_turns")
+
+    def __init__(self, results: list[ToolResult], turns: list[int]) -> None:
+        self._results = results
+        self._units = [result.unit for result in results]
+        self._turns = turns
+
+    def turn_starts(self) -> list[int]:
+        return self._turns
+
+    def last_turns_start(self, count: int) -> int:
+        return start_of_last_turns(self._turns, count)
+
+    def tool_results(self) -> list[ToolResult]:
+        return self._results
+
+    def result_units(self) -> list[int]:
+        return self._units
+
+
 def stale_signed(signed: Iterable[tuple[int, int, str]], changed_from: int | None, remembered: Iterable[str], max_kept: int) -> StaleSignatures:
     """The signed parts that are stale, for a format's :meth:`Conversation.stale_signatures`:
     ``signed`` lists each signed part as (message, part, key) in order, ``changed_from`` is the

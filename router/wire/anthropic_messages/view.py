@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.content import Message
-from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, start_of_last_turns
+from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText, latest_turn_text
@@ -41,7 +41,7 @@ from router.wire.anthropic_messages.validation import CheckedMessages, MessagesL
 ANTHROPIC_MESSAGES = "anthropic-messages"
 
 
-class MessagesConversation(Conversation):
+class MessagesConversation(PlacedConversation):
     """:class:`router.core.request_view.Conversation` over an Anthropic ``system`` and ``messages``.
 
     Its signed reasoning is Anthropic's thinking (:mod:`.thinking`): a batch only the budget calls
@@ -50,7 +50,7 @@ class MessagesConversation(Conversation):
     (:meth:`stale_signatures`).
     """
 
-    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_results", "_units", "_where", "_turns", "_names")
+    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_names")
     result_key = "content"
     result_id_key = "tool_use_id"
 
@@ -67,24 +67,10 @@ class MessagesConversation(Conversation):
         self.needs_thinking_off = needs_thinking_off
         if layout is None:
             layout = layout_of(system, messages)
+        super().__init__(layout.results, layout.turns)
         self.units = layout.units
-        self._results = layout.results
-        self._units = [result.unit for result in layout.results]
         self._where = layout.where
-        self._turns = layout.turns
         self._names: dict[str, Any] | None = None
-
-    def turn_starts(self) -> list[int]:
-        return self._turns
-
-    def last_turns_start(self, count: int) -> int:
-        return start_of_last_turns(self._turns, count)
-
-    def tool_results(self) -> list[ToolResult]:
-        return self._results
-
-    def result_units(self) -> list[int]:
-        return self._units
 
     def message_of(self, position: int) -> int:
         """The index in ``messages`` of the message holding tool result ``position``."""

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from router.core.request_view import Conversation, RequestView, Rewrites, ToolResult, Unit, clean_tool_name, start_of_last_turns
+from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
@@ -60,12 +60,12 @@ from router.wire.gemini.validation import GeminiRequest
 REWRITTEN_FIELD = "output"  # where a rewrite of a response that was not one string field goes
 
 
-class GeminiConversation(Conversation):
+class GeminiConversation(PlacedConversation):
     """:class:`router.core.request_view.Conversation` over a Gemini ``systemInstruction`` and ``contents``.
 
     Its signed reasoning is Gemini's thought signatures (:mod:`.signatures`)."""
 
-    __slots__ = ("contents", "sse", "units", "unsigned_calls", "_results", "_units", "_where", "_fields", "_turns")
+    __slots__ = ("contents", "sse", "units", "unsigned_calls", "_where", "_fields")
     result_key = "content"
     result_id_key = "id"
 
@@ -80,25 +80,11 @@ class GeminiConversation(Conversation):
         self.sse = sse
         if layout is None:
             layout = layout_of(system, contents)
+        super().__init__(layout.results, layout.turns)
         self.units = layout.units
         self.unsigned_calls = layout.unsigned_calls()
-        self._results = layout.results
-        self._units = [r.unit for r in layout.results]
         self._where = layout.where
         self._fields = layout.fields
-        self._turns = layout.turns
-
-    def turn_starts(self) -> list[int]:
-        return self._turns
-
-    def last_turns_start(self, count: int) -> int:
-        return start_of_last_turns(self._turns, count)
-
-    def tool_results(self) -> list[ToolResult]:
-        return self._results
-
-    def result_units(self) -> list[int]:
-        return self._units
 
     def tool_name(self, unit: int) -> str:
         return clean_tool_name(self.units[unit].get("name"))
