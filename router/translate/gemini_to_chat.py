@@ -38,7 +38,7 @@ from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import checked_answer, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
@@ -65,7 +65,8 @@ from router.wire.gemini.parts import (
     is_thought,
     parts_of,
 )
-from router.wire.gemini.view import includes_thoughts, response_text
+from router.wire.gemini.layout import response_text
+from router.wire.gemini.view import includes_thoughts
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
@@ -84,7 +85,7 @@ FINISH_REASONS = {"stop": "STOP", "length": "MAX_TOKENS", "tool_calls": "STOP", 
 _SCHEMA_ONLY_GEMINI = frozenset({"propertyOrdering", "property_ordering", "nullable"})
 
 
-class GeminiToChat:
+class GeminiToChat(ToChat):
     """A Gemini request to an OpenAI-chat provider, and its answer back (one request)."""
 
     def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
@@ -104,9 +105,6 @@ class GeminiToChat:
         chat = gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning)
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return chat
-
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
-        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")

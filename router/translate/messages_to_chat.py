@@ -28,7 +28,7 @@ from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import checked_answer, request_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
+from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
@@ -42,7 +42,7 @@ from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 
 
-class MessagesToChatTranslator:
+class MessagesToChatTranslator(ToChat):
     """An Anthropic Messages request to an OpenAI-chat provider, and its answer back (one request)."""
 
     def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
@@ -65,9 +65,6 @@ class MessagesToChatTranslator:
         chat = messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning)
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return chat
-
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
-        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import orjson
+
 from router.core.frozen import frozen
 from router.core.results import Candidate, Usage
 
@@ -52,9 +54,13 @@ class Translator(Protocol):
 
 class ToChat(Translator, Protocol):
     """A translation to chat completions, the wire a chained translation goes through
-    (:mod:`router.translate.chained`): ``chat_request`` is ``request``'s body before it is written."""
+    (:mod:`router.translate.chained`): ``chat_request`` is ``request``'s body before it is written
+    (a translator subclasses this protocol to inherit ``request``)."""
 
     def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]: ...
+
+    def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
+        return orjson.dumps(self.chat_request(body, candidate))
 
 
 class StreamTranslator(Protocol):

@@ -56,7 +56,7 @@ from router.translate.chat_to_responses import (
 )
 from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import answer_object, request_object
-from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer
+from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, ToChat
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
 from router.wire.openai_responses.stream import sse_event
@@ -227,7 +227,7 @@ def _response_format(text: Any) -> dict[str, Any] | None:
     return {"type": format_["type"]}
 
 
-class ResponsesToChat:
+class ResponsesToChat(ToChat):
     """Translator from a Responses request to a chat-completions provider, and its answer back.
 
     One per request: :meth:`request` reads the Responses body the adapter
@@ -243,7 +243,7 @@ class ResponsesToChat:
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
         return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
 
-    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> dict[str, Any]:
+    def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         """The chat body, before it is written (a chained translation hands it on as it is)."""
         responses = request_object(body)
         # valid: the edge checked it, the chain kept it so; a bytes body (a chained translation's) is read again
@@ -254,9 +254,6 @@ class ResponsesToChat:
         chat = translation.body
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return chat
-
-    def request(self, body: bytes | dict[str, Any], candidate: Candidate | None = None) -> bytes:
-        return orjson.dumps(self.chat_request(body, candidate))
 
     def response(self, body: bytes | Any) -> bytes:
         """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""

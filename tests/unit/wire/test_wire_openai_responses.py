@@ -7,6 +7,7 @@ import pytest
 
 from router.core.errors import ApiError
 from router.core.request_view import BodyChanges
+from router.core.results import Candidate
 from router.translate.protocol import MalformedAnswer
 from router.translate.responses_to_chat import ResponsesToChat
 from router.wire import adapters
@@ -77,7 +78,7 @@ def translated(body: dict, rewrites: dict | None = None) -> tuple[ResponsesToCha
     view = ADAPTER.parse(body, 2000)
     assert not isinstance(view, ApiError)
     translator = ResponsesToChat(ANSWER_IDS)
-    return translator, orjson.loads(translator.request(ADAPTER.upstream_body(body, view, BodyChanges("qwen-up", rewrites or {}))))
+    return translator, orjson.loads(translator.request(ADAPTER.upstream_body(body, view, BodyChanges("qwen-up", rewrites or {})), Candidate("qwen", "p", "qwen-up")))
 
 
 def test_the_translator_sends_chat_with_the_chains_changes() -> None:
