@@ -235,10 +235,7 @@ def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
     if type(role) is str and role in _ROLE_SET:
         content = message.get("content")
         if type(content) is str:
-            layout = seen.layout
-            if role == "assistant":
-                layout.turns.append(len(layout.units))
-            layout.units.append(message)
+            add_message(seen.layout, m, message, False)
             if len(message) != 2:
                 seen.unproven.append(message)
             return False
@@ -249,11 +246,7 @@ def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
                     tool_use_id = block.get("tool_use_id")
                     inner = block.get("content")
                     if type(tool_use_id) is str and (inner is None or type(inner) is str):
-                        layout = seen.layout
-                        units = layout.units
-                        layout.results.append(ToolResult(len(units), tool_use_id, inner))
-                        layout.where.append((m, 0))
-                        units.append(block)
+                        add_message(seen.layout, m, message, True)
                         seen.history_tools = True
                         levels = seen.levels
                         # proven as _usual_message proves it: its keys counted, else the block walked
@@ -285,10 +278,8 @@ def _seen_message(message: Any, m: int, seen: _Pass) -> bool:
                     calls = True
                     if shallow:
                         shallow = levels > 1 and nests_within(tool_input, levels - 1)
-                else:  # every block one of the two: laid out as _usual_message lays it out
-                    layout = seen.layout
-                    layout.turns.append(len(layout.units))
-                    layout.units.append(message)
+                else:  # every block one of the two
+                    add_message(seen.layout, m, message, False)
                     seen.history_tools |= calls
                     if not shallow:
                         seen.unproven.append(message)

@@ -200,7 +200,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                 if type(output) is str:  # type, call_id, output: counted
                     scan.results.append(i)
                     scan.history_tools = True
-                    if len(item) != 3 and len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) != 3 and not nests_within(item, seen.levels):
+                    if len(item) != 3 and _beside_id(item) != 3 and not nests_within(item, seen.levels):
                         seen.unproven.append(item)
                     return False
                 image = _usual_parts(output)
@@ -218,7 +218,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                 scan.names.setdefault(call_id, name)
                 scan.history_tools = True
                 scan.last_model = i
-                if len(item) != 4 and len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) != 4 and not nests_within(item, seen.levels):
+                if len(item) != 4 and _beside_id(item) != 4 and not nests_within(item, seen.levels):
                     seen.unproven.append(item)
                 return False
         elif kind == "message" or (kind is None and "role" in item):
@@ -230,7 +230,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                 elif role == "assistant":
                     scan.last_model = i
                 fields = 2 + ("type" in item)  # role, content (and type): counted when their content is
-                counted = len(item) == fields or len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str) == fields
+                counted = len(item) == fields or _beside_id(item) == fields
                 levels = seen.levels
                 if type(content) is str:
                     if not counted and not nests_within(item, levels):
@@ -263,6 +263,12 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
     return proxy_reasoning
+
+
+def _beside_id(item: dict[str, Any]) -> int:
+    """How many fields an item holds besides a string ``id`` and a string ``status`` (asked only of an
+    item that does not count out at once: a call, an output or a message with either)."""
+    return len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str)
 
 
 def has_image(item: Item) -> bool:

@@ -21,8 +21,7 @@ from typing import Any
 from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
 from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
-from router.wire.openai_responses.validation import (  # noqa: F401  (MODEL_ITEM_TYPES: read from here too)
-    MODEL_ITEM_TYPES,
+from router.wire.openai_responses.validation import (
     TEXT_PARTS,
     CheckedResponses,
     Item,
