@@ -64,7 +64,7 @@ from router.wire.gemini.parts import (
     signature_of,
     text_of,
 )
-from router.wire.gemini.view import response_text
+from router.wire.gemini.layout import response_text
 
 
 

@@ -20,11 +20,8 @@ from router.wire.gemini.parts import (
     SKIP_SIGNATURE,
     THINKING,
     THINKING_BUDGET,
-    current_turn_start,
     field,
-    first_call_at,
     key_of,
-    signature_of,
 )
 
 
@@ -45,26 +42,11 @@ def within_output_limit(body: dict[str, Any], output_tokens: int | None) -> dict
     return {**body, key_of(body, GENERATION): sent}
 
 
-def unsigned_first_calls(contents: list[Any]) -> list[tuple[int, int]]:
-    """The ``(content, part)`` place of the first call of each model content in Google's current turn
-    that has no thought signature (validated contents). The view finds the same places on its own
-    pass (:attr:`~router.wire.gemini.view.GeminiConversation.unsigned_calls`)."""
-    start = current_turn_start(contents)
-    found = []
-    for c in range(start, len(contents)):
-        content = contents[c]
-        if content.get("role") == "model" and (first := first_call_at(content["parts"])) is not None and signature_of(content["parts"][first]) is None:
-            found.append((c, first))
-    return found
-
-
-def signed(contents: list[Any], stale: Collection[tuple[int, int]], unsigned: list[tuple[int, int]] | None = None) -> tuple[list[Any], int]:
+def signed(contents: list[Any], stale: Collection[tuple[int, int]], unsigned: list[tuple[int, int]]) -> tuple[list[Any], int]:
     """``contents`` (validated ones) with the signature of each part at ``stale`` replaced by the placeholder, and one
-    added to the first call of each step of the current turn that has none (``unsigned``: those calls' places,
-    when the view found them; else :func:`unsigned_first_calls`); how many were added.
+    added to the first call of each step of the current turn that has none (``unsigned``: those calls' places, as the
+    view found them: :attr:`~router.wire.gemini.view.GeminiConversation.unsigned_calls`); how many were added.
     The very same list when nothing changes; nothing is mutated."""
-    if unsigned is None:
-        unsigned = unsigned_first_calls(contents)
     if not unsigned and not stale:
         return contents, 0
     replace: dict[int, set[int]] = {}

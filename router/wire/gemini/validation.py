@@ -135,6 +135,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
     if not isinstance(contents, list) or not contents:
         raise InvalidRequest("contents: a non-empty list of Content objects is required", "contents")
     has_images = tool_history = False
+    system = field(body, SYSTEM)
     if prove is None:
         layout = None
         for c, content in enumerate(contents):
@@ -142,7 +143,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
             has_images, tool_history = has_images or images, tool_history or history
     else:
         unproven, levels = prove
-        layout = start(field(body, SYSTEM))
+        layout = start(system)
         for c, content in enumerate(contents):
             usual = _usual_content(content, levels, layout, c)
             if usual is None:
@@ -155,7 +156,6 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
                 if not proven:
                     unproven.append(content)
                 tool_history = tool_history or history
-    system = field(body, SYSTEM)
     if system is not None and not isinstance(system, str):
         if not isinstance(system, dict):
             raise InvalidRequest("systemInstruction: must be a Content object", "systemInstruction")
@@ -219,10 +219,9 @@ def _usual_content(content: Any, levels: int, layout: GeminiLayout, c: int) -> t
             text = part["text"]
             if type(text) is not str:
                 return None
-            if len(part) == 1:  # a text part: nothing below it
-                neutral.append({"type": "text", "text": text})
-                continue
             neutral.append({"type": "text", "text": text})
+            if len(part) == 1:  # a text part: nothing below it
+                continue
             neutral.append({k: v for k, v in part.items() if k != "text"})  # the thought flag, a signature
         else:
             neutral.append(part)

@@ -53,7 +53,7 @@ from router.wire.gemini.parts import (
     key_of,
     parts_of,
 )
-from router.wire.gemini.layout import GeminiLayout, layout_of, neutral_parts, response_text  # noqa: F401  (read from here too)
+from router.wire.gemini.layout import GeminiLayout, layout_of
 from router.wire.gemini.signatures import HOLD_FOR_SIGNED_LOOP, loop_signed, stale_signatures
 from router.wire.gemini.validation import GeminiRequest
 
@@ -74,8 +74,8 @@ class GeminiConversation(PlacedConversation):
         ``layout``: the units as the fused check placed them (:mod:`.layout`); else placed here.
 
         ``unsigned_calls``: the ``(content, part)`` place of each step's first call in Google's
-        current turn that has no thought signature (:func:`~router.wire.gemini.body.unsigned_first_calls`,
-        which the upstream body signs), found by the same pass."""
+        current turn that has no thought signature (Google's first call of a step must carry one;
+        :func:`~router.wire.gemini.body.signed` adds the placeholder), found by the same pass."""
         self.contents = contents
         self.sse = sse
         if layout is None:

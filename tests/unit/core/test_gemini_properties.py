@@ -22,7 +22,8 @@ from router.translate.chat_to_gemini import chat_to_gemini_body
 from router.translate.gemini_to_chat import gemini_to_chat_body
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.parts import SKIP_SIGNATURE, function_call, function_response, parts_of
-from router.wire.gemini.view import GeminiConversation, response_text
+from router.wire.gemini.layout import response_text
+from router.wire.gemini.view import GeminiConversation
 
 PNG = {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}}
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40)
@@ -128,4 +129,4 @@ def _signed(contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the adapter adds for the provider: the placeholder on a current-turn step's unsigned first call."""
     from router.wire.gemini.body import signed
 
-    return signed(contents, ())[0]
+    return signed(contents, (), GeminiConversation(None, contents).unsigned_calls)[0]

@@ -32,8 +32,8 @@ from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER as
 from router.wire.anthropic_messages.validation import check_messages_body
 from router.wire.gemini.adapter import GEMINI_ADAPTER as GEMINI
 from router.core.errors import InvalidRequest
-from router.wire.gemini.body import signed, unsigned_first_calls
-from router.wire.gemini.parts import SKIP_SIGNATURE
+from router.wire.gemini.body import signed
+from router.wire.gemini.parts import SKIP_SIGNATURE, current_turn_start, first_call_at, signature_of
 from router.wire.gemini.validation import check_gemini_body, validate_gemini_body
 from router.wire.gemini.view import GeminiConversation
 from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER as RESPONSES
@@ -309,6 +309,18 @@ def test_gemini_check_gets_the_answer_of_the_walk_then_the_validation_and_the_vi
     same_answer(GEMINI, raw, max_depth, target)
 
 
+def unsigned_first_calls(contents: list[Any]) -> list[tuple[int, int]]:
+    """The reference: the first call of each model content in Google's current turn that has no
+    thought signature, found with the parts' own helpers."""
+    start = current_turn_start(contents)
+    found = []
+    for c in range(start, len(contents)):
+        content = contents[c]
+        if content.get("role") == "model" and (first := first_call_at(content["parts"])) is not None and signature_of(content["parts"][first]) is None:
+            found.append((c, first))
+    return found
+
+
 @given(raw=gemini_bodies(), stale=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), max_size=3))
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_gemini_view_finds_the_unsigned_calls_the_upstream_body_signs(raw, stale):
@@ -322,7 +334,7 @@ def test_gemini_view_finds_the_unsigned_calls_the_upstream_body_signs(raw, stale
     conversation = GeminiConversation(parsed.system, parsed.contents)
     assert conversation.unsigned_calls == unsigned_first_calls(parsed.contents)
     stale = [(c, p) for c, p in stale if c < len(parsed.contents) and p < len(parsed.contents[c]["parts"])]
-    assert signed(parsed.contents, stale, conversation.unsigned_calls) == signed(parsed.contents, stale)
+    assert signed(parsed.contents, stale, conversation.unsigned_calls) == signed(parsed.contents, stale, unsigned_first_calls(parsed.contents))
 
 
 def test_gemini_unsigned_calls_are_those_of_the_current_turn_only():
@@ -337,11 +349,11 @@ def test_gemini_unsigned_calls_are_those_of_the_current_turn_only():
         {"role": "model", "parts": [{**call, "thoughtSignature": ""}]},
     ]
     assert GeminiConversation(None, contents).unsigned_calls == [(3, 0), (6, 0)]
-    out, added = signed(contents, ())
+    out, added = signed(contents, (), unsigned_first_calls(contents))
     assert added == 2 and out[3]["parts"][0]["thoughtSignature"] == SKIP_SIGNATURE and "thoughtSignature" not in out[3]["parts"][1]
     assert out[1] is contents[1] and out[5] is contents[5]
     head = contents[:1]
-    assert signed(head, [(0, 0)]) == (head, 0) and signed(head, [(0, 0)])[0] is head  # nothing to sign: the very same list
+    assert signed(head, [(0, 0)], []) == (head, 0) and signed(head, [(0, 0)], [])[0] is head  # nothing to sign: the very same list
 
 
 # Where the fused check proves a usual content without walking it (it counts the keys it checked
