@@ -81,6 +81,12 @@ def add_message(layout: MessagesLayout, index: int, message: Any, has_result: bo
     if not has_result:
         units.append(message)
         return
+    if len(content) == 1:  # the result alone (Claude Code's tool turn): placed without the split below
+        block = content[0]
+        layout.results.append(ToolResult(len(units), block["tool_use_id"], block.get("content")))
+        layout.where.append((index, 0))
+        units.append(block)
+        return
     others = []
     for b, block in enumerate(content):
         if is_result(block):
