@@ -82,6 +82,9 @@ class ServerSettings(_Strict):
     max_json_depth: Annotated[int, Field(ge=8, le=200)] = 128
     # Request bodies held at once, all requests together; beyond it ⇒ 503 with Retry-After.
     max_bodies_in_flight_mb: PositiveFloat = 256
+    # Request bytes each endpoint keeps of the bodies it accepted last, for the next turn of each
+    # conversation to be parsed from what it adds (router.core.resent_prefix); 0 turns it off.
+    resent_bodies_mb: Annotated[float, Field(ge=0)] = 32
     # Reading one request body, from its first byte to its last (a trickling body is cut).
     body_timeout_seconds: PositiveFloat = 60
     # A request head (request line and headers) must be complete this long after the connection
@@ -109,6 +112,10 @@ class ServerSettings(_Strict):
     @property
     def max_bodies_in_flight_bytes(self) -> int:
         return int(self.max_bodies_in_flight_mb * 1024 * 1024)
+
+    @property
+    def resent_bodies_bytes(self) -> int:
+        return int(self.resent_bodies_mb * 1024 * 1024)
 
     @model_validator(mode="after")
     def _one_body_fits_in_flight(self) -> ServerSettings:

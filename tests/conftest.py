@@ -35,6 +35,30 @@ def _state_outside_the_users_home(tmp_path_factory: pytest.TempPathFactory) -> N
     os.environ.setdefault("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
 
 
+@pytest.fixture(autouse=True)
+def _kept_bodies_never_change(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every body an edge keeps for the next turn to resume from (router.core.resent_prefix) still
+    equals its bytes' parse when the test ends: nothing the proxy did to a request changed the
+    objects it shares with the next one. Every test that sends a body through an edge checks it, and
+    keeps bodies of any size (the server keeps none under MIN_BYTES), so every test's bodies are
+    resumed from one another wherever they repeat."""
+    import orjson
+
+    from router.core.resent_prefix import ResentBodies
+    from router.http import edge
+
+    made: list[ResentBodies] = []
+
+    def recording(max_bytes: int) -> ResentBodies:
+        made.append(ResentBodies(max_bytes, min_bytes=0))
+        return made[-1]
+
+    monkeypatch.setattr(edge, "ResentBodies", recording)
+    yield
+    changed = [known.raw[:120] for bodies in made for known in bodies.bodies() if known.body != orjson.loads(known.raw)]
+    assert changed == [], "a kept body was changed after it was kept"
+
+
 @pytest.fixture
 async def mock_upstream() -> AsyncIterator[tuple[MockUpstream, str]]:
     """A MockUpstream on a free loopback port; yields (mock, base_url)."""

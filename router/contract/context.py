@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from multidict import CIMultiDictProxy
 
     from router.core.request_view import RequestView, Rewrites
+    from router.core.resent_prefix import KnownBody
     from router.core.results import Capabilities, Classification, PinchStats, Relevance, Route, SessionKey, StageRecord, UpstreamResult
     from router.core.session_state import SessionSnapshot
     from router.core.tokens import PromptSize, TokenEstimator
@@ -55,6 +56,7 @@ class RequestContext:
     upstream: UpstreamResult | None = None
     response: web.StreamResponse | None = None
     prompt_size: PromptSize | None = None  # see measured_prompt
+    known_body: KnownBody | None = None  # the edge: the body kept for the next turn (router.core.resent_prefix)
     trace: list[StageRecord] = field(default_factory=list)
     upstream_wait: float = 0.0  # seconds spent waiting on upstreams, told apart from the proxy's own time
     overhead_ms: float | None = None  # the proxy's own time when the response head went out
@@ -63,7 +65,8 @@ class RequestContext:
         """The prompt as the client sent it (the view's units + tool schemas), measured once per
         request: pinch-relevance, pinch-prune and the gate share this one count."""
         if self.prompt_size is None:
-            self.prompt_size = estimator.measure(self.view.units, self.view.tools)
+            known, view = self.known_body, self.view  # a kept body takes the sizes it shares with the body it resumed
+            self.prompt_size = estimator.measure(view.units, view.tools) if known is None else known.measure(estimator, view.units, view.tools, view.reused_units)
         return self.prompt_size
 
     def error_response(self, error: ApiError, headers: dict[str, str] | None = None) -> web.Response:

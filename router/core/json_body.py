@@ -135,10 +135,15 @@ def nests_within(container: dict[str, Any] | list[Any], levels: int) -> bool:
 
 
 class Checked(Protocol):
-    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover)."""
+    """What a wire's check of a parsed body found (``walk``: what the depth walk must still cover;
+    ``facts``: what a later body that resends this one's elements resumes its check from, None: nothing)."""
 
     @property
     def walk(self) -> Any: ...
 
+    @property
+    def facts(self) -> Any: ...
 
-BodyCheck = Callable[[Any, int], Checked]
+
+# check(body, max_depth, resumed): resumed is a router.core.resent_prefix.Resumed, or None
+BodyCheck = Callable[[Any, int, Any], Checked]

@@ -247,6 +247,9 @@ class RequestView:
     body_session: str | None = None
     # The client asked for extended thinking (Anthropic ``thinking``), for the gate and the record.
     thinking: bool = False
+    # The leading units that are the very objects of the earlier body this one resumed
+    # (router.core.resent_prefix): the estimator takes their sizes from that body's measurement.
+    reused_units: int = 0
 
     @property
     def units(self) -> Sequence[Unit]:

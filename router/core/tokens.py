@@ -74,9 +74,10 @@ class TokenEstimator:
         """Tokens of messages measured by :meth:`message_sizes` (without tool schemas)."""
         return -sum([c // -CHARS_PER_TOKEN for c in sizes]) + self.per_message_overhead * len(sizes)
 
-    def measure(self, messages: list[Message], tools: Any = None) -> PromptSize:
-        """The prompt's tokens, keeping each message's size so a rewrite can be re-counted cheaply."""
-        sizes = self.message_sizes(messages)
+    def measure(self, messages: list[Message], tools: Any = None, known: list[int] | None = None) -> PromptSize:
+        """The prompt's tokens, keeping each message's size so a rewrite can be re-counted cheaply.
+        ``known``: the sizes of the first ``len(known)`` messages, measured already (by this estimator)."""
+        sizes = known + self.message_sizes(messages[len(known) :]) if known else self.message_sizes(messages)
         return PromptSize(sizes, self.sizes_tokens(sizes) + tools_tokens(tools))
 
     def prompt_tokens(self, messages: list[Message], tools: Any = None) -> int:

@@ -31,10 +31,12 @@ from router.core.json_body import Checked
 from router.core.request_view import NO_TARGET, RequestTarget
 from router.http.errors import openai_error
 from router.http.headers import decision_headers
+from router.core.resent_prefix import ResentBodies
 from router.http.request_body import (
     BUSY_HEADERS,
     BodyBudget,
     BodyLimits,
+    keep_accepted,
     read_checked_json_body,
 )
 from router.http.request_ids import new_request_id
@@ -60,6 +62,9 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
     turn_chars = config.classifier.max_input_chars
     if budget is None:
         budget = BodyBudget(config.server.max_bodies_in_flight_bytes, limits.max_bytes)
+    # the bodies this edge accepted last, for the next turn of each conversation to resume from
+    resent = ResentBodies(config.server.resent_bodies_bytes) if config.server.resent_bodies_bytes else None
+    key = wire.conversation_key
 
     def record_served(ctx: RequestContext, status: int, code: str | None) -> None:
         recorder.record(decision_from_context(ctx, status, code))
@@ -81,7 +86,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             budget.release(reserved)
 
     async def serve(request: web.Request, handler: Handler, request_id: str, started: float) -> web.StreamResponse:
-        read = await read_checked_json_body(request, limits, wire.check_body)
+        read = await read_checked_json_body(request, limits, wire.check_body, resent, key)
         if isinstance(read, ApiError):
             recorder.record(rejected_request(request_id, started, read.status, read.code))
             return error_response(wire, read, {"x-router-request-id": request_id}, request_id)
@@ -95,6 +100,8 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         if isinstance(ctx, ApiError):
             recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
             return error_response(wire, ctx, {"x-router-request-id": request_id}, request_id)
+        if resent is not None:
+            ctx.known_body = keep_accepted(resent, read, key, limits.max_depth)
         request[CTX_KEY] = ctx
         status, code = CLIENT_CLOSED, None
         recorder.metrics.in_flight.inc()

@@ -32,6 +32,7 @@ from router.config import ServerSettings
 from router.contract.timeout import within_timeout
 from router.core.errors import ApiError, invalid_request
 from router.core.json_body import BodyCheck, Checked, faithful_loads, json_shape
+from router.core.resent_prefix import KnownBody, Resumed, ResentBodies
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,9 @@ async def read_json_body(request: web.Request, limits: BodyLimits) -> Any:
     return read if isinstance(read, ApiError) else read.body
 
 
-async def read_checked_json_body(request: web.Request, limits: BodyLimits, check: BodyCheck | None) -> CheckedBody | ApiError:
+async def read_checked_json_body(
+    request: web.Request, limits: BodyLimits, check: BodyCheck | None, resent: ResentBodies | None = None, key: str = ""
+) -> CheckedBody | ApiError:
     """:func:`read_json_body`, the body checked by ``check`` on the way (:func:`parse_checked_json_body`)."""
     if request.content_type != "application/json":
         return invalid_request(
@@ -69,7 +72,7 @@ async def read_checked_json_body(request: web.Request, limits: BodyLimits, check
     except (web.HTTPRequestEntityTooLarge, TimeoutError, web.RequestPayloadError, zlib.error, BodyCutShort) as exc:
         # The rest of the body is never read, so the connection cannot carry another request.
         return dataclasses.replace(_unreadable(request, exc, limits), close_connection=True)
-    return parse_checked_json_body(raw, limits.max_depth, check)
+    return parse_checked_json_body(raw, limits.max_depth, check, resent, key)
 
 
 # aiohttp's own decoding of request bodies is off (create_app's handler_args): this module decodes.
@@ -183,6 +186,16 @@ nest within ``max_depth`` with no float in them."""
 class CheckedBody(NamedTuple):
     body: Any
     checked: Checked | None  # None: not checked (no check, or the body was parsed again for its numbers)
+    raw: bytes = b""
+    resumed: Resumed | None = None  # parsed from what it adds to a body kept earlier
+
+
+def keep_accepted(resent: ResentBodies, read: CheckedBody, key: str, max_depth: int) -> KnownBody | None:
+    """Keep a body whose request was accepted for the next one to resume from (:mod:`router.core.resent_prefix`):
+    only one checked on its way in (a body parsed again for its numbers is not)."""
+    if read.checked is None:
+        return None
+    return resent.keep(read.raw, read.body, key, max_depth, read.checked.facts, read.resumed)
 
 
 def parse_json_body(raw: bytes, max_depth: int) -> Any:
@@ -191,26 +204,35 @@ def parse_json_body(raw: bytes, max_depth: int) -> Any:
     return read if isinstance(read, ApiError) else read.body
 
 
-def parse_checked_json_body(raw: bytes, max_depth: int, check: BodyCheck | None) -> CheckedBody | ApiError:
+def parse_checked_json_body(
+    raw: bytes, max_depth: int, check: BodyCheck | None, resent: ResentBodies | None = None, key: str = ""
+) -> CheckedBody | ApiError:
     """:func:`parse_json_body`, with the wire's ``check`` run on the parsed body before the depth walk.
 
     One pass over the messages then both validates them and spares the walk the usual ones;
     the answer is the same as without ``check``: too deep first, then a suspect number parsed
     again from the raw bytes (and its body left unchecked, for the wire to validate as usual).
+    With ``resent`` (the edge's bodies kept, :mod:`router.core.resent_prefix`), a body that
+    repeats one of them up to one of its ``key`` array's elements is parsed from the bytes it
+    adds, and ``check`` is told so; the answer is the same again.
     """
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
-            return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
-        return _faithful_body(raw, max_depth)
-    checked = None if check is None else check(body, max_depth)
+    resumed = resent.resume(raw, key, max_depth) if resent is not None and check is not None else None
+    if resumed is not None:
+        body = resumed.body
+    else:
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
+                return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
+            return _faithful_body(raw, max_depth)
+    checked = None if check is None else check(body, max_depth, resumed)
     shape = json_shape(body if checked is None else checked.walk, max_depth)
     if shape.too_deep:
         return _too_deep(max_depth)
     if shape.numbers_suspect:
         return _faithful_body(raw, max_depth)
-    return CheckedBody(body, checked)
+    return CheckedBody(body, checked, raw, resumed)
 
 
 def _faithful_body(raw: bytes, max_depth: int) -> CheckedBody | ApiError:

@@ -42,6 +42,7 @@ COLUMNS = (
     "requested_max_tokens", "sent_max_tokens",
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
     "wire_in", "wire_out", "wire_dropped", "pinch_restored", "model_family", "classifier_reason",
+    "resumed_elements",
 )  # fmt: skip
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})

@@ -73,6 +73,9 @@ class Decision:
     wire_in: str | None = None  # the client's wire format (openai-chat, anthropic-messages, openai-responses)
     wire_out: str | None = None  # the one the provider was spoken to in: the same ⇒ passed through, else translated
     wire_dropped: str = ""  # what the translation could not carry ("tool web_search, …"), as in x-router-dropped
+    # messages (items, contents) taken from the body before, as sent again byte for byte (router.core.resent_prefix);
+    # 0: parsed whole; None: the body was not kept (too small, written otherwise, refused)
+    resumed_elements: int | None = None
 
     @property
     def pinch_saved(self) -> int:
@@ -148,6 +151,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         wire_in=ctx.view.wire,
         wire_out=upstream.wire_out if upstream else None,
         wire_dropped=clip(upstream.dropped_text, 1000) if upstream else "",
+        resumed_elements=ctx.known_body.resumed if ctx.known_body is not None else None,
     )
 
 

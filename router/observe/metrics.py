@@ -94,6 +94,12 @@ class Metrics:
         # Refused before any route ran: a bad or missing key, malformed HTTP (reason from a fixed vocabulary).
         self.refused = Counter("pinch_router_refused", "Requests refused before routing, by reason", ["reason"], registry=r)
         self.wires = Counter("pinch_router_wire_requests", "Requests by the client's wire format and the one the provider was spoken to in", ["wire_in", "wire_out"], registry=r)
+        self.bodies = Counter(
+            "pinch_router_request_bodies",
+            "Request bodies kept for the next turn, by wire and parse: resumed (its first messages the body before's, resent byte for byte) or whole",
+            ["wire", "parse"],
+            registry=r,
+        )
         # The endpoints answered outside the chain that an agent calls as part of its work (count_tokens).
         self.endpoint_requests = Counter("pinch_router_endpoint_requests", "Requests to endpoints answered outside the routing chain, by endpoint and HTTP status", ["endpoint", "status"], registry=r)
         self.unknown_paths = Counter("pinch_router_unknown_path_requests", "Requests to paths the proxy does not serve, by the API they belong to", ["api"], registry=r)
@@ -131,6 +137,8 @@ class Metrics:
         count(self._child(self.requests, model, self._category(d.category), str(d.status)))
         if d.wire_in:
             count(self._child(self.wires, d.wire_in, d.wire_out or "none"))
+            if d.resumed_elements is not None:
+                count(self._child(self.bodies, d.wire_in, "resumed" if d.resumed_elements else "whole"))
         if d.source:
             count(self._child(self.classification, d.source))
         if d.pinch_mode:

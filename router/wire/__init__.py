@@ -19,9 +19,12 @@ The adapter:
   :class:`~router.core.errors.ApiError` to answer with; ``target`` is what the URL says beside the
   body (:class:`~router.core.request_view.RequestTarget`: the model and stream a Gemini path names,
   the query), which the other formats ignore. ``check_body`` (None, or
-  ``check(body, max_depth)``) and ``parse_checked``: a format may validate the body in the pass
+  ``check(body, max_depth, resumed)``) and ``parse_checked``: a format may validate the body in the pass
   that proves parts of it shallow (:data:`router.core.json_body.BodyCheck`) and build its view
-  from that; the answer must be ``parse``'s for every body.
+  from that; the answer must be ``parse``'s for every body. ``conversation_key``: the body's
+  array of messages (items, contents) that an agent resends turn after turn; a body that repeats
+  an earlier one's is parsed from what it adds (:mod:`router.core.resent_prefix`), and ``resumed``
+  says so to the check (which may then check only the elements added).
 * ``render_error(error, request_id)``: any error the proxy answers this client with, in the format's
   shape; ``request_id`` (the proxy's id of the request, None when it has none) goes where the
   format's own errors carry theirs (Anthropic's: ``request_id`` in the body, a ``request-id`` header).
@@ -60,6 +63,7 @@ class WireAdapter(Protocol):
     name: str
     paths: tuple[str, ...]
     keep_alive: bytes
+    conversation_key: str
     check_body: BodyCheck | None
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = ...) -> RequestView | ApiError: ...

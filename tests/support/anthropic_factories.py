@@ -85,7 +85,7 @@ def two_wire_config(url: str, anthropic_url: str | None = None, reasoning_conten
             model_entry("chat-main", provider="chat", upstream_model="chat-up", supports=SUPPORTS, context_window=200000, reasoning_content=reasoning_content),
             model_entry("plain", provider="chat", supports={}),
         ],
-        server={"api_keys": ["local-key"]},
+        server={"api_keys": ["local-key"], **sections.pop("server", {})},
         **sections,
     )
 

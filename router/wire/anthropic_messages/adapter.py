@@ -48,6 +48,7 @@ from router.wire.usage import read_usage, usage_of
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
+    conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
     # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual messages
     check_body = staticmethod(check_messages_body)

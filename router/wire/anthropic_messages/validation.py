@@ -16,6 +16,7 @@ from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
 from router.core.request_view import ToolResult, Unit
+from router.core.resent_prefix import Resumed
 from router.wire.anthropic_messages.blocks import PROXY_THINKING_SIGNATURE, blocks_of, is_proxy_thinking
 
 # A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
@@ -145,6 +146,18 @@ class CheckedMessages(NamedTuple):
     layout: MessagesLayout | None = None
     has_images: bool = False
     history_tools: bool = False
+    facts: MessagesFacts | None = None  # what a body that resends these messages resumes from
+    reused_units: int = 0  # the leading units taken from the body this one resumed (its very objects)
+
+
+@dataclass(frozen=True, slots=True)
+class MessagesFacts:
+    """A checked body's layout, and after each message what was placed and seen so far: ``(units,
+    results, turns, has_images, history_tools, proxy_thinking)``, so a body that resends its first
+    messages resumes after them (:func:`check_messages_body`). Read only: a resumed check copies."""
+
+    layout: MessagesLayout
+    marks: list[tuple[int, int, int, bool, bool, bool]]
 
 
 # The depth a proven message may reach: body 1, messages 2, message 3, content 4, block 5 and
@@ -156,19 +169,34 @@ _PROVEN_DEPTH = 8  # below it nothing is proven (the limit itself is never set t
 class _Pass:
     """What the one pass over the messages gathers besides their validation."""
 
-    __slots__ = ("layout", "unproven", "levels", "has_images", "history_tools")
+    __slots__ = ("layout", "unproven", "levels", "has_images", "history_tools", "proxy_thinking", "marks", "start")
 
     def __init__(self, system: Any, levels: int) -> None:
         self.layout = start(system)
         self.unproven: list[Any] = []
         self.levels = levels  # the levels a block may nest (itself the first) within the limit
-        self.has_images = self.history_tools = False
+        self.has_images = self.history_tools = self.proxy_thinking = False
+        self.marks: list[tuple[int, int, int, bool, bool, bool]] = []  # see MessagesFacts
+        self.start = 0  # the first message checked: those before were checked with the body resumed
+
+    def resume(self, facts: MessagesFacts, count: int) -> None:
+        """Start after the first ``count`` messages of the body ``facts`` are of, as that body's check left them."""
+        units, results, turns, self.has_images, self.history_tools, self.proxy_thinking = facts.marks[count - 1]
+        old = facts.layout
+        self.layout = MessagesLayout(old.units[:units], old.results[:results], old.where[:results], old.turns[:turns])
+        self.marks = facts.marks[:count]
+        self.start = count
 
 
-def check_messages_body(body: Any, max_depth: int) -> CheckedMessages:
+def check_messages_body(body: Any, max_depth: int, resumed: Resumed | None = None) -> CheckedMessages:
     """Validate ``body`` and, in the same pass over its messages, place its units and prove the
-    usual messages shallow and float-free (the depth walk then skips them)."""
+    usual messages shallow and float-free (the depth walk then skips them). ``resumed``: the body's
+    first messages are an earlier accepted body's very objects (:mod:`router.core.resent_prefix`),
+    checked, placed and walked then: the check starts after them, from what it left."""
     seen = _Pass(body.get("system") if isinstance(body, dict) else None, max_depth - _BLOCK_DEPTH + 1)
+    facts = resumed.parent.facts if resumed is not None else None
+    if type(facts) is MessagesFacts and resumed is not None and resumed.count <= len(facts.marks) and body.get("system") == resumed.parent.body.get("system"):
+        seen.resume(facts, resumed.count)  # the layout's first unit is the system: resumed only when it is the same
     try:
         request = _validated(body, False, seen)
     except AnthropicInvalid:
@@ -177,7 +205,9 @@ def check_messages_body(body: Any, max_depth: int) -> CheckedMessages:
     if max_depth >= _PROVEN_DEPTH and len(seen.unproven) != len(request.messages):
         walk = dict(body)
         walk["messages"] = seen.unproven
-    return CheckedMessages(request, walk, seen.layout, seen.has_images, seen.history_tools)
+    layout = seen.layout
+    reused = seen.marks[seen.start - 1][0] if seen.start else 0
+    return CheckedMessages(request, walk, layout, seen.has_images, seen.history_tools, MessagesFacts(layout, seen.marks), reused)
 
 
 def _validated(body: Any, count_tokens: bool, seen: _Pass | None) -> MessagesRequest:
@@ -204,8 +234,11 @@ def _validated(body: Any, count_tokens: bool, seen: _Pass | None) -> MessagesReq
         for m, message in enumerate(messages):
             proxy_thinking |= _check_message(message, f"messages.{m}")
     else:
-        for m, message in enumerate(messages):
-            proxy_thinking |= _seen_message(message, m, seen)
+        proxy_thinking, marks, layout = seen.proxy_thinking, seen.marks, seen.layout
+        units, results, turns = layout.units, layout.results, layout.turns
+        for m in range(seen.start, len(messages)):
+            proxy_thinking |= _seen_message(messages[m], m, seen)
+            marks.append((len(units), len(results), len(turns), seen.has_images, seen.history_tools, proxy_thinking))
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):

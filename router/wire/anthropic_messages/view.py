@@ -200,6 +200,7 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
         usage_requested=True,  # an Anthropic stream always reports its usage
         body_session=metadata_session(body),
         thinking=thinking,
+        reused_units=checked.reused_units if checked is not None else 0,
     )
 
 

@@ -43,6 +43,7 @@ KEEP_ALIVE = b"\n"
 class Gemini:
     name = GEMINI
     paths = PATHS
+    conversation_key = CONTENTS[0]  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE
     # the body's validation made on the way to the depth walk, sparing the walk the usual contents
     check_body = staticmethod(check_gemini_body)

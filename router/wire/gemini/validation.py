@@ -10,11 +10,13 @@ the provider to judge (WHAT-USERS-HIT #8, #10).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
 from router.core.json_body import nests_within
+from router.core.resent_prefix import Resumed
 from router.wire.gemini.layout import GeminiLayout, add_result, neutral_parts, place, start
 from router.wire.gemini.parts import (
     CONTENTS,
@@ -51,6 +53,7 @@ class GeminiRequest:
     has_images: bool = False
     tool_history: bool = False
     layout: GeminiLayout | None = None  # the units as the fused check placed them (None: the view places them)
+    reused_units: int = 0  # the leading units taken from the body this one resumed (its very objects)
 
 
 def validate_gemini_body(body: Any, model: str | None, action: str | None, query: Mapping[str, str] | None = None) -> GeminiRequest:
@@ -68,6 +71,18 @@ class GeminiBody(NamedTuple):
     has_images: bool
     tool_history: bool
     layout: GeminiLayout | None = None
+    facts: GeminiFacts | None = None  # what a body that resends these contents resumes from
+    reused_units: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiFacts:
+    """A checked body's layout, and after each content what was placed and seen so far: ``(units,
+    results, turns, unsigned, turn_start, has_images, tool_history)``, so a body that resends its
+    first contents resumes after them (:func:`check_gemini_body`). Read only: a resumed check copies."""
+
+    layout: GeminiLayout
+    marks: list[tuple[int, int, int, int, int, bool, bool]]
 
 
 class CheckedGemini(NamedTuple):
@@ -79,17 +94,27 @@ class CheckedGemini(NamedTuple):
     body: GeminiBody | None
     walk: Any
 
+    @property
+    def facts(self) -> GeminiFacts | None:
+        return self.body.facts if self.body is not None else None
+
 
 _CONTENT_DEPTH = 3  # body 1, contents 2, a content 3
 _PROVEN_DEPTH = 8  # below it nothing is proven (the limit is never set this low: 8 at least)
 
 
-def check_gemini_body(body: Any, max_depth: int) -> CheckedGemini:
+def check_gemini_body(body: Any, max_depth: int, resumed: Resumed | None = None) -> CheckedGemini:
     """Validate ``body`` (all of it the path does not say) and, in the same pass over its contents,
-    prove the usual ones shallow and float-free (the depth walk then skips them)."""
+    prove the usual ones shallow and float-free (the depth walk then skips them). ``resumed``: the
+    body's first contents are an earlier accepted body's very objects (:mod:`router.core.resent_prefix`),
+    checked, placed and walked then: the check starts after them, from what it left."""
     unproven: list[Any] = []
+    facts = resumed.parent.facts if resumed is not None else None
+    since = None  # the layout's first unit is the system instruction: resumed only when it is the same
+    if type(facts) is GeminiFacts and resumed is not None and resumed.count <= len(facts.marks) and field(body, SYSTEM) == field(resumed.parent.body, SYSTEM):
+        since = (facts, resumed.count)
     try:
-        checked = _validated(body, (unproven, max_depth - _CONTENT_DEPTH + 1))
+        checked = _validated(body, (unproven, max_depth - _CONTENT_DEPTH + 1), since)
     except InvalidRequest:
         return CheckedGemini(None, body)
     walk = body
@@ -123,12 +148,14 @@ def _request(checked: GeminiBody, model: str | None, action: Any, query: Mapping
         has_images=checked.has_images,
         tool_history=checked.tool_history,
         layout=checked.layout,
+        reused_units=checked.reused_units,
     )
 
 
-def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
+def _validated(body: Any, prove: tuple[list[Any], int] | None, since: tuple[GeminiFacts, int] | None = None) -> GeminiBody:
     """The body's own checks; ``prove``: the list the contents not proven shallow go to, and the
-    levels a content may nest (itself the first) within the limit."""
+    levels a content may nest (itself the first) within the limit; ``since``: the facts of the body
+    whose first ``count`` contents this one's are, checked and placed then (with ``prove`` only)."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     contents = field(body, CONTENTS)
@@ -136,6 +163,8 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
         raise InvalidRequest("contents: a non-empty list of Content objects is required", "contents")
     has_images = tool_history = False
     system = field(body, SYSTEM)
+    marks: list[tuple[int, int, int, int, int, bool, bool]] = []
+    first = 0
     if prove is None:
         layout = None
         for c, content in enumerate(contents):
@@ -143,8 +172,15 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
             has_images, tool_history = has_images or images, tool_history or history
     else:
         unproven, levels = prove
-        layout = start(system)
-        for c, content in enumerate(contents):
+        if since is None:
+            layout = start(system)
+        else:
+            old, first = since[0].layout, since[1]
+            marks = since[0].marks[:first]
+            units, results, turns, unsigned, turn_start, has_images, tool_history = marks[-1]
+            layout = GeminiLayout(old.units[:units], old.results[:results], old.where[:results], old.fields[:results], old.turns[:turns], old.unsigned[:unsigned], turn_start)
+        for c in range(first, len(contents)):
+            content = contents[c]
             usual = _usual_content(content, levels, layout, c)
             if usual is None:
                 images, history = _check_content(content, f"contents[{c}]")
@@ -156,6 +192,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
                 if not proven:
                     unproven.append(content)
                 tool_history = tool_history or history
+            marks.append((len(layout.units), len(layout.results), len(layout.turns), len(layout.unsigned), layout.turn_start, has_images, tool_history))
     if system is not None and not isinstance(system, str):
         if not isinstance(system, dict):
             raise InvalidRequest("systemInstruction: must be a Content object", "systemInstruction")
@@ -177,7 +214,8 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None) -> GeminiBody:
     thinking = field(generation, THINKING)
     if thinking is not None and not isinstance(thinking, dict):
         raise InvalidRequest("generationConfig.thinkingConfig: must be an object", "generationConfig.thinkingConfig")
-    return GeminiBody(contents, system, tools or None, has_images, tool_history, layout)
+    facts = GeminiFacts(layout, marks) if layout is not None else None
+    return GeminiBody(contents, system, tools or None, has_images, tool_history, layout, facts, marks[first - 1][0] if first else 0)
 
 
 _USUAL_KEYS = frozenset({"text", "thought", "thoughtSignature", "functionCall", "functionResponse"})

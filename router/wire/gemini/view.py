@@ -222,4 +222,5 @@ def gemini_view(body: dict[str, Any], parsed: GeminiRequest, turn_chars: int) ->
         opening=opening(parsed.system, contents),
         usage_requested=True,  # a Gemini stream always reports usageMetadata
         thinking=wants_thinking(body, generation),
+        reused_units=parsed.reused_units,
     )

@@ -33,6 +33,7 @@ from router.wire.usage import read_usage, usage_of
 class OpenAIChat:
     name = OPENAI_CHAT
     paths = ("/v1/chat/completions",)
+    conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
@@ -48,7 +49,7 @@ class OpenAIChat:
     def parse_checked(self, body: Any, checked: CheckedChat, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         if checked.request is None:  # invalid: parse says why
             return self.parse(body, turn_chars)
-        return chat_view(body, checked.request, turn_chars)
+        return chat_view(body, checked.request, turn_chars, checked.reused)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error, request_id)

@@ -14,6 +14,7 @@ from router.core.content import Message, has_image_part
 from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
 from router.core.redaction import quoted
+from router.core.resent_prefix import Resumed
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_SET = frozenset(ROLES)
@@ -38,6 +39,15 @@ class ChatRequest:
 _PROVEN_DEPTH = 6
 
 
+@frozen
+class ChatFacts:
+    """Where a checked body's messages first held an image part and first a tool call or result
+    (``len(messages)``: none), so a body that resends them resumes after them (:func:`check_chat_body`)."""
+
+    first_image: int
+    first_tool: int
+
+
 class CheckedChat(NamedTuple):
     """A chat body validated on the way to its depth walk (:func:`check_chat_body`).
 
@@ -46,31 +56,43 @@ class CheckedChat(NamedTuple):
     wrong with it). ``walk`` is what the depth walk still has to cover for the body's answer:
     the body itself, or a shallow copy of it whose ``messages`` holds only the messages not
     proven to nest within the limit with no float (the others cannot change the walk's answer).
+    ``facts``: what the next body that resends these messages resumes from; ``reused``: the
+    leading messages this body took from an earlier one, checked then.
     """
 
     request: ChatRequest | None
     walk: Any
+    facts: ChatFacts | None = None
+    reused: int = 0
 
 
-def check_chat_body(body: Any, max_depth: int) -> CheckedChat:
-    """Validate ``body`` and, in the same pass over its messages, prove the usual ones shallow and float-free."""
+def check_chat_body(body: Any, max_depth: int, resumed: Resumed | None = None) -> CheckedChat:
+    """Validate ``body`` and, in the same pass over its messages, prove the usual ones shallow and float-free.
+
+    ``resumed``: the body's leading messages are an earlier accepted body's very objects
+    (:mod:`router.core.resent_prefix`), checked and walked then: only the messages after them are.
+    """
+    start, earlier = 0, None
+    if resumed is not None and type(resumed.parent.facts) is ChatFacts:
+        start, earlier = resumed.count, resumed.parent.facts
     try:
-        request, unproven = _validated(body, max_depth >= _PROVEN_DEPTH)
+        request, unproven, facts = _validated(body, max_depth >= _PROVEN_DEPTH, start, earlier)
     except InvalidRequest:
         return CheckedChat(None, body)
     if unproven is None:
-        return CheckedChat(request, body)
+        return CheckedChat(request, body, facts, start)
     walk = dict(body)
     walk["messages"] = unproven
-    return CheckedChat(request, walk)
+    return CheckedChat(request, walk, facts, start)
 
 
 def validate_chat_body(body: Any) -> ChatRequest:
     return _validated(body, False)[0]
 
 
-def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
-    """The valid body's ChatRequest and, when ``prove``, its messages not proven shallow and float-free."""
+def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None = None) -> tuple[ChatRequest, list[Any] | None, ChatFacts]:
+    """The valid body's ChatRequest, when ``prove`` its messages not proven shallow and float-free,
+    and its facts; the messages before ``start`` are taken as checked, with ``earlier``'s facts."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     model = body.get("model")
@@ -88,9 +110,13 @@ def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise InvalidRequest("'messages' must be a non-empty array of message objects", "messages")
-    has_images = tool_history = False
+    first_image = first_tool = len(messages)
+    if earlier is not None:  # what the messages taken as checked held
+        first_image = earlier.first_image if earlier.first_image < start else first_image
+        first_tool = earlier.first_tool if earlier.first_tool < start else first_tool
+    has_images, tool_history = first_image < start, first_tool < start
     unproven: list[Any] | None = [] if prove else None
-    for i, message in enumerate(messages):
+    for i, message in enumerate(messages[start:] if start else messages, start):
         # The usual shapes (text content, a tool result, an assistant's function calls) are
         # recognised on a short path that checks exactly what _check_message would; anything
         # else, every error included, takes _check_message itself. ~2× cheaper per message.
@@ -105,7 +131,8 @@ def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
                 and (role != "tool" or type(message.get("tool_call_id")) is str)
                 and (calls is None or (role == "assistant" and type(calls) is list and _plain_calls(calls)))
             ):
-                tool_history = tool_history or role == "tool" or role == "function" or bool(calls)
+                if not tool_history and (role == "tool" or role == "function" or calls):
+                    tool_history, first_tool = True, i
                 # Shallow and float-free when it holds no key but those just checked (each a
                 # string, null or plain calls): counted, not walked, as that is what pays.
                 if unproven is not None and (
@@ -118,8 +145,10 @@ def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
         if unproven is not None:
             unproven.append(message)
         # valid, then: a dict with a string role
-        has_images = has_images or has_image_part(message.get("content"))
-        tool_history = tool_history or message["role"] in ("tool", "function") or bool(message.get("tool_calls"))
+        if not has_images and has_image_part(message.get("content")):
+            has_images, first_image = True, i
+        if not tool_history and (message["role"] in ("tool", "function") or message.get("tool_calls")):
+            tool_history, first_tool = True, i
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -127,7 +156,7 @@ def _validated(body: Any, prove: bool) -> tuple[ChatRequest, list[Any] | None]:
         for i, tool in enumerate(tools):
             _check_tool(tool, f"tools[{i}]")
     request = ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
-    return request, unproven
+    return request, unproven, ChatFacts(first_image, first_tool)
 
 
 def offers_tools(body: dict[str, Any]) -> bool:

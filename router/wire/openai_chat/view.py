@@ -117,8 +117,9 @@ class ChatConversation(Conversation):
         return found
 
 
-def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> RequestView:
-    """The view of a validated chat body (``parsed`` is :func:`router.wire.openai_chat.validation.validate_chat_body`'s)."""
+def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int, reused: int = 0) -> RequestView:
+    """The view of a validated chat body (``parsed`` is :func:`router.wire.openai_chat.validation.validate_chat_body`'s);
+    ``reused``: its leading messages that are an earlier body's (a unit is a message)."""
     messages = parsed.messages
     offers = offers_tools(body)
     response_format = body.get("response_format")
@@ -136,6 +137,7 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int) -> Req
         turn_text=extract_turn_text(messages, turn_chars),
         opening=opening_parts(messages),
         usage_requested=not usage_must_be_injected(body),
+        reused_units=reused,
     )
 
 

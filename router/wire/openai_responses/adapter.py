@@ -37,6 +37,7 @@ from router.wire.usage import read_usage, usage_of
 class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
+    conversation_key = "input"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT
     # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual items
     check_body = staticmethod(check_responses_body)

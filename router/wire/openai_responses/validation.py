@@ -20,12 +20,14 @@ Responses-speaking provider to judge (WHAT-USERS-HIT #8, #10).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, NamedTuple
 
 from router.core.content import IMAGE_PART_TYPES
 from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
+from router.core.resent_prefix import Resumed
 
 Item = dict[str, Any]
 
@@ -82,6 +84,19 @@ class CheckedResponses(NamedTuple):
     request: ResponsesRequest | None
     walk: Any
     scan: ItemScan | None = None
+    facts: ResponsesFacts | None = None  # what a body that resends these items resumes from
+    reused: int = 0  # the leading items taken from the body this one resumed (its very objects)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponsesFacts:
+    """A checked body's scan, and after each item what it had found so far: ``(results, names,
+    history_tools, has_images, last_user, last_model, proxy_reasoning)`` (``results`` and ``names``
+    counted: a call's name is only ever added), so a body that resends its first items resumes
+    after them (:func:`check_responses_body`). Read only: a resumed check copies."""
+
+    scan: ItemScan
+    marks: list[tuple[int, int, bool, bool, int, int, bool]]
 
 
 _ITEM_DEPTH = 3  # body 1, input 2, an item 3
@@ -89,18 +104,34 @@ _PROVEN_DEPTH = 8  # below it nothing is proven (the limit is never set this low
 
 
 class _Pass:
-    __slots__ = ("scan", "unproven", "levels")
+    __slots__ = ("scan", "unproven", "levels", "marks", "start", "proxy_reasoning")
 
     def __init__(self, levels: int) -> None:
         self.scan = ItemScan()
         self.unproven: list[Any] = []
         self.levels = levels  # the levels an item may nest (itself the first) within the limit
+        self.marks: list[tuple[int, int, bool, bool, int, int, bool]] = []  # see ResponsesFacts
+        self.start = 0  # the first item checked: those before were checked with the body resumed
+        self.proxy_reasoning = False
+
+    def resume(self, facts: ResponsesFacts, count: int) -> None:
+        """Start after the first ``count`` items of the body ``facts`` are of, as that body's check left them."""
+        results, names, history_tools, has_images, last_user, last_model, self.proxy_reasoning = facts.marks[count - 1]
+        old = facts.scan
+        self.scan = ItemScan(old.results[:results], dict(islice(old.names.items(), names)), history_tools, has_images, last_user, last_model)
+        self.marks = facts.marks[:count]
+        self.start = count
 
 
-def check_responses_body(body: Any, max_depth: int) -> CheckedResponses:
+def check_responses_body(body: Any, max_depth: int, resumed: Resumed | None = None) -> CheckedResponses:
     """Validate ``body`` and, in the same pass over its items, gather the view's facts and prove
-    the usual items shallow and float-free (the depth walk then skips them)."""
+    the usual items shallow and float-free (the depth walk then skips them). ``resumed``: the body's
+    first items are an earlier accepted body's very objects (:mod:`router.core.resent_prefix`),
+    checked and walked then: the check starts after them, from what it left."""
     seen = _Pass(max_depth - _ITEM_DEPTH + 1)
+    facts = resumed.parent.facts if resumed is not None else None
+    if type(facts) is ResponsesFacts and resumed is not None and resumed.count <= len(facts.marks):
+        seen.resume(facts, resumed.count)
     try:
         request = _validated(body, seen)
     except InvalidRequest:
@@ -109,7 +140,7 @@ def check_responses_body(body: Any, max_depth: int) -> CheckedResponses:
     if max_depth >= _PROVEN_DEPTH and isinstance(body.get("input"), list) and len(seen.unproven) != len(request.items):
         walk = dict(body)
         walk["input"] = seen.unproven
-    return CheckedResponses(request, walk, seen.scan)
+    return CheckedResponses(request, walk, seen.scan, ResponsesFacts(seen.scan, seen.marks), seen.start)
 
 
 def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
@@ -141,8 +172,11 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
         for i, item in enumerate(items):
             proxy_reasoning |= _check_item(item, f"input[{i}]")
     else:
-        for i, item in enumerate(items):
-            proxy_reasoning |= _seen_item(item, i, seen)
+        proxy_reasoning, marks, scan = seen.proxy_reasoning, seen.marks, seen.scan
+        results, names = scan.results, scan.names
+        for i in range(seen.start, len(items)):
+            proxy_reasoning |= _seen_item(items[i], i, seen)
+            marks.append((len(results), len(names), scan.history_tools, scan.has_images, scan.last_user, scan.last_model, proxy_reasoning))
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InvalidRequest("'tools' must be an array", "tools")

@@ -132,6 +132,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         turn_text=latest_turn_text(lambda: reversed(recent), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
         opening=opening,
         usage_requested=True,  # a Responses stream always reports usage, in response.completed
+        reused_units=checked.reused if checked is not None else 0,  # a unit is an item
     )
 
 

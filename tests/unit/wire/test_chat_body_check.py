@@ -23,9 +23,10 @@ from hypothesis import strategies as st
 
 from router.core.errors import ApiError
 from router.core.request_view import BodyChanges
-from router.http.request_body import parse_checked_json_body, parse_json_body
+from router.core.resent_prefix import ResentBodies
+from router.http.request_body import keep_accepted, parse_checked_json_body, parse_json_body
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER as CHAT
-from router.wire.openai_chat.validation import check_chat_body
+from router.wire.openai_chat.validation import ChatFacts, check_chat_body
 from tests.support.factories import agent_session, assistant, tool, user
 
 # Literals orjson reads as a float that may not be what was written (and 1e400, which it refuses),
@@ -183,4 +184,64 @@ def test_a_message_with_more_than_the_checked_fields_is_left_to_the_walk(message
 
 def test_an_invalid_body_is_left_whole_to_the_walk():
     body = {"messages": [user("hi"), {"role": "robot"}]}
-    assert check_chat_body(body, 128) == (None, body)
+    assert check_chat_body(body, 128)[:2] == (None, body)
+
+
+# --- a body resumed from the earlier turn it repeats (router.core.resent_prefix) ---
+
+
+def answer_resumed(raw: bytes, earlier: bytes, max_depth: int) -> tuple[Any, int]:
+    """The edge with the bodies it kept: ``earlier`` accepted first (kept when served), then ``raw``;
+    the answer to ``raw`` and how many of its messages it took from ``earlier``."""
+    resent = ResentBodies(1 << 22, min_bytes=0)
+    first = parse_checked_json_body(earlier, max_depth, CHAT.check_body, resent, "messages")
+    if not isinstance(first, ApiError) and first.checked is not None and not isinstance(CHAT.parse_checked(first.body, first.checked, 2000), ApiError):
+        keep_accepted(resent, first, "messages", max_depth)
+    read = parse_checked_json_body(raw, max_depth, CHAT.check_body, resent, "messages")
+    if isinstance(read, ApiError):
+        return outcome(read, read), 0
+    view = CHAT.parse(read.body, 2000) if read.checked is None else CHAT.parse_checked(read.body, read.checked, 2000)
+    reused = 0 if isinstance(view, ApiError) else view.reused_units
+    if not isinstance(view, ApiError):
+        assert reused == (read.resumed.count if read.resumed is not None and read.checked is not None else 0)
+        view = dataclasses.replace(view, reused_units=0)  # the one field that says it was resumed
+    return outcome(read.body, view), reused
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A body and an earlier turn of it (its first messages, the rest of the body the same), written alike."""
+    body: dict[str, Any] = {"model": "auto", "messages": draw(st.lists(messages(), min_size=1, max_size=6))}
+    body.update(draw(st.dictionaries(st.sampled_from(["temperature", "max_tokens", "tools", "stream"]), odd_values, max_size=2)))
+    numbers = draw(st.permutations(NUMBER_LITERALS))
+    earlier = {**body, "messages": body["messages"][: draw(st.integers(1, len(body["messages"])))]}
+    return raw_body(body, numbers), raw_body(earlier, numbers)
+
+
+@given(bodies=turns(), max_depth=st.sampled_from([3, 5, 6, 7, 8, 9, 10, 128]))
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_body_resumed_from_its_earlier_turn_gets_the_answer_of_the_walk_then_the_validation(bodies, max_depth):
+    raw, earlier = bodies
+    assert answer_resumed(raw, earlier, max_depth)[0] == answer_apart(raw, max_depth)
+
+
+def test_a_transcripts_next_turn_is_resumed_and_answered_alike():
+    first = {"model": "auto", "messages": agent_session(results=3), "tools": [{"type": "function", "function": {"name": "bash"}}]}
+    nxt = {**first, "messages": [*first["messages"], assistant(calls=[("c9", "bash", '{"cmd": "ls"}')]), tool("c9", "a\nb")]}
+    answer, reused = answer_resumed(orjson.dumps(nxt), orjson.dumps(first), 128)
+    assert reused == len(first["messages"])
+    assert answer == answer_apart(orjson.dumps(nxt), 128)
+
+
+def test_a_resumed_check_carries_where_the_earlier_messages_held_images_and_tools():
+    image = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:x"}}]}
+    first = {"messages": [user("hi"), image, assistant(calls=[("c1", "bash", "{}")]), tool("c1", "ok")]}
+    resent = ResentBodies(1 << 20, min_bytes=0)
+    read = parse_checked_json_body(orjson.dumps(first), 128, CHAT.check_body, resent, "messages")
+    keep_accepted(resent, read, "messages", 128)
+    nxt = {"messages": [*first["messages"], user("more")]}
+    read = parse_checked_json_body(orjson.dumps(nxt), 128, CHAT.check_body, resent, "messages")
+    assert read.resumed is not None and read.checked.reused == 4
+    assert read.checked.facts == check_chat_body(nxt, 128).facts == ChatFacts(first_image=1, first_tool=2)
+    assert (read.checked.request.has_images, read.checked.request.tool_history) == (True, True)
+    assert read.checked.walk["messages"] == []  # the new message is proven; the earlier ones were walked before

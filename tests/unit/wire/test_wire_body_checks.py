@@ -27,7 +27,9 @@ from hypothesis import strategies as st
 
 from router.core.errors import ApiError
 from router.core.request_view import BodyChanges, RequestTarget
-from router.http.request_body import parse_checked_json_body, parse_json_body
+from router.core.json_body import faithful_loads
+from router.core.resent_prefix import ResentBodies
+from router.http.request_body import keep_accepted, parse_checked_json_body, parse_json_body
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER as MESSAGES
 from router.wire.anthropic_messages.validation import check_messages_body
 from router.wire.gemini.adapter import GEMINI_ADAPTER as GEMINI
@@ -490,3 +492,86 @@ def test_the_depth_is_judged_before_the_validation(wire, body, max_depth, code):
 def test_a_suspect_number_in_a_usual_turn_is_still_parsed_again(wire, body, literal):
     answer = same_answer(wire, raw_body(body, [literal]), 128)
     assert answer[0] == "served" and literal.encode() in answer[4][0]  # sent upstream as the client wrote it
+
+
+# --- a body resumed from its earlier turn (router.core.resent_prefix) ---
+
+
+def earlier_turn(raw: bytes, key: str, count: int) -> bytes | None:
+    """``raw`` with only the first ``count`` elements of its ``key`` array, written alike (None: it has no such array)."""
+    try:
+        body = faithful_loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get(key), list) or not body[key]:
+        return None
+    return orjson.dumps({**body, key: body[key][:count]})
+
+
+def answer_resumed(wire: Any, raw: bytes, earlier: bytes, max_depth: int, target: RequestTarget = GENERATE) -> tuple[Any, int]:
+    """The edge with the bodies it kept: ``earlier`` first (kept when served), then ``raw``; the answer
+    to ``raw``, and how many of its units it took from ``earlier``'s measurement."""
+    resent, key = ResentBodies(1 << 22, min_bytes=0), wire.conversation_key
+    first = parse_checked_json_body(earlier, max_depth, wire.check_body, resent, key)
+    if not isinstance(first, ApiError) and first.checked is not None and not isinstance(view_of(wire, first.body, first.checked, target), ApiError):
+        keep_accepted(resent, first, key, max_depth)
+    read = parse_checked_json_body(raw, max_depth, wire.check_body, resent, key)
+    if isinstance(read, ApiError):
+        return outcome(wire, read, read), 0
+    view = view_of(wire, read.body, read.checked, target)
+    reused = 0 if isinstance(view, ApiError) else view.reused_units
+    if not isinstance(view, ApiError):
+        view = dataclasses.replace(view, reused_units=0)  # the one field that says it was resumed
+    return outcome(wire, read.body, view), reused
+
+
+@pytest.mark.parametrize("wire", [MESSAGES, RESPONSES, GEMINI], ids=["messages", "responses", "gemini"])
+@given(data=st.data(), count=st.integers(1, 6), max_depth=DEPTHS)
+@settings(max_examples=900, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_body_resumed_from_its_earlier_turn_gets_the_answer_of_the_walk_then_the_validation_and_the_view(wire, data, count, max_depth):
+    bodies = {id(MESSAGES): messages_bodies(), id(RESPONSES): responses_bodies(), id(GEMINI): gemini_bodies()}[id(wire)]
+    raw = data.draw(bodies)
+    target = data.draw(st.sampled_from(TARGETS)) if wire is GEMINI else GENERATE
+    earlier = earlier_turn(raw, wire.conversation_key, count)
+    if earlier is not None:
+        assert answer_resumed(wire, raw, earlier, max_depth, target)[0] == answer_apart(wire, raw, max_depth, target)
+
+
+@pytest.mark.parametrize(("wire", "body", "target"), captured())
+def test_an_agents_next_turn_resumes_its_earlier_turns_units_and_gets_the_same_answer(wire, body, target):
+    """Each captured agent body after its earlier turn (the same body without its last message,
+    item or content) was served: the earlier turn's units are taken, and the answer is the walk's,
+    then the validation's and the view's."""
+    raw, key = orjson.dumps(body), wire.conversation_key
+    if not isinstance(body.get(key), list) or len(body[key]) < 2:
+        return
+    answer, reused = answer_resumed(wire, raw, earlier_turn(raw, key, len(body[key]) - 1), 128, target)
+    assert answer == answer_apart(wire, raw, 128, target)
+    assert answer[0] == "served" and reused > 0  # the earlier turn's units were taken
+
+
+@pytest.mark.parametrize(
+    ("wire", "system", "other"),
+    [
+        (MESSAGES, {"system": "be brief"}, {"system": "be thorough, and brief"}),
+        (MESSAGES, {"system": "be brief"}, {}),
+        (GEMINI, {"systemInstruction": {"parts": [{"text": "be brief"}]}}, {"systemInstruction": {"parts": [{"text": "be thorough"}]}}),
+    ],
+)
+def test_a_system_that_changed_after_the_conversation_is_placed_again_not_resumed(wire, system, other):
+    """The system is the layout's first unit; when the body's tail says another, the messages are still
+    taken from the earlier parse but the check places every unit again."""
+    key = wire.conversation_key
+    if wire is MESSAGES:
+        turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [{"type": "text", "text": "yes"}]}, {"role": "user", "content": "go"}]
+        base = {"model": "auto", "max_tokens": 100}
+    else:
+        turns = [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yes"}]}, {"role": "user", "parts": [{"text": "go"}]}]
+        base = {}
+    earlier = orjson.dumps({**base, key: turns[:2], **system})
+    raw = orjson.dumps({**base, key: turns, **other})
+    answer, reused = answer_resumed(wire, raw, earlier, 128)
+    assert answer == answer_apart(wire, raw, 128, GENERATE)
+    assert reused == 0
+    same, reused = answer_resumed(wire, orjson.dumps({**base, key: turns, **system}), earlier, 128)
+    assert reused > 0  # the same system: resumed
