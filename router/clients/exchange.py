@@ -50,7 +50,7 @@ class Exchange:
         self.inject_usage = view.stream and not view.usage_requested
         changes = BodyChanges(
             candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, self.inject_usage, cache_key, not passed,
-            candidate.thinking_off, stale,
+            candidate.thinking_off, stale, ctx.known_body,
         )
         if passed:
             self.payload = ctx.wire.upstream_body(ctx.body, view, changes)

@@ -45,7 +45,10 @@ from dataclasses import field
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
+import orjson
+
 from router.core.frozen import frozen
+from router.core.resent_prefix import KnownBody
 from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText
 
@@ -272,7 +275,9 @@ class BodyChanges:
     translation to carry). ``thinking_off``: how the chosen model takes thinking switched off
     for this request, when the request needs it (``models[].thinking_off``). ``stale``: the
     signed reasoning to leave out, its prefix changed by pinch, for a model that checks it
-    (``models[].thinking_binding``; None: none).
+    (``models[].thinking_binding``; None: none). ``written``: the client's body as the edge kept it
+    (:class:`router.core.resent_prefix.KnownBody`), whose elements that go out unchanged are written
+    as the bytes the client sent (:func:`written_body`); None: everything is serialised.
     """
 
     upstream_model: str
@@ -283,6 +288,16 @@ class BodyChanges:
     translated: bool = False
     thinking_off: str = "omit"
     stale: StaleSignatures | None = None
+    written: KnownBody | None = None
+
+
+def written_body(payload: dict[str, Any], key: str, changes: BodyChanges) -> bytes:
+    """``orjson.dumps(payload)``, byte for byte, the elements of its ``key`` array that are the client's
+    own written as the client wrote them (``changes.written``): only what the chain changed is serialised."""
+    known = changes.written
+    if known is None or known.key != key or type(payload.get(key)) is not list:
+        return orjson.dumps(payload)
+    return orjson.dumps({**payload, key: known.written(payload[key])})
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

@@ -42,6 +42,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import is_not
 from typing import Any, NamedTuple
 
 import orjson
@@ -76,6 +78,7 @@ class KnownBody:
     ends: list[int] | None
     head: list[tuple[str, Any]] | None
     max_depth: int
+    start: int = -1  # the offset of its first element (once laid out)
     facts: Any = None
     measured: tuple[TokenEstimator, list[int]] | None = None
     prior: tuple[TokenEstimator, list[int]] | None = None
@@ -87,6 +90,31 @@ class KnownBody:
     # known): a body that repeats them too takes those values instead of parsing them again
     tail: bytes = b""
     tail_items: dict[str, Any] | None = None
+
+    def written(self, elements: list[Any]) -> Any:
+        """``elements`` (a body's array as it goes upstream) to be written in place of the list: the
+        runs of them that are this body's own elements, where they were, as the bytes the client sent
+        (orjson's writing of them: the elements laid out are exactly that), the others written; the
+        list itself when none can be. ``orjson.dumps`` of the result is byte for byte ``orjson.dumps``
+        of ``elements``, without serialising again what the chain did not change."""
+        ends = self.ends
+        if not ends:
+            return elements
+        known = min(len(ends), len(elements))
+        # the positions that differ, found in C: a request's rewrites are a few of its elements
+        changed = list(compress(count(), map(is_not, elements, self.elements[:known])))
+        changed.extend(range(known, len(elements)))
+        if len(changed) == len(elements):
+            return elements
+        raw, pieces, at = self.raw, [], 0  # at: the first element not yet written
+        for index in changed:
+            if index > at:
+                pieces.append(raw[self.start if at == 0 else ends[at - 1] + 1 : ends[index - 1]])
+            pieces.append(orjson.dumps(elements[index]))
+            at = index + 1
+        if at < len(elements):
+            pieces.append(raw[self.start if at == 0 else ends[at - 1] + 1 : ends[len(elements) - 1]])
+        return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
 
     def measure(self, estimator: TokenEstimator, units: list[Any], tools: Any, reused: int) -> PromptSize:
         """``estimator.measure(units, tools)``, the first ``reused`` units' sizes taken from the body this
@@ -180,7 +208,7 @@ class ResentBodies:
             parent, count, elements = resumed.parent, resumed.count, resumed.elements
             ends = parent.ends[:count]
             _extend_ends(ends, raw, elements, ends[-1])
-            known = KnownBody(raw, body, key, elements, ends, parent.head, max_depth, facts,
+            known = KnownBody(raw, body, key, elements, ends, parent.head, max_depth, parent.start, facts=facts,
                               prior=parent.measured, resumed=count, signature=_signature(raw, ends))  # fmt: skip
             if len(ends) == len(elements) and raw[ends[-1] : ends[-1] + 1] == b"]":
                 known.tail, known.tail_items = raw[ends[-1] :], resumed.tail_items
@@ -189,7 +217,7 @@ class ResentBodies:
         elif type(body) is dict and type(body.get(key)) is list and body[key]:
             # laid out when a body with its opening comes (most bodies kept this way are a
             # conversation's first; a client whose bytes never line up pays nothing more)
-            known = KnownBody(raw, body, key, body[key], None, None, max_depth, facts)
+            known = KnownBody(raw, body, key, body[key], None, None, max_depth, facts=facts)
         else:
             return None
         self._add(known)
@@ -200,7 +228,7 @@ class ResentBodies:
         if layout is None:
             self._drop(known)  # its bytes are not orjson's writing of it: no body can resume from it
             return False
-        known.ends, known.head = layout
+        known.ends, known.head, known.start = layout
         known.signature = _signature(known.raw, known.ends)
         known.tail = known.raw[known.ends[-1] :]  # laid out: the bracket right after the last element
         known.tail_items = {name: value for name, value in known.body.items() if name not in dict(known.head) and name != known.key}
@@ -303,8 +331,8 @@ def _extend_ends(ends: list[int], raw: bytes, elements: list[Any], position: int
         ends.append(position)
 
 
-def _canonical_layout(raw: bytes, body: Any, key: str) -> tuple[list[int], list[tuple[str, Any]]] | None:
-    """``(ends, head)`` of a body whose bytes are exactly orjson's writing of it, else None."""
+def _canonical_layout(raw: bytes, body: Any, key: str) -> tuple[list[int], list[tuple[str, Any]], int] | None:
+    """``(ends, head, start)`` of a body whose bytes are exactly orjson's writing of it, else None."""
     if type(body) is not dict or type(body.get(key)) is not list or not body[key]:
         return None
     head: list[tuple[str, Any]] = []
@@ -329,4 +357,4 @@ def _canonical_layout(raw: bytes, body: Any, key: str) -> tuple[list[int], list[
     closing = b"]" + b"".join(b"," + part for part in written_tail) + b"}"
     if len(ends) != len(elements) or len(raw) - ends[-1] != len(closing) or not raw.endswith(closing):
         return None
-    return ends, head
+    return ends, head, len(opening)

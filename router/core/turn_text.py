@@ -83,6 +83,7 @@ def latest_turn_text(
     task_of: Callable[[T], str],
     step_of: Callable[[T], tuple[Sequence[str], str]],
     max_chars: int,
+    users: Iterable[T] | None = None,
 ) -> TurnText:
     """The turn text of a conversation given as ``(role, message)`` pairs, newest first, in any wire
     format (``newest_first()`` gives them, each time it is called): ``task_of`` reads a user message's
@@ -90,17 +91,31 @@ def latest_turn_text(
     the newest user message with words, cut to ``max_chars``; the step the newest assistant message
     with calls or text: its calls (one a line, at most half of ``max_chars``), then the tail of its
     text that fits; ``recent`` the :data:`RECENT_STEPS` assistant messages with calls or text before
-    it (newer than the task or not), each cut the same way — when first read (:class:`RecentSteps`)."""
+    it (newer than the task or not), each cut the same way — when first read (:class:`RecentSteps`).
+    ``users``: the user messages, newest first, when the caller has them: the task is looked for among
+    them, and the walk for the step stops at it (an agent's task is often its transcript's first message)."""
     task = step = ""
-    for role, message in newest_first():
-        if role == "user":
-            if not task:
-                task = task_of(message)[:max_chars]
-        elif role == "assistant" and not step:
-            calls, text = step_of(message)
-            step = step_text(calls, text, max_chars)
-        if task and step:
-            break
+    if users is not None:
+        for message in users:
+            task = task_of(message)[:max_chars]
+            if task:
+                break
+        for role, message in newest_first():
+            if role == "assistant":
+                calls, text = step_of(message)
+                step = step_text(calls, text, max_chars)
+                if step:
+                    break
+    else:
+        for role, message in newest_first():
+            if role == "user":
+                if not task:
+                    task = task_of(message)[:max_chars]
+            elif role == "assistant" and not step:
+                calls, text = step_of(message)
+                step = step_text(calls, text, max_chars)
+            if task and step:
+                break
 
     def recent() -> tuple[str, ...]:
         steps: list[str] = []

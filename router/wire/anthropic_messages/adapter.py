@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
 from router.core.results import Usage
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
@@ -83,7 +83,7 @@ class AnthropicMessages:
                 payload = without_proxy_thinking(payload) or payload
             if conversation.needs_thinking_off or leaves_thinking_off(view.thinking, changes.stale):
                 payload = with_thinking_off(payload, changes.thinking_off)
-        return orjson.dumps(payload)
+        return written_body(payload, "messages", changes)
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         return self.upstream_dict(body, view, changes)  # a translation's source keeps the proxy's thinking

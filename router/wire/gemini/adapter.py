@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
 from router.core.results import Usage
 from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last_chunk, read_usage, usage_of
 from router.wire.gemini.body import signed, within_output_limit
@@ -74,7 +74,7 @@ class Gemini:
             return orjson.dumps(self.translation_source(body, view, changes))
         payload = within_output_limit(body, changes.output_tokens)
         contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else (), conversation.unsigned_calls)
-        return orjson.dumps({**payload, key_of(body, CONTENTS): contents})
+        return written_body({**payload, key_of(body, CONTENTS): contents}, CONTENTS[0], changes)
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         conversation = view.conversation

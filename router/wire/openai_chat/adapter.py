@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT
 from router.wire.openai_chat.body import upstream_body
@@ -49,13 +49,13 @@ class OpenAIChat:
     def parse_checked(self, body: Any, checked: CheckedChat, turn_chars: int, target: RequestTarget = NO_TARGET) -> RequestView | ApiError:
         if checked.request is None:  # invalid: parse says why
             return self.parse(body, turn_chars)
-        return chat_view(body, checked.request, turn_chars, checked.reused)
+        return chat_view(body, checked.request, turn_chars, checked.reused, checked.facts)
 
     def render_error(self, error: ApiError, request_id: str | None = None) -> ErrorAnswer:
         return render_error(error, request_id)
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
-        return orjson.dumps(self.translation_source(body, view, changes))
+        return written_body(self.translation_source(body, view, changes), "messages", changes)
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         payload = dict(upstream_body(body, changes.output_tokens, changes.request_usage, changes.prompt_cache_key))

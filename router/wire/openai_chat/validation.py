@@ -8,6 +8,7 @@ A missing ``model`` means "route for me", like the first routing alias.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any, NamedTuple
 
 from router.core.content import Message, has_image_part
@@ -42,10 +43,14 @@ _PROVEN_DEPTH = 6
 @frozen
 class ChatFacts:
     """Where a checked body's messages first held an image part and first a tool call or result
-    (``len(messages)``: none), so a body that resends them resumes after them (:func:`check_chat_body`)."""
+    (``len(messages)``: none), and the indexes of its user and of its tool messages, ascending: what
+    the view reads (the turn text's task, the tool results) and a body that resends these messages
+    resumes from (:func:`check_chat_body`). Read only: a resumed check copies."""
 
     first_image: int
     first_tool: int
+    users: list[int]
+    results: list[int]
 
 
 class CheckedChat(NamedTuple):
@@ -115,6 +120,8 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
         first_image = earlier.first_image if earlier.first_image < start else first_image
         first_tool = earlier.first_tool if earlier.first_tool < start else first_tool
     has_images, tool_history = first_image < start, first_tool < start
+    users = earlier.users[: bisect_left(earlier.users, start)] if earlier is not None else []
+    results = earlier.results[: bisect_left(earlier.results, start)] if earlier is not None else []
     unproven: list[Any] | None = [] if prove else None
     for i, message in enumerate(messages[start:] if start else messages, start):
         # The usual shapes (text content, a tool result, an assistant's function calls) are
@@ -131,7 +138,13 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
                 and (role != "tool" or type(message.get("tool_call_id")) is str)
                 and (calls is None or (role == "assistant" and type(calls) is list and _plain_calls(calls)))
             ):
-                if not tool_history and (role == "tool" or role == "function" or calls):
+                if role == "tool":
+                    results.append(i)
+                    if not tool_history:
+                        tool_history, first_tool = True, i
+                elif role == "user":
+                    users.append(i)
+                elif not tool_history and (role == "function" or calls):
                     tool_history, first_tool = True, i
                 # Shallow and float-free when it holds no key but those just checked (each a
                 # string, null or plain calls): counted, not walked, as that is what pays.
@@ -149,6 +162,10 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
             has_images, first_image = True, i
         if not tool_history and (message["role"] in ("tool", "function") or message.get("tool_calls")):
             tool_history, first_tool = True, i
+        if message["role"] == "tool":
+            results.append(i)
+        elif message["role"] == "user":
+            users.append(i)
     tools = body.get("tools")
     if tools is not None:
         if not isinstance(tools, list):
@@ -156,7 +173,7 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
         for i, tool in enumerate(tools):
             _check_tool(tool, f"tools[{i}]")
     request = ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
-    return request, unproven, ChatFacts(first_image, first_tool)
+    return request, unproven, ChatFacts(first_image, first_tool, users, results)
 
 
 def offers_tools(body: dict[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestV
 from router.core.turn_text import TurnText, latest_turn_text
 from router.core.turns import has_text
 from router.wire.openai_chat.body import usage_must_be_injected
-from router.wire.openai_chat.validation import ChatRequest, offers_tools, requested_max_tokens
+from router.wire.openai_chat.validation import ChatFacts, ChatRequest, offers_tools, requested_max_tokens
 
 
 OPENAI_CHAT = "openai-chat"
@@ -43,11 +43,12 @@ class ChatConversation(Conversation):
     result_key = "content"
     result_id_key = "tool_call_id"
 
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], results: list[int] | None = None) -> None:
+        """``results``: the index of each tool message, when the check found them (else found when asked)."""
         self.messages = messages
         # message index -> index of the nearest assistant message at or before it (-1: none)
         self._answers: dict[int, int] | None = None
-        self._units: list[int] | None = None  # the index of each tool message
+        self._units: list[int] | None = results  # the index of each tool message
         self._results: list[ToolResult] | None = None
 
     @property
@@ -117,9 +118,10 @@ class ChatConversation(Conversation):
         return found
 
 
-def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int, reused: int = 0) -> RequestView:
+def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int, reused: int = 0, facts: ChatFacts | None = None) -> RequestView:
     """The view of a validated chat body (``parsed`` is :func:`router.wire.openai_chat.validation.validate_chat_body`'s);
-    ``reused``: its leading messages that are an earlier body's (a unit is a message)."""
+    ``reused``: its leading messages that are an earlier body's (a unit is a message); ``facts``: what
+    the fused check found (the user and tool messages), which spares the view its walks over them."""
     messages = parsed.messages
     offers = offers_tools(body)
     response_format = body.get("response_format")
@@ -127,14 +129,14 @@ def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int, reused
         wire=OPENAI_CHAT,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=ChatConversation(messages),
+        conversation=ChatConversation(messages, facts.results if facts is not None else None),
         tools=body.get("tools") or None,
         offers_tools=offers,
         tools_present=offers or parsed.tool_history,
         has_images=parsed.has_images,
         json_output=isinstance(response_format, dict) and response_format.get("type") in JSON_MODE_FORMATS,
         output_limit=requested_max_tokens(body),
-        turn_text=extract_turn_text(messages, turn_chars),
+        turn_text=extract_turn_text(messages, turn_chars, facts.users if facts is not None else None),
         opening=opening_parts(messages),
         usage_requested=not usage_must_be_injected(body),
         reused_units=reused,
@@ -146,9 +148,11 @@ def messages_with(messages: list[Message], result_units: Sequence[int], rewrites
     return units_with(messages, result_units, rewrites, "content")
 
 
-def extract_turn_text(messages: list[Message], max_chars: int) -> TurnText:
-    """The turn text of chat messages (:func:`router.core.turn_text.latest_turn_text`)."""
-    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _words, _calls_and_text, max_chars)
+def extract_turn_text(messages: list[Message], max_chars: int, users: list[int] | None = None) -> TurnText:
+    """The turn text of chat messages (:func:`router.core.turn_text.latest_turn_text`); ``users``: the
+    index of each user message, when known."""
+    newest_users = (messages[i] for i in reversed(users)) if users is not None else None
+    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _words, _calls_and_text, max_chars, newest_users)
 
 
 def _words(message: Message) -> str:

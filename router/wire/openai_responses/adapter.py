@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT, is_event_of_type
 from router.wire.openai_chat.errors import render_error
@@ -58,7 +58,7 @@ class OpenAIResponses:
         return render_error(error, request_id)  # OpenAI's shape, as for chat
 
     def upstream_body(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> bytes:
-        return orjson.dumps(body_with_changes(body, view, changes))
+        return written_body(body_with_changes(body, view, changes), "input", changes)
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         return body_with_changes(body, view, changes)

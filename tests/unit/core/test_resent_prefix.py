@@ -252,3 +252,23 @@ def test_every_body_resumed_is_its_bytes_parse(first, added, cut, edit, spaced, 
         assert bodies.resume(broken, "messages", DEPTH) is None
     else:
         resumed_as_parsed(bodies, broken)
+
+
+@given(first=_body, changed=st.lists(st.integers(0, 8), max_size=4), dropped=st.integers(0, 2), added=st.lists(_message, max_size=2), spaced=st.booleans())
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_an_array_written_from_the_clients_bytes_is_orjsons_writing_of_it(first, changed, dropped, added, spaced):
+    """What goes upstream: the body's own elements copied from its bytes, the changed ones written,
+    byte for byte what orjson writes for the whole list."""
+    bodies = ResentBodies(1 << 22, min_bytes=0)
+    raw = _written(first, spaced)
+    known = bodies.keep(raw, orjson.loads(raw), "messages", DEPTH, None, None)
+    bodies.resume(raw, "messages", DEPTH)  # lays it out (when its bytes are orjson's)
+    out = list(known.body["messages"])
+    for index in changed:
+        if index < len(out):
+            out[index] = {**out[index], "content": "rewritten"}
+    out = out[: len(out) - dropped] + added
+    payload = {"model": "x", "messages": out, "stream": True}
+    assert orjson.dumps({**payload, "messages": known.written(out)}) == orjson.dumps(payload)
+    if not spaced and out and not changed and not dropped and not added:
+        assert isinstance(known.written(out), orjson.Fragment)  # nothing changed: all of it copied

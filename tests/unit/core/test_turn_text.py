@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from router.core.turn_text import latest_turn_text
 from router.wire.openai_chat.view import extract_turn_text
 from tests.support.factories import assistant, system, tool, user
 
@@ -88,3 +92,20 @@ def test_recent_steps_are_cut_only_when_read_and_as_one_pass_cuts_them():
 def test_no_step_means_no_recent_steps():
     text = extract_turn_text([user("q"), assistant("")], 100)
     assert text.step == "" and tuple(text.recent) == ()
+
+
+@given(
+    roles=st.lists(st.sampled_from(["user", "assistant", "tool", "system"]), max_size=12),
+    words=st.lists(st.sampled_from(["", "fix it", "and the tests"]), min_size=12, max_size=12),
+    calls=st.lists(st.sampled_from([(), ("bash(ls)",)]), min_size=12, max_size=12),
+)
+@settings(max_examples=400, deadline=None)
+def test_the_users_given_find_the_same_turn_text_as_the_walk(roles, words, calls):
+    """A wire that knows its user messages (chat's check) hands them over: the same task and step."""
+    messages = [(role, (words[i], calls[i])) for i, role in enumerate(roles)]
+    newest = lambda: reversed(messages)  # noqa: E731
+    users = [m for role, m in reversed(messages) if role == "user"]
+    task_of, step_of = (lambda m: m[0]), (lambda m: (list(m[1]), m[0]))
+    walked = latest_turn_text(newest, task_of, step_of, 30)
+    given_users = latest_turn_text(newest, task_of, step_of, 30, users)
+    assert (given_users.task, given_users.step, tuple(given_users.recent)) == (walked.task, walked.step, tuple(walked.recent))

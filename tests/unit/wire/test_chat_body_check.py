@@ -242,6 +242,6 @@ def test_a_resumed_check_carries_where_the_earlier_messages_held_images_and_tool
     nxt = {"messages": [*first["messages"], user("more")]}
     read = parse_checked_json_body(orjson.dumps(nxt), 128, CHAT.check_body, resent, "messages")
     assert read.resumed is not None and read.checked.reused == 4
-    assert read.checked.facts == check_chat_body(nxt, 128).facts == ChatFacts(first_image=1, first_tool=2)
+    assert read.checked.facts == check_chat_body(nxt, 128).facts == ChatFacts(first_image=1, first_tool=2, users=[0, 1, 4], results=[3])
     assert (read.checked.request.has_images, read.checked.request.tool_history) == (True, True)
     assert read.checked.walk["messages"] == []  # the new message is proven; the earlier ones were walked before
