@@ -8,6 +8,7 @@ provider to judge (WHAT-USERS-HIT #8, #16). The view (:mod:`.view`) is built fro
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -158,6 +159,7 @@ class MessagesFacts:
 
     layout: MessagesLayout
     marks: list[tuple[int, int, int, bool, bool, bool]]
+    words: list[int]  # the user messages that may hold words (not a lone tool result), ascending: the turn text's
 
 
 # The depth a proven message may reach: body 1, messages 2, message 3, content 4, block 5 and
@@ -169,7 +171,7 @@ _PROVEN_DEPTH = 8  # below it nothing is proven (the limit itself is never set t
 class _Pass:
     """What the one pass over the messages gathers besides their validation."""
 
-    __slots__ = ("layout", "unproven", "levels", "has_images", "history_tools", "proxy_thinking", "marks", "start")
+    __slots__ = ("layout", "unproven", "levels", "has_images", "history_tools", "proxy_thinking", "marks", "start", "words")
 
     def __init__(self, system: Any, levels: int) -> None:
         self.layout = start(system)
@@ -178,6 +180,7 @@ class _Pass:
         self.has_images = self.history_tools = self.proxy_thinking = False
         self.marks: list[tuple[int, int, int, bool, bool, bool]] = []  # see MessagesFacts
         self.start = 0  # the first message checked: those before were checked with the body resumed
+        self.words: list[int] = []  # see MessagesFacts
 
     def resume(self, facts: MessagesFacts, count: int) -> None:
         """Start after the first ``count`` messages of the body ``facts`` are of, as that body's check left them."""
@@ -186,6 +189,7 @@ class _Pass:
         self.layout = MessagesLayout(old.units[:units], old.results[:results], old.where[:results], old.turns[:turns])
         self.marks = facts.marks[:count]
         self.start = count
+        self.words = facts.words[: bisect_left(facts.words, count)]
 
 
 def check_messages_body(body: Any, max_depth: int, resumed: Resumed | None = None) -> CheckedMessages:
@@ -207,7 +211,7 @@ def check_messages_body(body: Any, max_depth: int, resumed: Resumed | None = Non
         walk["messages"] = seen.unproven
     layout = seen.layout
     reused = seen.marks[seen.start - 1][0] if seen.start else 0
-    return CheckedMessages(request, walk, layout, seen.has_images, seen.history_tools, MessagesFacts(layout, seen.marks), reused)
+    return CheckedMessages(request, walk, layout, seen.has_images, seen.history_tools, MessagesFacts(layout, seen.marks, seen.words), reused)
 
 
 def _validated(body: Any, count_tokens: bool, seen: _Pass | None) -> MessagesRequest:
@@ -234,10 +238,15 @@ def _validated(body: Any, count_tokens: bool, seen: _Pass | None) -> MessagesReq
         for m, message in enumerate(messages):
             proxy_thinking |= _check_message(message, f"messages.{m}")
     else:
-        proxy_thinking, marks, layout = seen.proxy_thinking, seen.marks, seen.layout
+        proxy_thinking, marks, layout, words = seen.proxy_thinking, seen.marks, seen.layout, seen.words
         units, results, turns = layout.units, layout.results, layout.turns
         for m in range(seen.start, len(messages)):
-            proxy_thinking |= _seen_message(messages[m], m, seen)
+            message = messages[m]
+            proxy_thinking |= _seen_message(message, m, seen)
+            if message["role"] == "user":  # valid now; a lone tool result says no words (Claude Code's tool turn)
+                content = message["content"]
+                if not (type(content) is list and len(content) == 1 and type(content[0]) is dict and content[0].get("type") == "tool_result"):
+                    words.append(m)
             marks.append((len(units), len(results), len(turns), seen.has_images, seen.history_tools, proxy_thinking))
     tools = body.get("tools")
     if tools is not None:

@@ -141,10 +141,12 @@ def opening(system: Any, messages: list[Message]) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def turn_text(messages: list[Message], max_chars: int) -> TurnText:
+def turn_text(messages: list[Message], max_chars: int, words: list[int] | None = None) -> TurnText:
     """The last real user words (tool results and reminders are not what was asked) and the last
-    assistant turn's tool calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`)."""
-    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _user_words_of, _calls_and_text, max_chars)
+    assistant turn's tool calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`);
+    ``words``: the user messages that may hold words, when the check found them."""
+    users = (messages[i] for i in reversed(words)) if words is not None else None
+    return latest_turn_text(lambda: ((m.get("role"), m) for m in reversed(messages)), _user_words_of, _calls_and_text, max_chars, users)
 
 
 def _user_words_of(message: Message) -> str:
@@ -195,7 +197,7 @@ def messages_view(body: dict[str, Any], parsed: MessagesRequest, turn_chars: int
         has_images=has_images,
         json_output=wants_json_output(body),
         output_limit=parsed.max_tokens,
-        turn_text=turn_text(messages, turn_chars),
+        turn_text=turn_text(messages, turn_chars, checked.facts.words if checked is not None and checked.facts is not None else None),
         opening=opening(body.get("system"), messages),
         usage_requested=True,  # an Anthropic stream always reports its usage
         body_session=metadata_session(body),

@@ -9,6 +9,7 @@ the provider to judge (WHAT-USERS-HIT #8, #10).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -54,6 +55,7 @@ class GeminiRequest:
     tool_history: bool = False
     layout: GeminiLayout | None = None  # the units as the fused check placed them (None: the view places them)
     reused_units: int = 0  # the leading units taken from the body this one resumed (its very objects)
+    words: list[int] | None = None  # the user contents that may hold words (GeminiFacts), when the check found them
 
 
 def validate_gemini_body(body: Any, model: str | None, action: str | None, query: Mapping[str, str] | None = None) -> GeminiRequest:
@@ -83,6 +85,7 @@ class GeminiFacts:
 
     layout: GeminiLayout
     marks: list[tuple[int, int, int, int, int, bool, bool]]
+    words: list[int]  # the user contents that may hold words (not a lone function response), ascending: the turn text's
 
 
 class CheckedGemini(NamedTuple):
@@ -149,6 +152,7 @@ def _request(checked: GeminiBody, model: str | None, action: Any, query: Mapping
         tool_history=checked.tool_history,
         layout=checked.layout,
         reused_units=checked.reused_units,
+        words=checked.facts.words if checked.facts is not None else None,
     )
 
 
@@ -164,6 +168,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None, since: tuple[Gemi
     has_images = tool_history = False
     system = field(body, SYSTEM)
     marks: list[tuple[int, int, int, int, int, bool, bool]] = []
+    words: list[int] = []
     first = 0
     if prove is None:
         layout = None
@@ -177,6 +182,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None, since: tuple[Gemi
         else:
             old, first = since[0].layout, since[1]
             marks = since[0].marks[:first]
+            words = since[0].words[: bisect_left(since[0].words, first)]
             units, results, turns, unsigned, turn_start, has_images, tool_history = marks[-1]
             layout = GeminiLayout(old.units[:units], old.results[:results], old.where[:results], old.fields[:results], old.turns[:turns], old.unsigned[:unsigned], turn_start)
         for c in range(first, len(contents)):
@@ -193,6 +199,10 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None, since: tuple[Gemi
                     unproven.append(content)
                 tool_history = tool_history or history
             marks.append((len(layout.units), len(layout.results), len(layout.turns), len(layout.unsigned), layout.turn_start, has_images, tool_history))
+            if content.get("role") != "model":  # valid now; a lone function response says no words (Gemini CLI's tool turn)
+                parts = content["parts"]
+                if not (len(parts) == 1 and len(parts[0]) == 1 and ("functionResponse" in parts[0] or "function_response" in parts[0])):
+                    words.append(c)
     if system is not None and not isinstance(system, str):
         if not isinstance(system, dict):
             raise InvalidRequest("systemInstruction: must be a Content object", "systemInstruction")
@@ -214,7 +224,7 @@ def _validated(body: Any, prove: tuple[list[Any], int] | None, since: tuple[Gemi
     thinking = field(generation, THINKING)
     if thinking is not None and not isinstance(thinking, dict):
         raise InvalidRequest("generationConfig.thinkingConfig: must be an object", "generationConfig.thinkingConfig")
-    facts = GeminiFacts(layout, marks) if layout is not None else None
+    facts = GeminiFacts(layout, marks, words) if layout is not None else None
     return GeminiBody(contents, system, tools or None, has_images, tool_history, layout, facts, marks[first - 1][0] if first else 0)
 
 

@@ -119,11 +119,13 @@ class GeminiConversation(PlacedConversation):
         return out
 
 
-def turn_text(contents: list[Any], max_chars: int) -> TurnText:
+def turn_text(contents: list[Any], max_chars: int, words: list[int] | None = None) -> TurnText:
     """The last user words (function responses and Gemini CLI's session context are not what was asked)
     and the last model turn's calls plus the tail of its text (:func:`router.core.turn_text.latest_turn_text`).
-    ``contents``: validated ones (each a Content object whose parts are Part objects), read directly."""
-    return latest_turn_text(lambda: (("assistant" if c.get("role") == "model" else "user", c) for c in reversed(contents)), _words, _calls_and_text, max_chars)
+    ``contents``: validated ones (each a Content object whose parts are Part objects), read directly;
+    ``words``: the user contents that may hold words, when the check found them."""
+    users = (contents[i] for i in reversed(words)) if words is not None else None
+    return latest_turn_text(lambda: (("assistant" if c.get("role") == "model" else "user", c) for c in reversed(contents)), _words, _calls_and_text, max_chars, users)
 
 
 def _words(content: dict[str, Any]) -> str:
@@ -218,7 +220,7 @@ def gemini_view(body: dict[str, Any], parsed: GeminiRequest, turn_chars: int) ->
         has_images=parsed.has_images,
         json_output=wants_json_output(body, generation),
         output_limit=output_limit(body, generation),
-        turn_text=turn_text(contents, turn_chars),
+        turn_text=turn_text(contents, turn_chars, parsed.words),
         opening=opening(parsed.system, contents),
         usage_requested=True,  # a Gemini stream always reports usageMetadata
         thinking=wants_thinking(body, generation),
