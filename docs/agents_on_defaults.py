@@ -245,6 +245,12 @@ def _models(decisions: list[dict]) -> str:
     return "; ".join(seen)
 
 
+def _resumed(decisions: list[dict]) -> str:
+    """Each request's messages taken from the body before it (router.core.resent_prefix): ``-`` not kept
+    (under 8 KB, or written otherwise than orjson writes), ``0`` parsed whole."""
+    return ",".join("-" if row.get("resumed_elements") is None else str(row["resumed_elements"]) for row in decisions)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=Path, required=True, help="where the agents are installed (see the docstring)")
@@ -254,14 +260,14 @@ def main() -> int:
     scratch = Path(tempfile.mkdtemp(prefix="pinch-agents-"))
     failed = False
     try:
-        print(f"{'agent':16} {'version':28} {'exit':>4} {'requests':>8} {'round trip':>10}  models (requested→chosen)")
+        print(f"{'agent':16} {'version':28} {'exit':>4} {'requests':>8} {'round trip':>10}  models (requested→chosen); messages resumed, request by request")
         for agent in AGENTS:
             if args.only and agent.name not in args.only:
                 continue
             run = through_proxy(agent, args.agents.resolve(), scratch / agent.name / "proxy")
             ok = run.code == 0 and run.round_trip()
             trip = ("yes" if agent.tools else "answer") if ok else "NO"
-            print(f"{agent.name:16} {run.version[:28]:28} {run.code:>4} {len(run.requests):>8} {trip:>10}  {_models(run.decisions)}", flush=True)
+            print(f"{agent.name:16} {run.version[:28]:28} {run.code:>4} {len(run.requests):>8} {trip:>10}  {_models(run.decisions)}; resumed {_resumed(run.decisions)}", flush=True)
             if not ok:
                 failed = True
                 print(f"--- {agent.name} output (last 30 lines) ---\n" + "\n".join(run.output.splitlines()[-30:]), file=sys.stderr)
