@@ -64,14 +64,13 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
 class ItemScan:
     """What one pass over the items found for the view: the index of each ``function_call_output``
     (the results), each call's name by its ``call_id``, a call or output in the history, an image,
-    and where the last user message and the last model item are (the turn text's walk back)."""
+    and the index of each user message (where the turn text's task is looked for)."""
 
     results: list[int] = field(default_factory=list)
     names: dict[str, Any] = field(default_factory=dict)
     history_tools: bool = False
     has_images: bool = False
-    last_user: int = -1  # the index of the last user message, -1 for none
-    last_model: int = -1  # the index of the last item the model produced (is_model_item), -1 for none
+    users: list[int] = field(default_factory=list)
 
 
 class CheckedResponses(NamedTuple):
@@ -91,12 +90,12 @@ class CheckedResponses(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ResponsesFacts:
     """A checked body's scan, and after each item what it had found so far: ``(results, names,
-    history_tools, has_images, last_user, last_model, proxy_reasoning)`` (``results`` and ``names``
-    counted: a call's name is only ever added), so a body that resends its first items resumes
+    history_tools, has_images, users, proxy_reasoning)`` (``results``, ``names`` and ``users``
+    counted: each is only ever added to), so a body that resends its first items resumes
     after them (:func:`check_responses_body`). Read only: a resumed check copies."""
 
     scan: ItemScan
-    marks: list[tuple[int, int, bool, bool, int, int, bool]]
+    marks: list[tuple[int, int, bool, bool, int, bool]]
 
 
 _ITEM_DEPTH = 3  # body 1, input 2, an item 3
@@ -110,15 +109,15 @@ class _Pass:
         self.scan = ItemScan()
         self.unproven: list[Any] = []
         self.levels = levels  # the levels an item may nest (itself the first) within the limit
-        self.marks: list[tuple[int, int, bool, bool, int, int, bool]] = []  # see ResponsesFacts
+        self.marks: list[tuple[int, int, bool, bool, int, bool]] = []  # see ResponsesFacts
         self.start = 0  # the first item checked: those before were checked with the body resumed
         self.proxy_reasoning = False
 
     def resume(self, facts: ResponsesFacts, count: int) -> None:
         """Start after the first ``count`` items of the body ``facts`` are of, as that body's check left them."""
-        results, names, history_tools, has_images, last_user, last_model, self.proxy_reasoning = facts.marks[count - 1]
+        results, names, history_tools, has_images, users, self.proxy_reasoning = facts.marks[count - 1]
         old = facts.scan
-        self.scan = ItemScan(old.results[:results], dict(islice(old.names.items(), names)), history_tools, has_images, last_user, last_model)
+        self.scan = ItemScan(old.results[:results], dict(islice(old.names.items(), names)), history_tools, has_images, old.users[:users])
         self.marks = facts.marks[:count]
         self.start = count
 
@@ -173,10 +172,10 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
             proxy_reasoning |= _check_item(item, f"input[{i}]")
     else:
         proxy_reasoning, marks, scan = seen.proxy_reasoning, seen.marks, seen.scan
-        results, names = scan.results, scan.names
+        results, names, users = scan.results, scan.names, scan.users
         for i in range(seen.start, len(items)):
             proxy_reasoning |= _seen_item(items[i], i, seen)
-            marks.append((len(results), len(names), scan.history_tools, scan.has_images, scan.last_user, scan.last_model, proxy_reasoning))
+            marks.append((len(results), len(names), scan.history_tools, scan.has_images, len(users), proxy_reasoning))
     tools = body.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise InvalidRequest("'tools' must be an array", "tools")
@@ -251,7 +250,6 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
             if type(call_id) is str and type(name) is str and type(item.get("arguments")) is str:  # type, call_id, name, arguments: counted
                 scan.names.setdefault(call_id, name)
                 scan.history_tools = True
-                scan.last_model = i
                 if len(item) != 4 and _beside_id(item) != 4 and not nests_within(item, seen.levels):
                     seen.unproven.append(item)
                 return False
@@ -260,9 +258,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
             content = item.get("content")
             if type(role) is str and role in _ROLE_SET:
                 if role == "user":
-                    scan.last_user = i
-                elif role == "assistant":
-                    scan.last_model = i
+                    scan.users.append(i)
                 fields = 2 + ("type" in item)  # role, content (and type): counted when their content is
                 counted = len(item) == fields or _beside_id(item) == fields
                 levels = seen.levels
@@ -278,17 +274,13 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                         seen.unproven.append(item)
                     return False
         elif type(kind) is str and kind != "item_reference":  # reasoning and the other kinds: walked
-            if kind in MODEL_ITEM_TYPES:
-                scan.last_model = i
             if not nests_within(item, seen.levels):
                 seen.unproven.append(item)
             return kind == "reasoning" and is_proxy_reasoning(item)
     proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
     kind = item_type(item)
-    if is_model_item(item):
-        scan.last_model = i
-    elif kind == "message" and item.get("role") == "user":
-        scan.last_user = i
+    if kind == "message" and item.get("role") == "user":
+        scan.users.append(i)
     if kind == "function_call_output":
         scan.results.append(i)
     elif kind == "function_call" and isinstance(item.get("call_id"), str):

@@ -15,7 +15,7 @@ its ``call_id``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from router.core.fingerprint import opening_parts
@@ -115,7 +115,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
     format_ = body["text"].get("format") if isinstance(body.get("text"), dict) else None
     instructions = parsed.instructions
     opening = opening_parts(items)
-    recent = _recent_messages(items, scan)
+    users = (items[i] for i in reversed(scan.users)) if scan is not None else None
     if instructions:
         opening = ("system", instructions, *opening)
     return RequestView(
@@ -129,7 +129,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         has_images=has_images,
         json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
         output_limit=parsed.output_limit,
-        turn_text=latest_turn_text(lambda: reversed(recent), _user_text, _assistant_calls_and_text, turn_chars),  # type: ignore[arg-type]
+        turn_text=latest_turn_text(lambda: _newest_first(items), _user_text, _assistant_calls_and_text, turn_chars, users),  # type: ignore[arg-type]
         opening=opening,
         usage_requested=True,  # a Responses stream always reports usage, in response.completed
         reused_units=checked.reused if checked is not None else 0,  # a unit is an item
@@ -143,44 +143,36 @@ def _counted_extras(tools: list[dict[str, Any]], instructions: str | None) -> An
     return [*tools, {"instructions": instructions}]
 
 
-def _recent_messages(items: list[Item], scan: ItemScan | None = None) -> list[tuple[str, Item | list[Item]]]:
-    """The items from the last model turn before the last user message on, as ``(role, message)``
-    pairs the way the translation to chat groups them (:mod:`router.translate.responses_to_chat`):
-    a message item is one message (a developer's or system's is a system one); a function call
-    joins the assistant message before it, else opens one; outputs and reasoning are no message.
-    An assistant "message" is the list of its items: its text first when it has one, then its calls."""
-    start = len(items)
-    seen_user = seen_model = False
-    if scan is not None:  # the fused check saw where the last of each is: the walk back stops at the earlier
-        start = min(scan.last_user, scan.last_model) if scan.last_user >= 0 and scan.last_model >= 0 else 0
-        seen_user = seen_model = True
-    while start > 0 and not (seen_user and seen_model):
-        start -= 1
-        item = items[start]
-        if not seen_user:
-            kind = item.get("type")
-            seen_user = (kind == "message" or type(kind) is not str) and item.get("role") == "user"
-        seen_model = seen_model or is_model_item(item)
-    while start > 0 and is_model_item(items[start - 1]):
-        start -= 1  # the whole of that turn: its calls and its text
-    messages: list[tuple[str, Item | list[Item]]] = []
-    calls_open = False  # the last message is an assistant's, which calls may still join
-    for item in items[start:] if start else items:
+def _newest_first(items: list[Item]) -> Iterator[tuple[str, Item | list[Item]]]:
+    """The items as ``(role, message)`` pairs, newest first, the way the translation to chat groups
+    them (:mod:`router.translate.responses_to_chat`): a message item is one message (a developer's
+    or system's is a system one); a function call joins the assistant message before it, else opens
+    one; outputs end such a group and are no message, nor are reasoning and the other items. An
+    assistant "message" is the list of its items: its text first when it has one, then its calls.
+    Lazy, from the end: the turn text reads only as far back as it needs."""
+    calls: list[Item] = []  # the calls after the item being read, newest first
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
         kind = item.get("type")  # item_type, inline
         if type(kind) is not str:
             kind = "message"
-        if kind == "message":
-            role = "system" if item.get("role") in ("developer", "system") else item.get("role")
-            messages.append((role, [item] if role == "assistant" else item))
-            calls_open = role == "assistant"
-        elif kind == "function_call":
-            if not calls_open:
-                messages.append(("assistant", []))
-                calls_open = True
-            messages[-1][1].append(item)  # type: ignore[union-attr]
-        elif kind == "function_call_output":
-            calls_open = False
-    return messages
+        if kind == "function_call":
+            calls.append(item)
+        elif kind == "message":
+            role = item.get("role")
+            if role == "assistant":
+                yield "assistant", [item, *reversed(calls)]
+                calls = []
+                continue
+            if calls:
+                yield "assistant", calls[::-1]
+                calls = []
+            yield ("system" if role in ("developer", "system") else role), item
+        elif kind == "function_call_output" and calls:
+            yield "assistant", calls[::-1]
+            calls = []
+    if calls:
+        yield "assistant", calls[::-1]
 
 
 def _user_text(item: Item) -> str:
@@ -195,7 +187,7 @@ def _user_text(item: Item) -> str:
 
 
 def _assistant_calls_and_text(turn: list[Item]) -> tuple[list[str], str]:
-    # a turn is its message first when it has one, then only calls (_recent_messages)
+    # a turn is its message first when it has one, then only calls (_newest_first)
     head = turn[0] if turn and turn[0].get("type", "message") != "function_call" else None
     calls = [f"{item.get('name', '')}({item.get('arguments', '')})" for item in (turn[1:] if head is not None else turn)]
     return calls, _text(head.get("content")) if head is not None else ""

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from router.translate.responses_to_chat import responses_to_chat
 from router.wire.openai_chat.view import extract_turn_text
-from router.wire.openai_responses.validation import validate_responses_body
+from router.wire.openai_responses.validation import check_responses_body, validate_responses_body
 from router.wire.openai_responses.view import (
     OPENAI_RESPONSES,
     is_model_item,
@@ -124,18 +124,9 @@ def test_the_turn_text_is_the_one_the_chat_translation_of_the_items_gives(items,
     )
     assume(user_parts_ok)  # a user message holds no refusal part (the validation refuses it)
     body = responses_body(*items)
-    view = responses_view(body, validate_responses_body(body), max_chars)
-    chat = responses_to_chat({}, items[_recent_from(items):]).body["messages"]
-    assert view.turn_text == extract_turn_text(chat, max_chars)
-
-
-def _recent_from(items: list[dict[str, Any]]) -> int:
-    """Where the turn text is read from: the last model turn before the last user message, whole."""
-    start, seen_user, seen_model = len(items), False, False
-    while start > 0 and not (seen_user and seen_model):
-        start -= 1
-        seen_user = seen_user or (items[start]["type"] == "message" and items[start]["role"] == "user")
-        seen_model = seen_model or is_model_item(items[start])
-    while start > 0 and is_model_item(items[start - 1]):
-        start -= 1
-    return start
+    chat = responses_to_chat({}, items).body["messages"]
+    expected = extract_turn_text(chat, max_chars)
+    assert responses_view(body, validate_responses_body(body), max_chars).turn_text == expected
+    checked = check_responses_body(body, 64)  # the fused check's scan: the task among the user messages it noted
+    assert checked.request is not None
+    assert responses_view(body, checked.request, max_chars, checked).turn_text == expected
