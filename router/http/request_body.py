@@ -227,12 +227,23 @@ def parse_checked_json_body(
                 return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
             return _faithful_body(raw, max_depth)
     checked = None if check is None else check(body, max_depth, resumed)
-    shape = json_shape(body if checked is None else checked.walk, max_depth)
+    walk = body if checked is None else checked.walk
+    if resumed is not None and type(walk) is dict:
+        walk = _not_walked_before(walk, resumed.parent.body)
+    shape = json_shape(walk, max_depth)
     if shape.too_deep:
         return _too_deep(max_depth)
     if shape.numbers_suspect:
         return _faithful_body(raw, max_depth)
     return CheckedBody(body, checked, raw, resumed)
+
+
+def _not_walked_before(walk: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:
+    """``walk`` without the values that are the very objects of the kept body resumed from (the
+    settings and tools it repeated): that body's own walk, with the same limit and at the same
+    level, found them within it and float-free, and no parsed object is ever changed."""
+    fresh = {name: value for name, value in walk.items() if value is not parent.get(name)}
+    return fresh if len(fresh) != len(walk) else walk
 
 
 def _faithful_body(raw: bytes, max_depth: int) -> CheckedBody | ApiError:

@@ -245,3 +245,28 @@ def test_a_resumed_check_carries_where_the_earlier_messages_held_images_and_tool
     assert read.checked.facts == check_chat_body(nxt, 128).facts == ChatFacts(first_image=1, first_tool=2, users=[0, 1, 4], results=[3])
     assert (read.checked.request.has_images, read.checked.request.tool_history) == (True, True)
     assert read.checked.walk["messages"] == []  # the new message is proven; the earlier ones were walked before
+
+
+def test_the_settings_and_tools_a_resumed_body_repeats_are_not_walked_again_and_new_ones_are(monkeypatch):
+    import router.http.request_body as request_body
+
+    deep_tool = {"type": "function", "function": {"name": "bash", "parameters": {"type": "object", "properties": {"a": {"b": {"c": {}}}}}}}
+    first = {"model": "auto", "messages": [user("hi"), assistant("ok")], "tools": [deep_tool], "temperature": 0.5}
+    resent = ResentBodies(1 << 20, min_bytes=0)
+    keep_accepted(resent, parse_checked_json_body(orjson.dumps(first), 128, CHAT.check_body, resent, "messages"), "messages", 128)
+    walked: list[Any] = []
+    real = request_body.json_shape
+    monkeypatch.setattr(request_body, "json_shape", lambda value, depth: walked.append(value) or real(value, depth))
+    nxt = {**first, "messages": [*first["messages"], user("more")]}
+    read = parse_checked_json_body(orjson.dumps(nxt), 128, CHAT.check_body, resent, "messages")
+    assert read.resumed is not None and read.body["tools"] is read.resumed.parent.body["tools"]
+    assert walked == [{"messages": []}]  # the model, the tools and the temperature were the kept body's, walked then
+    # new tools are the body's own: walked, and one too deep for the limit refused as a whole parse refuses it
+    changed = {**nxt, "tools": [deep_tool, {**deep_tool, "function": {"name": "b2", "parameters": {"x": {"y": {"z": {"w": {"v": {}}}}}}}}]}
+    walked.clear()
+    read = parse_checked_json_body(orjson.dumps(changed), 128, CHAT.check_body, resent, "messages")
+    assert "tools" in walked[0] and "model" not in walked[0]
+    fresh = ResentBodies(1 << 20, min_bytes=0)  # a limit the kept body's tools nest within (9 levels), the new ones not (10)
+    keep_accepted(fresh, parse_checked_json_body(orjson.dumps(first), 9, CHAT.check_body, fresh, "messages"), "messages", 9)
+    refused = parse_checked_json_body(orjson.dumps(changed), 9, CHAT.check_body, fresh, "messages")
+    assert isinstance(refused, ApiError) and refused.code == "json_too_deep"
