@@ -157,7 +157,7 @@ def prune_measured(
     relevance_order: Sequence[int] | None,
 ) -> tuple[Rewrites, PinchStats]:
     """:func:`prune_results` past its budget check: the prompt is over ``budget_tokens``."""
-    sizes, original = measured
+    sizes, original = measured.sizes, measured.tokens
     if relevance_order is None:
         # Uniform compresses every candidate, so no deficit stops it (none can save more than the
         # whole prompt) and the candidates need no list: it visits every result before the

@@ -302,7 +302,8 @@ def pinch_conversation(
             f"need budget_tokens >= 0, keep_last_turns >= 1, max_summarize_chars >= {MIN_SUMMARIZE_CHARS}, "
             f"0 < low_watermark <= 1; got {budget_tokens}, {keep_last_turns}, {max_summarize_chars}, {low_watermark}"
         )
-    sizes, original = measured if measured is not None else estimator.measure(conversation.units, tools)
+    size = measured if measured is not None else estimator.measure(conversation.units, tools)
+    sizes, original = size.sizes, size.tokens
     early_from = math.inf if cold_batch_from is None or cold_batch_from >= 1 or cache.verdict is not CacheVerdict.COLD else cold_batch_from * budget_tokens
     if not ledger.compressed and original <= min(budget_tokens, early_from) and (not windows or original <= windows[0].prompt_limit):
         # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it

@@ -67,8 +67,8 @@ class KnownBody:
     array. A body kept without an earlier one is laid out (``ends`` and ``head`` found) only when a
     body with its opening comes to be compared with it: None until then. ``facts``: what the wire's
     check learned of the elements, for the next check to resume from (the wire's own type; None:
-    nothing). ``measured``: ``(estimator, sizes)``, the estimator's per-unit sizes of this body once
-    measured; ``prior``: the ``measured`` of the body this one resumed, whose first units it shares.
+    nothing). ``measured``: the estimator's measurement of this body once measured (:class:`Measured`);
+    ``prior``: the ``measured`` of the body this one resumed, whose first units it shares.
     """
 
     raw: bytes
@@ -80,8 +80,8 @@ class KnownBody:
     max_depth: int
     start: int = -1  # the offset of its first element (once laid out)
     facts: Any = None
-    measured: tuple[TokenEstimator, list[int]] | None = None
-    prior: tuple[TokenEstimator, list[int]] | None = None
+    measured: Measured | None = None
+    prior: Measured | None = None
     resumed: int = 0  # the elements taken from the body this one resumed (0: parsed whole)
     # the first bytes of its second element (none: one element), which a body that resumes more
     # than its first element repeats: a cheap test before the whole prefix is compared
@@ -106,24 +106,64 @@ class KnownBody:
         changed.extend(range(known, len(elements)))
         if len(changed) == len(elements):
             return elements
-        raw, pieces, at = self.raw, [], 0  # at: the first element not yet written
+        # the pieces are views of the client's bytes, joined once: a long body's array is copied
+        # once here (and once by orjson), not sliced, joined and bracketed in four copies
+        raw, pieces, at = memoryview(self.raw), [b"["], 0  # at: the first element not yet written
         for index in changed:
             if index > at:
                 pieces.append(raw[self.start if at == 0 else ends[at - 1] + 1 : ends[index - 1]])
+                pieces.append(b",")
             pieces.append(orjson.dumps(elements[index]))
+            pieces.append(b",")
             at = index + 1
         if at < len(elements):
             pieces.append(raw[self.start if at == 0 else ends[at - 1] + 1 : ends[len(elements) - 1]])
-        return orjson.Fragment(b"[" + b",".join(pieces) + b"]")
+        else:
+            pieces.pop()  # the last comma
+        pieces.append(b"]")
+        return orjson.Fragment(b"".join(pieces))
 
     def measure(self, estimator: TokenEstimator, units: list[Any], tools: Any, reused: int) -> PromptSize:
         """``estimator.measure(units, tools)``, the first ``reused`` units' sizes taken from the body this
-        one resumed (they are its very objects) when the same estimator measured it; kept for the next."""
+        one resumed (they are its very objects) when the same estimator measured it, and the tools'
+        tokens when they are the same objects (:func:`same_objects`); kept for the next."""
         prior = self.prior
-        known = prior[1][:reused] if reused and prior is not None and prior[0] == estimator and len(prior[1]) >= reused else None
-        size = estimator.measure(units, tools, known)
-        self.measured = (estimator, size.sizes)
+        if prior is None or prior.estimator != estimator:
+            size = estimator.measure(units, tools)
+        else:
+            known = prior.sizes[:reused] if reused and len(prior.sizes) >= reused else None
+            tools_tokens = prior.tools_tokens if same_objects(tools, prior.tools) else None
+            size = estimator.measure(units, tools, known, tools_tokens)
+        self.measured = Measured(estimator, size.sizes, tools, size.tools_tokens)
         return size
+
+
+class Measured(NamedTuple):
+    """A body's measurement by ``estimator``: each unit's size, and the tools' tokens (``tools`` what was counted)."""
+
+    estimator: TokenEstimator
+    sizes: list[int]
+    tools: Any
+    tools_tokens: int
+
+
+def same_objects(value: Any, other: Any) -> bool:
+    """``value`` and ``other`` are one object, or lists of the same objects, or of such objects and of
+    objects whose values are the same objects, key for key in the same order: their JSON is the same
+    bytes (no parsed object is ever changed). For a view's tools, which a resumed body takes from the
+    body before (the Responses view adds its ``instructions`` to them in an object of its own)."""
+    if value is other:
+        return True
+    if type(value) is not list or type(other) is not list or len(value) != len(other):
+        return False
+    for mine, theirs in zip(value, other):
+        if mine is theirs:
+            continue
+        if type(mine) is not dict or type(theirs) is not dict or len(mine) != len(theirs):
+            return False
+        if not all(a == b and mine[a] is theirs[b] for a, b in zip(mine, theirs)):
+            return False
+    return True
 
 
 class Resumed(NamedTuple):

@@ -34,6 +34,7 @@ class PromptSize(NamedTuple):
 
     sizes: list[int]
     tokens: int  # every message plus the tool schemas: what prompt_tokens returns
+    tools_tokens: int = 0  # the tool schemas' part of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +75,13 @@ class TokenEstimator:
         """Tokens of messages measured by :meth:`message_sizes` (without tool schemas)."""
         return -sum([c // -CHARS_PER_TOKEN for c in sizes]) + self.per_message_overhead * len(sizes)
 
-    def measure(self, messages: list[Message], tools: Any = None, known: list[int] | None = None) -> PromptSize:
+    def measure(self, messages: list[Message], tools: Any = None, known: list[int] | None = None, known_tools: int | None = None) -> PromptSize:
         """The prompt's tokens, keeping each message's size so a rewrite can be re-counted cheaply.
-        ``known``: the sizes of the first ``len(known)`` messages, measured already (by this estimator)."""
+        ``known``: the sizes of the first ``len(known)`` messages, measured already (by this estimator);
+        ``known_tools``: :func:`tools_tokens` of ``tools``, counted already."""
         sizes = known + self.message_sizes(messages[len(known) :]) if known else self.message_sizes(messages)
-        return PromptSize(sizes, self.sizes_tokens(sizes) + tools_tokens(tools))
+        tools_part = tools_tokens(tools) if known_tools is None else known_tools
+        return PromptSize(sizes, self.sizes_tokens(sizes) + tools_part, tools_part)
 
     def prompt_tokens(self, messages: list[Message], tools: Any = None) -> int:
         """Tokens of a whole prompt: every message plus the tool schemas sent with it."""

@@ -199,6 +199,50 @@ def test_a_body_measured_after_resuming_takes_the_shared_units_sizes_and_counts_
     assert second.measure(other, messages, None, found.count) == other.measure(messages)
 
 
+def test_the_tools_a_resumed_body_repeats_are_counted_once_and_new_ones_again(monkeypatch):
+    import router.core.tokens as tokens
+
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}]
+    bodies = ResentBodies(1 << 20, min_bytes=0)
+    first = kept(bodies, chat(OPENING + turn(1), tools=tools, instructions="be brief " * 20))
+
+    def extras(body: dict[str, Any]) -> list[Any]:  # as the Responses view counts its instructions: in an object of its own
+        return [*body["tools"], {"instructions": body["instructions"]}]
+
+    first.measure(DEFAULT_ESTIMATOR, first.body["messages"], extras(first.body), 0)
+    counted: list[Any] = []
+    real = tokens.tools_tokens
+    monkeypatch.setattr(tokens, "tools_tokens", lambda value: counted.append(value) or real(value))
+    raw = orjson.dumps(chat(OPENING + turn(1) + turn(2), tools=tools, instructions="be brief " * 20))
+    found = resumed_as_parsed(bodies, raw)
+    second = kept(bodies, None, raw, found)
+    messages, repeated = second.body["messages"], extras(second.body)
+    assert second.body["tools"] is first.body["tools"]
+    assert second.measure(DEFAULT_ESTIMATOR, messages, repeated, found.count) == DEFAULT_ESTIMATOR.measure(messages, repeated)
+    assert counted == [repeated]  # only by the measure compared with: the resumed one took the earlier count
+    counted.clear()
+    changed = [*repeated[:-1], {"instructions": "be thorough"}]
+    assert second.measure(DEFAULT_ESTIMATOR, messages, changed, found.count) == DEFAULT_ESTIMATOR.measure(messages, changed)
+    assert len(counted) == 2  # other values: counted by both
+
+
+@pytest.mark.parametrize(
+    ("value", "other", "same"),
+    [
+        ([], [], True),
+        ([{"a": [1]}], [{"a": [1]}], False),  # equal, but other objects: not known the same
+        ({"a": "x"}, {"a": "x"}, False),  # only lists of such objects are looked into
+    ],
+)
+def test_same_objects_is_identity_one_list_and_one_object_deep(value, other, same):
+    from router.core.resent_prefix import same_objects
+
+    assert same_objects(value, other) is same
+    shared = {"k": [1]}
+    assert same_objects([shared, {"a": shared["k"], "b": "s"}], [shared, {"a": shared["k"], "b": "s"}])
+    assert not same_objects([{"a": shared["k"], "b": "s"}], [{"b": "s", "a": shared["k"]}])  # another key order: other JSON
+
+
 # --- generated: every body resumed equals its bytes' parse ---
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
