@@ -29,6 +29,7 @@ import orjson
 
 from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
 from router.core.results import StaleSignatures
+from router.core.joined_text import joined
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
     FILE_DATA,
@@ -132,7 +133,7 @@ def _words(content: dict[str, Any]) -> str:
     """:func:`~router.wire.gemini.parts.words_of` of a validated content (a part's text is a string)."""
     # read newest first, past every content of function responses (no text): no generator made
     words = [t for p in content["parts"] if (t := p.get("text")) and p.get("thought") is not True and not is_session_context(t)]
-    return words[0] if len(words) == 1 else "\n".join(words)
+    return joined("\n", words)
 
 
 def _calls_and_text(content: dict[str, Any]) -> tuple[list[str], str]:
