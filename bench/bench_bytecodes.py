@@ -9,7 +9,11 @@ runs, not how long it takes; the C under each bytecode (dict lookups, allocation
 ``object.__setattr__`` of a frozen dataclass, orjson, aiohttp's C parser and
 writer) is not in them.
 
-    .venv/bin/python -m bench.bench_bytecodes [--body small] [--requests 200] [--top 40]
+    .venv/bin/python -m bench.bench_bytecodes [--body small] [--wire chat] [--served pass] [--requests 200] [--top 40]
+
+``--wire`` sends the same content as another client API's body (:mod:`bench.wire_bodies`),
+``--served`` to a provider of its own format (``pass``) or translated to chat (``to-chat``),
+configured as bench_wires does; the floor forwards the same bytes to the same path.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from pathlib import Path
 import orjson
 
 from bench.bench_instructions import BODIES
-from bench.bench_proxy import PIN_BODIES, shipped_sections, target_urls
+from bench.bench_proxy import PIN_BODIES, shipped_sections
+from bench.bench_wires import config_for
+from bench.wire_bodies import WIRES, as_wire, path_of
 from bench.harness import ROOT, drive, free_port, mock_upstream, proxy, spawn, wait_for_port, write_config
 
 
-def counted(target: str, body: bytes, requests: int, warmup: int) -> dict[str, list[int]]:
-    """``file:line:function`` → [bytecodes, entries] over ``requests`` requests of ``target``."""
+def counted(target: str, body: bytes, requests: int, warmup: int, wire: str = "chat", serving: str | None = None) -> dict[str, list[int]]:
+    """``file:line:function`` → [bytecodes, entries] over ``requests`` requests of ``target``;
+    ``serving``: the provider format of bench_wires' config (None: bench_proxy's shipped one)."""
     up_port, port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
     with tempfile.TemporaryDirectory() as tmp:
@@ -42,7 +49,10 @@ def counted(target: str, body: bytes, requests: int, warmup: int) -> dict[str, l
         if target == "floor":
             program = [str(ROOT / "bench" / "floor_proxy.py"), "--port", str(port), "--upstream", upstream]
         else:
-            config = write_config(Path(tmp) / "bench.yaml", port, upstream, **shipped_sections(Path(tmp) / "decisions.sqlite3"))
+            if serving is None:
+                config = write_config(Path(tmp) / "bench.yaml", port, upstream, **shipped_sections(Path(tmp) / "decisions.sqlite3"))
+            else:
+                config = config_for(Path(tmp) / "bench.yaml", port, f"http://127.0.0.1:{up_port}", serving, Path(tmp) / "decisions.sqlite3")
             program = proxy(config)[1:]
         with spawn(mock_upstream(up_port), up_port):
             process = subprocess.Popen(
@@ -54,7 +64,7 @@ def counted(target: str, body: bytes, requests: int, warmup: int) -> dict[str, l
             )
             try:
                 wait_for_port(port, 60, process)
-                url = target_urls(up_port, port, port)["floor"]
+                url = f"http://127.0.0.1:{port}{path_of(wire)}"
                 asyncio.run(drive(url, body, warmup, 1, False))
                 process.send_signal(signal.SIGUSR1)
                 time.sleep(0.2)
@@ -91,21 +101,25 @@ def area(path: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--body", choices=list(BODIES), default="small")
+    parser.add_argument("--wire", choices=list(WIRES), default="chat", help="the client API the content is sent as")
+    parser.add_argument("--served", choices=["pass", "to-chat"], default=None, help="configured as bench_wires: to the wire's own format or to chat")
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--top", type=int, default=40, help="functions listed, most bytecodes first")
     args = parser.parse_args()
-    body = orjson.dumps({**PIN_BODIES[BODIES[args.body]](), "stream": False})
+    body = orjson.dumps(as_wire({**PIN_BODIES[BODIES[args.body]](), "stream": False}, args.wire))
+    serving = None if args.served is None and args.wire == "chat" else (args.wire if args.served != "to-chat" else "chat")
     per_area: dict[str, collections.Counter[str]] = {}
     functions: dict[str, dict[str, list[int]]] = {}
     for target in ("pinch-router", "floor"):
-        functions[target] = counted(target, body, args.requests, args.warmup)
+        functions[target] = counted(target, body, args.requests, args.warmup, args.wire, serving)
         tally: collections.Counter[str] = collections.Counter()
         for key, (n, _) in functions[target].items():
             tally[area(key.rsplit(":", 2)[0])] += n
         per_area[target] = tally
     n = args.requests
-    print(f"bytecodes per request, {BODIES[args.body]}, {n} requests one at a time after {args.warmup}")
+    served = f", {args.wire} {'to chat' if serving == 'chat' and args.wire != 'chat' else 'pass'}" if serving is not None else ""
+    print(f"bytecodes per request, {BODIES[args.body]}{served}, {n} requests one at a time after {args.warmup}")
     print(f"{'package or module':<48} {'pinch-router':>13} {'floor':>8}")
     names = sorted(set(per_area["pinch-router"]) | set(per_area["floor"]), key=lambda a: -per_area["pinch-router"][a] - per_area["floor"][a])
     for name in names:

@@ -12,9 +12,13 @@ Two ways a wire is served:
   own cost — its validation, view and upstream body; chat's row is bench_proxy's chat.
 * ``to chat``: to an OpenAI-chat provider, the request and the answer translated.
 
-Beside each, the floor (bench/floor_proxy.py) forwarding the same body to the same path.
+Beside each, the floor (bench/floor_proxy.py) forwarding the same body to the same path. The
+mock upstream answers a body it has answered before from memory (bench/memo_upstream.py), so
+the load core costs alike for every wire and never runs out before the proxy's does.
 Printed per body and wire: CPU ms per answered request at concurrency 1 and 16 (from /proc),
-its ratio to the chat wire's (pass) and to the floor's, and, with ``--instructions``, the
+its ratio to the chat wire's (pass) and to the floor's, the share of its core the proxy used at
+16 (below ~95 % the load side, not the proxy, set the pace: its CPU per request is then not
+comparable), and, with ``--instructions``, the
 instructions per request callgrind counts (every thread, requests one at a time: the same
 measure as bench_instructions; the noise-free one) and their ratio to chat's.
 Targets (issue #30): every wire passed through ≤ 1.10× chat's CPU at c=1 and c=16 on the
@@ -45,7 +49,7 @@ import orjson
 
 from bench.bench_instructions import STARTUP_SECONDS
 from bench.bench_proxy import PIN_BODIES, shipped_sections
-from bench.harness import ROOT, cpu_seconds, drive, free_port, mock_upstream, proxy, save_results, spawn, wrk_cell, write_config
+from bench.harness import ROOT, cpu_seconds, drive, free_port, memo_upstream, mock_upstream, proxy, save_results, spawn, wrk_cell, write_config
 from bench.wire_bodies import WIRES, as_wire, path_of
 
 BODIES = dict(zip(("small", "within", "pinched"), PIN_BODIES))
@@ -97,14 +101,15 @@ def servers(tmp: Path, root: str, on_core: list[str], under: list[str] | None = 
 
 
 def measure_cpu(args: argparse.Namespace, proxy_core: int, load_cores: list[int]) -> dict[tuple[str, str, str, str, int], float | None]:
-    """CPU ms per request: {(body, wire, mode or 'floor', 'cpu', concurrency): ms}."""
+    """CPU ms per request, {(body, wire, mode or 'floor', concurrency): ms}, and the share of its core
+    the proxy used, {(body, wire, mode, 'busy', concurrency): share}."""
     on_proxy = ["taskset", "-c", str(proxy_core)]
     on_load = ["taskset", "-c", ",".join(map(str, load_cores))]
     up_port, floor_port = free_port(), free_port()
     root = f"http://127.0.0.1:{up_port}"
     spent: dict[tuple[str, str, str, int], list[tuple[float, int]]] = {}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        stack.enter_context(spawn(on_load + mock_upstream(up_port), up_port))
+        stack.enter_context(spawn(on_load + memo_upstream(up_port), up_port))
         floor = stack.enter_context(spawn(on_proxy + [sys.executable, "bench/floor_proxy.py", "--port", str(floor_port), "--upstream", f"{root}/v1"], floor_port))
         ours = stack.enter_context(servers(Path(tmp), root, on_proxy, tree=args.tree))
         targets = [(wire, "floor", floor_port, floor.pid) for wire in WIRES]
@@ -122,11 +127,11 @@ def measure_cpu(args: argparse.Namespace, proxy_core: int, load_cores: list[int]
                         after = cpu_seconds(pid)
                         if cell.errors or not cell.requests:
                             raise RuntimeError(f"{wire} {mode} {short} c={concurrency}: {cell.errors} errors of {cell.requests + cell.errors}")
-                        spent.setdefault((short, wire, mode, concurrency), []).append((after - before, cell.requests))  # type: ignore[operator]
-    return {
-        key: 1000 * sum(s for s, _ in runs) / sum(n for _, n in runs)
-        for key, runs in spent.items()
-    }
+                        spent.setdefault((short, wire, mode, concurrency), []).append((after - before, cell.requests, cell.seconds))  # type: ignore[operator]
+    per_request = {key: 1000 * sum(s for s, _, _ in runs) / sum(n for _, n, _ in runs) for key, runs in spent.items()}
+    # the share of its core the proxy used (1.0: the load side kept it busy all the time)
+    busy = {(*key[:3], "busy", key[3]): sum(s for s, _, _ in runs) / sum(t for _, _, t in runs) for key, runs in spent.items()}
+    return {**per_request, **busy}
 
 
 def new_files(directory: Path, before: set[Path]) -> list[Path]:
@@ -191,7 +196,7 @@ def _ratio(value: float | None, base: float | None) -> str:
 def table(args: argparse.Namespace, cpu: dict, instructions: dict) -> list[str]:
     lines = [
         f"{'body':<8} {'wire':<10} {'served':<8} {'cpu c=1':>8} {'cpu c=16':>9} {'vs chat c=1':>12} {'vs chat c=16':>13} "
-        f"{'vs floor c=1':>13} {'M instr':>8} {'vs chat':>8}",
+        f"{'vs floor c=1':>13} {'busy c=16':>10} {'M instr':>8} {'vs chat':>8}",
     ]
     lines.append("-" * len(lines[0]))
     verdicts: list[str] = []
@@ -204,7 +209,7 @@ def table(args: argparse.Namespace, cpu: dict, instructions: dict) -> list[str]:
             ir = instructions.get((short, wire, mode))
             lines.append(
                 f"{short:<8} {wire:<10} {mode:<8} {one:>8.3f} {many:>9.3f} {_ratio(one, chat1):>12} {_ratio(many, chat16):>13} "
-                f"{(_ratio(one, floor1) if mode != 'floor' else '-'):>13} {(f'{ir:.3f}' if ir is not None else '-'):>8} "
+                f"{(_ratio(one, floor1) if mode != 'floor' else '-'):>13} {cpu[short, wire, mode, 'busy', 16]:>10.0%} {(f'{ir:.3f}' if ir is not None else '-'):>8} "
                 f"{(_ratio(ir, chat_ir) if ir is not None and mode != 'floor' else '-'):>8}"
             )
             if mode == "pass" and wire != "chat" and short in ("small", "within"):

@@ -79,6 +79,11 @@ def mock_upstream(port: int) -> list[str]:
     return [sys.executable, "-m", "router", "mock-upstream", "--port", str(port)]
 
 
+def memo_upstream(port: int) -> list[str]:
+    """The mock upstream answering a repeated body from memory (bench/memo_upstream.py: why)."""
+    return [sys.executable, str(ROOT / "bench" / "memo_upstream.py"), "--port", str(port)]
+
+
 def proxy(config_path: Path) -> list[str]:
     return [sys.executable, "-m", "router", "serve", "--config", str(config_path)]
 
