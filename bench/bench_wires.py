@@ -24,7 +24,7 @@ measure as bench_instructions; the noise-free one) and their ratio to chat's.
 Targets (issue #30): every wire passed through ≤ 1.10× chat's CPU at c=1 and c=16 on the
 small and 62 KB bodies; chat ≤ 2.5× the floor's at c=1 on all three.
 
-    .venv/bin/python -m bench.bench_wires [--seconds 3] [--rounds 2] [--body small within pinched]
+    .venv/bin/python -m bench.bench_wires [--seconds 3] [--rounds 4] [--body small within pinched]
         [--instructions small within] [--requests 100] [--tree DIR] [--save]
 
 ``--save`` writes the table printed to bench/results/bench_wires.txt (first line: the
@@ -114,11 +114,13 @@ def measure_cpu(args: argparse.Namespace, proxy_core: int, load_cores: list[int]
         ours = stack.enter_context(servers(Path(tmp), root, on_proxy, tree=args.tree))
         targets = [(wire, "floor", floor_port, floor.pid) for wire in WIRES]
         targets += [(wire, mode, *ours[server_of(wire, mode)]) for wire, mode in rows()]
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for short in args.body:
                 chat = BODIES[short]
                 for concurrency in (1, 16):
-                    for wire, mode, port, pid in targets:
+                    # every other round in reverse: a machine that drifts over a round (another
+                    # tenant's load, the clock) weighs on the first and the last targets alike
+                    for wire, mode, port, pid in targets if round_ % 2 == 0 else targets[::-1]:
                         body = orjson.dumps(as_wire({**PIN_BODIES[chat](), "stream": False}, wire))
                         url = f"http://127.0.0.1:{port}{path_of(wire)}"
                         wrk_cell(url, body, 1, concurrency)  # warm-up: caches, the session's ledger
@@ -225,7 +227,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--body", nargs="+", choices=list(BODIES), default=list(BODIES))
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds of wrk per cell")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds pooled, every target taking its turn in each")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds pooled, every target taking its turn in each (every other round in reverse order)")
     parser.add_argument("--instructions", nargs="*", choices=list(BODIES), default=[], help="bodies whose instructions callgrind counts")
     parser.add_argument("--requests", type=int, default=100, help="with --instructions: requests counted, one at a time")
     parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served (bench_recording.export makes one of a revision)")
