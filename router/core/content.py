@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.core.joined_text import joined
-
 Message = dict[str, Any]
 
 TEXT_PART_TYPES = frozenset({"text", "input_text"})
@@ -20,11 +18,11 @@ def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return joined("\n", [
+        return "\n".join(
             part["text"]
             for part in content
             if isinstance(part, dict) and part.get("type") in TEXT_PART_TYPES and isinstance(part.get("text"), str)
-        ])  # fmt: skip
+        )
     return ""
 
 

@@ -27,7 +27,6 @@ from router.core.content import Message
 from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
-from router.core.joined_text import joined
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.anthropic_messages.blocks import (
     blocks_of,
@@ -122,12 +121,12 @@ def user_words(content: Any) -> str:
         return ""
     # read on every request, newest message first, past each tool result's message (no text block)
     words = [t for b in content if type(b) is dict and b.get("type") == "text" and type(t := b.get("text")) is str and not is_reminder(t)]
-    return joined("\n", words)
+    return words[0] if len(words) == 1 else "\n".join(words)
 
 
 def system_text(system: Any) -> str:
     """The system prompt without Claude Code's billing line (it changes with the version, not the task)."""
-    return joined("\n\n", [t for b in system_blocks(system) if isinstance(t := b.get("text"), str) and not is_billing_line(t)])
+    return "\n\n".join(t for b in system_blocks(system) if isinstance(t := b.get("text"), str) and not is_billing_line(t))
 
 
 def opening(system: Any, messages: list[Message]) -> tuple[str, ...]:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from router.core.joined_text import joined
-
 GEMINI = "gemini"
 # Google's documented stand-in for a thought signature, for function calls Gemini did not make
 # (a history translated from another API, or one whose own signature the proxy had to replace):
@@ -117,7 +115,7 @@ def all_text(content: Any) -> str:
     """Every text part of a content that is not thinking, joined by newlines (a system instruction's text)."""
     if isinstance(content, str):
         return content
-    return joined("\n", [t for p in parts_of(content) if (t := text_of(p)) is not None])
+    return "\n".join(t for p in parts_of(content) if (t := text_of(p)) is not None)
 
 
 def first_call_at(parts: list[dict[str, Any]]) -> int | None:

@@ -29,7 +29,6 @@ import orjson
 
 from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
 from router.core.results import StaleSignatures
-from router.core.joined_text import joined
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
     FILE_DATA,
@@ -133,7 +132,7 @@ def _words(content: dict[str, Any]) -> str:
     """:func:`~router.wire.gemini.parts.words_of` of a validated content (a part's text is a string)."""
     # read newest first, past every content of function responses (no text): no generator made
     words = [t for p in content["parts"] if (t := p.get("text")) and p.get("thought") is not True and not is_session_context(t)]
-    return joined("\n", words)
+    return words[0] if len(words) == 1 else "\n".join(words)
 
 
 def _calls_and_text(content: dict[str, Any]) -> tuple[list[str], str]:
