@@ -171,7 +171,7 @@ class PinchPrune:
         cache = cache_state(
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
-        conversation = ctx.view.conversation
+        conversation, known = ctx.view.conversation, ctx.known_body
         result = pinch_conversation(
             conversation,
             session.ledger,
@@ -184,7 +184,12 @@ class PinchPrune:
             measured=measured,
             # a batch only the budget calls for may wait, for a model that checks the signed reasoning
             soft_hold=conversation.batch_hold(bool(windows) and windows[0].thinking_binding),
+            # the decisions on the old results this body shares with the one it resumed
+            memo=known.prior_pinch if known is not None else None,
+            shared_units=ctx.view.reused_units,
         )
+        if known is not None:
+            known.pinch = result.memo  # for the next turn's body (the kept body's one note from this stage)
         stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
         if not ctx.view.offers_tools and not ctx.view.conversation.result_units():

@@ -34,8 +34,13 @@ within the depth limit, no number parsed again), so what was checked of it holds
 that resumes takes its facts only where what they depend on besides the elements (Anthropic's
 ``system``, Gemini's ``systemInstruction``) is the earlier body's.
 
+What the chain made of a kept body goes on to the body that resumes it, for what repeats to be
+taken again rather than made again: pinch's decisions on its old results (:attr:`KnownBody.pinch`),
+and its array as it went upstream (:attr:`KnownBody.sent`: the rewritten elements and their bytes).
+
 Memory: at most ``max_bytes`` of request bytes are kept (their parse is ~3–5× that), the least
-recently kept dropped first; a conversation's newest body replaces its earlier one.
+recently kept dropped first; a conversation's newest body replaces its earlier one. A body pinch
+rewrote also holds the array it sent upstream (no longer than its own).
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import compress, count
-from operator import is_not
+from collections.abc import Callable, Mapping
+from operator import is_, is_not
 from typing import Any, NamedTuple
 
 import orjson
@@ -68,7 +74,13 @@ class KnownBody:
     body with its opening comes to be compared with it: None until then. ``facts``: what the wire's
     check learned of the elements, for the next check to resume from (the wire's own type; None:
     nothing). ``measured``: the estimator's measurement of this body once measured (:class:`Measured`);
-    ``prior``: the ``measured`` of the body this one resumed, whose first units it shares.
+    ``prior``: the ``measured`` of the body this one resumed, whose first units it shares. ``pinch``:
+    what pinch decided on this body's old results, for the next body to resume it
+    (:class:`router.core.pinch_ledger.LedgerMemo`, set by pinch-prune; None: nothing);
+    ``prior_pinch``: the ``pinch`` of the body this one resumed. ``sent``: its array as pinch's
+    rewrites made it and as it was written upstream (:class:`Sent`), once it was; ``prior_sent``: the
+    ``sent`` of the body this one resumed, whose rewritten elements and bytes the next
+    :meth:`rewritten` and :meth:`written` take again when they repeat.
     """
 
     raw: bytes
@@ -90,6 +102,35 @@ class KnownBody:
     # known): a body that repeats them too takes those values instead of parsing them again
     tail: bytes = b""
     tail_items: dict[str, Any] | None = None
+    pinch: Any = None
+    prior_pinch: Any = None
+    sent: Sent | None = None
+    prior_sent: Sent | None = None
+
+    def rewritten(self, rewrites: Mapping[int, Any], last_element: int, write: Callable[[], list[Any]]) -> list[Any]:
+        """``write()``: this body's array with pinch's ``rewrites`` written in, every element it does not
+        rewrite the client's own (the wire's write-back, whose last rewritten element is
+        ``last_element``). When the body this one resumed was written with the very same rewrites (the
+        same positions, in the same order, the same content objects) and every element they rewrite is
+        one this body took from it, the very elements ``write()`` would make equal were made then: they
+        are taken again, the same objects, so that :meth:`written` finds them unchanged and takes their
+        bytes again too (on the 230 KB transcript, its 75 compressed results: ~40 µs a request)."""
+        prior = self.prior_sent
+        if (
+            prior is not None
+            and prior.rewrites is not None
+            and last_element < self.resumed
+            and len(rewrites) == len(prior.rewrites)
+            and list(rewrites) == list(prior.rewrites)
+            and all(map(is_, rewrites.values(), prior.rewrites.values()))
+        ):
+            resumed = self.resumed
+            out = prior.rewritten[:resumed] + self.elements[resumed:]
+        else:
+            out = write()
+        sent = self.sent  # what was written stays: written() takes it only for the very same elements
+        self.sent = Sent(rewrites, out, None, b"") if sent is None else sent._replace(rewrites=rewrites, rewritten=out)
+        return out
 
     def written(self, elements: list[Any]) -> Any:
         """``elements`` (a body's array as it goes upstream) to be written in place of the list: the
@@ -100,15 +141,29 @@ class KnownBody:
         ends = self.ends
         if not ends:
             return elements
+        # The array as it went upstream last time (this body's own, then the body's it resumed): the
+        # elements of it that this array repeats as its first, the very objects, are those bytes again.
+        prior = self.sent if self.sent is not None and self.sent.written is not None else self.prior_sent
+        skip = 0
+        if prior is not None and prior.written is not None and len(prior.written) <= len(elements) and all(map(is_, prior.written, elements)):
+            skip = len(prior.written)
+            if skip == len(elements):  # all of it (a request tried on a second candidate, or resent as it was)
+                self._sent_as(elements, prior.fragment)
+                return orjson.Fragment(prior.fragment)
         known = min(len(ends), len(elements))
         # the positions that differ, found in C: a request's rewrites are a few of its elements
-        changed = list(compress(count(), map(is_not, elements, self.elements[:known])))
-        changed.extend(range(known, len(elements)))
-        if len(changed) == len(elements):
+        changed = list(compress(count(skip), map(is_not, elements[skip:known], self.elements[skip:known])))
+        changed.extend(range(max(known, skip), len(elements)))
+        if not skip and len(changed) == len(elements):
             return elements
         # the pieces are views of the client's bytes, joined once: a long body's array is copied
         # once here (and once by orjson), not sliced, joined and bracketed in four copies
-        raw, pieces, at = memoryview(self.raw), [b"["], 0  # at: the first element not yet written
+        raw, pieces, at = memoryview(self.raw), [b"["], skip  # at: the first element not yet written
+        if skip:
+            assert prior is not None
+            pieces[0] = memoryview(prior.fragment)[:-1]  # its elements, without the closing bracket
+            if skip < len(elements):
+                pieces.append(b",")
         for index in changed:
             if index > at:
                 pieces.append(raw[self.start if at == 0 else ends[at - 1] + 1 : ends[index - 1]])
@@ -121,7 +176,14 @@ class KnownBody:
         else:
             pieces.pop()  # the last comma
         pieces.append(b"]")
-        return orjson.Fragment(b"".join(pieces))
+        fragment = b"".join(pieces)
+        if skip or changed:  # kept for the next turn (a body sent as the client wrote it needs none)
+            self._sent_as(elements, fragment)
+        return orjson.Fragment(fragment)
+
+    def _sent_as(self, elements: list[Any], fragment: bytes) -> None:
+        sent = self.sent
+        self.sent = Sent(None, None, elements, fragment) if sent is None else sent._replace(written=elements, fragment=fragment)
 
     def measure(self, estimator: TokenEstimator, units: list[Any], tools: Any, reused: int) -> PromptSize:
         """``estimator.measure(units, tools)``, the first ``reused`` units' sizes taken from the body this
@@ -136,6 +198,17 @@ class KnownBody:
             size = estimator.measure(units, tools, known, tools_tokens)
         self.measured = Measured(estimator, size.sizes, tools, size.tools_tokens)
         return size
+
+
+class Sent(NamedTuple):
+    """A body's array on its way upstream: ``rewritten``, what :meth:`KnownBody.rewritten` made of it
+    with pinch's ``rewrites`` (None: not made so); ``written``, the array :meth:`KnownBody.written`
+    wrote, and ``fragment``, its bytes (``orjson.dumps(written)``; None, b"": not written)."""
+
+    rewrites: Mapping[int, Any] | None
+    rewritten: list[Any] | None
+    written: list[Any] | None
+    fragment: bytes
 
 
 class Measured(NamedTuple):
@@ -249,7 +322,8 @@ class ResentBodies:
             ends = parent.ends[:count]
             _extend_ends(ends, raw, elements, ends[-1])
             known = KnownBody(raw, body, key, elements, ends, parent.head, max_depth, parent.start, facts=facts,
-                              prior=parent.measured, resumed=count, signature=_signature(raw, ends))  # fmt: skip
+                              prior=parent.measured, resumed=count, signature=_signature(raw, ends),
+                              prior_pinch=parent.pinch, prior_sent=parent.sent)  # fmt: skip
             if len(ends) == len(elements) and raw[ends[-1] : ends[-1] + 1] == b"]":
                 known.tail, known.tail_items = raw[ends[-1] :], resumed.tail_items
             if count >= 2 or count == len(parent.ends):

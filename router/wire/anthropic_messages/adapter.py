@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
@@ -94,7 +94,7 @@ class AnthropicMessages:
         payload["model"] = changes.upstream_model
         conversation = view.conversation
         assert isinstance(conversation, MessagesConversation)
-        payload["messages"] = conversation.messages_with(changes.rewrites)
+        payload["messages"] = rewritten_array(changes, conversation.messages, conversation.message_of, conversation.messages_with)
         limit = body.get("max_tokens")
         if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
             payload["max_tokens"] = changes.output_tokens

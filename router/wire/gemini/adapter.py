@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
 from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last_chunk, read_usage, usage_of
 from router.wire.gemini.body import signed, within_output_limit
@@ -73,7 +73,8 @@ class Gemini:
         if changes.translated:
             return orjson.dumps(self.translation_source(body, view, changes))
         payload = within_output_limit(body, changes.output_tokens)
-        contents, _ = signed(conversation.contents_with(changes.rewrites), changes.stale.positions if changes.stale is not None else (), conversation.unsigned_calls)
+        rewritten = rewritten_array(changes, conversation.contents, conversation.content_of, conversation.contents_with)
+        contents, _ = signed(rewritten, changes.stale.positions if changes.stale is not None else (), conversation.unsigned_calls)
         return written_body({**payload, key_of(body, CONTENTS): contents}, CONTENTS[0], changes)
 
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
@@ -81,7 +82,8 @@ class Gemini:
         assert isinstance(conversation, GeminiConversation)
         payload = within_output_limit(body, changes.output_tokens)
         # the path's facts, for the translation (a Gemini body has no field for either)
-        return {**payload, key_of(body, CONTENTS): conversation.contents_with(changes.rewrites), "model": changes.upstream_model, "stream": view.stream}
+        contents = rewritten_array(changes, conversation.contents, conversation.content_of, conversation.contents_with)
+        return {**payload, key_of(body, CONTENTS): contents, "model": changes.upstream_model, "stream": view.stream}
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return (dropped(changes.stale),) if changes.stale is not None else ()

@@ -100,6 +100,10 @@ class GeminiConversation(PlacedConversation):
         found = stale_signatures(self.contents, self._where[first_changed][0] if first_changed is not None else None, remembered)
         return (found if found.positions else None), found.keys
 
+    def content_of(self, position: int) -> int:
+        """The index in ``contents`` of the content holding result ``position``."""
+        return self._where[position][0]
+
     def contents_with(self, rewrites: Rewrites) -> list[Any]:
         """The client's contents with each rewritten result's ``response`` replaced (see the module doc);
         the very same list when none is. No other part or content changes; nothing is mutated."""

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
-from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT
 from router.wire.openai_chat.body import upstream_body
@@ -62,7 +62,8 @@ class OpenAIChat:
         payload["model"] = changes.upstream_model
         conversation = view.conversation
         assert isinstance(conversation, ChatConversation)
-        payload["messages"] = messages_with(conversation.messages, conversation.result_units(), changes.rewrites)
+        messages, result_units = conversation.messages, conversation.result_units()
+        payload["messages"] = rewritten_array(changes, messages, result_units.__getitem__, lambda rewrites: messages_with(messages, result_units, rewrites))
         return payload
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
-from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, rewritten_array, tool_results_of, units_with
 from router.wire.openai_responses.validation import (
     TEXT_PARTS,
     CheckedResponses,
@@ -225,7 +225,8 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
     conversation = view.conversation
     assert isinstance(conversation, ResponsesConversation)
     if changes.rewrites:
-        out["input"] = items_with(conversation.items, conversation.result_units(), changes.rewrites)
+        items, result_units = conversation.items, conversation.result_units()
+        out["input"] = rewritten_array(changes, items, result_units.__getitem__, lambda rewrites: items_with(items, result_units, rewrites))
     if conversation.proxy_reasoning and not changes.translated:  # a translation drops every reasoning item itself
         out["input"] = [item for item in out["input"] if not is_proxy_reasoning(item)]
     limit = body.get("max_output_tokens")

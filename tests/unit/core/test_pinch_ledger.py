@@ -21,14 +21,17 @@ from router.core.pinch_ledger import (
     MAX_LEDGER_RESULTS,
     BatchOrder,
     Ledger,
+    PinchPolicy,
     PinchSession,
     SessionPinch,
     WindowLimit,
     content_digest,
+    pinch_conversation,
 )
 from router.core.results import PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.wire.openai_chat.pinch import pinch_session, prune_context
+from router.wire.openai_chat.view import ChatConversation
 from tests.support.factories import (
     agent_session,
     assistant,
@@ -375,3 +378,48 @@ def test_results_without_an_id_are_known_by_their_position() -> None:
     ledger = pinch(messages, budget=1).ledger
     assert "#5" in ledger.compressed
     assert pinch(messages, ledger, budget=10**9, cache=WARM).messages[5]["content"] != messages[5]["content"]
+
+
+# --- the memo a resent conversation's next request reapplies the ledger from -----------------------
+
+
+def _memo_turn(messages, ledger, memo=None, shared=0, *, max_chars=MAX_CHARS, cache=WARM):
+    policy = PinchPolicy(10**9, KEEP, max_chars)  # no batch: the ledger alone
+    return pinch_conversation(ChatConversation(messages), ledger, policy, cache, memo=memo, shared_units=shared)
+
+
+def test_the_next_turn_of_a_resent_conversation_takes_the_ledgers_decisions_from_the_memo() -> None:
+    first = agent_session(8)
+    batch = pinch(first, budget=tokens(first) - 1)
+    resent = _memo_turn(first, batch.ledger)
+    assert resent.memo is not None and resent.stats.reapplied == batch.stats.newly_compressed
+    # the next turn: the same message objects, one turn more
+    nxt = first + agent_session(9)[len(first):]
+    again = _memo_turn(nxt, batch.ledger, resent.memo, shared=len(first))
+    assert again.rewrites == _memo_turn(nxt, batch.ledger).rewrites and again.stats == _memo_turn(nxt, batch.ledger).stats
+    # taken, not made again: the elided results are the very texts the memo holds
+    assert all(again.rewrites[p] is resent.rewrites[p] for p in resent.rewrites)
+    # and the same turn once more: the same memo serves the next
+    assert _memo_turn(nxt, batch.ledger, again.memo, shared=len(nxt)).memo is again.memo
+
+
+@pytest.mark.parametrize("change", ["ledger", "max_chars", "not shared", "edited"])
+def test_a_memo_made_otherwise_is_not_taken(change: str) -> None:
+    first = agent_session(8)
+    batch = pinch(first, budget=tokens(first) - 1)
+    memo = _memo_turn(first, batch.ledger).memo
+    messages, ledger, shared, max_chars = list(first), batch.ledger, len(first), MAX_CHARS
+    if change == "ledger":
+        ledger = pinch(first, budget=tokens(first) // 2).ledger
+    elif change == "max_chars":
+        max_chars = MAX_CHARS * 2
+    elif change == "not shared":
+        shared = 3  # only the opening is the earlier body's: its results are not
+    else:  # a result the client edited: a body that shares only what comes before it
+        messages[3] = tool("call_0", "cleared by the client")
+        shared = 3
+    taken = _memo_turn(messages, ledger, memo, shared, max_chars=max_chars)
+    plain = _memo_turn(messages, ledger, max_chars=max_chars)
+    assert taken.rewrites == plain.rewrites and taken.stats == plain.stats
+    elided = [p for p, text in memo.rewrites.items() if "removed" in text]
+    assert elided and taken.memo is not memo and not any(taken.rewrites.get(p) is memo.rewrites[p] for p in elided)

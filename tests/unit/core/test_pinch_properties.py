@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.pinch import MIN_SUMMARIZE_CHARS, compress_tool_result, is_compressed
-from router.core.pinch_ledger import EMPTY_LEDGER, WindowLimit
+from router.core.pinch_ledger import EMPTY_LEDGER, PinchPolicy, WindowLimit, pinch_conversation
 from router.core.results import PinchMode, PinchStats
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.wire.openai_chat.pinch import pinch_session, prune_context, tool_name_for
@@ -269,6 +269,16 @@ def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[Ca
     return requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark
 
 
+def turn_limits(messages: list[dict[str, Any]], keep: int, seed: int | None, window_percent: int | None) -> tuple[list[int] | None, int, list[WindowLimit]]:
+    """A turn's relevance order (shuffled by ``seed``; None: none), its prompt's tokens, and its hard window."""
+    order = None
+    if seed is not None:
+        order = list(range(len(trim_candidates(messages, keep))))
+        random.Random(seed).shuffle(order)
+    total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
+    return order, total, [] if window_percent is None else [WindowLimit("m", "p", 10**6, total * window_percent // 100)]
+
+
 def most_compressed(messages: list[dict[str, Any]], keep: int, max_chars: int) -> list[dict[str, Any]]:
     """Every candidate as far as pinch can take it: a string result as a placeholder when that saves
     more than eliding it, a list of parts elided (what the ledger can resend)."""
@@ -293,12 +303,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
     sent_before: dict[str, tuple[bytes, bytes]] = {}  # tool_call_id -> (its content, the compressed bytes sent for it)
     for messages, (verdict, budget_percent, window_percent, seed) in zip(requests, turns, strict=True):
         before = orjson.dumps(messages)
-        order = None
-        if seed is not None:
-            order = list(range(len(trim_candidates(messages, keep))))
-            random.Random(seed).shuffle(order)
-        total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
-        windows = [] if window_percent is None else [WindowLimit("m", "p", 10**6, total * window_percent // 100)]
+        order, total, windows = turn_limits(messages, keep, seed, window_percent)
         result = pinch_session(
             messages,
             ledger,
@@ -357,3 +362,41 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
 
 def _elided(message: dict[str, Any]) -> bool:
     return "[... pinch-router removed " in orjson.dumps(message["content"]).decode()
+
+
+def _shared_units(messages: list[dict[str, Any]], before: list[dict[str, Any]] | None) -> int:
+    """How many leading messages are the very objects of the request before (a resent body's)."""
+    if before is None:
+        return 0
+    shared = 0
+    for mine, theirs in zip(messages, before):
+        if mine is not theirs:
+            break
+        shared += 1
+    return shared
+
+
+@settings(max_examples=150, deadline=None)
+@given(sessions(), st.lists(st.booleans(), max_size=12))
+def test_a_request_given_the_memo_of_the_one_it_resumed_decides_exactly_as_without_it(session, repeats) -> None:
+    """The ledger memo (LedgerMemo) carried from each request to the next, which shares its first
+    messages (the same objects), against the same session pinched without it: every answer the same.
+    Some requests are sent twice, as an agent retrying, so that the memo covers all of them."""
+    requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark = session
+    policy = PinchPolicy(0, keep, max_chars, watermark, cold_batch_from, no_cache_watermark)
+    plain_ledger = memo_ledger = EMPTY_LEDGER
+    memo, before = None, None
+    schedule = [(request, turn) for i, (request, turn) in enumerate(zip(requests, turns)) for _ in range(1 + (i < len(repeats) and repeats[i]))]
+    for messages, (verdict, budget_percent, window_percent, seed) in schedule:
+        order, total, windows = turn_limits(messages, keep, seed, window_percent)
+        options = dict(windows=windows, relevance_order=order)
+        turn_policy = replace(policy, budget_tokens=total * budget_percent // 100)
+        cache = CacheState(verdict, str(verdict), requests=3)
+        plain = pinch_conversation(ChatConversation(messages), plain_ledger, turn_policy, cache, **options)
+        shared = _shared_units(messages, before)
+        with_memo = pinch_conversation(ChatConversation(messages), memo_ledger, turn_policy, cache, memo=memo, shared_units=shared, **options)
+        assert with_memo.rewrites == plain.rewrites and list(with_memo.rewrites) == list(plain.rewrites)
+        assert with_memo.stats == plain.stats
+        assert with_memo.ledger.compressed == plain.ledger.compressed
+        assert with_memo.first_changed == plain.first_changed
+        plain_ledger, memo_ledger, memo, before = plain.ledger, with_memo.ledger, with_memo.memo, messages

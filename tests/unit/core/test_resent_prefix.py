@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from router.core.request_view import units_with
 from router.core.resent_prefix import OPENING_BYTES, PER_OPENING, ResentBodies, Resumed
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 
@@ -316,3 +317,72 @@ def test_an_array_written_from_the_clients_bytes_is_orjsons_writing_of_it(first,
     assert orjson.dumps({**payload, "messages": known.written(out)}) == orjson.dumps(payload)
     if not spaced and out and not changed and not dropped and not added:
         assert isinstance(known.written(out), orjson.Fragment)  # nothing changed: all of it copied
+
+
+# --- the array as it went upstream, taken again by the next turn ---
+
+
+def _next_kept(bodies: ResentBodies, body: dict[str, Any]) -> Any:
+    raw = orjson.dumps(body)
+    found = bodies.resume(raw, "messages", DEPTH)
+    return bodies.keep(raw, found.body if found is not None else orjson.loads(raw), "messages", DEPTH, None, found)
+
+
+def _sent(known: Any, rewrites: dict[int, Any]) -> tuple[list[Any], bytes]:
+    """What a wire's write-back sends for ``rewrites`` (position → new content) through the kept body."""
+    messages = known.elements
+    write = lambda: units_with(messages, range(len(messages)), rewrites, "content")  # noqa: E731
+    out = known.rewritten(rewrites, max(rewrites), write) if rewrites else write()
+    return out, orjson.dumps({"model": "x", "messages": known.written(out)})
+
+
+def test_the_next_turn_with_the_same_rewrites_sends_the_very_elements_and_bytes_sent_before():
+    bodies = ResentBodies(1 << 20, min_bytes=0)
+    messages = OPENING + turn(1) + turn(2) + turn(3)
+    first = _next_kept(bodies, chat(messages))
+    bodies.resume(orjson.dumps(chat(messages)), "messages", DEPTH)  # lays the first body out
+    rewrites = {3: "[pinch-router: old read result omitted (60 characters)]", 5: "[... elided ...]"}
+    out, sent = _sent(first, rewrites)
+    nxt = _next_kept(bodies, chat(messages + turn(4)))
+    assert nxt.resumed == len(messages)
+    again, sent_again = _sent(nxt, dict(rewrites))  # the same content objects, at the same positions
+    assert again[3] is out[3] and again[5] is out[5]  # the elements made last turn, taken again
+    assert again[len(messages):] == nxt.elements[len(messages):] and all(a is b for a, b in zip(again[len(messages):], nxt.elements[len(messages):]))
+    expected = units_with(nxt.elements, range(len(nxt.elements)), rewrites, "content")
+    assert again == expected and sent_again == orjson.dumps({"model": "x", "messages": expected})
+    # other content at a position: made afresh
+    other, _ = _sent(_next_kept(bodies, chat(messages + turn(4) + turn(5))), {3: "another text", 5: rewrites[5]})
+    assert other[3] is not out[3] and other[3]["content"] == "another text"
+
+
+@given(
+    first=_body,
+    turns=st.lists(
+        st.tuples(
+            st.integers(0, 2), st.lists(_message, max_size=2), st.lists(st.tuples(st.integers(0, 8), st.booleans()), max_size=4), st.booleans()
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+)
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_every_array_sent_through_the_kept_bodies_is_what_the_write_back_makes(first, turns):
+    """Turn after turn, each body resuming the last (some first dropping its last messages), each rewriting
+    some elements (often with the very content the turn before sent there): the array is the
+    write-back's, and its bytes orjson's writing."""
+    bodies = ResentBodies(1 << 22, min_bytes=0)
+    messages, previous = list(first["messages"]), {}
+    known = _next_kept(bodies, {**first, "messages": messages})
+    for cut, added, picks, repeat in [(0, [], [], False)] + turns:
+        messages = messages[: max(1, len(messages) - cut)] + added  # a client may drop its last messages (a retry)
+        body = {**first, "messages": messages}
+        known = _next_kept(bodies, body)
+        bodies.resume(orjson.dumps(body), "messages", DEPTH)  # lays it out, when it was kept whole
+        rewrites = {p: (previous[p] if again and p in previous else f"new {p}") for p, again in picks if p < len(messages)}
+        if repeat:  # the turn before's rewrites, as they were: what a ledger reapplied sends
+            rewrites = {p: text for p, text in previous.items() if p < len(messages)}
+        out, sent = _sent(known, rewrites)
+        expected = units_with(known.elements, range(len(known.elements)), rewrites, "content")
+        assert out == expected and all(a is b for i, (a, b) in enumerate(zip(out, known.elements)) if i not in rewrites)
+        assert sent == orjson.dumps({"model": "x", "messages": expected})
+        previous = rewrites
