@@ -32,11 +32,14 @@ def mock(mock_upstream, monkeypatch):
     return mock_upstream
 
 
-async def send_all(proxy: Any, url: str, agent: str, model: str, resent_mb: float) -> tuple[list[dict], str]:
+async def send_all(proxy: Any, url: str, agent: str, model: str, resent_mb: float, times: int = 1) -> tuple[list[dict], str]:
     client = await proxy(two_wire_config(url, middlewares=CHAIN, pinch=PINCH, server={"resent_bodies_mb": resent_mb}))
-    for request in turns(agent):
+    for request in (request for request in turns(agent) for _ in range(times)):
         body = {**request["body"], "model": model}
         path = request["path"].split("?")[0]
+        if "/models/" in path:  # Gemini names the model in the path
+            head, _, method = path.rpartition(":")
+            path = f"{head.rsplit('/', 1)[0]}/{model}:{method}"
         response = await client.post(path, data=orjson.dumps(body), headers={"content-type": "application/json", "x-api-key": "local-key", "x-session-id": agent})
         assert response.status == 200, await response.text()
         await response.read()
@@ -46,16 +49,17 @@ async def send_all(proxy: Any, url: str, agent: str, model: str, resent_mb: floa
 
 
 @pytest.mark.parametrize(
-    ("agent", "model", "wire"),
+    ("agent", "model", "wire", "openings"),
     [
-        ("claude-code-tool-turns", "claude-main", "anthropic-messages"),
-        ("claude-code", "chat-main", "anthropic-messages"),
-        ("codex-tool-turns", "chat-main", "openai-responses"),
-        ("aider-turns", "chat-main", "openai-chat"),
-        ("pi", "chat-main", "openai-chat"),
+        ("claude-code-tool-turns", "claude-main", "anthropic-messages", 1),
+        ("claude-code", "chat-main", "anthropic-messages", 1),
+        ("codex-tool-turns", "chat-main", "openai-responses", 1),
+        ("aider-turns", "chat-main", "openai-chat", 1),
+        ("pi", "chat-main", "openai-chat", 1),
+        ("gemini-cli", "chat-main", "gemini", 2),  # its first request picks a model: a conversation of its own
     ],
 )
-async def test_each_later_turn_resumes_the_one_before_and_goes_out_as_parsed_whole(proxy, mock, agent, model, wire):
+async def test_each_later_turn_resumes_the_one_before_and_goes_out_as_parsed_whole(proxy, mock, agent, model, wire, openings):
     upstream, url = mock
     rows, metrics = await send_all(proxy, url, agent, model, 32)
     resumed_sent = [(r.path, r.raw) for r in upstream.received]
@@ -65,7 +69,21 @@ async def test_each_later_turn_resumes_the_one_before_and_goes_out_as_parsed_who
     for row, plain in zip(rows, plain_rows):
         assert (row["tokens_before"], row["tokens_after"], row["pinch_compressed"]) == (plain["tokens_before"], plain["tokens_after"], plain["pinch_compressed"])
     resumed = [row["resumed_elements"] for row in rows]
-    assert resumed[0] == 0 and all(n > 0 for n in resumed[1:]), resumed  # each later turn took the one before's messages
+    assert resumed[:openings] == [0] * openings and all(n > 0 for n in resumed[openings:]), resumed  # each later turn took the one before's messages
     assert [row["resumed_elements"] for row in plain_rows] == [None] * len(plain_rows)  # off: nothing kept
-    assert f'pinch_router_request_bodies_total{{parse="resumed",wire="{wire}"}} {len(rows) - 1}.0' in metrics
-    assert f'pinch_router_request_bodies_total{{parse="whole",wire="{wire}"}} 1.0' in metrics
+    assert f'pinch_router_request_bodies_total{{parse="resumed",wire="{wire}"}} {len(rows) - openings}.0' in metrics
+    assert f'pinch_router_request_bodies_total{{parse="whole",wire="{wire}"}} {openings}.0' in metrics
+
+
+@pytest.mark.parametrize(("agent", "model"), [("claude-code-tool-turns", "claude-main"), ("codex-tool-turns", "chat-main"), ("aider-turns", "chat-main")])
+async def test_a_turn_sent_again_goes_out_as_the_bytes_it_went_out_as_before(proxy, mock, agent, model):
+    """Each turn sent twice (an agent's retry): the second finds the ledger's decisions and the array
+    sent upstream on the body it resumes (router.core.pinch_ledger.LedgerMemo, KnownBody.sent) and
+    takes them again; every byte upstream is what the same turns parsed whole send."""
+    upstream, url = mock
+    await send_all(proxy, url, agent, model, 32, times=2)
+    resumed_sent = [(r.path, r.raw) for r in upstream.received]
+    upstream.received.clear()
+    await send_all(proxy, url, agent, model, 0, times=2)
+    assert [(r.path, r.raw) for r in upstream.received] == resumed_sent
+    assert resumed_sent[1::2] == resumed_sent[0::2]  # and the retry is its turn's bytes again
