@@ -40,7 +40,7 @@ class Exchange:
         view = ctx.view
         self.wire_out = provider_adapter(provider).chat_wire(provider)
         try:
-            ids = AnswerIds(secrets.token_hex(12), int(time.time()))
+            ids = AnswerIds(secrets.token_hex(12), int(time.time()), prompt_tokens_sent(ctx))
             self.translation = translator(ctx.wire.name, self.wire_out, ids, system_anywhere=provider.system_messages == "anywhere")
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
@@ -87,6 +87,14 @@ class Exchange:
         except Exception as exc:  # the translation could not read it: none it was written for (and a bug, logged)
             raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {unreadable(exc, self.ctx.request_id)}") from None
         return translated, JSON, wire.read_usage(translated)
+
+
+def prompt_tokens_sent(ctx: RequestContext) -> int | None:
+    """The prompt's tokens as it goes upstream, when the chain counted it: pinch's count after its
+    rewrites, else the prompt as the client sent it (nothing rewrote it); None: never counted."""
+    if ctx.pinch is not None:
+        return ctx.pinch.final_tokens
+    return ctx.prompt_size.tokens if ctx.prompt_size is not None and not ctx.rewrites else None
 
 
 def unreadable(exc: Exception, request_id: str) -> str:

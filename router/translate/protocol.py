@@ -22,10 +22,14 @@ EVENT_STREAM = "text/event-stream"
 class AnswerIds:
     """What a translated answer is given that only the outside world has: ``token``, random hex (at
     least 24 digits) that makes its ids unique (Claude Code merges answers that share a message id;
-    a client answers calls by their ids), and ``created``, the epoch second it is made."""
+    a client answers calls by their ids), and ``created``, the epoch second it is made.
+    ``input_tokens``: the request's prompt as the proxy counted it, the chain's changes in (pinch's
+    ``final_tokens``), for an answer that states it before the provider's usage comes (Anthropic's
+    ``message_start``); None: the translation counts it itself."""
 
     token: str
     created: int
+    input_tokens: int | None = None
 
 
 class Translator(Protocol):

@@ -11,6 +11,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from router.tools.explain import explain_request, render_explanation
 from router.tools.decision_text import decision_detail
 from tests.support.anthropic_factories import captured, two_wire_config
+from tests.support.wire_factories import sse_events
 
 PINCH = {"enabled": True, "budget_tokens": 200, "keep_last_turns": 1, "max_summarize_chars": 400}
 CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
@@ -110,3 +111,22 @@ async def test_thinking_goes_to_a_chat_model_as_reasoning_content_only_when_it_n
     assistants = [m for m in sent.body["messages"] if m["role"] == "assistant"]
     expected = "The user wants something only a tool can tell. I will call Bash."
     assert [m.get("reasoning_content") for m in assistants][0] == (expected if reasoning_content else None)
+
+
+@pytest.mark.parametrize("pinched", [False, True], ids=["as sent", "pinched"])
+async def test_message_start_states_the_prompt_the_chain_counted_for_a_chat_model(proxy, mock, pinched):
+    """Translated to a chat model, the stream's message_start carries the input tokens before the
+    provider's usage comes: the chain's own count of the prompt as it went upstream (pinch's
+    tokens after, else count_tokens' answer for the same body) with the configured estimator."""
+    client = await proxy(two_wire_config(mock[1], middlewares=CHAIN, pinch={**PINCH, "enabled": pinched}, tokens={"image_tokens": 300}))
+    body, headers = claude_code_request("chat-main", long_result=True)
+    body["messages"][0]["content"] = [*body["messages"][0]["content"], {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]
+    counted = await client.post("/v1/messages/count_tokens", data=orjson.dumps({k: v for k, v in body.items() if k != "max_tokens"}), headers=headers)
+    response = await client.post("/v1/messages?beta=true", data=orjson.dumps(body), headers=headers)
+    assert response.status == 200 and counted.status == 200
+    start = next(data for name, data in sse_events(await response.read()) if name == "message_start")
+    (row,) = await decisions(client)
+    expected = row["tokens_after"] if pinched else (await counted.json())["input_tokens"]
+    assert start["message"]["usage"]["input_tokens"] == expected
+    if pinched:
+        assert row["tokens_after"] < row["tokens_before"]  # the long old result went compressed
