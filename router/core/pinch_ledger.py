@@ -414,7 +414,7 @@ def pinch_conversation(
             elided += kind is _ELIDED
             named = named or kind is _PLACEHOLDER
         work.elided = elided
-        if memo is not None and start == len(candidates) and not named:
+        if memo is not None and start == len(candidates):
             work.memo = memo  # nothing new decided: the same memo serves the next request
         elif not restoring and not named:
             last_unit = result_units[candidates[-1]] if candidates else -1

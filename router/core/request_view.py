@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import field
-from operator import is_
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
@@ -296,14 +295,14 @@ def rewritten_array(
     changes: BodyChanges, elements: list[Any], element_of: Callable[[int], int], write: Callable[[Rewrites], list[Any]]
 ) -> list[Any]:
     """``write(changes.rewrites)``: a wire's write-back of pinch's rewrites into ``elements`` (the body's
-    array, element for element the kept body's; every element it does not rewrite left as it is),
-    through the kept body (:meth:`~router.core.resent_prefix.KnownBody.rewritten`): when the turn
-    before made the same rewrites, the elements it made are taken again, and then their bytes.
+    array; every element it does not rewrite left as it is), through the kept body
+    (:meth:`~router.core.resent_prefix.KnownBody.rewritten`): when the turn before made the same
+    rewrites, the elements it made are taken again, and then their bytes.
     ``element_of(position)``: the index in ``elements`` of result ``position``'s element."""
     rewrites, known = changes.rewrites, changes.written
-    if not rewrites or known is None or not (elements is known.elements or (len(elements) == len(known.elements) and all(map(is_, elements, known.elements)))):
+    if not rewrites or known is None:
         return write(rewrites)
-    return known.rewritten(rewrites, element_of(max(rewrites)), lambda: write(rewrites))
+    return known.rewritten(elements, rewrites, element_of(max(rewrites)), lambda: write(rewrites))
 
 
 def written_body(payload: dict[str, Any], key: str, changes: BodyChanges) -> bytes:

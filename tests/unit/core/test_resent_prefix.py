@@ -332,7 +332,7 @@ def _sent(known: Any, rewrites: dict[int, Any]) -> tuple[list[Any], bytes]:
     """What a wire's write-back sends for ``rewrites`` (position → new content) through the kept body."""
     messages = known.elements
     write = lambda: units_with(messages, range(len(messages)), rewrites, "content")  # noqa: E731
-    out = known.rewritten(rewrites, max(rewrites), write) if rewrites else write()
+    out = known.rewritten(messages, rewrites, max(rewrites), write) if rewrites else write()
     return out, orjson.dumps({"model": "x", "messages": known.written(out)})
 
 
@@ -353,6 +353,16 @@ def test_the_next_turn_with_the_same_rewrites_sends_the_very_elements_and_bytes_
     # other content at a position: made afresh
     other, _ = _sent(_next_kept(bodies, chat(messages + turn(4) + turn(5))), {3: "another text", 5: rewrites[5]})
     assert other[3] is not out[3] and other[3]["content"] == "another text"
+
+
+def test_an_array_that_is_not_the_kept_bodys_own_is_written_and_nothing_of_it_kept():
+    bodies = ResentBodies(1 << 20, min_bytes=0)
+    messages = OPENING + turn(1) + turn(2)
+    known = _next_kept(bodies, chat(messages))
+    other = [*known.elements[:-1], {"role": "tool", "tool_call_id": "c2", "content": "another"}]  # a wire's array that differs
+    rewrites = {3: "[pinch-router: old read result omitted (60 characters)]"}
+    out = known.rewritten(other, rewrites, 3, lambda: units_with(other, range(len(other)), rewrites, "content"))
+    assert out == units_with(other, range(len(other)), rewrites, "content") and known.sent is None
 
 
 @given(
