@@ -76,6 +76,16 @@ def header_value(text: str, limit: int = MAX_HEADER_CHARS) -> str:
     return f"{escaped[:limit]}... ({len(text):,} characters)"
 
 
+def header_values(headers: dict[str, str], limit: int = MAX_HEADER_CHARS) -> dict[str, str]:
+    """``headers`` with every value :func:`header_value` makes of it. The usual head (all its values
+    printable ASCII, together within ``limit``) is returned as it is, after one check of them all
+    instead of one a value."""
+    joined = "".join(headers.values())
+    if len(joined) <= limit and joined.isascii() and joined.isprintable():
+        return headers
+    return {name: header_value(value, limit) for name, value in headers.items()}
+
+
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

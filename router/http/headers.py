@@ -2,7 +2,7 @@
 
 Computed when the response head is sent: by upstream-forward just before a
 stream is prepared, by the edge for every other response. Every value passes
-:func:`~router.core.redaction.header_value` here: some carry what a client or a
+:func:`~router.core.redaction.header_values` here: some carry what a client or a
 provider wrote (the tools a translation dropped), and one control character in
 a header makes the HTTP writer drop the connection instead of answering.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from time import perf_counter
 
 from router.contract.context import RequestContext
-from router.core.redaction import header_value
+from router.core.redaction import header_values
 
 
 def overhead_ms(ctx: RequestContext) -> float:
@@ -47,4 +47,4 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-dropped"] = upstream.dropped_text
     ctx.overhead_ms = overhead_ms(ctx)
     headers["x-router-overhead-ms"] = f"{ctx.overhead_ms:.2f}"
-    return {name: header_value(value) for name, value in headers.items()}
+    return header_values(headers)

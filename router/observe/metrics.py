@@ -42,30 +42,28 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from router.core.results import Outcome
 from router.observe.decision_record import Decision
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _BOUNDS = (*LATENCY_BUCKETS, float("inf"))  # as prometheus-client completes them
+_FIRST, _INF = _BOUNDS[0], _BOUNDS[-1]
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # set by `serve --workers N` for its workers
+Series = tuple[Any, ...]  # (a metric, then its label values as the decision holds them)
 
 
 class Metrics:
     def __init__(self, models: list[str], categories: list[str]) -> None:
         self.registry = CollectorRegistry()
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-        self._by_stage: dict[tuple[str, Outcome], tuple[Any, Any]] = {}
-        # Not yet handed to prometheus-client: a counter child's increments, a latency
-        # histogram child's [sum, count in each of _BOUNDS' buckets].
-        self._counted: dict[Any, float] = {}
-        self._timed: dict[Any, list[float]] = {}
-        self._count: Callable[..., None]
-        self._time: Callable[[Any, float], None]
-        if MULTIPROCESS_DIR_ENV in os.environ:  # other workers read our values from the shared files
-            self._count, self._time = _count_at_once, _time_at_once
-        else:
-            self._count, self._time = self._tally_count, self._tally_time
+        # An observation names its series by a key, ``(metric, *label values)``, the values as
+        # the decision holds them (a status as its int, an outcome as its enum); the child of
+        # each key, looked up once (:meth:`_series`), is where prometheus-client keeps it.
+        self._children: dict[Series, Any] = {}
+        # Not yet handed to prometheus-client, by key: a counter's increments; a latency
+        # histogram's [sum, count in each of _BOUNDS' buckets].
+        self._counted: dict[Series, float] = {}
+        self._timed: dict[Series, list[float]] = {}
+        self._add = self._at_once if MULTIPROCESS_DIR_ENV in os.environ else self._tally  # other workers read the shared files
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
@@ -132,87 +130,96 @@ class Metrics:
         return name if name in self._categories else ("none" if name is None else "other")
 
     def observe(self, d: Decision) -> None:
-        count, time = self._count, self._time
+        """What one finished request adds, as three lists of series: those counted by one, those
+        counted by an amount, the latencies; :meth:`_add` (how depends on the process) adds them,
+        all in one call (a call per observation was most of the metrics' cost: 8.5 → 5.3 µs a
+        request, measured in-process)."""
         model = self._model(d.model)
-        count(self._child(self.requests, model, self._category(d.category), str(d.status)))
+        ones: list[Series] = [(self.requests, model, self._category(d.category), d.status)]
+        amounts: list[tuple[Series, float]] = []
+        times: list[tuple[Series, float]] = []
         if d.wire_in:
-            count(self._child(self.wires, d.wire_in, d.wire_out or "none"))
+            ones.append((self.wires, d.wire_in, d.wire_out or "none"))
             if d.resumed_elements is not None:
-                count(self._child(self.bodies, d.wire_in, "resumed" if d.resumed_elements else "whole"))
+                ones.append((self.bodies, d.wire_in, "resumed" if d.resumed_elements else "whole"))
         if d.source:
-            count(self._child(self.classification, d.source))
+            ones.append((self.classification, d.source))
         if d.pinch_mode:
-            count(self._child(self.pinch, d.pinch_mode))
-            count(self.pinch_saved, max(d.pinch_saved, 0))
+            ones.append((self.pinch, d.pinch_mode))
+            amounts.append(((self.pinch_saved,), max(d.pinch_saved, 0)))
         if d.relevance_status:
-            count(self._child(self.relevance, d.relevance_status))
-        for record in d.stages:
-            seconds, outcomes = self._stage_children(record.stage, record.outcome)
-            time(seconds, record.ms / 1000)
-            count(outcomes)
+            ones.append((self.relevance, d.relevance_status))
+        stage_seconds, stage_outcomes = self.stage_seconds, self.stage_outcomes
+        for record in d.stages:  # seven stages report on every request
+            times.append(((stage_seconds, record.stage), record.ms / 1000))
+            ones.append((stage_outcomes, record.stage, record.outcome))
         for attempt in d.attempts:
-            count(self._child(self.upstream_attempts, attempt.provider, "answered" if not attempt.error else "failed"))
+            ones.append((self.upstream_attempts, attempt.provider, "answered" if not attempt.error else "failed"))
         if d.provider and d.first_byte_ms is not None:
-            time(self._child(self.first_byte, d.provider), d.first_byte_ms / 1000)
+            times.append(((self.first_byte, d.provider), d.first_byte_ms / 1000))
         if d.provider and d.upstream_ms is not None:
-            time(self._child(self.upstream_total, d.provider), d.upstream_ms / 1000)
+            times.append(((self.upstream_total, d.provider), d.upstream_ms / 1000))
         if d.overhead_ms is not None:
-            time(self.overhead, d.overhead_ms / 1000)
+            times.append(((self.overhead,), d.overhead_ms / 1000))
         if d.prompt_tokens:
-            count(self._child(self.usage, model, "prompt"), d.prompt_tokens)
+            amounts.append(((self.usage, model, "prompt"), d.prompt_tokens))
         if d.completion_tokens:
-            count(self._child(self.usage, model, "completion"), d.completion_tokens)
+            amounts.append(((self.usage, model, "completion"), d.completion_tokens))
         if d.cached_tokens is not None and d.prompt_tokens is not None:
-            count(self._child(self.prompt_cache, model, "cached"), min(d.cached_tokens, d.prompt_tokens))
-            count(self._child(self.prompt_cache, model, "uncached"), max(d.prompt_tokens - d.cached_tokens, 0))
+            amounts.append(((self.prompt_cache, model, "cached"), min(d.cached_tokens, d.prompt_tokens)))
+            amounts.append(((self.prompt_cache, model, "uncached"), max(d.prompt_tokens - d.cached_tokens, 0)))
         if d.cache_write_tokens:
-            count(self._child(self.prompt_cache, model, "written"), d.cache_write_tokens)
+            amounts.append(((self.prompt_cache, model, "written"), d.cache_write_tokens))
         if d.escalation:
-            count(self.escalations)
+            ones.append((self.escalations,))
+        for _, amount in amounts:  # refused when observed, as prometheus-client does, not when handed over
+            if amount < 0:
+                raise ValueError(f"a counter only goes up, not by {amount}")
+        self._add(ones, amounts, times)
 
-    def _tally_count(self, counter: Any, amount: float = 1) -> None:
-        if amount < 0:  # refused when counted, as prometheus-client does, not when handed over
-            raise ValueError(f"a counter only goes up, not by {amount}")
-        self._counted[counter] = self._counted.get(counter, 0) + amount
+    def _tally(self, ones: list[Series], amounts: list[tuple[Series, float]], times: list[tuple[Series, float]]) -> None:
+        """One process: plain dict updates, handed to prometheus-client when the metrics are read."""
+        counted, timed = self._counted, self._timed
+        for key in ones:
+            counted[key] = counted.get(key, 0) + 1
+        for key, amount in amounts:
+            counted[key] = counted.get(key, 0) + amount
+        for key, seconds in times:
+            tally = timed.get(key)
+            if tally is None:
+                tally = timed[key] = [0.0] * (1 + len(_BOUNDS))
+            tally[0] += seconds
+            if seconds <= _FIRST:  # most of a request's stages: their own work is under half a millisecond
+                tally[1] += 1
+            elif seconds <= _INF:  # NaN falls in no bucket, as in prometheus-client
+                tally[1 + bisect_left(_BOUNDS, seconds)] += 1  # the first bucket whose bound is >= seconds
 
-    def _tally_time(self, histogram: Any, seconds: float) -> None:
-        tally = self._timed.get(histogram)
-        if tally is None:
-            tally = self._timed[histogram] = [0.0] * (1 + len(_BOUNDS))
-        tally[0] += seconds
-        if seconds <= _BOUNDS[-1]:  # NaN falls in no bucket, as in prometheus-client
-            tally[1 + bisect_left(_BOUNDS, seconds)] += 1  # the first bucket whose bound is >= seconds
+    def _at_once(self, ones: list[Series], amounts: list[tuple[Series, float]], times: list[tuple[Series, float]]) -> None:
+        """A worker of several: each observation made in prometheus-client, for the others to read."""
+        for key in ones:
+            self._series(key).inc()
+        for key, amount in amounts:
+            self._series(key).inc(amount)
+        for key, seconds in times:
+            self._series(key).observe(seconds)
 
     def hand_over(self) -> None:
         """Add the tallied observations to the prometheus-client metrics (the loop's thread only)."""
         counted, timed = self._counted, self._timed
         self._counted, self._timed = {}, {}
-        for counter, amount in counted.items():
-            counter.inc(amount)
-        for histogram, tally in timed.items():
-            # prometheus-client has no call that adds n observations to one bucket: its
-            # histogram child's own values (as its observe updates them) take them.
-            histogram._sum.inc(tally[0])
-            for bucket, n in zip(histogram._buckets, tally[1:], strict=True):
-                if n:
-                    bucket.inc(n)
+        for key, amount in counted.items():
+            self._series(key).inc(amount)
+        for key, tally in timed.items():
+            _add_to_histogram(self._series(key), tally)
 
-    def _stage_children(self, stage: str, outcome: Outcome) -> tuple[Any, Any]:
-        """The duration and outcome children of one stage, found with one lookup:
-        seven stages report on every request, so this is the hottest label lookup."""
-        key = (stage, outcome)
-        children = self._by_stage.get(key)
-        if children is None:
-            children = self._by_stage[key] = (self.stage_seconds.labels(stage), self.stage_outcomes.labels(stage, str(outcome)))
-        return children
-
-    def _child(self, metric: Any, *values: str) -> Any:
-        """``metric.labels(*values)``, remembered: label values are bounded, and the
-        lookup behind ``labels`` costs more than the observation itself."""
-        key = (id(metric), values)
+    def _series(self, key: Series) -> Any:
+        """The prometheus-client child ``key`` names (the metric itself when it has no labels),
+        remembered: label values are bounded, and the lookup behind ``labels`` costs more than
+        the observation itself."""
         child = self._children.get(key)
         if child is None:
-            child = self._children[key] = metric.labels(*values)
+            metric, *values = key
+            child = self._children[key] = metric.labels(*map(str, values)) if values else metric
         return child
 
     def render(self) -> bytes:
@@ -225,12 +232,13 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-def _count_at_once(counter: Any, amount: float = 1) -> None:
-    counter.inc(amount)
-
-
-def _time_at_once(histogram: Any, seconds: float) -> None:
-    histogram.observe(seconds)
+def _add_to_histogram(histogram: Any, tally: list[float]) -> None:
+    """Add ``[sum, count in each bucket]`` to a histogram child. prometheus-client has no call that
+    adds n observations to one bucket: its child's own values (as its observe updates them) take them."""
+    histogram._sum.inc(tally[0])
+    for bucket, n in zip(histogram._buckets, tally[1:], strict=True):
+        if n:
+            bucket.inc(n)
 
 
 def use_multiprocess_metrics() -> None:

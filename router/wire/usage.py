@@ -48,21 +48,25 @@ def usage_of(obj: Any) -> Usage | None:
 
 
 def _usage(usage: dict[str, Any]) -> Usage:
-    def number(key: str, within: dict[str, Any] = usage) -> int | None:
-        value = within.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         details = usage.get("input_tokens_details")  # the Responses API's name for it
-    cached_detail = number("cached_tokens", details) if isinstance(details, dict) else None
-    cache_read, cache_write = number("cache_read_input_tokens"), number("cache_creation_input_tokens")
-    cached = next((n for n in (cached_detail, cache_read, number("prompt_cache_hit_tokens")) if n is not None), None)
-    prompt, completion = number("prompt_tokens"), number("completion_tokens")
-    total, uncached_input = number("total_tokens"), number("input_tokens")
-    if prompt is None and uncached_input is not None:
-        # Anthropic's shape: input_tokens counts only what was neither read from nor written to the cache
-        prompt = uncached_input + (cache_read or 0) + (cache_write or 0)
+    cached = _number(details, "cached_tokens") if isinstance(details, dict) else None
+    cache_read, cache_write = _number(usage, "cache_read_input_tokens"), _number(usage, "cache_creation_input_tokens")
+    if cached is None:
+        cached = cache_read if cache_read is not None else _number(usage, "prompt_cache_hit_tokens")
+    prompt, completion, total = _number(usage, "prompt_tokens"), _number(usage, "completion_tokens"), _number(usage, "total_tokens")
+    if prompt is None:
+        uncached_input = _number(usage, "input_tokens")
+        if uncached_input is not None:
+            # Anthropic's shape: input_tokens counts only what was neither read from nor written to the cache
+            prompt = uncached_input + (cache_read or 0) + (cache_write or 0)
     if completion is None:
-        completion = number("output_tokens")
+        completion = _number(usage, "output_tokens")
     return Usage(prompt, completion, total, cached, cache_write)
+
+
+def _number(within: dict[str, Any], key: str) -> int | None:
+    """A token count as a usage report states it: a whole number, not negative (a bool is not one)."""
+    value = within.get(key)
+    return value if type(value) is int and value >= 0 else None

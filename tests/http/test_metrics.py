@@ -129,7 +129,10 @@ def test_a_negative_count_is_refused_when_observed_and_the_metrics_still_render(
     metrics = Metrics(["m"], ["c"])
     with pytest.raises(ValueError):
         metrics.observe(decision(model="m", completion_tokens=-1))
-    assert b"pinch_router_requests_total" in metrics.render()
+    rendered = metrics.render()
+    assert b"pinch_router_requests_total" in rendered
+    # refused whole: none of that decision's series was counted
+    assert ("_total", (("category", "none"), ("model", "m"), ("status", "200"))) not in samples_of(rendered, "pinch_router_requests")
 
 
 def test_a_worker_of_several_makes_each_observation_at_once_for_the_others_to_read(monkeypatch, tmp_path):
