@@ -108,8 +108,11 @@ class Metrics:
         )
         self.state_up = Gauge("pinch_router_state_backend_up", "1 while the configured state backend answers", registry=r, multiprocess_mode="livemin")
         # Read at scrape time: what is alive now (load tests check these return to idle).
-        self.in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
-        self.upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
+        in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
+        upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
+        # moved twice a request each: what they count is read when the metrics are (see OpenCount)
+        self.in_flight: OpenCount | Gauge = OpenCount.of(in_flight)
+        self.upstream_open: OpenCount | Gauge = OpenCount.of(upstream_open)
         self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r, multiprocess_mode="livesum")
         self.connections_open = Gauge("pinch_router_connections_open", "Client connections open", registry=r, multiprocess_mode="livesum")
         self.connections_closed = Counter(
@@ -230,6 +233,31 @@ class Metrics:
             MultiProcessCollector(registry)
             return generate_latest(registry)
         return generate_latest(self.registry)
+
+
+class OpenCount:
+    """What is open now (requests in flight, upstream answers being relayed), counted in a plain
+    int that the gauge reads when the metrics are: a gauge's ``inc`` checks its arguments and takes
+    a lock, four times a request. A worker of several moves its gauge itself (:meth:`of`): the
+    other workers read its value from the shared files."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    @staticmethod
+    def of(gauge: Gauge) -> OpenCount | Gauge:
+        """What to ``inc`` and ``dec`` for ``gauge``: a count it reads, or the gauge itself under ``--workers``."""
+        if MULTIPROCESS_DIR_ENV in os.environ:
+            return gauge
+        count = OpenCount()
+        gauge.set_function(lambda: count.value)
+        return count
+
+    def inc(self) -> None:
+        self.value += 1
+
+    def dec(self) -> None:
+        self.value -= 1
 
 
 def _add_to_histogram(histogram: Any, tally: list[float]) -> None:
