@@ -68,7 +68,7 @@ def header_value(text: str, limit: int = MAX_HEADER_CHARS) -> str:
     """``text`` fit for an HTTP header: every character outside printable ASCII written as its
     escape (``a\\x0ab``, ``\\xe9``), cut to ``limit`` characters and then saying how long it was (as
     :func:`clip`, in ASCII). The usual value is returned as it is, after one check."""
-    if len(text) <= limit and text.isascii() and text.isprintable():
+    if _fits_header(text, limit):
         return text
     escaped = _HEADER_UNSAFE.sub(_escape, text[:limit])
     if len(text) <= limit and len(escaped) <= limit:
@@ -80,10 +80,14 @@ def header_values(headers: dict[str, str], limit: int = MAX_HEADER_CHARS) -> dic
     """``headers`` with every value :func:`header_value` makes of it. The usual head (all its values
     printable ASCII, together within ``limit``) is returned as it is, after one check of them all
     instead of one a value."""
-    joined = "".join(headers.values())
-    if len(joined) <= limit and joined.isascii() and joined.isprintable():
+    if _fits_header("".join(headers.values()), limit):
         return headers
     return {name: header_value(value, limit) for name, value in headers.items()}
+
+
+def _fits_header(text: str, limit: int) -> bool:
+    """``text`` goes in a header as it is: printable ASCII, within ``limit`` characters."""
+    return len(text) <= limit and text.isascii() and text.isprintable()
 
 
 def _escape(match: re.Match[str]) -> str:

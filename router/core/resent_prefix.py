@@ -46,8 +46,8 @@ rewrote also holds the array it sent upstream (no longer than its own).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from itertools import compress, count
 from operator import is_, is_not
 from typing import Any, NamedTuple

@@ -7,7 +7,7 @@ from config or a fixed vocabulary, never from client input.
 A decision's ~25 observations are tallied in plain dicts and handed to
 prometheus-client when the metrics are read (:meth:`Metrics.render`): each
 call into prometheus-client takes a lock and checks its arguments, and made
-the metrics cost a request ~15 µs of the loop's CPU; a tally costs ~3 µs. A
+the metrics cost a request ~15 µs of the loop's CPU; tallied, a third of that (:meth:`Metrics.observe`). A
 worker of ``serve --workers N`` makes every observation in prometheus-client at
 once instead, as before: another worker may answer the scrape from the shared
 files, and handing each request's tally over at once cost more than observing

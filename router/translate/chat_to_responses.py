@@ -33,6 +33,7 @@ import orjson
 
 from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
+from router.wire.usage import token_count
 
 
 def responses_usage(usage: Any) -> dict[str, Any] | None:
@@ -58,7 +59,7 @@ def responses_usage(usage: Any) -> dict[str, Any] | None:
 
 
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    return token_count(value) or 0
 
 
 INCOMPLETE_REASONS = {"length": "max_output_tokens", "content_filter": "content_filter"}

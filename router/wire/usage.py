@@ -51,22 +51,23 @@ def _usage(usage: dict[str, Any]) -> Usage:
     details = usage.get("prompt_tokens_details")
     if not isinstance(details, dict):
         details = usage.get("input_tokens_details")  # the Responses API's name for it
-    cached = _number(details, "cached_tokens") if isinstance(details, dict) else None
-    cache_read, cache_write = _number(usage, "cache_read_input_tokens"), _number(usage, "cache_creation_input_tokens")
+    get = usage.get
+    cached = token_count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    cache_read, cache_write = token_count(get("cache_read_input_tokens")), token_count(get("cache_creation_input_tokens"))
     if cached is None:
-        cached = cache_read if cache_read is not None else _number(usage, "prompt_cache_hit_tokens")
-    prompt, completion, total = _number(usage, "prompt_tokens"), _number(usage, "completion_tokens"), _number(usage, "total_tokens")
+        cached = cache_read if cache_read is not None else token_count(get("prompt_cache_hit_tokens"))
+    prompt, completion, total = token_count(get("prompt_tokens")), token_count(get("completion_tokens")), token_count(get("total_tokens"))
     if prompt is None:
-        uncached_input = _number(usage, "input_tokens")
+        uncached_input = token_count(get("input_tokens"))
         if uncached_input is not None:
             # Anthropic's shape: input_tokens counts only what was neither read from nor written to the cache
             prompt = uncached_input + (cache_read or 0) + (cache_write or 0)
     if completion is None:
-        completion = _number(usage, "output_tokens")
+        completion = token_count(get("output_tokens"))
     return Usage(prompt, completion, total, cached, cache_write)
 
 
-def _number(within: dict[str, Any], key: str) -> int | None:
-    """A token count as a usage report states it: a whole number, not negative (a bool is not one)."""
-    value = within.get(key)
-    return value if type(value) is int and value >= 0 else None
+def token_count(value: Any) -> int | None:
+    """``value`` when it is a token count as a usage report states one: a whole number, not negative
+    (a bool is not one); else None. Every wire's usage reader takes its counts through it."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

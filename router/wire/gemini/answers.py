@@ -17,13 +17,14 @@ import orjson
 
 from router.core.results import Usage
 from router.core.sse import data_payloads
+from router.wire.usage import token_count
+
 SSE_EVENT_END = b"\r\n\r\n"  # as Google ends its events
 JSON = "application/json"
 
 
 def _count(obj: dict[str, Any], camel: str, snake: str) -> int | None:
-    value = obj.get(camel, obj.get(snake))
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    return token_count(obj.get(camel, obj.get(snake)))
 
 
 def usage_of(answer: Any) -> Usage | None:
