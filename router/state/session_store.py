@@ -55,9 +55,9 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry  # the asyncio client's own: with the sync one redis-py 8 warns at every start
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
-from redis.retry import Retry
 
 from router.config import RedisSettings
 from router.core.session_state import UNREAD, MemorySessionState, Read, SessionSnapshot, Space

@@ -29,7 +29,9 @@ def make_config(upstream_url: str = "http://127.0.0.1:9/v1", **sections: Any) ->
         "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
         "providers": {"mock": {"base_url": upstream_url}},
         "models": [model_entry("main")],
-        "upstream": {"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5},
+        # Generous: on a loaded 2-core machine (two suites at once) a loopback connect or a mock's answer
+        # waited 2-5 s for the event loop now and then, and a request answered 504. A test of a timeout sets its own.
+        "upstream": {"connect_timeout_seconds": 10, "first_byte_timeout_seconds": 30, "idle_timeout_seconds": 30},
         "decision_log": {"path": ":memory:"},
     }
     raw.update(sections)

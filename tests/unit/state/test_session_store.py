@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import subprocess
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,6 +69,13 @@ async def test_redis_keeps_the_first_value_namespaced_versioned_and_with_the_spa
         assert await store.get_many([(notes(), "s3"), (notes(), "s2")], now=0.0) == [None, "kept"]
     finally:
         await client.aclose()
+
+
+def test_the_redis_client_is_built_without_a_warning_on_the_newest_redis_py() -> None:
+    # redis-py 8 converts a synchronous Retry handed to its asyncio client, with a UserWarning at every start.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        redis_store(RedisSettings(url=f"redis://127.0.0.1:{free_port()}/0"), on_fallback=lambda: None, on_state=lambda up: None)
 
 
 async def test_an_unreachable_redis_serves_from_memory_counts_each_call_and_says_why() -> None:
