@@ -180,7 +180,8 @@ def _unreadable(request: web.Request, exc: BaseException, limits: BodyLimits) ->
 
 It must never raise and must leave every error for later (the depth's comes first), and its
 ``walk`` must give :func:`json_shape` the body's own answer — the parts it leaves out proven to
-nest within ``max_depth`` with no float in them."""
+nest within ``max_depth`` with no float in them. One that stumbles on a value nested deeper than
+Python or orjson can follow is as if there were none (:func:`_checked`)."""
 
 
 class CheckedBody(NamedTuple):
@@ -226,7 +227,7 @@ def parse_checked_json_body(
             if "infinity" not in str(exc):  # 1e400 is valid JSON that only a double cannot hold
                 return invalid_request(f"the body is not valid JSON: {exc}", code="invalid_json")
             return _faithful_body(raw, max_depth)
-    checked = None if check is None else check(body, max_depth, resumed)
+    checked = None if check is None else _checked(check, body, max_depth, resumed)
     walk = body if checked is None else checked.walk
     if resumed is not None and type(walk) is dict:
         walk = _not_walked_before(walk, resumed.parent.body)
@@ -236,6 +237,18 @@ def parse_checked_json_body(
     if shape.numbers_suspect:
         return _faithful_body(raw, max_depth)
     return CheckedBody(body, checked, raw, resumed)
+
+
+def _checked(check: BodyCheck, body: Any, max_depth: int, resumed: Resumed | None) -> Checked | None:
+    """``check``'s answer; None (the whole body walked, then validated by the wire as usual) when
+    it stumbled on a value nested too deep for Python (a string made of a list ~980 levels deep
+    raises RecursionError) or for orjson (which writes at most 254 levels): the check runs before
+    the depth walk, so it may meet such a value where it expects a flat one, and the depth's 400
+    comes first."""
+    try:
+        return check(body, max_depth, resumed)
+    except (RecursionError, orjson.JSONEncodeError):
+        return None
 
 
 def _not_walked_before(walk: dict[str, Any], parent: dict[str, Any]) -> dict[str, Any]:

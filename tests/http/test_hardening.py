@@ -342,6 +342,33 @@ async def test_a_too_deep_body_is_refused_as_that_whatever_else_is_wrong(proxy, 
     assert (await resp.json())["error"]["param"] == "messages[0].role"
 
 
+# Where each wire's own check, which runs before the depth walk, reads a value it expects to be
+# flat: a nested one there is still the depth's 400 (issue #42), not a 5xx of Python's recursion
+# limit (a string of a list nested ~980 deep) or orjson's (it writes at most 254 levels).
+WIRE_PLACES = {
+    "gemini contents[].role": ("/v1beta/models/auto:generateContent", {"contents": [{"role": "__NESTED__", "parts": [{"text": "hi"}]}]}),
+    "gemini functionResponse.response": (
+        "/v1beta/models/auto:generateContent",
+        {"contents": [{"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "__NESTED__"}}}]}]},
+    ),
+    "responses reasoning id": ("/v1/responses", {"model": "auto", "input": [{"type": "reasoning", "id": "__NESTED__", "summary": []}, {"role": "user", "content": "hi"}]}),
+    "messages role": ("/v1/messages", {"model": "auto", "max_tokens": 5, "messages": [{"role": "__NESTED__", "content": "hi"}]}),
+    "chat role": (URL, chat_body() | {"messages": [{"role": "__NESTED__", "content": "hi"}]}),
+}
+
+
+@pytest.mark.parametrize("depth", [254, 600, 978, 1017])
+@pytest.mark.parametrize(("path", "body"), WIRE_PLACES.values(), ids=WIRE_PLACES.keys())
+async def test_deep_nesting_where_a_wire_reads_a_flat_value_is_the_depth_400(proxy, mock_upstream, path, body, depth):
+    mock, url = mock_upstream
+    client = await proxy(make_config(url))
+    raw = orjson.dumps(body).replace(b'"__NESTED__"', b"[" * depth + b'"x"' + b"]" * depth)
+    resp = await client.post(path, data=raw, headers={"Content-Type": "application/json"})
+    assert resp.status == 400, await resp.text()
+    assert "server.max_json_depth" in await resp.text()
+    assert not mock.received
+
+
 async def test_a_suspect_number_beside_usual_messages_goes_upstream_as_written(proxy, mock_upstream):
     mock, url = mock_upstream
     client = await proxy(make_config(url))
