@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import multiprocessing
 import sqlite3
 from datetime import UTC
@@ -94,6 +96,30 @@ async def test_a_disconnected_client_is_recorded_as_499(proxy, mock_upstream):
     assert rows[0]["status"] == 499
 
 
+# Output limits SQLite cannot hold as they are (2**63 and 2**64 - 1: JSON integers a request may carry),
+# one that is a float once parsed (2**64 + 5), and a negative one.
+ODD_LIMITS = (2**63, 2**64 - 1, 2**64 + 5, -1)
+
+
+async def test_requests_with_odd_output_limits_cost_no_request_its_row(proxy, mock_upstream):
+    """40 requests at once, one in four with an odd max_tokens and every answer reporting usage beyond
+    64 bits: every request has its row, and the metrics and the decisions still answer."""
+    mock, url = mock_upstream
+    mock.default = Behaviour(usage={"prompt_tokens": 2**64 - 1, "completion_tokens": 2**64 - 1, "total_tokens": 2**64 - 1})
+    client = await proxy(make_config(url))
+    limits = [ODD_LIMITS[i // 4 % len(ODD_LIMITS)] if i % 4 == 0 else 100 for i in range(40)]
+    answers = await asyncio.gather(*(client.post(URL, json=chat_body(f"turn {i}", max_tokens=limit)) for i, limit in enumerate(limits)))
+    statuses = {limit: answer.status for limit, answer in zip(limits, answers, strict=True)}
+    assert statuses == {2**63: 200, 2**64 - 1: 200, 2**64 + 5: 400, -1: 400, 100: 200}
+    rows = await decisions(client, limit="100")
+    assert len(rows) == 40
+    by_id = {row["request_id"]: row for row in rows}
+    asked = {limit: by_id[answer.headers["x-router-request-id"]]["requested_max_tokens"] for limit, answer in zip(limits, answers, strict=True)}
+    assert asked[2**63] == asked[2**64 - 1] == INT64_MAX and asked[100] == 100
+    assert by_id[answers[1].headers["x-router-request-id"]]["prompt_tokens"] == INT64_MAX
+    assert (await client.get("/metrics")).status == 200
+
+
 def decision(request_id: str) -> Decision:
     return Decision(request_id=request_id, ts=1.0, status=200, duration_ms=1.0, model="m")
 
@@ -141,6 +167,66 @@ async def test_nested_records_are_stored_as_the_json_orjson_writes_for_them(tmp_
     expected = tuple(orjson.dumps(value).decode() for value in (("big", "small"), attempts, rejected, stages))
     assert stored == (*expected, "text")
     assert orjson.loads(stored[3])[1] == {"stage": "classifier", "outcome": "timeout", "ms": 250.0, "detail": ""}
+
+
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+INTEGER_COLUMNS = tuple(f.name for f in dataclasses.fields(Decision) if f.type in ("int", "int | None"))
+
+
+async def test_an_integer_beyond_64_bits_is_stored_clipped_and_its_batch_is_stored_with_it(tmp_path):
+    """SQLite holds signed 64-bit integers; a client's max_tokens of 2**63 (a valid JSON integer) once
+    made the writer raise and drop the whole batch, every other client's row with it."""
+    path = tmp_path / "log.sqlite3"
+    log = DecisionLog(str(path), batch_size=64)
+    await log.start()
+    for i in range(37):
+        assert log.submit(decision(f"r{i}"))
+    log.submit(Decision(request_id="just-over", ts=1.0, status=200, duration_ms=1.0, requested_max_tokens=2**63))
+    log.submit(Decision(request_id="far-below", ts=1.0, status=200, duration_ms=1.0, requested_max_tokens=-(2**70)))
+    every_integer = {name: 2**64 + 5 for name in INTEGER_COLUMNS}
+    log.submit(dataclasses.replace(Decision(request_id="all-huge", ts=1.0, status=200, duration_ms=1.0), **every_integer))
+    rows = {row["request_id"]: row for row in await log.recent(100)}
+    await log.close()
+    assert len(rows) == 40 and log.written == 40 and log.lost == 0
+    assert rows["just-over"]["requested_max_tokens"] == INT64_MAX
+    assert rows["far-below"]["requested_max_tokens"] == INT64_MIN
+    assert {name: rows["all-huge"][name] for name in INTEGER_COLUMNS} == {name: INT64_MAX for name in INTEGER_COLUMNS}
+    assert rows["r0"]["requested_max_tokens"] is None and rows["r0"]["model"] == "m"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT typeof(requested_max_tokens) FROM decisions WHERE request_id = 'just-over'").fetchone() == ("integer",)
+
+
+async def test_a_non_finite_float_is_stored_without_costing_its_batch(tmp_path):
+    """SQLite stores infinity as a REAL and NaN as NULL; /v1/decisions writes both as JSON null."""
+    log = DecisionLog(str(tmp_path / "log.sqlite3"))
+    await log.start()
+    log.submit(decision("plain"))
+    log.submit(Decision(request_id="odd", ts=1.0, status=200, duration_ms=float("inf"), overhead_ms=float("nan")))
+    rows = {row["request_id"]: row for row in await log.recent(10)}
+    await log.close()
+    assert rows.keys() == {"plain", "odd"}
+    assert rows["odd"]["duration_ms"] == float("inf") and rows["odd"]["overhead_ms"] is None
+    assert orjson.loads(orjson.dumps(rows["odd"]))["duration_ms"] is None
+
+
+async def test_a_row_that_cannot_be_stored_is_logged_and_counted_and_the_rest_of_its_batch_is_stored(tmp_path, caplog):
+    """Whatever makes a row fail (here a lone surrogate, which no UTF-8 database takes), its batch is
+    written again row by row: only that row is lost, and it is logged and counted."""
+    log = DecisionLog(str(tmp_path / "log.sqlite3"), batch_size=64)
+    await log.start()
+    for i in range(20):
+        log.submit(decision(f"r{i}"))
+    log.submit(Decision(request_id="unstorable", ts=1.0, status=200, duration_ms=1.0, requested_model="\ud800"))
+    for i in range(20, 39):
+        log.submit(decision(f"r{i}"))
+    with caplog.at_level(logging.WARNING, logger="pinch_router.decision_log"):
+        rows = await log.recent(100)
+    await log.close()
+    assert sorted(row["request_id"] for row in rows) == sorted(f"r{i}" for i in range(39))
+    assert (log.written, log.lost) == (39, 1)
+    [record] = [r for r in caplog.records if r.getMessage() == "decision_log_rows_lost"]
+    assert record.request_ids == ["unstorable"] and record.lost_total == 1 and "UnicodeEncodeError" in record.error
 
 
 async def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path):
