@@ -14,9 +14,10 @@ connection, as aiohttp does), log one line and count the refusal — and tell
 the server's :class:`~router.http.connections.ConnectionGuard` what each
 connection does (head timeout, connection cap).
 
-The format is the request's, as for every error the edge answers itself (:mod:`router.http.errors`:
-Google's on a Gemini path, Anthropic's for a Messages-shaped request — a ``/messages`` path or an
-``anthropic-version`` header — else OpenAI's). aiohttp hands the refusal a stand-in request whose
+The format is the one the request's path names, as for every error the edge answers itself
+(:mod:`router.http.errors`: Google's on a Gemini path, Anthropic's on a ``/messages`` path, OpenAI's
+on a chat or Responses path; on a path that names no API, Anthropic's for a request with an
+``anthropic-version`` header, else OpenAI's). aiohttp hands the refusal a stand-in request whose
 path is ``/`` and which has no headers, so both are read from the bytes themselves: the last request
 line among the starts of the connection's last two reads (:func:`refused_path`; a client writes a
 request's head in one go, so its line is there) and the head after it. Best effort by design — only

@@ -72,8 +72,8 @@ def known_api(path: str) -> tuple[str, str] | None:
 
 def not_served(request: web.BaseRequest) -> web.Response:
     """The 404 for the request's method and path: what is supported, and which API the path is when
-    we know it; in the Anthropic shape for a Messages-shaped request (:func:`error_for_request`), and a
-    400 for one at the wrong depth (see below)."""
+    we know it; in the shape of the API its path names (:func:`error_for_request`), and a 400 for a
+    Messages request at the wrong depth (see below)."""
     method, path = request.method, request.path
     key = _as_v1(path)
     status = 404

@@ -556,22 +556,39 @@ async def test_every_error_body_is_valid_against_the_wires_error_schema(proxy, m
     assert problems == [], "\n".join(problems)
 
 
-# What aiohttp itself refuses while it parses, before any handler: ({path}, status).
-FRAMING = {
+# What the edge answers itself: ({path}, status). What aiohttp refuses while it parses, before any
+# handler; then, each with the header of another wire's client, since the path decides the shape (issue
+# #42: an ``anthropic-version`` header on a chat, Responses or Gemini path changes nothing), a framing
+# error again, a wrong method and an internal error.
+EDGE_REFUSALS = {
     "header over 8 KB": (b"POST {path} HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 9000 + b"\r\n\r\n", 431),
     "bad request line": (b"POST {path} HTTP/1.1 xx\r\n\r\n", 400),
     "brotli body": (b"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\n{}", 415),
+    "anthropic-version, framing error": (b"POST {path} HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nX-A: " + b"a" * 9000 + b"\r\n\r\n", 431),
+    "anthropic-version, wrong method": (b"PATCH {path} HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nContent-Length: 0\r\n\r\n", 405),
+    "anthropic-version, internal error": (
+        b"POST {path} HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        500,
+    ),
 }
 
 
-@pytest.mark.parametrize("framing", list(FRAMING))
+@pytest.mark.parametrize("refusal", list(EDGE_REFUSALS))
 @pytest.mark.parametrize("client_wire", list(CLIENTS))
-async def test_a_framing_error_is_in_the_error_schema_of_the_path_it_came_to(proxy, mock_upstream, client_wire, framing):
-    """aiohttp refuses these before the app sees a request (``router/http/framing_errors.py``); the answer
-    is still the wire's error, by the path in the request line."""
+async def test_an_edge_error_is_in_the_error_schema_of_the_path_it_came_to(proxy, mock_upstream, monkeypatch, client_wire, refusal):
+    """aiohttp refuses the framing errors before the app sees a request (``router/http/framing_errors.py``),
+    the others are answered outside the chain (``router/http/errors.py``); the answer is still the wire's
+    error, by the path in the request line, whatever the headers."""
+    from router.http import edge
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the proxy")
+
+    if refusal.endswith("internal error"):
+        monkeypatch.setattr(edge, "read_checked_json_body", broken)
     _, url = mock_upstream
     client = await proxy(make_config(url))
-    template, status = FRAMING[framing]
+    template, status = EDGE_REFUSALS[refusal]
     reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
     try:
         writer.write(template.replace(b"{path}", CLIENTS[client_wire][0](WHOLE).encode()))

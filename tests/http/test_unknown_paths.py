@@ -71,8 +71,9 @@ async def test_a_wrong_method_on_a_served_path_stays_405(proxy):
 
 
 async def test_an_error_to_a_messages_shaped_request_is_in_anthropics_shape_wherever_it_is_raised(proxy):
-    """An ``anthropic-version`` header marks an Anthropic client, whatever the path (ANTHROPIC_BASE_URL ending in /v1
-    makes Claude Code ask /v1/v1/messages; a path of its own that is no endpoint, or a refused key, the same)."""
+    """A ``/messages`` path at any depth is Anthropic's (ANTHROPIC_BASE_URL ending in /v1 makes Claude Code ask
+    /v1/v1/messages), and an ``anthropic-version`` header marks an Anthropic client on a path that names no API (a
+    path of its own that is no endpoint, a refused key on /v1/models) — never on another API's path (issue #42)."""
     client = await proxy(make_config(server={"api_keys": ["k"]}))
     anthropic = {"anthropic-version": "2023-06-01", "x-api-key": "k"}
     unknown = await client.post("/v1/complete", json={}, headers=anthropic)
@@ -86,6 +87,8 @@ async def test_an_error_to_a_messages_shaped_request_is_in_anthropics_shape_wher
     assert refused_elsewhere.status == 401 and (await refused_elsewhere.json())["type"] == "error"
     openai = await client.post("/v1/complete", json={}, headers={"Authorization": "Bearer k"})
     assert openai.status == 404 and (await openai.json())["error"]["code"] == "not_found"  # other clients: OpenAI's
+    chat_path = await client.post("/v1/chat/completions", json={}, headers={"anthropic-version": "2023-06-01", "x-api-key": "wrong"})
+    assert chat_path.status == 401 and (await chat_path.json())["error"]["code"] == "invalid_api_key"  # the path's: OpenAI's
 
 
 def refused_message(body: bytes) -> str:
