@@ -14,6 +14,11 @@ connection, as aiohttp does), log one line and count the refusal — and tell
 the server's :class:`~router.http.connections.ConnectionGuard` what each
 connection does (head timeout, connection cap).
 
+An ``Expect`` header other than ``100-continue`` is aiohttp's to refuse too, before the middlewares
+(its default expect handler, for every route): with a plain-text 417, and with a 500 when the value
+is no UTF-8 (its message echoes it and cannot be written). The servers' request handler meets it
+first (:func:`meet_expectations`): the 417 in the path's format, logged and counted as a refusal.
+
 The format is the one the request's path names, as for every error the edge answers itself
 (:mod:`router.http.errors`: Google's on a Gemini path, Anthropic's on a ``/messages`` path, OpenAI's
 on a chat or Responses path; on a path that names no API, Anthropic's for a request with an
@@ -29,17 +34,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import HttpVersion11
 from aiohttp.http_exceptions import ContentEncodingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
 from router.http.connections import ConnectionGuard, GuardedRequestHandler
 from router.core.errors import ApiError
-from router.http.errors import ANTHROPIC_VERSION_HEADER, anthropic_error, gemini_error, messages_shaped, openai_error
+from router.http.errors import ANTHROPIC_VERSION_HEADER, anthropic_error, error_for_request, gemini_error, messages_shaped, openai_error
 from router.wire.gemini.paths import is_gemini_path
 
 log = logging.getLogger("pinch_router.http")
@@ -49,6 +55,7 @@ _QUOTED = re.compile(r"[:'\"\n]")
 # A request line's method and path (up to its query or the line's end), at the start of a line.
 _REQUEST_LINE = re.compile(rb"(?:^|\n)[A-Z]{3,10} (/[^\s?#]*)")
 HEAD_BYTES = 2048  # of each read kept for refused_path: a request line's start is all it needs
+EXPECT_CONTINUE = "100-continue"  # the one expectation met (aiohttp's expect handler answers it)
 
 
 def refused_error(reads: bytes, error: ApiError, path: str | None = None) -> web.Response:
@@ -92,6 +99,32 @@ def framing_error(status: int, exc: BaseException | None) -> ApiError:
     return ApiError(status, f"malformed HTTP request{f' ({said})' if said else ''}", "invalid_request_error", "bad_http_request")
 
 
+def _refused(error: ApiError, on_refused: Callable[[ApiError], None] | None, exc: BaseException | None = None) -> None:
+    log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
+    if on_refused is not None:
+        on_refused(error)
+
+
+def meet_expectations(
+    handler: Callable[[BaseRequest], Awaitable[web.StreamResponse]], on_refused: Callable[[ApiError], None] | None
+) -> Callable[[BaseRequest], Awaitable[web.StreamResponse]]:
+    """``handler`` (a server's: the application's), behind the check of an HTTP/1.1 request's
+    ``Expect`` header that aiohttp makes in it: one other than ``100-continue`` is refused with a 417
+    in the path's format, its value not echoed, and the connection closed (the body is never read)."""
+
+    async def handle(request: BaseRequest) -> web.StreamResponse:
+        expect = request.headers.get(hdrs.EXPECT)
+        if not expect or request.version != HttpVersion11 or expect.lower() == EXPECT_CONTINUE:
+            return await handler(request)
+        error = ApiError(417, f"unsupported Expect header: the proxy meets only Expect: {EXPECT_CONTINUE}", "invalid_request_error", "expectation_failed")
+        _refused(error, on_refused)
+        response = error_for_request(request, error)
+        response.force_close()
+        return response
+
+    return handle
+
+
 class _ApiErrorRequestHandler(GuardedRequestHandler):
     on_refused: Callable[[ApiError], None] | None = None
     _heads: tuple[bytes, bytes] = (b"", b"")  # the starts of the connection's last two reads
@@ -106,9 +139,7 @@ class _ApiErrorRequestHandler(GuardedRequestHandler):
         if request.writer.output_size > 0:  # part of an answer is out: nothing else can be said
             return super().handle_error(request, status, exc, message)
         error = framing_error(status, exc)
-        log.info("http_refused", extra={"status": error.status, "code": error.code, "reason": type(exc).__name__ if exc else None})
-        if self.on_refused is not None:
-            self.on_refused(error)
+        _refused(error, self.on_refused, exc)
         # aiohttp's stand-in request has the path "/" and no headers: they are read from the bytes
         response = refused_error(b"\n".join(self._heads), error, request.path if request.path != "/" else None)
         response.force_close()
@@ -136,6 +167,7 @@ def use_proxy_request_handler(
 
         server = make_handler(*args, **kwargs)
         server.__class__ = Server  # the same server, whose connections get the handler above
+        server.request_handler = meet_expectations(server.request_handler, on_refused)
         return server
 
     app._make_handler = make_server  # type: ignore[method-assign]

@@ -559,7 +559,7 @@ async def test_every_error_body_is_valid_against_the_wires_error_schema(proxy, m
 # What the edge answers itself: ({path}, status). What aiohttp refuses while it parses, before any
 # handler; then, each with the header of another wire's client, since the path decides the shape (issue
 # #42: an ``anthropic-version`` header on a chat, Responses or Gemini path changes nothing), a framing
-# error again, a wrong method and an internal error.
+# error again, a wrong method and an internal error; and an Expect header the proxy cannot meet.
 EDGE_REFUSALS = {
     "header over 8 KB": (b"POST {path} HTTP/1.1\r\nHost: x\r\nX-A: " + b"a" * 9000 + b"\r\n\r\n", 431),
     "bad request line": (b"POST {path} HTTP/1.1 xx\r\n\r\n", 400),
@@ -570,6 +570,9 @@ EDGE_REFUSALS = {
         b"POST {path} HTTP/1.1\r\nHost: x\r\nanthropic-version: 2023-06-01\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
         500,
     ),
+    # an expectation the proxy does not meet (only 100-continue is one), also one that is no text
+    "unknown Expect": (b"POST {path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 417),
+    "Expect not UTF-8": (b"POST {path} HTTP/1.1\r\nHost: x\r\nExpect: \xff\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", 417),
 }
 
 

@@ -679,6 +679,39 @@ def test_a_refused_requests_path_is_the_last_request_line_read():
     assert refused_path(b"\x16\x03\x01 garbage") == "/" and refused_path(b"") == "/"
 
 
+@pytest.mark.parametrize("expect", [b"\xff", b"200-ok"])
+async def test_an_expectation_the_proxy_cannot_meet_is_a_417_error_object_logged_and_counted(proxy, mock_upstream, expect):
+    """aiohttp answers an unknown ``Expect`` before any middleware: in plain text, and with a 500 for one that is
+    no UTF-8 (its message echoed the value); now the path's error object (issue #42), on every path."""
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    answer = await raw_exchange(client.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: " + expect + b"\r\n\r\n")
+    assert b"application/json" in answer.partition(b"\r\n\r\n")[0]
+    status, body = status_and_json(answer)
+    assert (status, body["error"]["code"]) == (417, "expectation_failed")
+    assert "100-continue" in body["error"]["message"]
+    metrics = await (await client.get("/metrics")).text()
+    assert 'pinch_router_refused_total{reason="expectation_failed"} 1.0' in metrics
+
+
+async def test_expect_100_continue_is_still_met(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    body = orjson.dumps(chat_body())
+    head = f"POST {URL} HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    try:
+        writer.write(head.encode())
+        await writer.drain()
+        assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(body)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 200")
+
+
 @pytest.mark.parametrize("coding", ["br", "zstd"])
 async def test_a_body_in_a_coding_the_proxy_does_not_decode_is_a_415(proxy, mock_upstream, coding):
     _, url = mock_upstream
