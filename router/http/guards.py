@@ -16,7 +16,8 @@ from router.http.errors import error_for_request, from_http_exception
 from router.http.request_ids import new_request_id
 from router.observe.metrics import Metrics
 from router.observe.recorder import Recorder
-from router.wire.gemini.paths import offered_key
+from router.wire import adapters
+from router.wire.api_keys import KeySource, offered_key, refused_query_key
 
 log = logging.getLogger("pinch_router.app")
 
@@ -60,20 +61,22 @@ def redact_answers(recorder: Recorder) -> Middleware:
 def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
     """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
 
-    The key may come as ``Authorization: Bearer``, as ``x-api-key`` (Anthropic's clients) or as a
-    Gemini client sends it, ``x-goog-api-key`` or ``?key=`` (never logged: the log line has the path only).
+    The key may come as ``Authorization: Bearer``, or where a wire format's clients send it
+    (:mod:`router.wire.api_keys`, as each adapter declares: Anthropic's ``x-api-key``, Gemini's
+    ``x-goog-api-key``, or ``?key=`` on the Gemini API's paths only; a ``?key=`` anywhere else counts
+    as no key). Keys are never logged: the log line has the path only.
     A request let through carries the id of the key it matched (``CLIENT_ID_KEY``): its sessions are its own."""
     keys = [k.encode() for k in api_keys]
     ids = [client_key_id(k) for k in api_keys]
+    sources = tuple(adapter.api_key for adapter in adapters().values())
+    how = "send Authorization: Bearer <key> (or " + ", or ".join(f"{s.header}: <key>" for s in sources if s.header) + ")"
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
         if keys and request.path not in UNAUTHENTICATED_PATHS:
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            if not scheme and "x-api-key" in request.headers:  # Anthropic clients: Claude Code sends x-api-key
-                scheme, token = "bearer", request.headers["x-api-key"]
-            elif not scheme and (gemini_key := offered_key(request.headers, request.query)) is not None:  # Gemini CLI, google-genai
-                scheme, token = "bearer", gemini_key
+            if not scheme and (wire_key := offered_key(sources, request.headers, request.query, request.path)) is not None:
+                scheme, token = "bearer", wire_key
             # aiohttp decodes header bytes that are not UTF-8 as surrogates; back to the bytes sent
             offered = token.strip().encode("utf-8", "surrogateescape")
             # compare against every key so the time taken does not say which matched
@@ -83,14 +86,15 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                 log.info("unauthorized", extra={"path": clip(request.path, 200), "scheme": clip(scheme, 20) if scheme else None, "request_id": request_id})
                 if metrics is not None:
                     metrics.refused.labels("unauthorized").inc()
-                error = ApiError(
-                    401,
-                    "missing or invalid API key: send Authorization: Bearer <key> (or x-api-key: <key>, or x-goog-api-key: <key>)",
-                    "authentication_error",
-                    "invalid_api_key",
-                )
+                error = ApiError(401, f"missing or invalid API key: {how}{_url_key_note(sources, request)}", "authentication_error", "invalid_api_key")
                 return error_for_request(request, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
             request[CLIENT_ID_KEY] = ids[matched.index(True)]
         return await handler(request)
 
     return auth
+
+
+def _url_key_note(sources: tuple[KeySource, ...], request: web.Request) -> str:
+    """Why a key in this URL did not count, when one came there."""
+    param = refused_query_key(sources, request.query, request.path)
+    return "" if param is None else f"; a key in the URL (?{param}=) is not taken on this path: send it in a header"

@@ -15,6 +15,9 @@ The adapter:
   (the POST routes it serves, aiohttp patterns: a part in braces is the path's, e.g. Gemini's
   ``{model}``) and ``keep_alive`` (the bytes a silent stream is sent: Anthropic's ``ping``, an SSE
   comment for the OpenAI formats, whitespace for Gemini's).
+* ``api_key``: where its clients send their key besides ``Authorization: Bearer``
+  (:class:`~router.wire.api_keys.KeySource`: Anthropic's ``x-api-key``; Gemini's ``x-goog-api-key``
+  or ``?key=``, the query taken on the Gemini API's paths only), read by the client-key check.
 * ``parse(body, turn_chars, target)``: validate the parsed JSON body and build its view, or return the
   :class:`~router.core.errors.ApiError` to answer with; ``target`` is what the URL says beside the
   body (:class:`~router.core.request_view.RequestTarget`: the model and stream a Gemini path names,
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
     from router.core.request_view import BodyChanges, RequestTarget, RequestView
     from router.core.results import Usage
     from router.core.sse import StreamFraming
+    from router.wire.api_keys import KeySource
 
 
 class WireAdapter(Protocol):
@@ -65,6 +69,7 @@ class WireAdapter(Protocol):
     keep_alive: bytes
     conversation_key: str
     check_body: BodyCheck | None
+    api_key: KeySource
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = ...) -> RequestView | ApiError: ...
 

@@ -36,6 +36,7 @@ import orjson
 from router.core.errors import ApiError, ErrorAnswer, invalid_request
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
+from router.wire.api_keys import KeySource
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
 from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
@@ -48,6 +49,7 @@ from router.wire.usage import read_usage, usage_of
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
     paths = ("/v1/messages",)
+    api_key = KeySource(header="x-api-key")  # Claude Code and Anthropic's SDKs
     conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
     # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual messages

@@ -28,6 +28,7 @@ from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last
 from router.wire.gemini.body import signed, within_output_limit
 from router.wire.gemini.errors import render_error, stream_error
 from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
+from router.wire.gemini.paths import API_KEY
 from router.wire.gemini.signatures import dropped
 from router.wire.gemini.validation import ACTIONS, CheckedGemini, check_gemini_body, validate_gemini_body, with_target
 from router.wire.gemini.view import GeminiConversation, gemini_view
@@ -43,6 +44,7 @@ KEEP_ALIVE = b"\n"
 class Gemini:
     name = GEMINI
     paths = PATHS
+    api_key = API_KEY  # x-goog-api-key, or ?key= on the Gemini API's paths
     conversation_key = CONTENTS[0]  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE
     # the body's validation made on the way to the depth walk, sparing the walk the usual contents

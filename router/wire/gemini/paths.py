@@ -3,12 +3,15 @@
 The HTTP edge answers some requests outside the chain (auth, unknown paths, framing, the model
 list): in Google's error shape for a Gemini path (``/v1beta/…``, and ``/v1/models/{model}:{action}``),
 and ``GET /v1/models`` — the OpenAI list for every other client — in Google's shape for a client
-that sends its key the way Gemini's do (``x-goog-api-key``, or ``?key=``).
+that sends its key the way Gemini's do (``x-goog-api-key``, or ``?key=``). The key is taken from
+``x-goog-api-key`` on any path, from ``?key=`` on the Gemini API's paths only (:data:`API_KEY`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from router.wire.api_keys import KeySource
 
 API_KEY_HEADER = "x-goog-api-key"
 API_KEY_QUERY = "key"
@@ -26,8 +29,6 @@ def is_gemini_client(headers: Mapping[str, str], query: Mapping[str, str]) -> bo
     return API_KEY_HEADER in headers or API_KEY_QUERY in query
 
 
-def offered_key(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
-    """The key a Gemini client offers: ``x-goog-api-key``, else ``?key=``; None when it offers neither."""
-    if API_KEY_HEADER in headers:
-        return headers[API_KEY_HEADER]
-    return query.get(API_KEY_QUERY)
+# Where a Gemini client sends its key: the header, or the URL as the Gemini API allows (its REST
+# examples do) — in the URL on its own paths only.
+API_KEY = KeySource(header=API_KEY_HEADER, query=API_KEY_QUERY, query_paths=is_gemini_path)

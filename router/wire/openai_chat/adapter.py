@@ -21,6 +21,7 @@ from router.core.errors import ApiError, ErrorAnswer, invalid_request
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT
+from router.wire.api_keys import BEARER_ONLY
 from router.wire.openai_chat.body import upstream_body
 from router.wire.openai_chat.errors import render_error
 from router.wire.openai_chat.stream import error_event, is_usage_only_event
@@ -33,6 +34,7 @@ from router.wire.usage import read_usage, usage_of
 class OpenAIChat:
     name = OPENAI_CHAT
     paths = ("/v1/chat/completions",)
+    api_key = BEARER_ONLY
     conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT
 

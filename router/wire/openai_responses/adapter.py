@@ -27,6 +27,7 @@ from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_re
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, written_body
 from router.core.results import Usage
 from router.core.sse import KEEP_ALIVE_COMMENT, is_event_of_type
+from router.wire.api_keys import BEARER_ONLY
 from router.wire.openai_chat.errors import render_error
 from router.wire.openai_responses.stream import END_TYPES, error_event
 from router.wire.openai_responses.validation import CheckedResponses, answer_problem, check_responses_body, validate_responses_body
@@ -37,6 +38,7 @@ from router.wire.usage import read_usage, usage_of
 class OpenAIResponses:
     name = OPENAI_RESPONSES
     paths = ("/v1/responses",)
+    api_key = BEARER_ONLY
     conversation_key = "input"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT
     # the validation made on the way to the depth walk, with the view's facts, sparing the walk the usual items
