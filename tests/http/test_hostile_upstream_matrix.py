@@ -411,3 +411,40 @@ async def test_every_hostile_answer_reaches_the_client_well_formed_in_its_own_fo
         assert resp.status == 200, raw[:500]
     if case in ("malformed", "truncated") and not stream:  # what is none is an error, never a 200
         assert resp.status != 200, raw[:500]
+
+
+NOT_JSON_EVENT = {  # a stream that starts well, then sends an event that is not JSON
+    CHAT: lambda: whole(sse((None, {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "up", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}, "finish_reason": None}]}), (None, b"{not json")), "text/event-stream"),
+    ANTHROPIC: lambda: whole(
+        sse(
+            ("message_start", {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 3}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "hi"}}),
+            ("content_block_delta", b"{not json"),
+        ),
+        "text/event-stream",
+    ),
+    GEMINI: lambda: whole(sse((None, {"candidates": [{"content": {"role": "model", "parts": [{"text": "hi"}]}, "index": 0}]}), (None, b"{not json")), "text/event-stream"),
+}
+
+
+@pytest.mark.parametrize("wire", list(NOT_JSON_EVENT))
+async def test_a_gemini_clients_json_array_stays_one_valid_json_array_when_the_provider_sends_no_json(proxy, wire):
+    """``streamGenerateContent`` without ``alt=sse`` is answered as one JSON array: an event of the provider's
+    that is not JSON (relayed as it came on a passed-through SSE stream) must not break it; the array ends
+    with an error element in Google's shape (issue #42)."""
+    async with MisbehavingUpstream() as upstream:
+        upstream.then(NOT_JSON_EVENT[wire]())
+        config = make_config(
+            providers={"mock": provider(wire, upstream.url)},
+            models=[model_entry("main")],
+            upstream={"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5, "max_attempts": 1},
+        )
+        served = await proxy(config)
+        resp = await served.post("/v1beta/models/auto:streamGenerateContent", json=client_body(CLIENT_GEMINI, True))
+        raw = await resp.read()
+    assert resp.status == 200 and resp.content_type == "application/json", raw[:300]
+    chunks = orjson.loads(raw)  # one valid JSON array
+    assert isinstance(chunks, list) and len(chunks) >= 2, raw
+    check_gemini_candidates(chunks[0], True)
+    error = chunks[-1]["error"]
+    assert isinstance(error["code"], int) and isinstance(error["status"], str) and "not JSON" in error["message"], chunks[-1]

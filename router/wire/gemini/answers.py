@@ -17,6 +17,7 @@ import orjson
 
 from router.core.results import Usage
 from router.core.sse import data_payloads
+from router.wire.gemini.errors import error_payload
 from router.wire.usage import token_count
 
 SSE_EVENT_END = b"\r\n\r\n"  # as Google ends its events
@@ -90,16 +91,29 @@ def is_last_chunk(data: bytes) -> bool:
 class JsonArrayFraming:
     """A stream's chunks as Google's JSON array (``streamGenerateContent`` without ``alt=sse``): the
     client's whole SSE events in, the array's bytes out (``[`` before the first chunk, ``,`` between,
-    ``]`` after the last — also after an error, which is one more element)."""
+    ``]`` after the last — also after an error, which is one more element).
+
+    The array stays JSON whatever the events are: one that is not (a passed-through provider's,
+    relayed as it came to an SSE client) ends it with an error element in Google's shape instead,
+    and what follows is left out."""
 
     content_type = JSON
 
     def __init__(self) -> None:
         self.started = False
+        self.ended = False  # an element that ends the array is written: nothing more goes in
 
     def events(self, ready: bytes) -> bytes:
         out = []
         for data in data_payloads(ready):
+            if self.ended:
+                break
+            try:
+                orjson.loads(data)
+            except orjson.JSONDecodeError:
+                message = f"upstream stream interrupted: the provider sent an event that is not JSON ({len(data)} bytes)"
+                data = orjson.dumps(error_payload(502, message, "upstream_stream_interrupted"))
+                self.ended = True
             out.append((b",\r\n" if self.started else b"[") + data)
             self.started = True
         return b"".join(out)
