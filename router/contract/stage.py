@@ -2,7 +2,9 @@
 stage a middleware: the only place that catches a stage's errors. On timeout or exception it calls
 the stage's ``fallback``, records the outcome and lets the request carry on (a fail-closed stage's
 fallback refuses it); ``CancelledError`` is never swallowed; the rest of the chain runs outside the
-stage's timeout."""
+stage's timeout. An :class:`~router.core.errors.InvalidRequest` is no failure of the stage's but the
+client's request found unusable while the stage worked on it (a field a translation cannot carry):
+the client gets the 400 in its own format, naming the field, and no fallback runs."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from aiohttp import web
 
 from router.contract.context import CTX_KEY, RequestContext
 from router.contract.timeout import StageTimeout, first_step
-from router.core.errors import ApiError
+from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.frozen import frozen
 from router.core.results import Outcome, StageRecord, round_ms
 
@@ -131,6 +133,9 @@ async def _rest_of_stage(stage: Stage, ctx: RequestContext, rest: Awaitable[Stag
 
 
 def _failed(stage: Stage, ctx: RequestContext, exc: Exception) -> tuple[Outcome, str]:
+    if isinstance(exc, InvalidRequest):  # the client's request, not the stage, is what failed
+        ctx.response = ctx.error_response(invalid_request(exc.message, param=exc.param))
+        return Outcome.ERROR, describe(exc)
     if isinstance(exc, StageTimeout):
         outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"
     else:

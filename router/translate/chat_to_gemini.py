@@ -34,7 +34,7 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.adapter import GEMINI_ADAPTER
@@ -174,9 +174,9 @@ def chat_to_gemini_body(body: dict[str, Any]) -> dict[str, Any]:
     for key, gemini_key in _SAMPLING:
         if body.get(key) is not None:
             generation[gemini_key] = body[key]
-    stop = body.get("stop")
+    stop = stop_sequences(body)
     if stop:
-        generation["stopSequences"] = [stop] if isinstance(stop, str) else list(stop)
+        generation["stopSequences"] = stop
     fmt = body.get("response_format")
     if isinstance(fmt, dict) and fmt.get("type") in ("json_object", "json_schema"):
         generation["responseMimeType"] = "application/json"

@@ -20,7 +20,7 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import checked_answer, request_object, tool_arguments, tool_input
+from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_arguments, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
@@ -100,9 +100,9 @@ def chat_to_messages_body(body: dict[str, Any], upstream_model: str, default_max
     for key in ("temperature", "top_p"):
         if body.get(key) is not None:
             out[key] = body[key]
-    stop = body.get("stop")
+    stop = stop_sequences(body)
     if stop:
-        out["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
+        out["stop_sequences"] = stop
     tools = [_anthropic_tool(t) for t in body.get("tools") or [] if isinstance(t, dict) and isinstance(t.get("function"), dict)]
     if tools:
         out["tools"] = tools

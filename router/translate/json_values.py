@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from router.core.errors import InvalidRequest
 from router.core.json_body import loads
 from router.translate.protocol import MalformedAnswer
 
@@ -67,3 +68,17 @@ def request_object(raw: bytes | dict[str, Any]) -> dict[str, Any]:
     """
     value = raw if isinstance(raw, dict) else loads(raw)
     return value if isinstance(value, dict) else {}
+
+
+def stop_sequences(body: dict[str, Any]) -> list[Any] | None:
+    """A chat body's ``stop`` as the list a provider of another format takes (None: none asked for);
+    :class:`~router.core.errors.InvalidRequest` naming it when it is neither a string nor an array
+    (a number, a boolean, an object): no list can carry it. An array's items are the provider's to judge."""
+    stop = body.get("stop")
+    if not stop:
+        return None
+    if isinstance(stop, str):
+        return [stop]
+    if isinstance(stop, list):
+        return stop
+    raise InvalidRequest("'stop' must be a string or an array of strings", "stop")

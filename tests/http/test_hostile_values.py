@@ -116,3 +116,21 @@ async def test_a_translated_stream_that_echoes_such_a_number_still_ends_as_its_f
     last = [line for line in text.splitlines() if line.startswith("event: ")][-1]
     assert last == ("event: message_stop" if path == MESSAGES else "event: response.completed"), text[-400:]
     assert "upstream_stream_interrupted" not in text
+
+
+@pytest.mark.parametrize("stop", [5, True, {"a": "b"}])
+@pytest.mark.parametrize("api", ["anthropic", "gemini"])
+async def test_a_wrong_typed_field_a_translation_reads_is_a_400_naming_it_not_a_502(proxy, mock_upstream, api, stop):
+    """chat's ``stop`` is a string or an array of strings; the translation to an Anthropic or Gemini provider
+    reads it, and what it cannot carry is the client's 400 in the client's format (issue #42), never a 502."""
+    mock, url = mock_upstream
+    client = await proxy(make_config(url, providers={"mock": {"base_url": url.removesuffix("/v1"), "api": api}}))
+    resp = await client.post(CHAT, json={"model": "auto", "messages": [{"role": "user", "content": "hi"}], "stop": stop})
+    body = await resp.json()
+    assert resp.status == 400, body
+    assert (body["error"]["param"], body["error"]["type"]) == ("stop", "invalid_request_error")
+    assert not mock.received
+    resp = await client.post(CHAT, json={"model": "auto", "messages": [{"role": "user", "content": "hi"}], "stop": ["\n\n", "END"]})
+    assert resp.status == 200  # and the ones it can carry go over
+    sent = mock.received[-1].body
+    assert (sent.get("stop_sequences") or sent["generationConfig"]["stopSequences"]) == ["\n\n", "END"]

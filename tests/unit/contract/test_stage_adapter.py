@@ -15,7 +15,7 @@ from router.clients.dependency_http import BodyTooLarge, read_bounded
 from router.contract.context import CTX_KEY, RequestContext
 from router.contract.stage import FailMode, StageReport, run_stage, stage_middleware
 from router.contract.timeout import StageTimeout, within_timeout
-from router.core.errors import invalid_request
+from router.core.errors import InvalidRequest, invalid_request
 from router.core.results import Outcome, SessionKey, round_ms
 from tests.support.factories import make_ctx
 
@@ -110,6 +110,23 @@ async def test_a_fail_closed_stage_that_breaks_stops_the_request_with_503():
     message = orjson.loads(ctx.response.body)["error"]["message"]
     assert "boom" not in message and "RuntimeError" not in message  # the exception stays in the log
     assert ctx.request_id in message and "stage 'scripted' failed" in message
+
+
+async def finds_the_request_unusable(ctx):
+    raise InvalidRequest("'stop' must be a string or an array of strings", "stop")
+
+
+@pytest.mark.parametrize("fail_mode", [FailMode.OPEN, FailMode.CLOSED])
+async def test_a_stage_that_finds_the_clients_request_unusable_answers_its_400_in_the_clients_format(fail_mode):
+    """A client-input error found while a stage works (a field a translation cannot carry) is the
+    client's 400 naming the field, not the stage's failure: no fallback, no 502/503 (issue #42)."""
+    stage = ScriptedStage(finds_the_request_unusable, fail_mode=fail_mode)
+    ctx = make_ctx()
+    record = await run_stage(stage, ctx)
+    assert ctx.response is not None and ctx.response.status == 400
+    error = orjson.loads(ctx.response.body)["error"]
+    assert (error["param"], error["type"]) == ("stop", "invalid_request_error") and "'stop' must be" in error["message"]
+    assert stage.fallback_reasons == [] and record.outcome is Outcome.ERROR
 
 
 async def test_cancellation_is_never_swallowed():
