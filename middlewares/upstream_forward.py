@@ -20,6 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable
 from time import perf_counter
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 import aiohttp
@@ -81,7 +82,10 @@ class UpstreamForward:
             try:
                 await self._attempt(ctx, candidate)
             except AttemptFailure as failure:
-                failures.append(failure)
+                # a copy without the traceback, which holds this frame: else a reference cycle, freed only
+                # by the garbage collector, kept each failed attempt's frames alive (a 50 MB non-JSON
+                # answer's body among them) long after the request — 38 such answers held 3.9 GiB
+                failures.append(replace(failure))
                 result.attempts.append(Attempt(candidate.model, candidate.provider, failure.status, failure.message))
                 if failure.retry_after is not None:
                     waits[candidate.provider] = time.monotonic() + failure.retry_after

@@ -85,6 +85,9 @@ class ServerSettings(_Strict):
     # Request bytes each endpoint keeps of the bodies it accepted last, for the next turn of each
     # conversation to be parsed from what it adds (router.core.resent_prefix); 0 turns it off.
     resent_bodies_mb: Annotated[float, Field(ge=0)] = 32
+    # Once no request has come or been in flight for this long, those bodies are forgotten and their
+    # memory handed back to the system (a parsed body takes ~5x its bytes); the next turn is parsed whole.
+    resent_bodies_idle_seconds: PositiveFloat = 30
     # Reading one request body, from its first byte to its last (a trickling body is cut).
     body_timeout_seconds: PositiveFloat = 60
     # A request head (request line and headers) must be complete this long after the connection

@@ -340,6 +340,14 @@ class ResentBodies:
         self._add(known)
         return known
 
+    def clear(self) -> int:
+        """Forget every body kept (the proxy went idle: their memory goes back); the bytes they held."""
+        held = self.held
+        self._by_opening.clear()
+        self._order.clear()
+        self.held = 0
+        return held
+
     def _lay_out(self, known: KnownBody) -> bool:
         layout = _canonical_layout(known.raw, known.body, known.key)
         if layout is None:

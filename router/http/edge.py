@@ -64,6 +64,8 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         budget = BodyBudget(config.server.max_bodies_in_flight_bytes, limits.max_bytes)
     # the bodies this edge accepted last, for the next turn of each conversation to resume from
     resent = ResentBodies(config.server.resent_bodies_bytes) if config.server.resent_bodies_bytes else None
+    if resent is not None:
+        budget.kept.add(resent)  # forgotten when the process goes idle (router.server.memory)
     key = wire.conversation_key
 
     def record_served(ctx: RequestContext, status: int, code: str | None) -> None:

@@ -21,6 +21,7 @@ Numbers are kept as the client wrote them (:mod:`router.core.json_body`).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -304,6 +305,9 @@ class BodyBudget:
         self.held = 0
         # bodies of LARGE_BODY_BYTES or more given back since the start: what server.memory.MemoryReturn watches
         self.released_large = 0
+        self.reserved_count = 0  # requests admitted since the start: none new and none held means idle
+        # the edges' kept bodies (router.core.resent_prefix), forgotten once the process is idle
+        self.kept: weakref.WeakSet[ResentBodies] = weakref.WeakSet()
 
     def reserve(self, request: web.Request) -> int | ApiError:
         """The bytes reserved for this request, or the 503 to answer when they do not fit."""
@@ -317,6 +321,7 @@ class BodyBudget:
                 "server_busy",
             )
         self.held += wanted
+        self.reserved_count += 1
         return wanted
 
     def release(self, reserved: int) -> None:

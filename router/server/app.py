@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -48,6 +49,7 @@ from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
 from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
+from router.server.memory import CHECK_SECONDS as MEMORY_CHECK_SECONDS
 from router.state.session_store import LocalStore, SessionStore, redis_store
 from router.wire import adapters
 
@@ -100,7 +102,8 @@ async def create_app(
 
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
-    memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES)
+    idle_checks = math.ceil(config.server.resent_bodies_idle_seconds / MEMORY_CHECK_SECONDS)
+    memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES, idle_checks=idle_checks)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
         live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
     except Exception:

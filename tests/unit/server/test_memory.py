@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from router.core.resent_prefix import ResentBodies
 from router.http.request_body import LARGE_BODY_BYTES, BodyBudget
 from router.server.memory import MemoryReturn, malloc_trim
 
@@ -14,7 +15,7 @@ class Request:
 
 
 def watched(budget: BodyBudget) -> tuple[MemoryReturn, list[int]]:
-    memory = MemoryReturn(budget, after_bytes=64 * MB, quiet_bytes=LARGE_BODY_BYTES)
+    memory = MemoryReturn(budget, after_bytes=64 * MB, quiet_bytes=LARGE_BODY_BYTES, idle_checks=3)
     trims: list[int] = []
     memory.trim = lambda: trims.append(1)
     return memory, trims
@@ -44,6 +45,60 @@ def test_usual_traffic_never_trims():
     for _ in range(2000):
         served(budget, 900 * 1024)  # 1.8 GB of agent-sized bodies
     assert not memory.check() and trims == []
+
+
+def kept_bodies(budget: BodyBudget) -> ResentBodies:
+    kept = ResentBodies(32 * MB, min_bytes=0)
+    budget.kept.add(kept)
+    body = {"messages": [{"role": "user", "content": "x" * 1000}]}
+    assert kept.keep(b'{"messages":[{"role":"user","content":"' + b"x" * 1000 + b'"}]}', body, "messages", 64, None, None) is not None
+    return kept
+
+
+def test_kept_bodies_are_forgotten_and_trimmed_once_the_process_is_idle():
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, trims = watched(budget)
+    kept = kept_bodies(budget)
+    served(budget, 2 * MB)
+    assert not memory.check()  # a request since the last check: not idle
+    assert not memory.check() and not memory.check() and len(kept) == 1 and trims == []
+    assert memory.check() and len(kept) == 0 and kept.held == 0 and trims == [1]  # idle for 3 checks in a row
+    assert not memory.check() and trims == [1]  # nothing left to forget
+
+
+def test_a_request_in_flight_or_admitted_keeps_the_bodies():
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, trims = watched(budget)
+    kept = kept_bodies(budget)
+    for _ in range(2):
+        memory.check()
+    served(budget, 1 * MB)  # the idle count starts again
+    for _ in range(3):
+        memory.check()
+    assert len(kept) == 1
+    reserved = budget.reserve(Request(1 * MB))  # a long answer streaming: in flight for many checks
+    assert isinstance(reserved, int)
+    for _ in range(10):
+        memory.check()
+    assert len(kept) == 1 and trims == []
+    budget.release(reserved)
+    for _ in range(4):
+        memory.check()
+    assert len(kept) == 0 and trims == [1]
+
+
+def test_going_idle_trims_once_a_spell_even_with_nothing_kept():
+    """What large upstream answers left in the heap goes back too: one trim as each idle spell starts."""
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, trims = watched(budget)
+    served(budget, 1024)
+    for _ in range(10):
+        memory.check()
+    assert trims == [1]
+    served(budget, 1024)
+    for _ in range(10):
+        memory.check()
+    assert trims == [1, 1]
 
 
 def test_glibc_has_the_trim():
