@@ -16,6 +16,7 @@ after the first byte a failure ends the stream with an SSE error event and
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Awaitable
@@ -28,6 +29,7 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
+from router.core.breaker import Down, Pass, ProviderBreakers
 from router.core.results import Attempt, Candidate, UpstreamResult
 from router.contract.context import RequestContext
 from router.clients.dependency_http import BodyTooLarge, read_bounded
@@ -36,11 +38,12 @@ from router.core.redaction import header_value
 from router.http.headers import decision_headers
 from router.state.remembered import remember_request
 from router.clients.exchange import Exchange
-from router.clients.relay import StreamRelay, all_failed_response, relay_client_error
+from router.clients.relay import StreamRelay, all_down_response, all_failed_response, relay_client_error
 from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
 from router.clients.upstream import AttemptFailure, UpstreamClient
 
 T = TypeVar("T")
+log = logging.getLogger("pinch_router.upstream")
 
 
 class UpstreamForward:
@@ -57,6 +60,8 @@ class UpstreamForward:
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
         self.open_gauge = deps.open_upstreams
         self.state, self.clock = deps.state, deps.clock
+        # the process's (the app's, across reloads); a stage built alone gets its own
+        self.breakers: ProviderBreakers = deps.breakers if deps.breakers is not None else ProviderBreakers()
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
@@ -68,6 +73,10 @@ class UpstreamForward:
         result = ctx.upstream = UpstreamResult()
         failures: list[AttemptFailure] = []
         waits: dict[str, float] = {}  # provider → monotonic time its Retry-After ends
+        # providers that gave no answer earlier in this request, not tried again in it (breaker or not);
+        # and the breakers' reasons for the providers skipped as marked down
+        silent: set[str] = set()
+        down: dict[str, Down] = {}
         queue = deque(ctx.route.candidates)
         tried = 0
         while queue and tried < self.settings.max_attempts:
@@ -75,6 +84,9 @@ class UpstreamForward:
             wait = waits.get(candidate.provider, 0.0) - time.monotonic()
             if wait > self.settings.max_retry_after_seconds:
                 result.attempts.append(Attempt(candidate.model, candidate.provider, None, f"skipped: provider asked to wait {wait:.0f}s"))
+                continue
+            admitted = self._admit(candidate, result, silent, down)
+            if admitted is None:
                 continue
             if wait > 0:
                 await self._wait_upstream(ctx, asyncio.sleep(wait))
@@ -87,14 +99,53 @@ class UpstreamForward:
                 # answer's body among them) long after the request — 38 such answers held 3.9 GiB
                 failures.append(replace(failure))
                 result.attempts.append(Attempt(candidate.model, candidate.provider, failure.status, failure.message))
+                if failure.down:
+                    silent.add(candidate.provider)
+                    self._mark_down(candidate.provider, failure.message)
                 if failure.retry_after is not None:
                     waits[candidate.provider] = time.monotonic() + failure.retry_after
                     if not queue and failure.retry_after <= self.settings.max_retry_after_seconds:
                         queue.append(candidate)  # nobody else left: wait it out and try again
                 continue
+            finally:
+                if admitted is Pass.PROBE:  # ended without an outcome (cancelled, a broken connection): the next request may try
+                    self.breakers.abandoned(candidate.provider)
             return StageReport(detail=f"{candidate.model} answered {result.status}" + (f" after {tried} attempts" if tried > 1 else ""))
+        if not failures and down:
+            ctx.response = all_down_response(list(down.values()), ctx, time.monotonic())
+            return StageReport(detail=f"every candidate skipped: {', '.join(down)} marked down")
         ctx.response = all_failed_response(failures, result.attempts, ctx)
         return StageReport(detail=f"all {tried} attempts failed")
+
+    def _admit(self, candidate: Candidate, result: UpstreamResult, silent: set[str], down: dict[str, Down]) -> Pass | None:
+        """Whether to try ``candidate``: how its provider's breaker lets it through, or None after
+        recording among the attempts why it is skipped (no answer earlier in this request, or marked down)."""
+        provider = candidate.provider
+        if provider in silent:
+            why = f"provider {provider} did not answer earlier in this request"
+        else:
+            now = time.monotonic()
+            # the probe's turn lasts as long as the longest attempt can before it reports
+            verdict = self.breakers.admit(provider, now, self.settings.connect_timeout_seconds + self.settings.first_byte_timeout_seconds)
+            if isinstance(verdict, Pass):
+                return verdict
+            down[provider] = verdict
+            why = verdict.text(now)
+        result.attempts.append(Attempt(candidate.model, provider, None, f"skipped: {why}"))
+        if provider not in result.providers_down:
+            result.providers_down.append(provider)
+        return None
+
+    def _mark_down(self, provider: str, reason: str) -> None:
+        """``provider`` gave no answer: open its breaker for ``upstream.breaker.open_seconds``."""
+        seconds = self.settings.breaker.open_seconds
+        if self.breakers.failed(provider, time.monotonic(), seconds, reason):
+            log.warning("provider_down", extra={"provider": provider, "detail": f"{reason}; every request skips it for {seconds:g}s, then one tries it again"})
+
+    def _answered_by(self, provider: str) -> None:
+        """``provider`` answered (a status line came): its breaker closes."""
+        if self.breakers.answered(provider):
+            log.info("provider_up", extra={"provider": provider, "detail": "it answered again; requests try it again"})
 
     @staticmethod
     async def _wait_upstream(ctx: RequestContext, awaitable: Awaitable[T]) -> T:
@@ -114,8 +165,16 @@ class UpstreamForward:
         exchange = Exchange(ctx, candidate, provider, cache_key)
         result.wire_out, result.dropped = exchange.wire_out, exchange.dropped  # this attempt's: a failover overwrites them
         sent = perf_counter()
-        opened = self.client.open(candidate, exchange.payload, self.settings.first_byte_timeout_seconds, ctx.headers, stream=ctx.view.stream)
-        response = await self._wait_upstream(ctx, opened)
+        # a stream's head has its own, shorter timeout: a live provider sends it at once (its first event may take long)
+        head_timeout = self.settings.stream_head_timeout_seconds if ctx.view.stream else self.settings.first_byte_timeout_seconds
+        opened = self.client.open(candidate, exchange.payload, head_timeout, ctx.headers, stream=ctx.view.stream)
+        try:
+            response = await self._wait_upstream(ctx, opened)
+        except AttemptFailure as failure:
+            if failure.status is not None:
+                self._answered_by(candidate.provider)
+            raise
+        self._answered_by(candidate.provider)
         if self.open_gauge is not None:
             self.open_gauge.inc()
         try:

@@ -366,9 +366,25 @@ class TokenSettings(_Strict):
     per_message_overhead: Annotated[int, Field(ge=0)] = 4
 
 
+class BreakerSettings(_Strict):
+    # A provider that gave no answer at all (its connection refused or not made in time, no first
+    # byte within the timeout) is marked down: every request skips it for this long, then one request
+    # tries it again, and its answer (any status) closes the breaker. 0: never marked down (a request
+    # still tries no other model on a provider that just timed out). Per process: with `serve
+    # --workers N` each worker keeps its own, and finds a silent provider once.
+    open_seconds: Annotated[float, Field(ge=0)] = 30
+
+
 class UpstreamSettings(_Strict):
     connect_timeout_seconds: PositiveFloat = 5
+    # Until the first byte: a non-stream answer's head, a stream's first event.
     first_byte_timeout_seconds: PositiveFloat = 120
+    # Until a stream's head (its status line), never longer than first_byte_timeout_seconds: a live
+    # provider sends it at once, and may then think for minutes before its first event (OpenAI's chat
+    # completions stream nothing while a reasoning model reasons), which first_byte_timeout_seconds
+    # still bounds. Ollama sends its head with the first token, after loading the model and reading
+    # the prompt: give it as long as a first byte (the shipped config does).
+    stream_first_byte_timeout_seconds: PositiveFloat = 30
     idle_timeout_seconds: PositiveFloat = 60
     # Candidates tried before the first byte reaches the client.
     max_attempts: PositiveInt = 2
@@ -387,6 +403,12 @@ class UpstreamSettings(_Strict):
     # keep-alive (Anthropic's ping event, an SSE comment otherwise), so idle timeouts of clients
     # and proxies in between do not cut a long prefill or thinking; 0: never.
     stream_keepalive_seconds: Annotated[float, Field(ge=0)] = 10
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+
+    @property
+    def stream_head_timeout_seconds(self) -> float:
+        """How long a stream's head may take: its own timeout, bounded by the first byte's."""
+        return min(self.stream_first_byte_timeout_seconds, self.first_byte_timeout_seconds)
 
     @property
     def max_response_bytes(self) -> int:

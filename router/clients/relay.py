@@ -11,6 +11,7 @@ import orjson
 from aiohttp import web
 
 from router.config import UpstreamSettings
+from router.core.breaker import Down
 from router.core.results import Attempt, Candidate
 from router.contract.context import RequestContext
 from router.core.sse import EventTooLarge, SseRelay
@@ -82,7 +83,7 @@ class StreamRelay:
                     if ready:
                         return ready
         except TimeoutError:
-            raise AttemptFailure("timeout", f"no stream data within {timeout:g}s") from None
+            raise AttemptFailure("timeout", f"no stream data within {timeout:g}s", down=True) from None
         except EventTooLarge as exc:
             raise AttemptFailure("read", str(exc)) from None
         except StreamBroken as exc:
@@ -237,6 +238,19 @@ def relay_client_error(
 # says otherwise with this header, which both honour.
 NO_RETRY = {"x-should-retry": "false"}
 NO_RETRY_NOTE = "every candidate was tried (the proxy already fell back), so a retry now would fail the same way: not retrying (x-should-retry: false)"
+
+
+def all_down_response(down: list[Down], ctx: RequestContext, now: float) -> web.Response:
+    """The error of a request whose every candidate was skipped, its provider marked down (in the client's format).
+
+    A 503 at once, naming each provider and when it is tried again: ``Retry-After`` says when the
+    first of them is, and ``x-should-retry: false`` keeps the SDKs from retrying at once into the
+    same skip (a client that waits out ``Retry-After`` finds the provider tried again).
+    """
+    first = min(down, key=lambda d: d.retry_at)
+    message = f"no candidate was tried: {'; '.join(d.text(now) for d in down)}; not retrying now (x-should-retry: false)"
+    headers = {**NO_RETRY, "Retry-After": str(first.retry_in(now))}
+    return ctx.error_response(ApiError(503, message, "upstream_error", "provider_down"), headers)
 
 
 def all_failed_response(failures: list[AttemptFailure], attempts: list[Attempt], ctx: RequestContext) -> web.Response:

@@ -3,7 +3,8 @@
 Timeouts are per phase, never total (WHAT-USERS-HIT #6): connecting, waiting
 for the first byte, and the idle gap between chunks of a stream. A failure
 before the first byte is an :class:`AttemptFailure` that says whether the next
-candidate should be tried.
+candidate should be tried, and whether the provider gave no answer at all
+(``down``: its circuit breaker opens, :mod:`router.core.breaker`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class AttemptFailure(Exception):
     status: int | None = None
     retry_after: float | None = None
     body: bytes = b""
+    # The provider gave no answer at all: its connection refused or not made in time, or no first byte
+    # in time. Not a connection that broke once made (a pooled keep-alive connection the provider
+    # closed as the request went out fails so, and says nothing of the provider).
+    down: bool = False
 
     def __str__(self) -> str:
         return self.message
@@ -92,12 +97,12 @@ class UpstreamClient:
                 response = await post(self.http, url, payload, headers, self._timeout)
         except aiohttp.ConnectionTimeoutError:
             raise AttemptFailure(
-                "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)"
+                "connect", f"cannot connect to {url} (no connection within {self.settings.connect_timeout_seconds:g}s)", down=True
             ) from None
         except TimeoutError:
-            raise AttemptFailure("timeout", f"no answer from {url} within {first_byte_timeout:g}s") from None
+            raise AttemptFailure("timeout", f"no answer from {url} within {first_byte_timeout:g}s", down=True) from None
         except aiohttp.ClientConnectorError as exc:
-            raise AttemptFailure("connect", f"cannot connect to {url} ({failure_reason(exc)})") from None
+            raise AttemptFailure("connect", f"cannot connect to {url} ({failure_reason(exc)})", down=True) from None
         except (aiohttp.ClientError, OSError) as exc:
             raise AttemptFailure("connect", f"request to {url} failed ({failure_reason(exc)})") from None
         if not relayable(response.status):

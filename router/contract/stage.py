@@ -65,6 +65,7 @@ class StageDeps:
     session_reads: SessionReads
     escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
     open_upstreams: Any = None  # a gauge (inc, dec) of the answers being relayed right now
+    breakers: Any = None  # the process's provider circuit breakers (router.core.breaker: the app's, across reloads)
 
 
 class Stage(Protocol):

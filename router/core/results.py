@@ -261,6 +261,9 @@ class UpstreamResult:
     """What upstream-forward saw; filled in as the answer is relayed."""
 
     attempts: list[Attempt] = field(default_factory=list)
+    # The providers candidates were skipped on as down (no answer earlier in this request, or marked
+    # down by their breaker: router.core.breaker), each once, in the order met.
+    providers_down: list[str] = field(default_factory=list)
     model: str | None = None  # the candidate that answered
     provider: str | None = None
     status: int | None = None

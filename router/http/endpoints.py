@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any
@@ -12,6 +13,7 @@ from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
 from router.contract.context import ERROR_CODE_KEY
+from router.core.breaker import ProviderBreakers
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
@@ -40,6 +42,8 @@ from router.wire.gemini.paths import is_gemini_client
 CONFIG_KEY = web.AppKey("config", Config)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
+# The process's provider circuit breakers (upstream.breaker), shared with upstream-forward.
+BREAKERS_KEY = web.AppKey("provider_breakers", ProviderBreakers)
 # The config serving now: the reloaded one once there is one (the composition root holds the live chain).
 CURRENT_CONFIG_KEY = web.AppKey("current_config", Callable[[], Config])
 
@@ -55,11 +59,19 @@ def _json(payload: object, status: int = 200) -> web.Response:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """200 while the proxy serves; ``degraded`` (still 200) while its shared state backend is down."""
+    """200 while the proxy serves; ``degraded`` (still 200) while its shared state backend is down.
+
+    ``providers_down``, while any: the providers this process's breakers skip, each with the seconds
+    until a request tries it again — names from the config only, no URL or reason (the endpoint
+    needs no key). A provider down leaves ``status`` alone: the proxy itself serves.
+    """
     problem = request.app[STATE_KEY].problem()
-    if problem is None:
-        return _json({"status": "ok"})
-    return _json({"status": "degraded", "problems": [problem]})
+    health: dict[str, Any] = {"status": "ok"} if problem is None else {"status": "degraded", "problems": [problem]}
+    breakers = request.app.get(BREAKERS_KEY)
+    now = time.monotonic()
+    if breakers is not None and (down := breakers.down(now)):
+        health["providers_down"] = [{"provider": d.provider, "retry_in_seconds": round(d.retry_at - now, 1)} for d in down]
+    return _json(health)
 
 
 def _gemini_models(config: Config) -> list[dict[str, Any]]:

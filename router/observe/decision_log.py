@@ -49,10 +49,10 @@ COLUMNS = (
     "requested_max_tokens", "sent_max_tokens",
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
     "wire_in", "wire_out", "wire_dropped", "pinch_restored", "model_family", "classifier_reason",
-    "resumed_elements",
+    "resumed_elements", "providers_down",
 )  # fmt: skip
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
-JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages"})
+JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages", "providers_down"})
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS decisions (
     {", ".join(f"{c} {'TEXT PRIMARY KEY' if c == 'request_id' else ''}" for c in COLUMNS)},

@@ -46,6 +46,8 @@ class Decision:
     provider: str | None = None
     candidates: tuple[str, ...] = ()
     attempts: tuple[Attempt, ...] = ()
+    # providers candidates were skipped on as down (no answer earlier in the request, or its breaker open)
+    providers_down: tuple[str, ...] = ()
     rejected: tuple[Rejection, ...] = ()
     pinch_mode: str | None = None
     tokens_before: int | None = None
@@ -124,6 +126,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         provider=upstream.provider if upstream else None,
         candidates=tuple(c.model for c in route.candidates) if route else (),
         attempts=tuple(upstream.attempts) if upstream else (),
+        providers_down=tuple(upstream.providers_down) if upstream else (),
         rejected=route.rejected if route else (),
         pinch_mode=str(pinch.mode) if pinch else None,
         tokens_before=pinch.original_tokens if pinch else None,

@@ -53,7 +53,7 @@ Series = tuple[Any, ...]  # (a metric, then its label values as the decision hol
 
 
 class Metrics:
-    def __init__(self, models: list[str], categories: list[str]) -> None:
+    def __init__(self, models: list[str], categories: list[str], providers: list[str] | None = None) -> None:
         self.registry = CollectorRegistry()
         # An observation names its series by a key, ``(metric, *label values)``, the values as
         # the decision holds them (a status as its int, an outcome as its enum); the child of
@@ -118,13 +118,27 @@ class Metrics:
         self.connections_closed = Counter(
             "pinch_router_connections_closed", "Client connections the proxy closed itself, by reason (head_timeout, evicted_at_cap, refused_at_cap)", ["reason"], registry=r
         )
+        # The provider circuit breakers (router.core.breaker): read from them when the metrics are
+        # (and every second by a worker of several, for the others' scrapes); the highest worker's.
+        self.breaker_open = Gauge(
+            "pinch_router_provider_breaker_open",
+            "1 while requests skip the provider: it gave no answer and its breaker is open (upstream.breaker)",
+            ["provider"],
+            registry=r,
+            multiprocess_mode="livemax",
+        )
+        self.breaker_skips = Counter("pinch_router_provider_breaker_skips", "Requests that skipped a provider marked down, by provider", ["provider"], registry=r)
+        self.providers_down: Callable[[], list[str]] = list  # the app sets it: the providers its breakers skip now
+        self._breakers_shown: set[str] = set(providers or ())  # every configured provider has its series, at 0 when closed
         if MULTIPROCESS_DIR_ENV not in os.environ:
             self.tasks.set_function(_task_count)
 
-    def set_catalogue(self, models: list[str], categories: list[str]) -> None:
-        """The label values allowed from now on (a reloaded config's models and categories)."""
+    def set_catalogue(self, models: list[str], categories: list[str], providers: list[str] | None = None) -> None:
+        """The label values allowed from now on (a reloaded config's models and categories); a new
+        provider's breaker series starts at 0 (a removed one's stays)."""
         self._models = frozenset(models)
         self._categories = frozenset(categories)
+        self._breakers_shown.update(providers or ())
 
     def _model(self, name: str | None) -> str:
         return name if name in self._models else ("none" if name is None else "other")
@@ -175,6 +189,8 @@ class Metrics:
             amounts.append(((self.prompt_cache, model, "written"), d.cache_write_tokens))
         if d.escalation:
             ones.append((self.escalations,))
+        for provider in d.providers_down:
+            ones.append((self.breaker_skips, provider))
         for _, amount in amounts:  # refused when observed, as prometheus-client does, not when handed over
             if amount < 0:
                 raise ValueError(f"a counter only goes up, not by {amount}")
@@ -215,6 +231,13 @@ class Metrics:
         for key, tally in timed.items():
             _add_to_histogram(self._series(key), tally)
 
+    def show_breakers(self) -> None:
+        """Set the breaker gauge of every provider down now, and back to 0 of each that was."""
+        down = set(self.providers_down())
+        for provider in self._breakers_shown | down:
+            self.breaker_open.labels(provider).set(1 if provider in down else 0)
+        self._breakers_shown |= down
+
     def _series(self, key: Series) -> Any:
         """The prometheus-client child ``key`` names (the metric itself when it has no labels),
         remembered: label values are bounded, and the lookup behind ``labels`` costs more than
@@ -228,6 +251,7 @@ class Metrics:
     def render(self) -> bytes:
         """Prometheus text; call from the event loop (the task gauge counts its tasks)."""
         self.hand_over()
+        self.show_breakers()
         if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`: every worker's values
             registry = CollectorRegistry()
             MultiProcessCollector(registry)
@@ -278,9 +302,10 @@ def use_multiprocess_metrics() -> None:
 
 
 async def sample_worker_gauges(metrics: Metrics, every_seconds: float = 1.0) -> None:
-    """Under ``--workers``: write this worker's task count for the others' scrapes, until cancelled."""
+    """Under ``--workers``: write this worker's task count and breakers for the others' scrapes, until cancelled."""
     while True:
         metrics.tasks.set(_task_count())
+        metrics.show_breakers()
         await asyncio.sleep(every_seconds)
 
 

@@ -21,10 +21,12 @@ from aiohttp import web
 
 from router.clients.drain import OPEN_STREAMS_KEY, OpenStreams
 from router.config import Config, config_secrets
+from router.core.breaker import ProviderBreakers
 from router.core.redaction import Redactor
 from router.http.edge import chain_end, chat_edge
 from router.http.endpoints import (
     BODY_BUDGET_KEY,
+    BREAKERS_KEY,
     CONFIG_KEY,
     CURRENT_CONFIG_KEY,
     STATE_KEY,
@@ -78,7 +80,7 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-    metrics = Metrics([m.name for m in config.models], list(config.routing.categories))
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories), list(config.providers))
     state = session_store(config, metrics)
     if clock is None:
         clock = time.time if config.state.backend == "redis" else time.monotonic
@@ -100,12 +102,15 @@ async def create_app(
         state=state,
     )
 
+    # One per process (each worker of `serve --workers N` its own), kept across reloads; on monotonic time.
+    breakers = ProviderBreakers()
+    metrics.providers_down = lambda: [down.provider for down in breakers.down(time.monotonic())]
     max_bytes = config.server.max_body_bytes
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
     idle_checks = math.ceil(config.server.resent_bodies_idle_seconds / MEMORY_CHECK_SECONDS)
     memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES, idle_checks=idle_checks)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
-        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state)
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state, breakers=breakers)
     except Exception:
         await state.close()  # never started: this only releases the Redis client
         if owns_http:
@@ -158,6 +163,7 @@ async def create_app(
         lambda: ConnectionGuard(server.head_timeout_seconds, server.max_connections, lambda why: metrics.connections_closed.labels(why).inc(), metrics.connections_open.set),
     )
     app[STATE_KEY] = state
+    app[BREAKERS_KEY] = breakers
 
     async def connect_state(_: web.Application) -> None:
         await state.start()  # never fails: an unreachable Redis means serving in fallback

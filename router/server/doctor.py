@@ -8,7 +8,9 @@ Checks, each a :class:`Finding` with a fix when it fails:
 * every ``api_key_env`` names a variable that is set;
 * the classifier and the embeddings model (when their stages are on) answer one
   real call each;
-* the state directory and the decision log can be written.
+* the state directory and the decision log can be written;
+* a proxy already serving at the config's address has no provider marked down by
+  its circuit breakers (read from its ``/healthz``; nothing to check when none runs).
 
 ``serve`` runs the cheap part (keys and model lists, no model calls) after it
 starts listening and logs one warning per problem, never refusing to start.
@@ -42,6 +44,8 @@ log = logging.getLogger("pinch_router.doctor")
 
 # Model lists are cheap: a provider that does not answer within this is reported down.
 LIST_TIMEOUT_SECONDS = 5.0
+# A proxy running at the config's address answers /healthz in milliseconds, if it runs at all.
+PROXY_TIMEOUT_SECONDS = 2.0
 # What `pinch-router mock-upstream`'s model lists carry (router.tools.mock_upstream.MOCK_HEADER; the
 # server never imports the tools): a provider that sends it is the mock, which answers every model.
 MOCK_HEADER = "x-pinch-router-mock"
@@ -224,10 +228,41 @@ async def state_backend_findings(config: Config) -> list[Finding]:
     return [Finding("state backend", False, f"redis at {store.where}: {store.why}", fix)]
 
 
+async def running_proxy_findings(config: Config, http: aiohttp.ClientSession) -> list[Finding]:
+    """What a proxy already serving at ``server.host``/``port`` has marked down: one failing finding
+    per provider its breakers skip (``upstream.breaker``), else one saying none is, or none runs.
+
+    Its ``/healthz`` (no key needed) lists them; under ``serve --workers N`` the worker that answers
+    speaks for itself (each keeps its own breakers)."""
+    host = config.server.host if config.server.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    base = f"http://{f'[{host}]' if ':' in host else host}:{config.server.port}"
+    try:
+        timeout = aiohttp.ClientTimeout(total=PROXY_TIMEOUT_SECONDS)
+        async with http.get(f"{base}/healthz", timeout=timeout, allow_redirects=False) as response:
+            health = orjson.loads(await response.read())
+    except (aiohttp.ClientError, TimeoutError, orjson.JSONDecodeError):
+        return [Finding("running proxy", True, f"not running at {base} (while one runs, the providers it marks down show here)")]
+    down = health.get("providers_down") if isinstance(health, dict) else None
+    if not down:
+        return [Finding("running proxy", True, f"{base}: no provider marked down")]
+    fix = "it is tried again by itself once the window passes (upstream.breaker.open_seconds); see the provider's own finding above"
+    return [
+        Finding(
+            f"provider {entry.get('provider')} (running proxy)",
+            False,
+            f"marked down by the proxy at {base}: it gave no answer (connection refused, or no first byte in time); tried again in {entry.get('retry_in_seconds')}s",
+            fix,
+        )
+        for entry in down
+        if isinstance(entry, dict)
+    ]
+
+
 async def run_doctor(config: Config, state_dir: Path, call_timeout: float) -> list[Finding]:
     async with aiohttp.ClientSession() as http:
         findings = [*await provider_findings(config, http), *key_findings(config)]
         findings += await call_findings(config, http, call_timeout)
+        findings += await running_proxy_findings(config, http)
     return findings + state_findings(config, state_dir) + await state_backend_findings(config)
 
 

@@ -34,6 +34,7 @@ from prometheus_client import Gauge
 from router.contract.chain import ChainError, build_chain
 from router.server.registry import chain_stages, stage_deps
 from router.config import Config, ConfigError, config_secrets, load_config
+from router.core.breaker import ProviderBreakers
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.observe.metrics import MULTIPROCESS_DIR_ENV
@@ -90,8 +91,11 @@ class LiveChain:
         recorder: Recorder,
         clock: Callable[[], float],
         state: SessionStore | None = None,
+        breakers: ProviderBreakers | None = None,
     ) -> None:
         self.http = http
+        # the provider breakers are the process's too: a reload keeps what they know
+        self.breakers = breakers if breakers is not None else ProviderBreakers()
         # the session state is the process's: every generation reads and writes the same one
         self.state = state if state is not None else recorder.state
         self.recorder = recorder
@@ -161,7 +165,13 @@ class LiveChain:
         :class:`router.contract.stage.CarryOver`): sessions keep their cached classification.
         """
         deps_of = stage_deps(
-            config, http=self.http, clock=self.clock, state=self.state, escalation=self.recorder.escalation, open_upstreams=self.recorder.metrics.upstream_open
+            config,
+            http=self.http,
+            clock=self.clock,
+            state=self.state,
+            escalation=self.recorder.escalation,
+            open_upstreams=self.recorder.metrics.upstream_open,
+            breakers=self.breakers,
         )
         stages, chain = build_chain(chain_stages(config.middlewares), deps_of)
         if previous is not None:
@@ -200,7 +210,7 @@ class LiveChain:
         self.current = generation
         # keys the new config names are redacted from now on; the old ones stay redacted too
         self.recorder.redactor = Redactor([*self.recorder.redactor.secrets, *config_secrets(config)])
-        self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories))
+        self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories), list(config.providers))
         logging.getLogger().setLevel(config.logging.level.upper())
         self._reload_time.set(time.time())
         if MULTIPROCESS_DIR_ENV in os.environ:  # a worker's file cannot drop a series: zero it

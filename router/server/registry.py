@@ -30,6 +30,7 @@ from middlewares.upstream_forward import UpstreamForward
 from router.contract.chain import validate_order
 from router.config import Catalogue, Config
 from router.contract.stage import StageClass, StageDeps
+from router.core.breaker import ProviderBreakers
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
@@ -61,6 +62,7 @@ def stage_deps(
     state: SessionStore,
     escalation: SessionEscalation | None = None,
     open_upstreams: Any = None,
+    breakers: ProviderBreakers | None = None,
 ) -> Callable[[StageClass], StageDeps]:
     """What each stage of one generation is built with: the shared deps, with the stage's own
     section of ``config`` (its class's ``section``) as its settings. One :class:`SessionReads` per
@@ -75,6 +77,7 @@ def stage_deps(
         session_reads=SessionReads(),
         escalation=escalation,
         open_upstreams=open_upstreams,
+        breakers=breakers,
     )
 
     def deps_of(stage: StageClass) -> StageDeps:

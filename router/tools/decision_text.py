@@ -157,6 +157,8 @@ def decision_fields(row: Row) -> list[Field]:
             for i, a in enumerate(row.get("attempts") or [])
         ),
     )
+    if row.get("providers_down"):
+        fields.append(("down", f"skipped as marked down: {', '.join(row['providers_down'])}"))
     time = []
     if row.get("first_byte_ms") is not None:
         time.append(f"first byte {format_ms(row['first_byte_ms'])}")

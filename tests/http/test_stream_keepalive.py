@@ -139,12 +139,14 @@ async def test_keepalives_never_keep_a_dead_upstream_open(proxy):
 
 async def test_no_keepalive_before_the_first_event_so_the_next_candidate_can_still_answer(proxy):
     """Heads are committed with the first event, not earlier for keep-alives: a candidate that is silent
-    past the first-byte timeout still fails over, and the client gets the next one's stream and status."""
+    past the first-byte timeout still fails over, and the client gets the next one's stream and status.
+    (The next candidate is on another provider: one that just timed out is not tried again in the request.)"""
     async with MisbehavingUpstream() as upstream:
         upstream.then(stalling(b"", CHAT_BEFORE + CHAT_AFTER, stall=2), stalling(CHAT_BEFORE, CHAT_AFTER, stall=0))
         config = make_config(
             upstream.url,
-            models=[model_entry("first", quality=0.9), model_entry("second", quality=0.1)],
+            providers={"mock": {"base_url": upstream.url}, "other": {"base_url": upstream.url}},
+            models=[model_entry("first", quality=0.9), model_entry("second", provider="other", quality=0.1)],
             upstream={"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 0.5, "idle_timeout_seconds": 5, "stream_keepalive_seconds": 0.05},
         )
         client = await proxy(config)
