@@ -2,9 +2,7 @@
 stage a middleware: the only place that catches a stage's errors. On timeout or exception it calls
 the stage's ``fallback``, records the outcome and lets the request carry on (a fail-closed stage's
 fallback refuses it); ``CancelledError`` is never swallowed; the rest of the chain runs outside the
-stage's timeout. An :class:`~router.core.errors.InvalidRequest` is no failure of the stage's but the
-client's request found unusable while the stage worked on it (a field a translation cannot carry):
-the client gets the 400 in its own format, naming the field, and no fallback runs."""
+stage's timeout. An :class:`~router.core.errors.InvalidRequest` is the client's 400, no fallback run."""
 
 from __future__ import annotations
 
@@ -134,13 +132,11 @@ async def _rest_of_stage(stage: Stage, ctx: RequestContext, rest: Awaitable[Stag
 
 
 def _failed(stage: Stage, ctx: RequestContext, exc: Exception) -> tuple[Outcome, str]:
-    if isinstance(exc, InvalidRequest):  # the client's request, not the stage, is what failed
+    if isinstance(exc, InvalidRequest):  # the client's request (a field a translation cannot carry), not the stage, failed
         ctx.response = ctx.error_response(invalid_request(exc.message, param=exc.param))
         return Outcome.ERROR, describe(exc)
-    if isinstance(exc, StageTimeout):
-        outcome, detail = Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s"
-    else:
-        outcome, detail = Outcome.ERROR, describe(exc)
+    timed_out = isinstance(exc, StageTimeout)
+    outcome, detail = (Outcome.TIMEOUT, f"timed out after {stage.timeout_seconds}s") if timed_out else (Outcome.ERROR, describe(exc))
     log.warning("stage_failed", extra={"stage": stage.name, "outcome": str(outcome), "detail": detail, "request_id": ctx.request_id})
     stage.fallback(ctx, detail)
     if stage.fail_mode is FailMode.CLOSED and ctx.response is None:
