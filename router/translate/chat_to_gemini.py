@@ -34,11 +34,12 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_input
+from router.translate.json_values import checked_answer, checked_event, request_object, stop_sequences, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.answers import answer_problem as gemini_answer_problem
+from router.wire.gemini.answers import chunk_problem as gemini_chunk_problem
 from router.wire.gemini.parts import SKIP_SIGNATURE, function_call, is_thought, parts_of, text_of
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
@@ -301,6 +302,7 @@ class GeminiToChatSse(SseTranslator):
         if answer.get("error") is not None:
             error = answer["error"]
             raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
+        checked_event(answer, gemini_chunk_problem, "a Gemini stream chunk")
         if isinstance(answer.get("usageMetadata"), dict):
             self.metadata = answer["usageMetadata"]
         out: list[bytes] = []

@@ -20,13 +20,14 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_arguments, tool_input
+from router.translate.json_values import checked_answer, checked_event, request_object, stop_sequences, tool_arguments, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.anthropic_messages.validation import answer_problem as messages_answer_problem
+from router.wire.anthropic_messages.validation import event_problem as messages_event_problem
 
 # Sent when an OpenAI-chat client set no output limit and the model has none configured (Anthropic requires one).
 FALLBACK_MAX_TOKENS = 8192
@@ -300,7 +301,7 @@ class AnthropicToChatSse(SseTranslator):
         if event.get("type") == "error":
             error = event.get("error") if isinstance(event.get("error"), dict) else {}
             raise StreamBroken(f"{error.get('type', 'error')}: {str(error.get('message', ''))[:300]}")
-        out = self.stream.event(event)
+        out = self.stream.event(checked_event(event, messages_event_problem, "an Anthropic stream event"))
         self.done = self.stream.done
         return out
 

@@ -25,10 +25,11 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
-from router.translate.json_values import answer_object, request_object, tool_input
-from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken
+from router.translate.json_values import answer_object, checked_event, request_object, tool_input
+from router.translate.protocol import AnswerIds, StreamBroken
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
+from router.wire.usage import usage_problem
 
 OLLAMA_CHAT = "ollama-chat"
 NDJSON = "application/x-ndjson"
@@ -123,6 +124,26 @@ def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
     return native
 
 
+def answer_problem(answer: Any, line: bool = False) -> str | None:
+    """What makes an Ollama chat answer (its JSON) none, or None: a message whose content and
+    thinking are text and whose tool calls are a list, and token counts (``prompt_eval_count``,
+    ``eval_count``); ``line``: one line of a stream, which may carry no message."""
+    if not isinstance(answer, dict):
+        return "not a JSON object"
+    message = answer.get("message", {} if line else None)
+    if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
+        return "no message whose content is text"
+    if message.get("thinking") is not None and not isinstance(message["thinking"], str):
+        return "its message.thinking is no string"
+    if message.get("tool_calls") is not None and not isinstance(message["tool_calls"], list):
+        return "its message.tool_calls is no list"
+    return usage_problem(answer, ("prompt_eval_count", "eval_count"), "")
+
+
+def _line_problem(line: Any) -> str | None:
+    return answer_problem(line, line=True)
+
+
 def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
     prompt, completion = answer.get("prompt_eval_count"), answer.get("eval_count")
     if not isinstance(prompt, int) and not isinstance(completion, int):
@@ -167,10 +188,8 @@ class OllamaChatTranslator:
         return orjson.dumps(native_request(chat, candidate.context_window))
 
     def response(self, body: bytes | Any) -> bytes:
-        answer = answer_object(body)
-        message = answer.get("message")
-        if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
-            raise MalformedAnswer("not an Ollama chat answer: no message whose content is text")
+        answer = checked_event(answer_object(body), answer_problem, "an Ollama chat answer")
+        message = answer["message"]
         calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
         if isinstance(message.get("thinking"), str) and message["thinking"]:
@@ -254,6 +273,7 @@ class OllamaStream:
             raise StreamBroken("Ollama sent a line that is not a JSON object")
         if "error" in answer:
             raise StreamBroken(f"Ollama: {str(answer['error'])[:300]}")
+        checked_event(answer, _line_problem, "a line of an Ollama chat stream")
         self.model = str(answer.get("model") or self.model)
         out = b""
         message = answer.get("message") if isinstance(answer.get("message"), dict) else {}

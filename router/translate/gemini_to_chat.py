@@ -36,7 +36,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.json_values import checked_answer, checked_event, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
 from router.translate.sse_frames import SseTranslator
@@ -69,6 +69,7 @@ from router.wire.gemini.layout import response_text
 from router.wire.gemini.view import includes_thoughts
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
+from router.wire.openai_chat.validation import chunk_problem as chat_chunk_problem
 
 # generationConfig's fields a chat body has, by their two spellings
 _SAMPLING = (
@@ -364,6 +365,7 @@ class ChatToGeminiSse(SseTranslator):
         if chunk.get("error") is not None:
             error = chunk["error"]
             raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
+        checked_event(chunk, chat_chunk_problem, "a chat completion chunk")
         if isinstance(chunk.get("usage"), dict):
             self.chat_usage = chunk["usage"]
         parts: list[dict[str, Any]] = []

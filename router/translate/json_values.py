@@ -49,11 +49,18 @@ def answer_object(raw: bytes | Any) -> dict[str, Any]:
 def checked_answer(raw: bytes | Any, problem_of: Callable[[Any], str | None], kind: str) -> dict[str, Any]:
     """:func:`answer_object`, and :class:`~router.translate.protocol.MalformedAnswer` ("not <kind>: …")
     when ``problem_of`` (the provider wire's ``answer_problem``) finds it none of that wire's answers."""
-    answer = answer_object(raw)
-    problem = problem_of(answer)
+    return checked_event(answer_object(raw), problem_of, kind)
+
+
+def checked_event(event: dict[str, Any], problem_of: Callable[[Any], str | None], kind: str) -> dict[str, Any]:
+    """``event`` (a provider's answer, or one event of its stream, parsed), or
+    :class:`~router.translate.protocol.MalformedAnswer` ("not <kind>: …") when ``problem_of`` (the
+    provider wire's check) finds it none of that wire's: a value of the wrong type is never read as
+    nothing (an empty answer, a usage of zeros)."""
+    problem = problem_of(event)
     if problem is not None:
         raise MalformedAnswer(f"not {kind}: {problem}")
-    return answer
+    return event
 
 
 def request_object(raw: bytes | dict[str, Any]) -> dict[str, Any]:

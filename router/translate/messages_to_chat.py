@@ -27,7 +27,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.json_values import checked_answer, checked_event, request_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
 from router.translate.sse_frames import SseTranslator
 from router.wire.anthropic_messages.blocks import (
@@ -40,6 +40,7 @@ from router.wire.anthropic_messages.errors import PING_EVENT, anthropic_event
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
+from router.wire.openai_chat.validation import chunk_problem as chat_chunk_problem
 
 
 class MessagesToChatTranslator(ToChat):
@@ -475,7 +476,7 @@ class ChatToAnthropicSse(SseTranslator):
         if chunk.get("error") is not None:
             error = chunk["error"]
             raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
-        return self.stream.chunk(chunk)
+        return self.stream.chunk(checked_event(chunk, chat_chunk_problem, "a chat completion chunk"))
 
     def _closing(self) -> list[bytes]:
         # after its finish reason a chat answer is complete, [DONE] or not; before it, it was cut short

@@ -55,10 +55,11 @@ from router.translate.chat_to_responses import (
     custom_tool_names,
 )
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import answer_object, request_object
+from router.translate.json_values import checked_answer, checked_event, request_object
 from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, ToChat
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
+from router.wire.openai_chat.validation import chunk_problem as chat_chunk_problem
 from router.wire.openai_responses.stream import sse_event
 from router.wire.openai_responses.validation import (
     TEXT_PARTS,
@@ -257,10 +258,10 @@ class ResponsesToChat(ToChat):
 
     def response(self, body: bytes | Any) -> bytes:
         """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""
-        completion = answer_object(body)
+        completion = checked_answer(body, chat_answer_problem, "a chat completion")
         response = completion_to_response(completion, self.frame)
         if response is None:
-            raise MalformedAnswer(f"not a chat completion: {chat_answer_problem(completion) or 'no choices[0].message'}")
+            raise MalformedAnswer("not a chat completion: no choices[0].message")
         return orjson.dumps(response)
 
     def streams(self, content_type: str) -> bool:
@@ -291,7 +292,7 @@ class ChatStreamAsResponses:
         events = [] if self.started else self.translator.start()
         self.started = True
         for parsed in chat_chunks(self.chat.feed(chunk)):
-            events += self.translator.feed(parsed)
+            events += self.translator.feed(checked_event(parsed, chat_chunk_problem, "a chat completion chunk") if isinstance(parsed, dict) else parsed)
         if self.chat.done:
             events += self.translator.finish()
         return b"".join(sse_event(e) for e in events)

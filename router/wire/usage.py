@@ -7,9 +7,11 @@ usage with it, and the stream relay each event's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from router.core.json_body import loads
+from router.core.redaction import quoted
 from router.core.results import Usage
 
 
@@ -71,3 +73,19 @@ def token_count(value: Any) -> int | None:
     """``value`` when it is a token count as a usage report states one: a whole number, not negative
     (a bool is not one); else None. Every wire's usage reader takes its counts through it."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def usage_problem(usage: Any, counts: Iterable[str], where: str = "usage") -> str | None:
+    """What makes a provider's usage report (``where`` in its answer; "": the answer itself holds
+    the counts, as Ollama's does) none, or None: absent, or an
+    object whose ``counts`` are each absent, null or a token count (:func:`token_count`). A count of
+    another type (``"3"``) is no report a translation may read as nothing: the answer is malformed."""
+    if usage is None:
+        return None
+    if not isinstance(usage, dict):
+        return f"its {where} is no object"
+    for name in counts:
+        value = usage.get(name)
+        if value is not None and token_count(value) is None:
+            return f"its {f'{where}.' if where else ''}{name} is no token count ({quoted(value)})"
+    return None

@@ -41,7 +41,7 @@ PAIRS = [
     (CLIENT_GEMINI, CHAT), (CLIENT_GEMINI, ANTHROPIC), (CLIENT_GEMINI, OLLAMA), (CLIENT_GEMINI, GEMINI),
 ]  # fmt: skip
 PASSED_THROUGH = {(CLIENT_CHAT, CHAT), (CLIENT_MESSAGES, ANTHROPIC), (CLIENT_RESPONSES, RESPONSES), (CLIENT_GEMINI, GEMINI)}
-CASES = ["malformed", "empty", "truncated", "unknown", "bad_tool_args"]
+CASES = ["malformed", "empty", "truncated", "unknown", "bad_tool_args", "wrong_types", "usage_strings"]
 
 # ---------------------------------------------------------------------------------------------
 # What the providers send
@@ -88,6 +88,8 @@ def chat_answer(case: str, stream: bool) -> bytes | Writer:
             "truncated": lambda: cut_short(orjson.dumps(completion({"role": "assistant", "content": "hi"}))[:40], "application/json"),
             "unknown": lambda: whole(completion({"role": "assistant", "content": "hi", "x_vendor": {"a": 1}}, x_unknown=[1, 2])),
             "bad_tool_args": lambda: whole(completion({"role": "assistant", "content": None, "tool_calls": [CALL]})),
+            "wrong_types": lambda: whole(completion({"role": "assistant", "content": 5})),
+            "usage_strings": lambda: whole(completion({"role": "assistant", "content": "hi"}, usage={"prompt_tokens": "3", "completion_tokens": "1", "total_tokens": "4"})),
         }[case]()
     event_stream = "text/event-stream"
     return {
@@ -104,6 +106,8 @@ def chat_answer(case: str, stream: bool) -> bytes | Writer:
             ),
             event_stream,
         ),
+        "wrong_types": lambda: whole(sse((None, chunk({"role": "assistant", "content": 5})), *good[1:]), event_stream),
+        "usage_strings": lambda: whole(sse(*good[:2], (None, {"id": "c", "object": "chat.completion.chunk", "choices": [], "usage": {"prompt_tokens": "3", "completion_tokens": "1"}}), good[2]), event_stream),
     }[case]()
 
 
@@ -126,6 +130,8 @@ def anthropic_answer(case: str, stream: bool) -> bytes | Writer:
             "truncated": lambda: cut_short(orjson.dumps(message([{"type": "text", "text": "hi"}]))[:40], "application/json"),
             "unknown": lambda: whole(message([{"type": "mystery_block", "x": 1}, {"type": "text", "text": "hi"}], x_unknown=True)),
             "bad_tool_args": lambda: whole(message([{"type": "tool_use", "id": "toolu_1", "name": "f", "input": "{not json"}], stop_reason="tool_use")),
+            "wrong_types": lambda: whole(message([{"type": "text", "text": 5}])),
+            "usage_strings": lambda: whole(message([{"type": "text", "text": "hi"}], usage={"input_tokens": "3", "output_tokens": "1"})),
         }[case]()
     event_stream = "text/event-stream"
     return {
@@ -147,6 +153,10 @@ def anthropic_answer(case: str, stream: bool) -> bytes | Writer:
             ),
             event_stream,
         ),
+        "wrong_types": lambda: whole(sse(("message_start", {"type": "message_start", "message": {"content": 5}}), *end[1:]), event_stream),
+        "usage_strings": lambda: whole(
+            sse(("message_start", {"type": "message_start", "message": message([], usage={"input_tokens": "3", "output_tokens": "0"})}), *text, *end), event_stream
+        ),
     }[case]()
 
 
@@ -161,6 +171,8 @@ def ollama_answer(case: str, stream: bool) -> bytes | Writer:
             "truncated": lambda: cut_short(orjson.dumps(line(hi, True))[:40], "application/json"),
             "unknown": lambda: whole(line({**hi, "x_vendor": 1}, True, x_unknown=[1])),
             "bad_tool_args": lambda: whole(line({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{not json"}}]}, True, done_reason="stop")),
+            "wrong_types": lambda: whole(line({"role": "assistant", "content": "hi", "tool_calls": 5}, True, done_reason="stop")),
+            "usage_strings": lambda: whole(line(hi, True, done_reason="stop", prompt_eval_count="3", eval_count="1")),
         }[case]()
     ndjson_type = "application/x-ndjson"
     return {
@@ -169,6 +181,8 @@ def ollama_answer(case: str, stream: bool) -> bytes | Writer:
         "truncated": lambda: cut_short(ndjson(line(hi)), ndjson_type),
         "unknown": lambda: whole(ndjson(line(hi, x=1), {"type": "mystery"}, last), ndjson_type),
         "bad_tool_args": lambda: whole(ndjson(line({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{not json"}}]}), last), ndjson_type),
+        "wrong_types": lambda: whole(ndjson(line({"role": "assistant", "content": 5}), last), ndjson_type),
+        "usage_strings": lambda: whole(ndjson(line(hi), {**last, "prompt_eval_count": "3", "eval_count": "1"}), ndjson_type),
     }[case]()
 
 
@@ -184,6 +198,8 @@ def responses_answer(case: str, stream: bool) -> bytes | Writer:
             "truncated": lambda: cut_short(orjson.dumps(response([item]))[:40], "application/json"),
             "unknown": lambda: whole(response([item, {"type": "mystery_item"}], x_unknown=1)),
             "bad_tool_args": lambda: whole(response([{"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": "f", "arguments": "{not json"}])),
+            "wrong_types": lambda: whole(response([{**item, "content": [{"type": "output_text", "text": 5, "annotations": []}]}])),
+            "usage_strings": lambda: whole(response([item], usage={"input_tokens": "3", "output_tokens": "1", "total_tokens": "4"})),
         }[case]()
     event_stream = "text/event-stream"
     return {
@@ -192,6 +208,8 @@ def responses_answer(case: str, stream: bool) -> bytes | Writer:
         "truncated": lambda: cut_short(sse(created), event_stream),
         "unknown": lambda: whole(sse(created, ("response.mystery", {"type": "response.mystery", "sequence_number": 1}), completed([item])), event_stream),
         "bad_tool_args": lambda: whole(sse(created, completed([{"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": "f", "arguments": "{not json"}])), event_stream),
+        "wrong_types": lambda: whole(sse(created, completed([{**item, "content": [{"type": "output_text", "text": 5, "annotations": []}]}])), event_stream),
+        "usage_strings": lambda: whole(sse(created, ("response.completed", {"type": "response.completed", "sequence_number": 9, "response": response([item], usage={"input_tokens": "3"})})), event_stream),
     }[case]()
 
 
@@ -207,6 +225,8 @@ def gemini_answer(case: str, stream: bool) -> bytes | Writer:
             "truncated": lambda: cut_short(orjson.dumps(chunk(hi, "STOP", usageMetadata=usage))[:40], "application/json"),
             "unknown": lambda: whole(chunk([{"mysteryPart": {"a": 1}}, *hi], "STOP", usageMetadata=usage, xUnknown=[1])),
             "bad_tool_args": lambda: whole(chunk(bad_call, "STOP", usageMetadata=usage)),
+            "wrong_types": lambda: whole(chunk([{"text": 5}], "STOP", usageMetadata=usage)),
+            "usage_strings": lambda: whole(chunk(hi, "STOP", usageMetadata={"promptTokenCount": "3", "candidatesTokenCount": "1"})),
         }[case]()
     event_stream = "text/event-stream"
     return {
@@ -215,6 +235,8 @@ def gemini_answer(case: str, stream: bool) -> bytes | Writer:
         "truncated": lambda: cut_short(sse((None, chunk(hi))), event_stream),
         "unknown": lambda: whole(sse((None, {"mystery": 1}), (None, chunk([{"mysteryPart": 1}, *hi])), (None, chunk([], "STOP", usageMetadata=usage))), event_stream),
         "bad_tool_args": lambda: whole(sse((None, chunk(bad_call)), (None, chunk([], "STOP", usageMetadata=usage))), event_stream),
+        "wrong_types": lambda: whole(sse((None, chunk([{"text": 5}])), (None, chunk([], "STOP", usageMetadata=usage))), event_stream),
+        "usage_strings": lambda: whole(sse((None, chunk(hi)), (None, chunk([], "STOP", usageMetadata={"promptTokenCount": "3"}))), event_stream),
     }[case]()
 
 
@@ -411,6 +433,11 @@ async def test_every_hostile_answer_reaches_the_client_well_formed_in_its_own_fo
         assert resp.status == 200, raw[:500]
     if case in ("malformed", "truncated") and not stream:  # what is none is an error, never a 200
         assert resp.status != 200, raw[:500]
+    if case in ("wrong_types", "usage_strings"):  # values of the wrong types are no answer either (issue #42):
+        if not stream:  # never an empty or zeroed 200
+            assert resp.status != 200, raw[:500]
+        elif (client, wire) not in PASSED_THROUGH:  # a translated stream ends with the client's error event
+            assert resp.status != 200 or b"error" in raw[-600:], raw[-600:]
 
 
 NOT_JSON_EVENT = {  # a stream that starts well, then sends an event that is not JSON

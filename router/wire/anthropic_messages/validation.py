@@ -19,6 +19,7 @@ from router.core.redaction import quoted
 from router.core.request_view import ToolResult, Unit
 from router.core.resent_prefix import Resumed
 from router.wire.anthropic_messages.blocks import PROXY_THINKING_SIGNATURE, blocks_of, is_proxy_thinking
+from router.wire.usage import usage_problem
 
 # A message's role: Anthropic's two, and "system" for a mid-conversation system message, which Anthropic
 # takes without a beta header on the models that have it (Claude Opus 4.8 first; the others answer 400) and
@@ -459,10 +460,20 @@ def _check_message(message: Any, where: str) -> bool:
     return proxy_thinking
 
 
+# The token counts of an Anthropic usage report.
+USAGE_COUNTS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+# What a block of each kind carries as a string, the values a client (or a translation) reads of it.
+_BLOCK_STRINGS = {"text": ("text",), "thinking": ("thinking",), "redacted_thinking": ("data",), "tool_use": ("id", "name")}
+# What a content_block_delta of each kind carries as a string.
+_DELTA_STRINGS = {"text_delta": "text", "thinking_delta": "thinking", "input_json_delta": "partial_json", "signature_delta": "signature"}
+
+
 def answer_problem(answer: Any) -> str | None:
     """What makes a provider's whole answer (its JSON) no Anthropic ``message``, or None: a
-    ``content`` list of blocks, each an object with a string ``type``. What a block holds is the
-    model's (a ``tool_use`` whose input is no object reaches the client, whose tool refuses it)."""
+    ``content`` list of blocks, each an object with a string ``type`` and the strings its kind
+    carries (a text's ``text``, a ``tool_use``'s ``id`` and ``name``), a string ``id`` and
+    ``stop_reason`` (or none), and a usage of token counts. What a ``tool_use``'s input holds is the
+    model's (one that is no object reaches the client, whose tool refuses it)."""
     if not isinstance(answer, dict):
         return "not a JSON object"
     if answer.get("type", "message") != "message":
@@ -471,8 +482,51 @@ def answer_problem(answer: Any) -> str | None:
     if not isinstance(content, list):
         return "its content is no list of blocks"
     for b, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-            return f"content.{b} is no block with a string type"
+        if problem := _block_problem(block, f"content.{b}"):
+            return problem
+    for key in ("id", "stop_reason"):
+        if answer.get(key) is not None and not isinstance(answer[key], str):
+            return f"its {key} is no string"
+    return usage_problem(answer.get("usage"), USAGE_COUNTS)
+
+
+def event_problem(event: dict[str, Any]) -> str | None:
+    """What makes one event of a provider's stream (its JSON object) none of the Messages stream's,
+    or None: what :func:`answer_problem` asks of a whole answer, of the events it comes in
+    (``message_start``'s message, each block started, each delta, ``message_delta``'s stop reason
+    and usage). Other events (``ping``, ``message_stop``, kinds added later) are not looked into."""
+    kind = event.get("type")
+    if kind == "message_start":
+        message = event.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("content", []), list):
+            return "message_start has no message with a list of blocks"
+        if message.get("id") is not None and not isinstance(message["id"], str):
+            return "message_start's message id is no string"
+        return usage_problem(message.get("usage"), USAGE_COUNTS, "message.usage")
+    if kind in ("content_block_start", "content_block_delta", "content_block_stop") and type(event.get("index")) is not int:
+        return f"{kind} has no integer index"
+    if kind == "content_block_start":
+        return _block_problem(event.get("content_block"), "content_block")
+    if kind == "content_block_delta":
+        delta = event.get("delta")
+        if not isinstance(delta, dict) or not isinstance(delta.get("type"), str):
+            return "content_block_delta has no delta with a string type"
+        name = _DELTA_STRINGS.get(delta["type"])
+        return f"its {delta['type']}.{name} is no string" if name is not None and not isinstance(delta.get(name), str) else None
+    if kind == "message_delta":
+        delta = event.get("delta")
+        if not isinstance(delta, dict) or (delta.get("stop_reason") is not None and not isinstance(delta["stop_reason"], str)):
+            return "message_delta has no delta with a string stop_reason"
+        return usage_problem(event.get("usage"), USAGE_COUNTS)
+    return None
+
+
+def _block_problem(block: Any, where: str) -> str | None:
+    if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        return f"{where} is no block with a string type"
+    for name in _BLOCK_STRINGS.get(block["type"], ()):
+        if not isinstance(block.get(name), str):
+            return f"{where}.{name} is no string"
     return None
 
 

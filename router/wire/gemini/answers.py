@@ -18,7 +18,8 @@ import orjson
 from router.core.results import Usage
 from router.core.sse import data_payloads
 from router.wire.gemini.errors import error_payload
-from router.wire.usage import token_count
+from router.wire.gemini.parts import FUNCTION_CALL, field
+from router.wire.usage import token_count, usage_problem
 
 SSE_EVENT_END = b"\r\n\r\n"  # as Google ends its events
 JSON = "application/json"
@@ -43,26 +44,56 @@ def usage_of(answer: Any) -> Usage | None:
     return Usage(prompt, completion, total, _count(metadata, "cachedContentTokenCount", "cached_content_token_count"))
 
 
-def answer_problem(answer: Any) -> str | None:
+# The token counts of a usageMetadata, in both spellings.
+USAGE_COUNTS = (
+    "promptTokenCount", "prompt_token_count", "candidatesTokenCount", "candidates_token_count", "thoughtsTokenCount",
+    "thoughts_token_count", "totalTokenCount", "total_token_count", "cachedContentTokenCount", "cached_content_token_count",
+)  # fmt: skip
+
+
+def answer_problem(answer: Any, chunk: bool = False) -> str | None:
     """What makes a provider's whole answer (its JSON) no ``GenerateContentResponse``, or None: a
-    ``candidates`` list of objects whose ``content`` (when there) holds a list of part objects. A
-    blocked prompt answers no candidates but its ``promptFeedback``, which is an answer."""
+    ``candidates`` list of objects whose ``content`` (when there) holds a list of part objects, a
+    text part's text a string, a call's name a string, a string
+    ``finishReason``, and a ``usageMetadata`` of token counts. A blocked prompt answers no
+    candidates but its ``promptFeedback``, which is an answer; ``chunk``: one chunk of a stream,
+    which may carry no candidates (its usage alone)."""
     if not isinstance(answer, dict):
         return "not a JSON object"
     candidates = answer.get("candidates")
-    if candidates is None:
+    if candidates is None and not chunk:
         return None if isinstance(answer.get("promptFeedback", answer.get("prompt_feedback")), dict) else "it has no candidates"
-    if not isinstance(candidates, list):
+    if candidates is not None and not isinstance(candidates, list):
         return "its candidates are no list"
-    for c, candidate in enumerate(candidates):
-        if not isinstance(candidate, dict):
-            return f"candidates.{c} is no object"
-        content = candidate.get("content")
-        if content is None:
-            continue  # a candidate stopped by its finishReason (SAFETY, RECITATION) before any content
-        parts = content.get("parts") if isinstance(content, dict) else None
-        if not isinstance(content, dict) or (parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts))):
-            return f"candidates.{c}.content is no object with a list of parts"
+    for c, candidate in enumerate(candidates or ()):
+        if problem := _candidate_problem(candidate, f"candidates.{c}"):
+            return problem
+    return usage_problem(answer.get("usageMetadata", answer.get("usage_metadata")), USAGE_COUNTS, "usageMetadata")
+
+
+def chunk_problem(chunk: Any) -> str | None:
+    """:func:`answer_problem` of one chunk of a stream."""
+    return answer_problem(chunk, chunk=True)
+
+
+def _candidate_problem(candidate: Any, where: str) -> str | None:
+    if not isinstance(candidate, dict):
+        return f"{where} is no object"
+    reason = candidate.get("finishReason", candidate.get("finish_reason"))
+    if reason is not None and not isinstance(reason, str):
+        return f"{where}.finishReason is no string"
+    content = candidate.get("content")
+    if content is None:
+        return None  # a candidate stopped by its finishReason (SAFETY, RECITATION) before any content
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if not isinstance(content, dict) or (parts is not None and not (isinstance(parts, list) and all(isinstance(p, dict) for p in parts))):
+        return f"{where}.content is no object with a list of parts"
+    for p, part in enumerate(parts or ()):
+        if "text" in part and not isinstance(part["text"], str):
+            return f"{where}.content.parts.{p}.text is no string"
+        call = field(part, FUNCTION_CALL)  # what its args hold is the model's: the client's tool judges them
+        if call is not None and not (isinstance(call, dict) and isinstance(call.get("name"), str)):
+            return f"{where}.content.parts.{p}.functionCall is no call with a string name"
     return None
 
 

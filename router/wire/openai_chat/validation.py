@@ -16,6 +16,7 @@ from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
 from router.core.redaction import quoted
 from router.core.resent_prefix import Resumed
+from router.wire.usage import usage_problem
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
 _ROLE_SET = frozenset(ROLES)
@@ -288,10 +289,17 @@ def _check_tool(tool: Any, where: str) -> None:
         raise InvalidRequest(f"'{where}.function.parameters' must be an object", f"{where}.function.parameters")
 
 
+# The token counts of a chat usage report.
+USAGE_COUNTS = ("prompt_tokens", "completion_tokens", "total_tokens")
+# What an assistant message (or a stream's delta of one) carries as a string when it carries it.
+_MESSAGE_STRINGS = ("role", "refusal", "reasoning_content", "reasoning")
+
+
 def answer_problem(answer: Any) -> str | None:
     """What makes a provider's whole answer (its JSON) no chat completion, or None: what every
-    client reads first — ``choices[0].message`` — must be there. Everything else (vendor fields,
-    the message's own keys) is the provider's to write."""
+    client reads first — ``choices[0].message`` — must be there, and what it reads of it of the
+    right types (:func:`_message_problem`), a string ``finish_reason`` (or none) and a usage of token
+    counts. Everything else (vendor fields, the message's other keys) is the provider's to write."""
     if not isinstance(answer, dict):
         return "not a JSON object"
     choices = answer.get("choices")
@@ -300,4 +308,48 @@ def answer_problem(answer: Any) -> str | None:
     first = choices[0]
     if not isinstance(first, dict) or not isinstance(first.get("message"), dict):
         return "choices[0] has no message object"
+    return _choice_problem(first, "message", "choices[0]") or usage_problem(answer.get("usage"), USAGE_COUNTS)
+
+
+def chunk_problem(chunk: dict[str, Any]) -> str | None:
+    """What makes one chunk of a provider's stream (its JSON object) no ``chat.completion.chunk``, or
+    None: its ``choices`` (none, in a usage chunk) each an object whose ``delta`` is read as
+    :func:`answer_problem` reads a message, and a usage of token counts."""
+    choices = chunk.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        return "its choices are no list"
+    for c, choice in enumerate(choices or ()):
+        if not isinstance(choice, dict):
+            return f"choices[{c}] is no object"
+        if choice.get("delta") is not None and not isinstance(choice["delta"], dict):
+            return f"choices[{c}].delta is no object"
+        if problem := _choice_problem(choice, "delta", f"choices[{c}]"):
+            return problem
+    return usage_problem(chunk.get("usage"), USAGE_COUNTS)
+
+
+def _choice_problem(choice: dict[str, Any], key: str, where: str) -> str | None:
+    """A choice's ``finish_reason`` and its ``message`` (or ``delta``): content a string (or parts,
+    or none), the strings an assistant message carries, tool calls a list of objects whose function
+    names and arguments are strings."""
+    if choice.get("finish_reason") is not None and not isinstance(choice["finish_reason"], str):
+        return f"{where}.finish_reason is no string"
+    message = choice.get(key) or {}
+    where = f"{where}.{key}"
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        return f"{where}.content is no string"
+    for name in _MESSAGE_STRINGS:
+        if message.get(name) is not None and not isinstance(message[name], str):
+            return f"{where}.{name} is no string"
+    calls = message.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        return f"{where}.tool_calls is no list"
+    for t, call in enumerate(calls or ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or (function is not None and not isinstance(function, dict)):
+            return f"{where}.tool_calls[{t}] is no call with a function object"
+        for name, value in (("id", call.get("id")), ("function.name", (function or {}).get("name")), ("function.arguments", (function or {}).get("arguments"))):
+            if value is not None and not isinstance(value, str):
+                return f"{where}.tool_calls[{t}].{name} is no string"
     return None

@@ -28,6 +28,7 @@ from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
 from router.core.resent_prefix import Resumed
+from router.wire.usage import usage_problem
 
 Item = dict[str, Any]
 
@@ -429,14 +430,29 @@ def _check_tool(tool: Any, where: str) -> None:
         raise InvalidRequest(f"'{where}.parameters' must be an object", f"{where}.parameters")
 
 
+# The token counts of a Responses usage report.
+USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens")
+# What an output item of each kind carries as a string.
+_ITEM_STRINGS = {"function_call": ("call_id", "name", "arguments")}
+
+
 def answer_problem(answer: Any) -> str | None:
     """What makes a provider's whole answer (its JSON) no Responses ``response``, or None: an
-    ``output`` list of items, each an object with a string ``type``."""
+    ``output`` list of items, each an object with a string ``type`` (a message's parts with string
+    text, a function call's id, name and arguments strings), and a usage of token counts."""
     if not isinstance(answer, dict):
         return "not a JSON object"
     output = answer.get("output")
     if not isinstance(output, list):
         return "its output is no list of items"
-    if not all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in output):
-        return "an output item is no object with a string type"
-    return None
+    for i, item in enumerate(output):
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            return "an output item is no object with a string type"
+        for name in _ITEM_STRINGS.get(item["type"], ()):
+            if not isinstance(item.get(name), str):
+                return f"output.{i}.{name} is no string"
+        content = item.get("content") if item["type"] == "message" else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and "text" in part and not isinstance(part["text"], str):
+                return f"output.{i}'s text is no string"
+    return usage_problem(answer.get("usage"), USAGE_COUNTS)
