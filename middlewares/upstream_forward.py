@@ -10,7 +10,8 @@ relayed in OpenAI format. The output limit sent is the candidate's (clamped by
 the gate), and a stream asks for its usage chunk even when the client did not
 (then that chunk is read but not relayed). Streams are relayed event by event as they arrive;
 after the first byte a failure ends the stream with an SSE error event and
-``[DONE]``. No total timeout: see :mod:`router.clients.upstream`.
+``[DONE]``. One attempt, end to end, is :mod:`router.clients.attempt`'s; the
+loop over candidates, the Retry-After waits and the providers' breakers are this stage's.
 """
 
 from __future__ import annotations
@@ -19,30 +20,20 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable
-from time import perf_counter
 from dataclasses import replace
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
-import aiohttp
-import orjson
-from aiohttp import web
-
+from router.clients.attempt import UpstreamAttempts, booked_as_upstream
+from router.clients.failure import AttemptFailure
+from router.clients.relay import all_down_response, all_failed_response
 from router.config import UpstreamSettings
-from router.core.breaker import Down, Pass, ProviderBreakers
-from router.core.results import Attempt, Candidate, UpstreamResult
 from router.contract.context import RequestContext
-from router.clients.dependency_http import BodyTooLarge, read_bounded
-from router.core.errors import JSON, ApiError
-from router.core.redaction import header_value
-from router.http.headers import decision_headers
-from router.state.remembered import remember_request
-from router.clients.exchange import Exchange
-from router.clients.relay import StreamRelay, all_down_response, all_failed_response, relay_client_error
 from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
-from router.clients.upstream import AttemptFailure, UpstreamClient
+from router.core.breaker import Down, Pass, ProviderBreakers
+from router.core.errors import ApiError
+from router.core.results import Attempt, Candidate, UpstreamResult
+from router.state.remembered import remember_request
 
-T = TypeVar("T")
 log = logging.getLogger("pinch_router.upstream")
 
 
@@ -56,12 +47,11 @@ class UpstreamForward:
 
     def __init__(self, deps: StageDeps) -> None:
         self.settings: UpstreamSettings = deps.settings
-        self.client = UpstreamClient(deps.http, deps.catalogue.providers, self.settings)
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
-        self.open_gauge = deps.open_upstreams
         self.state, self.clock = deps.state, deps.clock
         # the process's (the app's, across reloads); a stage built alone gets its own
         self.breakers: ProviderBreakers = deps.breakers if deps.breakers is not None else ProviderBreakers()
+        self.attempts = UpstreamAttempts(deps.http, deps.catalogue.providers, self.settings, deps.open_upstreams, self._answered_by)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
@@ -89,10 +79,10 @@ class UpstreamForward:
             if admitted is None:
                 continue
             if wait > 0:
-                await self._wait_upstream(ctx, asyncio.sleep(wait))
+                await booked_as_upstream(ctx, asyncio.sleep(wait))
             tried += 1
             try:
-                await self._attempt(ctx, candidate)
+                await self.attempts.serve(ctx, candidate)
             except AttemptFailure as failure:
                 # a copy without the traceback, which holds this frame: else a reference cycle, freed only
                 # by the garbage collector, kept each failed attempt's frames alive (a 50 MB non-JSON
@@ -146,82 +136,6 @@ class UpstreamForward:
         """``provider`` answered (a status line came): its breaker closes."""
         if self.breakers.answered(provider):
             log.info("provider_up", extra={"provider": provider, "detail": "it answered again; requests try it again"})
-
-    @staticmethod
-    async def _wait_upstream(ctx: RequestContext, awaitable: Awaitable[T]) -> T:
-        """Await something upstream, booking the time as upstream wait, not proxy overhead."""
-        started = perf_counter()
-        try:
-            return await awaitable
-        finally:
-            ctx.upstream_wait += perf_counter() - started
-
-    async def _attempt(self, ctx: RequestContext, candidate: Candidate) -> None:
-        """Serve the request from one candidate, or raise AttemptFailure before the first byte."""
-        result = ctx.upstream
-        assert result is not None
-        provider = self.client.providers[candidate.provider]
-        cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
-        exchange = Exchange(ctx, candidate, provider, cache_key)
-        result.wire_out, result.dropped = exchange.wire_out, exchange.dropped  # this attempt's: a failover overwrites them
-        sent = perf_counter()
-        # a stream's head has its own, shorter timeout: a live provider sends it at once (its first event may take long)
-        head_timeout = self.settings.stream_head_timeout_seconds if ctx.view.stream else self.settings.first_byte_timeout_seconds
-        opened = self.client.open(candidate, exchange.payload, head_timeout, ctx.headers, stream=ctx.view.stream)
-        try:
-            response = await self._wait_upstream(ctx, opened)
-        except AttemptFailure as failure:
-            if failure.status is not None:
-                self._answered_by(candidate.provider)
-            raise
-        self._answered_by(candidate.provider)
-        if self.open_gauge is not None:
-            self.open_gauge.inc()
-        try:
-            if response.status >= 400:
-                body = await self._wait_upstream(ctx, self.client.read_error_body(response))
-                ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=exchange.translation is None, headers=response.headers)
-                self._answered(result, candidate, response.status, sent)
-                return
-            if exchange.streams(response.content_type):
-                relay = StreamRelay(ctx, response, self.settings, drop_usage_only=exchange.inject_usage, translate=exchange.stream())
-                remaining = self.settings.first_byte_timeout_seconds - (perf_counter() - sent)
-                first = await self._wait_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
-                self._answered(result, candidate, response.status, sent)
-                await relay.run(first, decision_headers)
-            else:
-                body, answer = await self._wait_upstream(ctx, self._read_body(response))
-                # before it counts as answered: an answer that is none of its format fails this attempt
-                body, content_type, usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
-                self._answered(result, candidate, response.status, sent)
-                result.usage = usage
-                ctx.response = web.Response(status=response.status, body=body, headers={"Content-Type": header_value(content_type, 200)})
-            result.total_ms = (perf_counter() - sent) * 1000
-        finally:
-            response.release()
-            if self.open_gauge is not None:
-                self.open_gauge.dec()
-
-    async def _read_body(self, response: aiohttp.ClientResponse) -> tuple[bytes, Any]:
-        """The answer body and its JSON, bounded and under the idle gap; one that is not JSON is this provider failing."""
-        try:
-            body = await read_bounded(response, self.settings.max_response_bytes, self.settings.idle_timeout_seconds)
-        except TimeoutError:
-            raise AttemptFailure("timeout", f"answer body stalled for {self.settings.idle_timeout_seconds:g}s") from None
-        except BodyTooLarge as exc:
-            raise AttemptFailure("read", str(exc)) from None
-        except aiohttp.ClientError as exc:
-            raise AttemptFailure("read", f"answer body broke off ({type(exc).__name__})") from None
-        try:
-            return body, orjson.loads(body)
-        except orjson.JSONDecodeError:
-            raise AttemptFailure("read", f"answered {response.status} with a body that is not JSON ({len(body)} bytes)") from None
-
-    @staticmethod
-    def _answered(result: UpstreamResult, candidate: Candidate, status: int, sent: float) -> None:
-        result.model, result.provider, result.status = candidate.model, candidate.provider, status
-        result.first_byte_ms = (perf_counter() - sent) * 1000
-        result.attempts.append(Attempt(candidate.model, candidate.provider, status))
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         if ctx.response is None or not ctx.response.prepared:

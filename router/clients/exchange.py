@@ -15,7 +15,7 @@ import secrets
 import time
 from typing import Any
 
-from router.clients.upstream import AttemptFailure
+from router.clients.failure import AttemptFailure
 from router.config import ProviderSettings
 from router.contract.context import RequestContext
 from router.core.errors import JSON
@@ -34,7 +34,7 @@ class Exchange:
     """The formats of one request to one candidate (see the module doc)."""
 
     def __init__(self, ctx: RequestContext, candidate: Candidate, provider: ProviderSettings, cache_key: str | None) -> None:
-        """:class:`~router.clients.upstream.AttemptFailure` when nothing translates the client's
+        """:class:`~router.clients.attempt.AttemptFailure` when nothing translates the client's
         format to the provider's."""
         self.ctx = ctx
         view = ctx.view
@@ -69,7 +69,7 @@ class Exchange:
     def answer(self, body: bytes, parsed: Any, content_type: str) -> tuple[bytes, str, Usage | None]:
         """A whole answer (``parsed``: its JSON) in the client's format: its bytes, content type and usage.
 
-        :class:`~router.clients.upstream.AttemptFailure` when it is no answer of the provider's
+        :class:`~router.clients.attempt.AttemptFailure` when it is no answer of the provider's
         format (:class:`~router.translate.protocol.MalformedAnswer`, or the client's own
         ``answer_problem`` when passed through): the next candidate is tried, and the client never
         gets a body its format does not allow with a 200.

@@ -20,7 +20,7 @@ from router.observe.recorder import RECORDER_KEY
 from router.core.errors import ApiError
 from router.translate.protocol import StreamBroken, StreamTranslator
 from router.contract.timeout import StageTimeout, within_timeout
-from router.clients.upstream import AttemptFailure, error_text
+from router.clients.failure import AttemptFailure, error_text
 
 log = logging.getLogger("pinch_router.relay")
 

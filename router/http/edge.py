@@ -30,7 +30,7 @@ from router.core.errors import ApiError
 from router.core.json_body import Checked
 from router.core.request_view import NO_TARGET, RequestTarget
 from router.http.errors import openai_error
-from router.http.headers import decision_headers
+from router.observe.decision_headers import decision_headers
 from router.core.resent_prefix import ResentBodies
 from router.http.request_body import (
     BUSY_HEADERS,

@@ -49,9 +49,9 @@ from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
 from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
+from router.server.memory import CHECK_SECONDS as MEMORY_CHECK_SECONDS
 from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
-from router.server.memory import CHECK_SECONDS as MEMORY_CHECK_SECONDS
 from router.state.session_store import LocalStore, SessionStore, redis_store
 from router.wire import adapters
 

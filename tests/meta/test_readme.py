@@ -229,7 +229,7 @@ def test_the_reload_gauges_the_readme_names_are_registered_by_the_live_chain():
 
 
 def test_every_response_header_is_in_the_response_headers_section():
-    emitted = set(re.findall(r'"(x-router-[a-z-]+)"', (ROOT / "router" / "http" / "headers.py").read_text()))
+    emitted = set(re.findall(r'"(x-router-[a-z-]+)"', (ROOT / "router" / "observe" / "decision_headers.py").read_text()))
     text = section("Response headers", OBSERVABILITY)
     assert emitted and sorted(h for h in emitted if f"`{h}`" not in text) == []
 
