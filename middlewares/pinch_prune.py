@@ -35,7 +35,10 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
   upstream and ``ctx.pinch`` stays None (no pinch header).
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
-  skipped, unavailable or absent) ⇒ uniform / oldest first. An order that does
+  skipped, unavailable or absent) ⇒ uniform / oldest first. A deferred ranking
+  (``ctx.relevance.rank``: pinch-relevance with the ledger) is awaited only when the
+  plan without it makes a batch or re-plans the ledger at a cold moment; the plan is
+  then made again with the order, and the ranking kept in ``ctx.pinch.ranking``. An order that does
   not fit the candidate list is a bug upstream of us: pinch goes on without it
   and records a fallback.
 * Any error ⇒ fail open: the adapter calls :meth:`PinchPrune.fallback`, which
@@ -51,7 +54,7 @@ from typing import ClassVar
 from router.config import Catalogue, PinchSettings
 from router.core.results import Capabilities, Outcome, PinchMode, PinchStats
 from router.contract.context import RequestContext
-from router.core.cache_timing import cache_lifetime, cache_state
+from router.core.cache_timing import CacheVerdict, cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
 from router.core.model_families import ModelFamilies, hinted_tier
@@ -95,8 +98,9 @@ class PinchPrune:
         # tier and its kind of request. Built per config (a reload builds a new stage), bounded.
         self._windows_of: dict[tuple[Capabilities, int, int | None, str | None], tuple[WindowLimit, ...]] = {}
         # Synchronous CPU work (~2 ms on a 1M-character body) that no await interrupts; the
-        # adapter's contract wants a bound all the same.
-        self.timeout_seconds: float | None = 2.0
+        # adapter's contract wants a bound all the same. A deferred ranking it awaits has its own.
+        relevance = self.settings.relevance
+        self.timeout_seconds: float | None = 2.0 + (relevance.timeout_seconds if relevance.enabled else 0.0)
         # Read once per generation (a reload builds a new stage) instead of through the pydantic
         # models' __getattr__ hook on every request: each provider's cache lifetime, the tiers.
         self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in deps.catalogue.providers.items()}
@@ -110,14 +114,22 @@ class PinchPrune:
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")
-        order = ctx.relevance.order if ctx.relevance is not None else None
+        relevance = ctx.relevance
+        order = relevance.order if relevance is not None else None
         outcome, note = Outcome.OK, ""
         session, escalation = await self._read(ctx)
         windows = self._windows(ctx, escalation)
         try:
-            sent, stats, stored = self._prune(ctx, order, windows, session)
+            sent, stats, stored, order_matters = self._prune(ctx, order, windows, session)
+            if order_matters and relevance is not None and relevance.rank is not None:
+                # the deferred ranking, awaited only now that the order decides something (bounded; never raises)
+                ranking = await relevance.rank()
+                if ranking.order is not None:
+                    sent, stats, stored, _ = self._prune(ctx, ranking.order, windows, session)
+                stats = replace(stats, ranking=ranking)
+                note = f"; {len(ranking.order)} ranked ({ranking.embedded} embedded, {ranking.cached} cached)" if ranking.order is not None else f"; oldest first: relevance unavailable ({ranking.reason})"
         except RelevanceOrderError as exc:
-            sent, stats, stored = self._prune(ctx, None, windows, session)
+            sent, stats, stored, _ = self._prune(ctx, None, windows, session)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
         if stored is not None and ctx.session is not None:
             # Not waited for: it leaves with the request's other writes in one round trip as the
@@ -150,8 +162,9 @@ class PinchPrune:
 
     def _prune(
         self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...], session: PinchSession | None
-    ) -> tuple[Rewrites, PinchStats, PinchSession | None]:
-        """What goes upstream, its stats, and the session's ledger to store (None: pruned afresh)."""
+    ) -> tuple[Rewrites, PinchStats, PinchSession | None, bool]:
+        """What goes upstream, its stats, the session's ledger to store (None: pruned afresh), and
+        whether a relevance order would decide anything (a batch, or a cold moment's re-plan of the ledger)."""
         settings = self.settings
         tools, measured = ctx.view.tools, ctx.measured_prompt(self.estimator)
         if session is None or ctx.session is None:
@@ -163,7 +176,7 @@ class PinchPrune:
             why += " (pinch.ledger is false)" if not settings.ledger else " (no session key)"
             # no record of what the previous request sent: every compressed result may be new to it
             stale, _ = ctx.view.conversation.stale_signatures(min(sent, default=None), ())
-            return sent, replace(stats, newly_compressed=stats.compressed, reason=why, stale=stale), None
+            return sent, replace(stats, newly_compressed=stats.compressed, reason=why, stale=stale), None, stats.compressed > 0
         now = self.clock()
         provider = windows[0].provider if windows else None
         # no capable model (the gate will refuse the request): the cache is judged by time alone
@@ -192,13 +205,14 @@ class PinchPrune:
             known.pinch = result.memo  # for the next turn's body (the kept body's one note from this stage)
         stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
+        order_matters = stats.newly_compressed > 0 or (cache.verdict is CacheVerdict.COLD and len(session.ledger) > 0)
         if not ctx.view.offers_tools and not ctx.view.conversation.result_units():
             # A side request (opencode's title, a summary): its prompt is its own, so it neither warms nor
             # cools the cache of the session's loop, and it has nothing for the ledger. Recorded as a visit,
             # it made the loop's next request look warm after an idle spell (or cold, when it went to
             # another provider); the session's state stays as the loop's last request left it.
-            return result.rewrites, stats, None
-        return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys)
+            return result.rewrites, stats, None, order_matters
+        return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys), order_matters
 
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""

@@ -8,6 +8,7 @@ the framework.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields, replace
 
 from router.core.frozen import frozen
@@ -73,17 +74,22 @@ class RelevanceStatus(enum.StrEnum):
     OK = "ok"
     SKIPPED = "skipped"
     UNAVAILABLE = "unavailable"
+    # Not ranked yet: pinch awaits ``rank`` only when the order decides something (a batch, a cold
+    # moment's re-plan); a request whose ledger compresses nothing new embeds nothing.
+    DEFERRED = "deferred"
 
 
 @frozen
 class Relevance:
-    """The candidates' order for pinch, least relevant first, or None (uniform prune)."""
+    """The candidates' order for pinch, least relevant first, or None (uniform prune); ``rank``
+    (DEFERRED): the ranking to await when the order is needed — bounded, and it never raises."""
 
     status: RelevanceStatus
     order: tuple[int, ...] | None = None
     reason: str = ""
     embedded: int = 0
     cached: int = 0
+    rank: Callable[[], Awaitable[Relevance]] | None = None
 
 
 class PinchMode(enum.StrEnum):
@@ -141,6 +147,8 @@ class PinchStats:
     # The signed reasoning whose prefix pinch changed (Anthropic's preserved thinking), left out
     # for a model that checks it (models[].thinking_binding); None: none.
     stale: StaleSignatures | None = None
+    # The deferred ranking pinch awaited (pinch-relevance's ``rank``): None when it needed no order.
+    ranking: Relevance | None = None
 
     @property
     def saved_tokens(self) -> int:

@@ -102,6 +102,8 @@ def rejected_request(request_id: str, started: float, status: int, error_code: s
 
 def decision_from_context(ctx: RequestContext, status: int, error_code: str | None) -> Decision:
     classification, route, pinch, relevance, upstream = ctx.classification, ctx.route, ctx.pinch, ctx.relevance, ctx.upstream
+    if pinch is not None and pinch.ranking is not None:  # a deferred ranking pinch awaited: what it came to
+        relevance = pinch.ranking
     usage = upstream.usage if upstream is not None else None
     if upstream is not None and upstream.client_gone:
         status = CLIENT_CLOSED  # however the departure was noticed: a cancelled task or a failed write

@@ -105,7 +105,9 @@ async def test_a_transcript_is_explained_with_fallbacks_and_compressions_and_no_
     assert ctx.response is None
     outcomes = {record.stage: record.outcome for record in ctx.trace}
     assert outcomes["classifier"] in (Outcome.ERROR, Outcome.FALLBACK)
-    assert outcomes["pinch-relevance"] is Outcome.FALLBACK
+    # deferred to pinch-prune, which made a batch and so awaited the ranking: the embedder failed, oldest first
+    assert outcomes["pinch-relevance"] is Outcome.OK and outcomes["pinch-prune"] is Outcome.OK
+    assert "oldest first: relevance unavailable" in next(r.detail for r in ctx.trace if r.stage == "pinch-prune")
     assert "upstream-forward" not in outcomes
 
     assert "requested model (none: routed)" in text
@@ -168,7 +170,7 @@ async def test_offline_makes_no_network_call_at_all(mock_upstream):
     ctx = await explain_request(config, transcript_body(), offline=True)
     assert mock.received == []
     details = {record.stage: record.detail for record in ctx.trace}
-    assert "offline" in details["classifier"] and "offline" in details["pinch-relevance"]
+    assert "offline" in details["classifier"] and "offline" in details["pinch-prune"]  # the ranking pinch awaited
     assert ctx.classification is not None and str(ctx.classification.source) == "fallback"
     assert ctx.route is not None and ctx.route.chosen.model == "coder"
 

@@ -134,8 +134,9 @@ async def test_with_a_provider_that_caches_nothing_a_compressed_view_the_agent_p
 async def test_second_turn_embeds_only_the_new_result_and_the_new_step(
     proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str], api: str
 ) -> None:
+    """Pruned afresh (no ledger), every request over the budget is ranked: the cache spares what it embedded before."""
     fake = FakeEmbedder(api)
-    async with proxied(proxy, mock_upstream, api=api) as (client, upstream, mock):
+    async with proxied(proxy, mock_upstream, api=api, ledger=False) as (client, upstream, mock):
         mock.post(EMBED_URL[api], callback=fake.answer, repeat=True)
         await send(client, session(turn=1))
         await send(client, session(turn=2))
@@ -146,6 +147,25 @@ async def test_second_turn_embeds_only_the_new_result_and_the_new_step(
     assert second[0] == 'bash({"cmd":"pytest tests/test_migration.py"})\nStep 5.'
     assert second[1].startswith('bash({"cmd":"sed -i s/old/new/ migration.py"})')
     assert second[2:] == [result_text("network")]
+    assert "call_1" in verbatim(upstream.received[-1].body["messages"], session(turn=2))  # the relevant old result
+
+
+async def test_with_the_ledger_a_turn_that_compresses_nothing_new_embeds_nothing(
+    proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]
+) -> None:
+    """The ranking is deferred to pinch-prune and awaited only for a batch: the first turn's batch is
+    ranked (the old relevant result survives), the warm second turn, over the budget on the ledger
+    alone, compresses nothing new and asks the embedder nothing. Before, it embedded its new step."""
+    fake = FakeEmbedder("openai")
+    async with proxied(proxy, mock_upstream, api="openai") as (client, upstream, mock):
+        mock.post(EMBED_URL["openai"], callback=fake.answer, repeat=True)
+        await send(client, session(turn=1))
+        await send(client, session(turn=2))
+        rows = (await (await client.get("/v1/decisions")).json())["data"]
+    assert len(fake.calls) == 1
+    first, second = sorted(rows, key=lambda row: row["ts"])
+    assert first["relevance_status"] == "ok" and first["pinch_newly_compressed"] > 0
+    assert second["relevance_status"] == "deferred" and second["pinch_newly_compressed"] == 0
     assert verbatim(upstream.received[-1].body["messages"], session(turn=2)) == {"call_1"}
 
 
