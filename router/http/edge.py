@@ -1,8 +1,8 @@
-"""The edge of the chat endpoint: parse, validate, build the RequestContext.
+"""The edge of a wire format's chain endpoints: parse, validate, build the RequestContext.
 
-It is the first middleware of the LLM sub-application, ahead of the stages,
+It is the first middleware of each format's LLM sub-application, ahead of the stages,
 because aiohttp runs middlewares before the route handler. Everything the
-client can get wrong is answered here with an OpenAI error object: wrong
+client can get wrong is answered here in the format's error shape: wrong
 content type (415), body too large (413), too slow (408), too deep, malformed
 JSON or wrong shape (400) — see :mod:`router.http.request_body` — and too many
 large bodies in flight at once (503 with Retry-After).
@@ -29,7 +29,7 @@ from router.contract.stage import Handler, Middleware
 from router.core.errors import ApiError
 from router.core.json_body import Checked
 from router.core.request_view import NO_TARGET, RequestTarget
-from router.http.errors import openai_error
+from router.http.errors import own_error
 from router.observe.decision_headers import decision_headers
 from router.core.resent_prefix import ResentBodies
 from router.http.request_body import (
@@ -47,17 +47,17 @@ from router.observe.decision_record import (
 )
 from router.http.guards import CLIENT_ID_KEY
 from router.observe.recorder import Recorder
-from router.wire import WireAdapter
-from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire import WireAdapter, own_format
 
 
-def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, wire: WireAdapter = OPENAI_CHAT_ADAPTER) -> Middleware:
+def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = None, wire: WireAdapter | None = None) -> Middleware:
     """The edge middleware of one wire format; every request it sees, served or refused, is recorded once.
 
-    ``wire`` parses and validates the body and renders every error in its format.
+    ``wire`` (the proxy's own format when None) parses and validates the body and renders every error in its format.
 
     A request holds its share of ``budget`` (request bodies in flight) until its answer is done.
     """
+    wire = wire or own_format()
     limits = BodyLimits.of(config.server)
     turn_chars = config.classifier.max_input_chars
     if budget is None:
@@ -143,7 +143,7 @@ def context_from_body(
     started: float,
     turn_chars: int,
     client: web.Request | None = None,
-    wire: WireAdapter = OPENAI_CHAT_ADAPTER,
+    wire: WireAdapter | None = None,
     checked: Checked | None = None,
     target: RequestTarget = NO_TARGET,
     client_id: str | None = None,
@@ -152,8 +152,9 @@ def context_from_body(
 
     ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``target``: what
     the URL says beside the body (the path's parts, the query); ``client_id``: the id of the client
-    key the request authenticated with.
+    key the request authenticated with; ``wire``: the body's format (the proxy's own when None).
     """
+    wire = wire or own_format()
     view = wire.parse(body, turn_chars, target) if checked is None else wire.parse_checked(body, checked, turn_chars, target)
     if isinstance(view, ApiError):
         return view
@@ -172,4 +173,4 @@ def context_from_body(
 
 async def chain_end(request: web.Request) -> web.StreamResponse:
     """Reached only if no stage answered, which order validation rules out."""
-    return openai_error(ApiError(500, "the chain ended without an answer", "server_error", "chain_incomplete"))
+    return own_error(ApiError(500, "the chain ended without an answer", "server_error", "chain_incomplete"))

@@ -19,7 +19,8 @@ from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
 from router.http.guards import CLIENT_ID_KEY
 from router.core.tokens import TokenEstimator
-from router.http.errors import anthropic_error, gemini_error, openai_error
+from router.contract.context import error_response
+from router.http.errors import error_for_request, own_error
 from router.http.request_body import (
     BUSY_HEADERS,
     BodyBudget,
@@ -36,8 +37,10 @@ from router.wire.anthropic_messages.validation import (
 )
 from router.wire.anthropic_messages.view import count_input_tokens
 from router.wire.gemini.models import count_tokens as count_gemini_contents
-from router.wire.gemini.models import model_entry, model_list
+from router.wire.gemini.models import model_entry
+from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.paths import is_gemini_client
+from router.wire.routes import ListedModel
 
 CONFIG_KEY = web.AppKey("config", Config)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
@@ -77,14 +80,14 @@ async def healthz(request: web.Request) -> web.Response:
 def _gemini_models(config: Config) -> list[dict[str, Any]]:
     """The catalogue and the routing aliases as Google's ``Model`` objects."""
     aliases = [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
-    return [model_entry(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}") for m in config.models] + [
-        model_entry(alias, description="a routing alias: pinch-router picks the model") for alias in aliases
+    return [model_entry(ListedModel(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}")) for m in config.models] + [
+        model_entry(ListedModel(alias, description="a routing alias: pinch-router picks the model")) for alias in aliases
     ]
 
 
 async def list_gemini_models(request: web.Request) -> web.Response:
     """``GET /v1beta/models``: the catalogue and the aliases in Google's list format (one page)."""
-    return _json(model_list(_gemini_models(request.app[CURRENT_CONFIG_KEY]())))
+    return _json({"models": _gemini_models(request.app[CURRENT_CONFIG_KEY]())})
 
 
 async def get_gemini_model(request: web.Request) -> web.Response:
@@ -96,7 +99,7 @@ async def get_gemini_model(request: web.Request) -> web.Response:
     found = next((entry for entry in _gemini_models(config) if entry["name"] == f"models/{name}"), None)
     if found is None:
         error = invalid_request(f"model {clip(name)!r} is neither a configured model nor a routing alias", code="model_not_found", status=404)
-        return gemini_error(error) if google else openai_error(error)
+        return error_response(GEMINI_ADAPTER, error) if google else own_error(error)
     if google:
         return _json(found)
     return _json({"id": name, "object": "model", "created": 0, "owned_by": "pinch-router"})
@@ -107,7 +110,7 @@ async def list_models(request: web.Request) -> web.Response:
     client (one that sends ``x-goog-api-key`` or ``?key=``: the google-genai SDK on ``api_version="v1"``)."""
     config = request.app[CURRENT_CONFIG_KEY]()  # the reloaded catalogue, once there is one
     if is_gemini_client(request.headers, request.query):
-        return _json(model_list(_gemini_models(config)))
+        return _json({"models": _gemini_models(config)})
     data = [
         {
             "id": m.name,
@@ -147,16 +150,16 @@ async def post_outcome(request: web.Request) -> web.Response:
     """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation."""
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        return openai_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
+        return own_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
     request_id, success, reason = body.get("request_id"), body.get("success"), body.get("reason")
     if not isinstance(request_id, str) or not request_id:
-        return openai_error(invalid_request("'request_id' must be a non-empty string", param="request_id"))
+        return own_error(invalid_request("'request_id' must be a non-empty string", param="request_id"))
     if not isinstance(success, bool):
-        return openai_error(invalid_request("'success' must be a boolean", param="success"))
+        return own_error(invalid_request("'success' must be a boolean", param="success"))
     if reason is not None and not isinstance(reason, str):
-        return openai_error(invalid_request("'reason' must be a string", param="reason"))
+        return own_error(invalid_request("'reason' must be a string", param="reason"))
     if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None):
-        return openai_error(invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404))
+        return own_error(invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404))
     return _json({"request_id": request_id, "recorded": True})
 
 
@@ -165,11 +168,11 @@ async def list_decisions(request: web.Request) -> web.Response:
     (``x-router-session``) or the raw id the client sent in a ``session.headers`` header."""
     log = request.app[RECORDER_KEY].decision_log
     if log is None:
-        return openai_error(invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404))
+        return own_error(invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404))
     raw_limit = request.query.get("limit", "50")
     # ASCII digits only, and few of them: "²" is a digit to str.isdigit, and int() refuses 4,300+ digits
     if not (raw_limit.isascii() and raw_limit.isdigit() and len(raw_limit) <= 4) or not 1 <= int(raw_limit) <= MAX_DECISIONS:
-        return openai_error(invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit"))
+        return own_error(invalid_request(f"'limit' must be a whole number from 1 to {MAX_DECISIONS}", param="limit"))
     session = request.query.get("session", "").strip()
     # the key the proxy reports (x-router-session), or the id the client sent in its session header
     # (a session of the asking client's own, when client keys are configured)
@@ -200,7 +203,7 @@ async def count_message_tokens(request: web.Request) -> web.Response:
         counted = count_input_tokens(body, estimator)
         return counted, {"input_tokens": counted}
 
-    return await _count_tokens(request, COUNT_TOKENS, lambda error, headers, request_id: anthropic_error(error, headers, request_id=request_id), count)
+    return await _count_tokens(request, COUNT_TOKENS, lambda error, headers, request_id: error_for_request(request, error, headers, request_id=request_id), count)
 
 
 async def count_gemini_tokens(request: web.Request) -> web.Response:
@@ -212,7 +215,7 @@ async def count_gemini_tokens(request: web.Request) -> web.Response:
         counted = count_gemini_contents(body, estimator)
         return counted, {"totalTokens": counted}
 
-    return await _count_tokens(request, GEMINI_COUNT_TOKENS, lambda error, headers, request_id: gemini_error(error, headers), count)
+    return await _count_tokens(request, GEMINI_COUNT_TOKENS, lambda error, headers, request_id: error_for_request(request, error, headers, request_id=request_id), count)
 
 
 async def _count_tokens(

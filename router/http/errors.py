@@ -2,19 +2,18 @@
 
 Inside the chain every refusal is written by the request's wire adapter
 (:meth:`router.contract.context.RequestContext.error_response`); here the request has no context
-yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one its
-path names: Google's for the Gemini API's paths; Anthropic's for a ``/messages`` path at any depth
-(``/v1/v1/messages``, ``/messages``: an ``ANTHROPIC_BASE_URL`` with one ``/v1`` too many or too
-few); OpenAI's for its APIs' paths (chat completions, Responses, and the completions and embeddings
-the proxy does not serve), whatever headers come with them. Only a path that names no API (an
-unknown one, ``/v1/models``) lets a header say more: Anthropic's for a request with an
-``anthropic-version`` header (every Anthropic client sends one), else OpenAI's. Claude Code shows
-only the message of an error in its own shape.
+yet (auth, framing, unknown paths, the endpoints outside the chain), so the format is the one the
+wire registry finds for the request (:func:`router.wire.request_format`): the one whose API its path
+names, at any depth (a base URL with one ``/v1`` too many or too few still names it), whatever
+headers come with it; on a path that names no API (an unknown one, ``/v1/models``), the one whose
+clients' header it carries; else the proxy's own. Every error carries a request id where its
+format's errors carry one: a refusal outside the chain gets one of its own
+(:func:`router.http.request_ids.new_request_id`) unless the caller made it already, to log it with
+the refusal.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from aiohttp import web
@@ -22,49 +21,27 @@ from aiohttp import web
 from router.contract.context import error_response
 from router.core.errors import ApiError
 from router.http.request_ids import new_request_id
-from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
-from router.wire.gemini.adapter import GEMINI_ADAPTER
-from router.wire.gemini.paths import is_gemini_path
-from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
-
-ANTHROPIC_VERSION_HEADER = "anthropic-version"
-# The paths of OpenAI's APIs, at any depth: they are OpenAI-shaped whatever headers come with them.
-_OPENAI_PATH = re.compile(r"/(?:chat/completions|completions|responses|embeddings)(?:/|$)")
+from router.wire import own_format, request_format
 
 
-def openai_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    return error_response(OPENAI_CHAT_ADAPTER, error, headers)
+def own_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
+    """``error`` in the format of the proxy's own endpoints."""
+    return error_response(own_format(), error, headers)
 
 
-def anthropic_error(error: ApiError, headers: dict[str, str] | None = None, *, request_id: str | None = None) -> web.Response:
-    """Anthropic's errors always carry a request id (``request_id``, ``request-id``): a refusal outside
-    the chain gets one of its own (:func:`router.http.request_ids.new_request_id`) unless the caller
-    made it already, to log it with the refusal."""
-    return error_response(ANTHROPIC_MESSAGES_ADAPTER, error, headers, request_id or new_request_id())
-
-
-def gemini_error(error: ApiError, headers: dict[str, str] | None = None) -> web.Response:
-    return error_response(GEMINI_ADAPTER, error, headers)
-
-
-def messages_shaped(path: str, headers: Mapping[str, str]) -> bool:
-    """Whether a request is an Anthropic Messages client's (see the module doc): its path is the
-    Messages API's, or names no API and it carries an ``anthropic-version`` header."""
-    if "/messages" in path:
-        return True
-    return ANTHROPIC_VERSION_HEADER in headers and _OPENAI_PATH.search(path) is None and not is_gemini_path(path)
+def error_for(
+    path: str, request_headers: Mapping[str, str], error: ApiError, headers: dict[str, str] | None = None, *, request_id: str | None = None
+) -> web.Response:
+    """``error`` in the format of a request to ``path`` with ``request_headers`` (see the module doc)."""
+    return error_response(request_format(path, request_headers), error, headers, request_id or new_request_id())
 
 
 def error_for_request(
     request: web.BaseRequest, error: ApiError, headers: dict[str, str] | None = None, *, request_id: str | None = None
 ) -> web.Response:
-    """``error`` in the format of the request's path (see the module doc); ``request_id`` where that
-    format carries one (made here when the caller made none)."""
-    if is_gemini_path(request.path):
-        return gemini_error(error, headers)
-    if messages_shaped(request.path, request.headers):
-        return anthropic_error(error, headers, request_id=request_id)
-    return openai_error(error, headers)
+    """``error`` in the format of the request (see the module doc); ``request_id`` where that format
+    carries one (made here when the caller made none)."""
+    return error_for(request.path, request.headers, error, headers, request_id=request_id)
 
 
 # Status → (type, code) for HTTP errors raised by aiohttp itself (404, 405, ...).

@@ -19,15 +19,14 @@ An ``Expect`` header other than ``100-continue`` is aiohttp's to refuse too, bef
 is no UTF-8 (its message echoes it and cannot be written). The servers' request handler meets it
 first (:func:`meet_expectations`): the 417 in the path's format, logged and counted as a refusal.
 
-The format is the one the request's path names, as for every error the edge answers itself
-(:mod:`router.http.errors`: Google's on a Gemini path, Anthropic's on a ``/messages`` path, OpenAI's
-on a chat or Responses path; on a path that names no API, Anthropic's for a request with an
-``anthropic-version`` header, else OpenAI's). aiohttp hands the refusal a stand-in request whose
-path is ``/`` and which has no headers, so both are read from the bytes themselves: the last request
-line among the starts of the connection's last two reads (:func:`refused_path`; a client writes a
-request's head in one go, so its line is there) and the head after it. Best effort by design — only
-the error's shape depends on it, and a request line not found (one behind a pipelined body, say)
-gets OpenAI's.
+The format is the one the wire registry finds for the request, as for every error the edge answers
+itself (:mod:`router.http.errors`: the format whose API its path names; on a path that names none,
+the one whose clients' header it carries; else the proxy's own). aiohttp hands the refusal a
+stand-in request whose path is ``/`` and which has no headers, so both are read from the bytes
+themselves: the last request line among the starts of the connection's last two reads
+(:func:`refused_path`; a client writes a request's head in one go, so its line is there) and the
+head after it. Best effort by design — only the error's shape depends on it, and a request line not
+found (one behind a pipelined body, say) gets the proxy's own.
 """
 
 from __future__ import annotations
@@ -45,8 +44,8 @@ from aiohttp.web_request import BaseRequest
 
 from router.http.connections import ConnectionGuard, GuardedRequestHandler
 from router.core.errors import ApiError
-from router.http.errors import ANTHROPIC_VERSION_HEADER, anthropic_error, error_for_request, gemini_error, messages_shaped, openai_error
-from router.wire.gemini.paths import is_gemini_path
+from router.http.errors import error_for, error_for_request
+from router.wire import adapters
 
 log = logging.getLogger("pinch_router.http")
 
@@ -64,11 +63,10 @@ def refused_error(reads: bytes, error: ApiError, path: str | None = None) -> web
     line = _last_request_line(reads)
     if path is None:
         path = line.group(1).decode("latin-1") if line else "/"
-    head = reads[line.start() :].split(b"\r\n\r\n", 1)[0].lower() if line else b""
-    if is_gemini_path(path):
-        return gemini_error(error)
-    headers = {ANTHROPIC_VERSION_HEADER: ""} if f"\n{ANTHROPIC_VERSION_HEADER}:".encode() in head.replace(b" ", b"") else {}
-    return anthropic_error(error) if messages_shaped(path, headers) else openai_error(error)
+    head = reads[line.start() :].split(b"\r\n\r\n", 1)[0].lower().replace(b" ", b"") if line else b""
+    # the headers that mark a format's clients, as far as the head shows them
+    marks = (a.api.client_header for a in adapters().values() if a.api.client_header is not None)
+    return error_for(path, {mark: "" for mark in marks if f"\n{mark}:".encode() in head}, error)
 
 
 def refused_path(reads: bytes) -> str:

@@ -62,9 +62,9 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
     """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
 
     The key may come as ``Authorization: Bearer``, or where a wire format's clients send it
-    (:mod:`router.wire.api_keys`, as each adapter declares: Anthropic's ``x-api-key``, Gemini's
-    ``x-goog-api-key``, or ``?key=`` on the Gemini API's paths only; a ``?key=`` anywhere else counts
-    as no key). Keys are never logged: the log line has the path only.
+    (:mod:`router.wire.api_keys`, as each adapter declares: a header of its own, or a query parameter
+    on that format's own paths only; one anywhere else counts as no key). Keys are never logged: the
+    log line has the path only.
     A request let through carries the id of the key it matched (``CLIENT_ID_KEY``): its sessions are its own."""
     keys = [k.encode() for k in api_keys]
     ids = [client_key_id(k) for k in api_keys]

@@ -13,43 +13,26 @@ import logging
 import orjson
 from aiohttp import web
 
-from router.http.errors import error_for_request, messages_shaped
-from router.wire.gemini.paths import is_gemini_path
+from router.http.errors import error_for_request
 from router.core.errors import invalid_request
 from router.observe.metrics import Metrics
 from router.contract.stage import Handler, Middleware
+from router.wire import WireAdapter, adapters, path_format, request_format
 
 log = logging.getLogger("pinch_router.app")
 
+# What the proxy serves: each wire format's endpoints, as it lists them, then the proxy's own.
 SUPPORTED_ENDPOINTS = (
-    "POST /v1/chat/completions",
-    "POST /v1/messages",
-    "POST /v1/messages/count_tokens",
-    "POST /v1/responses",
-    "POST /v1beta/models/{model}:generateContent",
-    "POST /v1beta/models/{model}:streamGenerateContent",
-    "POST /v1beta/models/{model}:countTokens",
-    "GET /v1beta/models",
+    *(endpoint for adapter in adapters().values() for endpoint in adapter.api.listed),
     "GET /v1/models",
     "POST /v1/outcome",
     "GET /v1/decisions",
     "GET /metrics",
     "GET /healthz",
 )
-# APIs served, by path: (metric label, name, where the client's base URL must point). A request for
-# one at the wrong depth (a base URL missing /v1, or with one too many) is told where it is served.
-SERVED_APIS = {
-    "/v1/messages": ("anthropic_messages", "the Anthropic Messages API", "http://<host>:<port> (no /v1)"),
-    "/v1/messages/count_tokens": ("anthropic_messages", "the Anthropic Messages API", "http://<host>:<port> (no /v1)"),
-    "/v1/responses": ("openai_responses", "the OpenAI Responses API", "http://<host>:<port>/v1"),
-}
-# Known APIs not served, by path: (metric label, name). Matched with and without /v1.
-KNOWN_APIS = {
-    "/v1/completions": ("openai_completions", "the legacy OpenAI completions API"),
-    "/v1/embeddings": ("openai_embeddings", "the OpenAI embeddings API"),
-}
+# The APIs a format's vendor has that the proxy does not serve, by path: (metric label, name). Matched with and without /v1.
+KNOWN_APIS = {path: (label, title) for adapter in adapters().values() for path, label, title in adapter.api.not_served}
 OTHER = "other"
-GEMINI_API = ("gemini", "the Gemini API")
 MAX_LOGGED_PATH = 200
 
 
@@ -61,46 +44,58 @@ def _as_v1(path: str) -> str:
     return f"/v1{path}"
 
 
+def served_elsewhere(key: str) -> tuple[WireAdapter, str] | None:
+    """The format serving ``key`` (a path with one leading /v1) at the depth its clients may miss, and
+    how it lists that endpoint ("POST /v1/messages"); None when none does."""
+    for adapter in adapters().values():
+        if adapter.api.any_depth:
+            for endpoint in adapter.api.listed:
+                if endpoint.partition(" ")[2] == key:
+                    return adapter, endpoint
+    return None
+
+
+def own_root(path: str) -> WireAdapter | None:
+    """The format all of whose paths ``path`` is among (its API's own root), if one is."""
+    named = path_format(path)
+    return named if named is not None and named.api.own_root else None
+
+
 def known_api(path: str) -> tuple[str, str] | None:
     """The (label, name) of the API ``path`` belongs to, if it is one we know (served or not)."""
-    if is_gemini_path(path):
-        return GEMINI_API
-    key = _as_v1(path)
-    served = SERVED_APIS.get(key)
-    return served[:2] if served is not None else KNOWN_APIS.get(key)
+    rooted = own_root(path) or (served[0] if (served := served_elsewhere(_as_v1(path))) else None)
+    return (rooted.api.label, f"the {rooted.api.title}") if rooted is not None else KNOWN_APIS.get(_as_v1(path))
 
 
 def not_served(request: web.BaseRequest) -> web.Response:
     """The 404 for the request's method and path: what is supported, and which API the path is when
-    we know it; in the shape of the API its path names (:func:`error_for_request`), and a 400 for a
-    Messages request at the wrong depth (see below)."""
+    we know it; in the format of the request (:func:`error_for_request`), and the status a format
+    asks for a client of its own at the wrong depth (``ClientApi.misdirected_status``)."""
     method, path = request.method, request.path
     key = _as_v1(path)
     status = 404
-    if key in SERVED_APIS and messages_shaped(path, request.headers):
-        # A Messages client whose base URL is off by a /v1: Claude Code shows any 404 as "There's an issue
-        # with the selected model" and never the message; a 400's message it prints, so the fix is seen.
-        status = 400
-    if is_gemini_path(path):
-        what = (
-            f"{method} {path} is not an endpoint of pinch-router's Gemini API: it serves POST /v1beta/models/{{model}}:generateContent, "
-            ":streamGenerateContent and :countTokens, GET /v1beta/models and /v1beta/models/{model} (set the client's base URL to "
-            "http://<host>:<port>)"
-        )
-    elif key in SERVED_APIS:
-        _, name, base_url = SERVED_APIS[key]
-        what = f"{name} is served at POST {key}, not {path}: set the client's base URL to {base_url}"
+    rooted, served = own_root(path), served_elsewhere(key)
+    if rooted is not None:
+        api = rooted.api
+        what = f"{method} {path} is not an endpoint of pinch-router's {api.title}: it serves {', '.join(api.listed)} (set the client's base URL to {api.base_url})"
+    elif served is not None:
+        api = served[0].api
+        what = f"the {api.title} is served at {served[1]}, not {path}: set the client's base URL to {api.base_url}"
+        status = request_format(path, request.headers).api.misdirected_status
     elif key in KNOWN_APIS:
-        what = f"{KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
+        what = f"the {KNOWN_APIS[key][1]} ({path}) is not served by pinch-router yet"
     else:
         what = f"{method} {path} is not an endpoint of pinch-router"
     return error_for_request(request, invalid_request(
         f"{what}. Supported: {', '.join(SUPPORTED_ENDPOINTS)}. "
-        "Point OpenAI-compatible clients at http://<host>:<port>/v1 (base URL) with model \"auto\", "
-        "Anthropic and Gemini clients at http://<host>:<port>.",
+        f"Point each client at its API's base URL ({'; '.join(_base_urls())}) with model \"auto\".",
         code="not_found",
         status=status,
     ))
+
+
+def _base_urls() -> list[str]:
+    return [f"the {a.api.title}: {a.api.base_url}" for a in adapters().values()]
 
 
 def unknown_paths(metrics: Metrics) -> Middleware:

@@ -7,7 +7,9 @@ its errors and stream events, and its adapter, which is what the rest of the pro
 :class:`~router.core.errors.ErrorAnswer` (status, headers, bytes) and the HTTP edge makes the
 response; a format's answers are bytes in, bytes out. Register a new format's adapter in
 :func:`adapters`; :func:`router.server.app.create_app` mounts each of its paths with its edge,
-through the one chain.
+through the one chain, and each of its ``endpoints`` outside it. Nothing outside ``router/wire/``
+(and the translations) names a format: the HTTP edge, the app, ``explain`` and the tests ask the
+registry (:func:`adapters`, :func:`request_format`, :func:`body_format`, :func:`chain_target`).
 
 The adapter:
 
@@ -15,6 +17,12 @@ The adapter:
   (the POST routes it serves, aiohttp patterns: a part in braces is the path's, e.g. Gemini's
   ``{model}``) and ``keep_alive`` (the bytes a silent stream is sent: Anthropic's ``ping``, an SSE
   comment for the OpenAI formats, whitespace for Gemini's).
+* ``api`` (:class:`~router.wire.routes.ClientApi`): how the proxy names its API and knows a request for
+  it before reading the body — the paths that name it, a header its clients send, how they ask for the
+  model list, a saved body of it — which the edge's own answers (auth, framing errors, unknown paths)
+  and ``explain`` go by, and what a client at the wrong path is told. ``endpoints``: what it serves
+  outside the chain (:mod:`router.wire.routes`: a token count, its model list and one model), each a
+  kind the HTTP edge serves with the format's pure functions.
 * ``api_key``: where its clients send their key besides ``Authorization: Bearer``
   (:class:`~router.wire.api_keys.KeySource`: Anthropic's ``x-api-key``; Gemini's ``x-goog-api-key``
   or ``?key=``, the query taken on the Gemini API's paths only), read by the client-key check.
@@ -52,6 +60,8 @@ The adapter:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -61,6 +71,7 @@ if TYPE_CHECKING:
     from router.core.results import Usage
     from router.core.sse import StreamFraming
     from router.wire.api_keys import KeySource
+    from router.wire.routes import ClientApi, Endpoint
 
 
 class WireAdapter(Protocol):
@@ -70,6 +81,8 @@ class WireAdapter(Protocol):
     conversation_key: str
     check_body: BodyCheck | None
     api_key: KeySource
+    api: ClientApi
+    endpoints: tuple[Endpoint, ...]
 
     def parse(self, body: Any, turn_chars: int, target: RequestTarget = ...) -> RequestView | ApiError: ...
 
@@ -107,11 +120,56 @@ class WireAdapter(Protocol):
     def stream_framing(self, view: RequestView) -> StreamFraming | None: ...
 
 
+@cache
 def adapters() -> dict[str, WireAdapter]:
-    """Every wire adapter by name (the registry; add a new format's adapter here)."""
+    """Every wire adapter by name (the registry; add a new format's adapter here). Not to be changed."""
     from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
     from router.wire.gemini.adapter import GEMINI_ADAPTER
     from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
     from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 
     return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER, GEMINI_ADAPTER)}
+
+
+def own_format() -> WireAdapter:
+    """The format of the proxy's own endpoints (``/v1/outcome``, ``/v1/decisions``, ``/v1/models``) and of
+    a request nothing marks as another format's: OpenAI's (chat completions)."""
+    from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+
+    return OPENAI_CHAT_ADAPTER
+
+
+def path_format(path: str) -> WireAdapter | None:
+    """The format whose API ``path`` names (``ClientApi.names``; of several, the one named leftmost), or None."""
+    named = [(found.start(), adapter) for adapter in adapters().values() if (found := adapter.api.names.search(path)) is not None]
+    return min(named, key=lambda start_adapter: start_adapter[0])[1] if named else None
+
+
+def request_format(path: str, headers: Mapping[str, str]) -> WireAdapter:
+    """The format of everything the edge answers a request itself: the one its path names, whatever
+    its headers; on a path that names none, the one whose clients' header it carries; else the
+    proxy's own."""
+    named = path_format(path)
+    if named is not None:
+        return named
+    marked = (a for a in adapters().values() if a.api.client_header is not None and a.api.client_header in headers)
+    return next(marked, own_format())
+
+
+def body_format(body: Any, headers: Mapping[str, str]) -> WireAdapter:
+    """The format of a body read from a file (``explain``): the first that claims it
+    (``ClientApi.saved_body``), else the proxy's own."""
+    return next((a for a in adapters().values() if a.api.saved_body(body, headers)), own_format())
+
+
+def chain_target(path: str) -> tuple[WireAdapter, dict[str, str]] | None:
+    """The format whose chain endpoint ``path`` (no query) is, with the path's named parts; None for a
+    path none serves through the chain."""
+    from router.wire.routes import match_route
+
+    for adapter in adapters().values():
+        for pattern in adapter.paths:
+            parts = match_route(pattern, path)
+            if parts is not None:
+                return adapter, parts
+    return None

@@ -25,30 +25,90 @@
   relayed event by event; usage from ``message_start`` and ``message_delta``.
 * Streaming is decided by the body's ``stream``, never by ``Accept`` (Claude Code
   sends ``Accept: application/json`` with ``stream: true``).
+* Its API (:data:`API`): a ``/messages`` path at any depth is its (an ``ANTHROPIC_BASE_URL`` with one
+  ``/v1`` too many or too few), and so is a request carrying ``anthropic-version`` (every Anthropic
+  client sends one) on a path that names no API; ``POST /v1/messages/count_tokens`` is answered
+  outside the chain (:func:`count_tokens`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
-from router.core.errors import ApiError, ErrorAnswer, invalid_request
+from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
+from router.core.tokens import TokenEstimator
 from router.wire.api_keys import KeySource
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
 from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
 from router.wire.anthropic_messages.thinking import dropped, leaves_thinking_off
 from router.wire.anthropic_messages.validation import AnthropicInvalid, CheckedMessages, answer_problem, check_messages_body, validate_messages_body
-from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, messages_view
+from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, count_input_tokens, messages_view
+from router.wire.routes import ClientApi, CountTokens
 from router.wire.usage import read_usage, usage_of
+
+PATH = "/v1/messages"
+COUNT_TOKENS_PATH = "/v1/messages/count_tokens"
+VERSION_HEADER = "anthropic-version"  # every Anthropic client sends it
+ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+
+
+def is_messages_request(body: Any, headers: Any = None) -> bool:
+    """Whether a body read from a file (``pinch-router explain``) is an Anthropic Messages request:
+    an ``anthropic-version`` header, a top-level ``system``, or blocks only Anthropic has."""
+    if headers is not None and VERSION_HEADER in headers:
+        return True
+    if not isinstance(body, dict):
+        return False
+    if "system" in body:
+        return True
+    messages = body.get("messages")
+    return isinstance(messages, list) and any(
+        isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS
+        for m in messages
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+    )
+
+
+def count_tokens(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
+    """``count_tokens``: the prompt's input tokens by the proxy's one estimator (Claude Code's
+    ``/context`` builds its table from 26 of these), ``{"input_tokens": N}``."""
+    try:
+        validate_messages_body(body, count_tokens=True)
+    except AnthropicInvalid as exc:
+        raise InvalidRequest(exc.message) from None
+    counted = count_input_tokens(body, estimator)
+    return counted, {"input_tokens": counted}
+
+
+API = ClientApi(
+    label="anthropic_messages",
+    title="Anthropic Messages API",
+    names=re.compile("/messages"),
+    base_url="http://<host>:<port> (no /v1)",
+    listed=(f"POST {PATH}", f"POST {COUNT_TOKENS_PATH}"),
+    saved_path=PATH,
+    client_header=VERSION_HEADER,
+    saved_body=is_messages_request,
+    any_depth=True,
+    # Claude Code shows any 404 as "There's an issue with the selected model" and never its message; a
+    # 400's it prints, so a client told its base URL is off by a /v1 sees the fix
+    misdirected_status=400,
+)
 
 
 class AnthropicMessages:
     name = ANTHROPIC_MESSAGES
-    paths = ("/v1/messages",)
+    paths = (PATH,)
+    api = API
+    # answered by the proxy, never forwarded; counted and logged, but no decision row (26 per /context would bury them)
+    endpoints = (CountTokens(COUNT_TOKENS_PATH, "count_tokens", count_tokens),)
     api_key = KeySource(header="x-api-key")  # Claude Code and Anthropic's SDKs
     conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = PING_EVENT  # Anthropic's own keep-alive: its SDKs and Claude Code skip it
@@ -139,22 +199,3 @@ class AnthropicMessages:
 
 
 ANTHROPIC_MESSAGES_ADAPTER = AnthropicMessages()
-ANTHROPIC_ONLY_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
-
-
-def is_messages_request(body: Any, headers: Any = None) -> bool:
-    """Whether a body read from a file (``pinch-router explain``) is an Anthropic Messages request:
-    an ``anthropic-version`` header, a top-level ``system``, or blocks only Anthropic has."""
-    if headers is not None and "anthropic-version" in headers:
-        return True
-    if not isinstance(body, dict):
-        return False
-    if "system" in body:
-        return True
-    messages = body.get("messages")
-    return isinstance(messages, list) and any(
-        isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS
-        for m in messages
-        if isinstance(m, dict) and isinstance(m.get("content"), list)
-        for b in m["content"]
-    )

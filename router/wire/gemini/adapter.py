@@ -13,6 +13,10 @@
   which a Gemini body has no field for.
 * Answers: SSE ``data: {chunk}`` events, relayed as they come; the chunk with a ``finishReason``
   ends the stream; usage from ``usageMetadata``.
+* Its API (:data:`API`): every path under ``/v1beta`` and a model's action under ``/v1/models`` is
+  its own (errors in Google's shape there, whatever the headers); outside the chain it answers
+  ``:countTokens``, the model list and one model (:mod:`.models`), and the proxy's own ``GET
+  /v1/models`` in Google's shape for a client that sends its key as Gemini's do.
 """
 
 from __future__ import annotations
@@ -27,15 +31,47 @@ from router.core.results import Usage
 from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last_chunk, read_usage, usage_of
 from router.wire.gemini.body import signed, within_output_limit
 from router.wire.gemini.errors import render_error, stream_error
-from router.wire.gemini.parts import CONTENTS, GEMINI, key_of
-from router.wire.gemini.paths import API_KEY
+from router.wire.gemini.models import count_tokens_answer, model_entry, model_list
+from router.wire.gemini.parts import CONTENTS, GEMINI, field, key_of
+from router.wire.gemini.paths import API_KEY, GEMINI_PATHS, is_gemini_client
 from router.wire.gemini.signatures import dropped
 from router.wire.gemini.validation import ACTIONS, CheckedGemini, check_gemini_body, validate_gemini_body, with_target
 from router.wire.gemini.view import GeminiConversation, gemini_view
+from router.wire.routes import ClientApi, CountTokens, ModelList, ModelLookup
 
 # The path's shape: the model is one segment without ':' (aiohttp's pattern syntax), the action one of ACTIONS.
-MODEL_ACTION = "{model:[^/:]+}:{action:" + "|".join(ACTIONS) + "}"
-PATHS = (f"/v1beta/models/{MODEL_ACTION}", f"/v1/models/{MODEL_ACTION}")
+MODEL = "{model:[^/:]+}"
+MODEL_ACTION = MODEL + ":{action:" + "|".join(ACTIONS) + "}"
+ROOTS = ("/v1beta", "/v1")  # the API's versions: google-genai asks /v1beta, or /v1 with api_version="v1"
+PATHS = tuple(f"{root}/models/{MODEL_ACTION}" for root in ROOTS)
+
+
+def is_gemini_request(body: Any, headers: Any = None) -> bool:
+    """Whether a body read from a file (``pinch-router explain``) is a Gemini request: ``contents``, no ``messages``."""
+    return isinstance(body, dict) and field(body, CONTENTS) is not None and "messages" not in body
+
+
+API = ClientApi(
+    label="gemini",
+    title="Gemini API",
+    names=GEMINI_PATHS,
+    base_url="http://<host>:<port>",
+    listed=(
+        *(f"POST /v1beta/models/{{model}}:{action}" for action in (*ACTIONS, "countTokens")),
+        "GET /v1beta/models",
+    ),
+    saved_path="/v1beta/models/auto:generateContent",  # the model from the path: auto routes
+    model_client=is_gemini_client,
+    saved_body=is_gemini_request,
+    own_root=True,
+)
+# Outside the chain: a request's tokens (counted as `gemini_count_tokens`), the model list and one model
+# (GET /v1/models and /v1/models/{model} are the proxy's own, in Google's shape for a Gemini client).
+ENDPOINTS = (
+    *(CountTokens(f"{root}/models/{MODEL}:countTokens", "gemini_count_tokens", count_tokens_answer) for root in ROOTS),
+    ModelList("/v1beta/models", model_list),
+    ModelLookup(f"/v1beta/models/{MODEL}", model_entry),
+)
 # What a silent stream is sent: whitespace, which both framings allow between chunks (the JS SDK's
 # stream reader skips leading whitespace but would wait forever behind an SSE comment).
 KEEP_ALIVE = b"\n"
@@ -44,6 +80,8 @@ KEEP_ALIVE = b"\n"
 class Gemini:
     name = GEMINI
     paths = PATHS
+    api = API
+    endpoints = ENDPOINTS
     api_key = API_KEY  # x-goog-api-key, or ?key= on the Gemini API's paths
     conversation_key = CONTENTS[0]  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE

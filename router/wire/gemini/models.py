@@ -8,36 +8,39 @@ estimator, the units pinch and the gate count.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from router.core.errors import InvalidRequest
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.wire.gemini.parts import CONTENTS, SYSTEM, TOOLS, field
+from router.wire.routes import ListedModel
 from router.wire.gemini.validation import validate_gemini_body
 from router.wire.gemini.view import GeminiConversation
 
 METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 
 
-def model_entry(name: str, input_limit: int | None = None, output_limit: int | None = None, description: str = "") -> dict[str, Any]:
+def model_entry(model: ListedModel) -> dict[str, Any]:
     """One model as Google's ``Model`` resource."""
     entry: dict[str, Any] = {
-        "name": f"models/{name}",
-        "baseModelId": name,
+        "name": f"models/{model.name}",
+        "baseModelId": model.name,
         "version": "pinch-router",
-        "displayName": name,
-        "description": description,
+        "displayName": model.name,
+        "description": model.description,
         "supportedGenerationMethods": METHODS,
     }
-    if input_limit is not None:
-        entry["inputTokenLimit"] = input_limit
-    if output_limit is not None:
-        entry["outputTokenLimit"] = output_limit
+    if model.context_window is not None:
+        entry["inputTokenLimit"] = model.context_window
+    if model.max_output_tokens is not None:
+        entry["outputTokenLimit"] = model.max_output_tokens
     return entry
 
 
-def model_list(entries: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"models": entries}
+def model_list(models: Sequence[ListedModel]) -> dict[str, Any]:
+    """The models as Google's list (one page)."""
+    return {"models": [model_entry(m) for m in models]}
 
 
 def count_tokens(body: Any, estimator: TokenEstimator = DEFAULT_ESTIMATOR) -> int:
@@ -55,3 +58,9 @@ def count_tokens(body: Any, estimator: TokenEstimator = DEFAULT_ESTIMATOR) -> in
     parsed = validate_gemini_body(body, None, "generateContent")
     units = GeminiConversation(field(body, SYSTEM), parsed.contents).units
     return max(1, estimator.prompt_tokens(list(units), field(body, TOOLS) or None))
+
+
+def count_tokens_answer(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
+    """``countTokens``: the figure and Google's ``{"totalTokens"}``."""
+    counted = count_tokens(body, estimator)
+    return counted, {"totalTokens": counted}

@@ -9,19 +9,20 @@ that sends its key the way Gemini's do (``x-goog-api-key``, or ``?key=``). The k
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from router.wire.api_keys import KeySource
 
 API_KEY_HEADER = "x-goog-api-key"
 API_KEY_QUERY = "key"
-GEMINI_ROOT = "/v1beta/"
-MODELS_V1 = "/v1/models/"
+# The Gemini API's paths: under /v1beta, or a model's action under /v1/models (…:generateContent).
+GEMINI_PATHS = re.compile(r"^/v1beta(?:/|\Z)|^/v1/models/[^:]*:")
 
 
 def is_gemini_path(path: str) -> bool:
     """A path of the Gemini API: under ``/v1beta``, or a model's action under ``/v1/models`` (``…:generateContent``)."""
-    return path.startswith(GEMINI_ROOT) or path == GEMINI_ROOT[:-1] or (path.startswith(MODELS_V1) and ":" in path[len(MODELS_V1) :])
+    return GEMINI_PATHS.search(path) is not None
 
 
 def is_gemini_client(headers: Mapping[str, str], query: Mapping[str, str]) -> bool:

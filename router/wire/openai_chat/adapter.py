@@ -3,7 +3,9 @@
 * Validation: :func:`.validation.validate_chat_body` (the minimal shape; unknown fields pass
   through), fused with the depth walk for the usual messages (:func:`.validation.check_chat_body`);
   the view: :func:`.view.chat_view` (a unit is a message, a tool result a ``tool`` message).
-* Errors: ``{"error": {"message", "type", "code", "param"}}`` (:mod:`.errors`).
+* Errors: ``{"error": {"message", "type", "code", "param"}}`` (:mod:`.errors`), also the proxy's own
+  endpoints' and those of a request nothing marks as another format's (:func:`router.wire.own_format`);
+  the paths of OpenAI's other APIs (legacy completions, embeddings) are chat's too (:data:`API`).
 * Upstream body: the client's body with ``model`` and the rewritten tool messages replaced and
   :func:`.body.upstream_body`'s three fields (output limit clamp, usage request,
   prompt_cache_key); nothing else changes.
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -28,12 +31,30 @@ from router.wire.openai_chat.stream import error_event, is_usage_only_event
 from router.wire.openai_chat.validation import CheckedChat, answer_problem, check_chat_body, validate_chat_body
 from router.core.errors import InvalidRequest
 from router.wire.openai_chat.view import OPENAI_CHAT, ChatConversation, chat_view, messages_with
+from router.wire.routes import ClientApi
 from router.wire.usage import read_usage, usage_of
+
+PATH = "/v1/chat/completions"
+API = ClientApi(
+    label="openai_chat",
+    title="OpenAI chat completions API",
+    # OpenAI's APIs' paths, at any depth, served or not: their errors are OpenAI's whatever the headers
+    names=re.compile(r"/(?:chat/completions|completions|embeddings)(?:/|$)"),
+    base_url="http://<host>:<port>/v1",
+    listed=(f"POST {PATH}",),
+    saved_path=PATH,
+    not_served=(
+        ("/v1/completions", "openai_completions", "legacy OpenAI completions API"),
+        ("/v1/embeddings", "openai_embeddings", "OpenAI embeddings API"),
+    ),
+)
 
 
 class OpenAIChat:
     name = OPENAI_CHAT
-    paths = ("/v1/chat/completions",)
+    paths = (PATH,)
+    api = API
+    endpoints = ()  # the proxy's own GET /v1/models is chat's list
     api_key = BEARER_ONLY
     conversation_key = "messages"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -32,12 +33,35 @@ from router.wire.openai_chat.errors import render_error
 from router.wire.openai_responses.stream import END_TYPES, error_event
 from router.wire.openai_responses.validation import CheckedResponses, answer_problem, check_responses_body, validate_responses_body
 from router.wire.openai_responses.view import OPENAI_RESPONSES, body_with_changes, responses_view
+from router.wire.routes import ClientApi
 from router.wire.usage import read_usage, usage_of
+
+PATH = "/v1/responses"
+
+
+def is_responses_request(body: Any, headers: Any = None) -> bool:
+    """Whether a body read from a file (``pinch-router explain``) is a Responses API request:
+    its conversation is ``input``, not chat's ``messages``."""
+    return isinstance(body, dict) and "input" in body and "messages" not in body
+
+
+API = ClientApi(
+    label="openai_responses",
+    title="OpenAI Responses API",
+    names=re.compile(r"/responses(?:/|$)"),
+    base_url="http://<host>:<port>/v1",
+    listed=(f"POST {PATH}",),
+    saved_path=PATH,
+    saved_body=is_responses_request,
+    any_depth=True,
+)
 
 
 class OpenAIResponses:
     name = OPENAI_RESPONSES
-    paths = ("/v1/responses",)
+    paths = (PATH,)
+    api = API
+    endpoints = ()
     api_key = BEARER_ONLY
     conversation_key = "input"  # the array a resent body repeats (router.core.resent_prefix)
     keep_alive = KEEP_ALIVE_COMMENT
@@ -92,8 +116,3 @@ class OpenAIResponses:
 
 OPENAI_RESPONSES_ADAPTER = OpenAIResponses()
 
-
-def is_responses_request(body: Any) -> bool:
-    """Whether a body read from a file (``pinch-router explain``) is a Responses API request:
-    its conversation is ``input``, not chat's ``messages``."""
-    return isinstance(body, dict) and "input" in body and "messages" not in body
