@@ -1,8 +1,9 @@
 """First sight: a new tool result reduced once, the first time it is sent (ARCHITECTURE §5). Pure.
 
-The reducers live one a module (terminal noise, repeated lines so far).
+The reducers live one a module (terminal noise, repeated lines, already in context so far).
 """
 
+from router.core.first_sight.in_context import EarlierIndex
 from router.core.first_sight.model import (
     DEFAULT_SETTINGS,
     EarlierResult,
@@ -13,4 +14,13 @@ from router.core.first_sight.model import (
     Step,
 )
 
-__all__ = ["DEFAULT_SETTINGS", "EarlierResult", "FirstSightSettings", "NewResult", "Reduction", "Rule", "Step"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "EarlierIndex",
+    "EarlierResult",
+    "FirstSightSettings",
+    "NewResult",
+    "Reduction",
+    "Rule",
+    "Step",
+]
