@@ -395,11 +395,20 @@ OLLAMA_VERSION = "0.13.5"  # a recent Ollama's: clients such as codex --oss ask 
 
 
 def _request_json(raw: bytes) -> Any:
-    """A chat body as real providers read it: numbers a double cannot hold (1e400, 2**70) are fine."""
+    """A chat body as real providers read it: numbers a double cannot hold (1e400, 2**70) are fine.
+
+    An integer beyond 64 bits is read as the double it rounds to (infinity past 1e308), as a
+    provider parsing JSON numbers as doubles does, so that the answer echoing it can be written."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw, parse_int=lambda digits: int(digits) if len(digits) < 4000 else float(digits))
+        return json.loads(raw, parse_int=_int_or_double)
+
+
+def _int_or_double(digits: str) -> int | float:
+    if len(digits) < 21 and -(2**63) <= (value := int(digits)) < 2**64:
+        return value
+    return float(digits)
 
 
 def hashed_bag_of_words(text: str) -> list[float]:

@@ -1,7 +1,8 @@
-"""The mock upstream: what it keeps of the requests it answers."""
+"""The mock upstream: what it keeps of the requests it answers, and how it reads their numbers."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -36,3 +37,21 @@ async def test_a_simulated_prompt_cache_reports_the_repeated_prefix_until_it_exp
         assert await cached(second) == (estimator.prompt_tokens(second["messages"]), estimator.prompt_tokens(first["messages"]))
         now[0] = 601  # idle longer than the lifetime: the entry is gone
         assert await cached(second) == (estimator.prompt_tokens(second["messages"]), 0)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_integer_no_double_holds_in_a_chat_body_is_answered_not_a_500(stream: bool) -> None:
+    """The mock reads an integer past a double's range as the infinity a provider parsing JSON numbers
+    as doubles would (issue #42's grid: a 401-digit tool-call ``type`` the proxy passed through was
+    the mock's own 500, which the proxy rightly made a 502); before, it kept the Python int and could
+    not write the usage it reports."""
+    calls = [{"id": "c", "type": "@N@", "function": {"name": "f", "arguments": "{}"}}]
+    body = chat_body(stream=stream, messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": calls}])
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    raw = orjson.dumps(body).replace(b'"@N@"', b"1" + b"0" * 400)
+    async with TestClient(TestServer(MockUpstream(record=False).app(), host="127.0.0.1")) as client:
+        resp = await client.post("/v1/chat/completions", data=raw, headers={"Content-Type": "application/json"})
+        text = await resp.text()
+    assert resp.status == 200, text
+    assert text.rstrip().endswith("data: [DONE]") if stream else orjson.loads(text)["usage"]["prompt_tokens"] > 0
