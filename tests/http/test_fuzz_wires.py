@@ -1,5 +1,7 @@
-"""Every client wire under fuzz (issue #27): ≥ 2,000 mutated real bodies each, 0 answers ≥ 500,
-0 dropped connections, no error body over 4 KB, every error in the wire's own format.
+"""Every client wire under fuzz (issues #27 and #42): 5,000 mutated real bodies each, and as many on
+Gemini's stream path (``:streamGenerateContent``, with and without ``alt=sse``): 0 answers ≥ 500,
+0 dropped connections, no error body over 4 KB, every error in the wire's own format, every 200
+whole (a stream ends as its format ends), and one decision row per request (the rows counted against the requests).
 
 The bodies are what real agents sent (``tests/data/agents/``: opencode, pi, aider and Continue
 on chat completions, Claude Code on the Messages API, Codex on the Responses API) and openings of
@@ -16,9 +18,10 @@ the shared transcripts, broken the ways that reached past the edge before:
   in place of any value (a 1 MB role once came back as a 1 MB error).
 
 Every stage runs (the classifier and embeddings on the mock upstream, pinch with a small
-budget), and each wire's requests go to a chat, an Anthropic, an Ollama-native and (for the
-Responses and Gemini wires) a Responses or a Gemini provider in turn, so both pass-through and every translation see
-them. Seeded, in-process (the proxy and the mock upstream on loopback).
+budget), and each wire's requests go to every provider type that serves it in turn (a chat, an
+Anthropic, an Ollama-native and a Gemini provider; a Responses provider for the Responses wire), so
+both pass-through and every translation see them. Seeded, in-process (the proxy and the mock
+upstream on loopback), 16 requests at a time (``tests/support/fuzz.py``).
 """
 
 from __future__ import annotations
@@ -26,31 +29,21 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import orjson
 import pytest
 
-from router.config import DEFAULT_CHAIN
-from router.tools.mock_upstream import MockUpstream
-from tests.support.config import make_config, model_entry
+from tests.support.fuzz import CHAT, MESSAGES, RESPONSES, SERVED_BY, assert_a_row_each, every_provider_config, faults, send_all, upstream_url  # noqa: F401 (upstream_url: a fixture)
 from tests.support.json_paths import paths_of, replaced, value_at
-from tests.support.servers import loopback_server
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-REQUESTS_PER_WIRE = 2_000
-MAX_ERROR_BODY = 4096
-PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses": "/v1/responses", "gemini": "/v1beta/models/{model}:generateContent"}
+REQUESTS_PER_WIRE = 5_000
+PATHS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES, "gemini": "/v1beta/models/{model}:generateContent"}
 # the models each wire is pinned to in turn: pass-through and every translation
-MODELS = {
-    "chat": ["chat-main", "claude-main", "ollama-main"],
-    "messages": ["claude-main", "chat-main", "ollama-main"],
-    "responses": ["responses-main", "chat-main", "claude-main", "ollama-main"],
-    "gemini": ["gemini-main", "chat-main", "claude-main", "ollama-main"],
-}
+MODELS = {**SERVED_BY, "gemini-stream": SERVED_BY["gemini"]}
 CONTROL = [*(chr(c) for c in range(0x20)), "\x7f", "\x85", "\x9b", "\u2028", "\u2029", "\ud800", "\ufeff", "\u202e", "a\nb", "\r\n\r\n"]
 NUMBERS = [b"1e400", b"-1e400", b"1e308", b"-1.7976931348623157e308", b"18446744073709551616", b"9" * 5000, b"-0.0", b"1e-400", b"NaN", b"Infinity"]
 HUGE_SIZES = [100_000, 300_000, 1_000_000]
@@ -153,83 +146,44 @@ class Mutator:
         return {f"k{i}": i for i in range(5_000)}
 
 
-# --- what each wire must answer with ----------------------------------------------------------
-
-
-def error_in_format(wire: str, raw: bytes) -> bool:
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return False
-    if wire == "messages":
-        return body.get("type") == "error" and isinstance(body.get("error", {}).get("message"), str)
-    if wire == "gemini":  # Google's {"error": {"code", "message", "status"}}
-        error = body.get("error")
-        return isinstance(error, dict) and isinstance(error.get("message"), str) and isinstance(error.get("code"), int) and isinstance(error.get("status"), str)
-    return isinstance(body.get("error"), dict) and isinstance(body["error"].get("message"), str)
+# --- the run -----------------------------------------------------------------------------------
 
 
 @pytest.fixture
-async def upstream_url() -> AsyncIterator[str]:
-    """The mock upstream, keeping no copy of the 6,000 requests (some of a megabyte)."""
-    async with loopback_server(MockUpstream(record=False).app()) as url:
-        yield url
+async def served(proxy, upstream_url):  # noqa: F811
+    return await proxy(every_provider_config(upstream_url))
 
 
-@pytest.fixture
-async def served(proxy, upstream_url):
-    url = upstream_url
-    root = url.removesuffix("/v1")
-    supports = {"tools": True, "vision": True, "json_mode": True}
-    config = make_config(
-        url,
-        middlewares=list(DEFAULT_CHAIN),
-        providers={
-            "chat": {"base_url": url},
-            "anth": {"base_url": root, "api": "anthropic"},
-            "ollama": {"base_url": root, "api": "ollama", "native_chat": True},
-            "resp": {"base_url": url, "wire": "openai-responses"},
-            "gem": {"base_url": root, "api": "gemini"},
-        },
-        models=[
-            model_entry(name, provider=provider, supports=supports, context_window=2_000_000, max_output_tokens=64_000)
-            for name, provider in (("chat-main", "chat"), ("claude-main", "anth"), ("ollama-main", "ollama"), ("responses-main", "resp"), ("gemini-main", "gem"))
-        ],
-        classifier={"provider": "ollama", "model": "mock", "timeout_seconds": 2},
-        session_cache={"enabled": True},
-        # a 1 MB body through every stage and the mock on a loaded 2-core machine can take more than
-        # the test default's 5 s to its first byte: a 504 there is the timeout working, not the fuzz's finding
-        upstream={"connect_timeout_seconds": 5, "first_byte_timeout_seconds": 60, "idle_timeout_seconds": 60},
-        pinch={"enabled": True, "budget_tokens": 4000, "keep_last_turns": 1, "relevance": {"enabled": True, "provider": "ollama", "model": "mock"}},
-    )
-    return await proxy(config)
+def target(wire: str, turn: int, model: str) -> str:
+    """The path of a wire's ``turn``-th request; Gemini's stream path takes each model with and without ``alt=sse``."""
+    if wire == "gemini-stream":
+        return f"/v1beta/models/{model}:" + ("streamGenerateContent?alt=sse", "streamGenerateContent")[turn // len(MODELS[wire]) % 2]
+    return PATHS[wire].format(model=model)
 
 
-@pytest.mark.parametrize("wire", ["chat", "messages", "responses", "gemini"])
-async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_or_a_big_error(served, wire):
+@pytest.mark.parametrize("wire", ["chat", "messages", "responses", "gemini", "gemini-stream"])
+async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_error_or_a_lost_row(served, wire):
+    """5,000 mutated real bodies per wire (Gemini's stream path with and without ``alt=sse`` the
+    fifth), through every provider type in turn: no 5xx, no dropped connection, every error small and
+    in the wire's format, every 200 whole, and one decision row per request."""
     rng = random.Random(f"issue-27-{wire}")
-    bodies = seeds()[wire]
-    mutate = Mutator(rng, bodies, MODELS[wire], model_in_path=wire == "gemini")
-    statuses: Counter[int] = Counter()
+    bodies = seeds()[wire.removesuffix("-stream")]
+    mutate = Mutator(rng, bodies, MODELS[wire], model_in_path=wire.startswith("gemini"))
     kinds: Counter[str] = Counter()
-    bad: list[tuple[str, Any, bytes]] = []
-    for _ in range(REQUESTS_PER_WIRE):
-        kind, raw, model = mutate()
-        kinds[kind] += 1
-        try:
-            resp = await served.post(PATHS[wire].format(model=model), data=raw, headers={"Content-Type": "application/json"})
-            answer = await resp.read()
-        except aiohttp.ClientError as exc:
-            bad.append((kind, f"dropped: {type(exc).__name__}", raw[:300]))
-            continue
-        statuses[resp.status] += 1
-        if resp.status >= 500:
-            bad.append((kind, resp.status, answer[:300]))
-        elif resp.status >= 400 and (len(answer) > MAX_ERROR_BODY or not error_in_format(wire, answer)):
-            bad.append((kind, f"{resp.status} error of {len(answer)} bytes", answer[:300]))
+
+    def requests() -> Iterator[tuple[tuple[str, bytes], str, bytes]]:
+        for _ in range(REQUESTS_PER_WIRE):
+            kind, raw, model = mutate()
+            kinds[kind] += 1
+            yield (kind, raw[:300]), target(wire, mutate.turn, model), raw
+
+    answers = await send_all(served, requests())
+    statuses = Counter(a.status for a in answers if a.dropped is None)
+    bad = faults(wire.removesuffix("-stream"), answers)
     assert bad == [], (len(bad), bad[:5])
-    assert sum(statuses.values()) >= REQUESTS_PER_WIRE
+    assert len(answers) == REQUESTS_PER_WIRE
     assert statuses[200] > REQUESTS_PER_WIRE // 10 and sum(n for s, n in statuses.items() if 400 <= s < 500) > 0, statuses
     every_string = {(i, p) for i, paths in enumerate(mutate.strings) for p in paths}
     assert mutate.hit == every_string, f"{len(every_string - mutate.hit)} string fields never given a control character"
-    print(f"{wire}: {sum(statuses.values())} requests {dict(kinds)} → {dict(sorted(statuses.items()))}")
+    rows = await assert_a_row_each(served, answers)
+    print(f"{wire}: {len(answers)} requests {dict(kinds)} → {dict(sorted(statuses.items()))}, {rows} rows")
