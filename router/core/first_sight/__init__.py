@@ -1,8 +1,10 @@
 """First sight: a new tool result reduced once, the first time it is sent (ARCHITECTURE §5). Pure.
 
-The reducers live one a module (terminal noise, repeated lines, already in context so far).
+:func:`reduce_at_first_sight` is the content router; the reducers live one a module
+(terminal noise, repeated lines, already in context, long output).
 """
 
+from router.core.first_sight.content_router import reduce_at_first_sight
 from router.core.first_sight.in_context import EarlierIndex
 from router.core.first_sight.model import (
     DEFAULT_SETTINGS,
@@ -23,4 +25,5 @@ __all__ = [
     "Reduction",
     "Rule",
     "Step",
+    "reduce_at_first_sight",
 ]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from router.core.first_sight.errors import FAILURE_LINE, numbers_of
+from router.core.first_sight.errors import FAILURE_LINE
 from router.core.first_sight.line_diff import unified_diff
 from router.core.first_sight.model import MARKER_OPEN, EarlierResult, FirstSightSettings, Reduced
 from router.core.first_sight.numbering import line_key, numbering_note
@@ -129,14 +129,19 @@ def point_at_earlier(text: str, index: EarlierIndex) -> Reduced | None:
     """The text with what earlier results show already replaced by pointers to them, or its diff
     to the one it mostly repeats, whichever is shorter; None when nothing is shorter."""
     lines = text.split("\n")
-    failures = numbers_of(FAILURE_LINE, text, lines)
     same = index.same_text(text)
+    if same is None:
+        runs, shared = _runs(lines, index, frozenset())
+        if not runs and _diff_base(shared, len(text), lines, index) is None:
+            return None  # nothing to point at: no need to look for failure lines
+    failures = FAILURE_LINE.numbers(text, lines)
     if same is not None and not failures:
         marker = same_output_marker(index.name(same))
         if len(marker) < len(text):
             return Reduced(marker, f"{len(text)} characters: the same output as an earlier call", (index.results[same].call_id,))
         return None
-    runs, shared = _runs(lines, index, frozenset(failures))
+    if same is not None or failures:
+        runs, shared = _runs(lines, index, frozenset(failures))  # again, a failure line now stopping a run
     best: Reduced | None = None
     if runs:
         best = _with_pointers(lines, runs, index)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 _GREP = re.compile(r"(\d+)([:-])")
 _CAT = re.compile(r" *(\d+)(\t|→)")
+_EITHER = re.compile(r"\d+[:-]| *\d+[\t→]")  # one match a line instead of two: line_key runs on every line
 _STARTS_NUMBERED = frozenset("0123456789 ")
 
 
@@ -21,7 +22,7 @@ def line_key(line: str) -> str:
     """The line without a leading ``grep -n`` or ``cat -n`` number."""
     if not line or line[0] not in _STARTS_NUMBERED:
         return line
-    match = _GREP.match(line) or _CAT.match(line)
+    match = _EITHER.match(line)
     return line[match.end() :] if match else line
 
 

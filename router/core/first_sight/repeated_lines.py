@@ -20,7 +20,6 @@ import re
 from router.core.first_sight.model import MARKER_OPEN, Reduced
 
 _NUMBER_SPLIT = re.compile(r"(\d+)")
-_NO_DIGITS = str.maketrans("", "", "0123456789")
 MAX_STEPPING_DIGITS = 12
 # the shortest run of lines stepping evenly worth folding: first, marker, last
 _MIN_STEPPING_LINES = 4
@@ -73,11 +72,13 @@ def _fold_candidates(text: str, lines: list[str], max_period: int) -> list[int]:
     for period in range(1, max_period + 1):
         starts.update(i for i, (line, later) in enumerate(zip(lines, lines[period:])) if line == later)
     if len(lines) >= _MIN_STEPPING_LINES:
-        bare = text.translate(_NO_DIGITS).split("\n")
+        # digits dropped from the UTF-8 bytes: bytes.translate runs at memory speed, str.translate a hundred times slower
+        encoded = text.encode("utf-8", "surrogatepass")
+        whole, bare = encoded.split(b"\n"), encoded.translate(None, b"0123456789").split(b"\n")
         starts.update(
             i
             for i, (a, b, c, d) in enumerate(zip(bare, bare[1:], bare[2:], bare[3:]))
-            if a == b == c == d and 0 < len(lines[i]) - len(a) <= MAX_STEPPING_DIGITS and lines[i] != lines[i + 1]
+            if a == b == c == d and 0 < len(whole[i]) - len(a) <= MAX_STEPPING_DIGITS and lines[i] != lines[i + 1]
         )
     return sorted(starts)
 
