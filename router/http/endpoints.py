@@ -1,10 +1,12 @@
-"""The endpoints outside the chain: health, models, outcomes, decisions, metrics."""
+"""The endpoints outside the chain: health, models, outcomes, decisions, metrics, and those each wire
+format declares (:mod:`router.wire.routes`: a token count, its model list and one model), served by
+:func:`format_endpoint` with the format's own functions."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
@@ -12,15 +14,14 @@ import orjson
 from aiohttp import web
 
 from router.config import ANY_MODEL_ALIAS, Config
-from router.contract.context import ERROR_CODE_KEY
+from router.contract.context import ERROR_CODE_KEY, error_response
 from router.core.breaker import ProviderBreakers
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
 from router.http.guards import CLIENT_ID_KEY
 from router.core.tokens import TokenEstimator
-from router.contract.context import error_response
-from router.http.errors import error_for_request, own_error
+from router.http.errors import own_error
 from router.http.request_body import (
     BUSY_HEADERS,
     BodyBudget,
@@ -31,16 +32,8 @@ from router.http.request_ids import new_request_id
 from router.observe.metrics import CONTENT_TYPE
 from router.observe.recorder import RECORDER_KEY
 from router.state.session_store import SessionStore
-from router.wire.anthropic_messages.validation import (
-    AnthropicInvalid,
-    validate_messages_body,
-)
-from router.wire.anthropic_messages.view import count_input_tokens
-from router.wire.gemini.models import count_tokens as count_gemini_contents
-from router.wire.gemini.models import model_entry
-from router.wire.gemini.adapter import GEMINI_ADAPTER
-from router.wire.gemini.paths import is_gemini_client
-from router.wire.routes import ListedModel
+from router.wire import WireAdapter, adapters, own_format
+from router.wire.routes import CountTokens, Endpoint, ListedModel, ModelList, ModelLookup
 
 CONFIG_KEY = web.AppKey("config", Config)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
@@ -51,8 +44,6 @@ BREAKERS_KEY = web.AppKey("provider_breakers", ProviderBreakers)
 CURRENT_CONFIG_KEY = web.AppKey("current_config", Callable[[], Config])
 
 MAX_DECISIONS = 1000
-COUNT_TOKENS = "count_tokens"  # its `endpoint` label in pinch_router_endpoint_requests_total
-GEMINI_COUNT_TOKENS = "gemini_count_tokens"
 
 log = logging.getLogger("pinch_router.request")
 
@@ -77,40 +68,35 @@ async def healthz(request: web.Request) -> web.Response:
     return _json(health)
 
 
-def _gemini_models(config: Config) -> list[dict[str, Any]]:
-    """The catalogue and the routing aliases as Google's ``Model`` objects."""
-    aliases = [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
-    return [model_entry(ListedModel(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}")) for m in config.models] + [
-        model_entry(ListedModel(alias, description="a routing alias: pinch-router picks the model")) for alias in aliases
+def _aliases(config: Config) -> list[str]:
+    """The routing aliases a client may pick: "*" is a rule (route every unknown name), not a name."""
+    return [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
+
+
+def listed_models(config: Config) -> list[ListedModel]:
+    """The catalogue and the routing aliases, as a format's model list shows them."""
+    return [ListedModel(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}") for m in config.models] + [
+        ListedModel(alias, description="a routing alias: pinch-router picks the model") for alias in _aliases(config)
     ]
 
 
-async def list_gemini_models(request: web.Request) -> web.Response:
-    """``GET /v1beta/models``: the catalogue and the aliases in Google's list format (one page)."""
-    return _json({"models": _gemini_models(request.app[CURRENT_CONFIG_KEY]())})
-
-
-async def get_gemini_model(request: web.Request) -> web.Response:
-    """``GET /v1beta/models/{model}`` (and ``/v1/models/{model}``): one model or alias; Google's shape
-    for a Gemini client and under ``/v1beta``, the OpenAI model object for any other client."""
-    name = request.match_info["model"]
-    config = request.app[CURRENT_CONFIG_KEY]()
-    google = request.path.startswith("/v1beta/") or is_gemini_client(request.headers, request.query)
-    found = next((entry for entry in _gemini_models(config) if entry["name"] == f"models/{name}"), None)
-    if found is None:
-        error = invalid_request(f"model {clip(name)!r} is neither a configured model nor a routing alias", code="model_not_found", status=404)
-        return error_response(GEMINI_ADAPTER, error) if google else own_error(error)
-    if google:
-        return _json(found)
-    return _json({"id": name, "object": "model", "created": 0, "owned_by": "pinch-router"})
+def _listing_client(request: web.Request, kind: type[ModelList] | type[ModelLookup]) -> tuple[WireAdapter, Any] | None:
+    """The format whose client sent the request (``ClientApi.model_client``), with its endpoint of ``kind``, if it has one."""
+    for adapter in adapters().values():
+        if adapter.api.model_client(request.headers, request.query):
+            endpoint = next((e for e in adapter.endpoints if isinstance(e, kind)), None)
+            if endpoint is not None:
+                return adapter, endpoint
+    return None
 
 
 async def list_models(request: web.Request) -> web.Response:
-    """The catalogue and the routing aliases, in the OpenAI list format — in Google's for a Gemini
-    client (one that sends ``x-goog-api-key`` or ``?key=``: the google-genai SDK on ``api_version="v1"``)."""
+    """The catalogue and the routing aliases, in the OpenAI list format — in a format's own for one of
+    its clients (``ClientApi.model_client``: e.g. an SDK on an API version whose list is under ``/v1``)."""
     config = request.app[CURRENT_CONFIG_KEY]()  # the reloaded catalogue, once there is one
-    if is_gemini_client(request.headers, request.query):
-        return _json({"models": _gemini_models(config)})
+    claimed = _listing_client(request, ModelList)
+    if claimed is not None:
+        return _json(claimed[1].answer(listed_models(config)))
     data = [
         {
             "id": m.name,
@@ -124,10 +110,54 @@ async def list_models(request: web.Request) -> web.Response:
         }
         for m in config.models
     ]
-    # "*" is a rule (route every unknown name), not a name a client should pick
-    aliases = [alias for alias in config.routing.aliases if alias != ANY_MODEL_ALIAS]
-    data += [{"id": alias, "object": "model", "created": 0, "owned_by": "pinch-router", "alias": True} for alias in aliases]
+    data += [{"id": alias, "object": "model", "created": 0, "owned_by": "pinch-router", "alias": True} for alias in _aliases(config)]
     return _json({"object": "list", "data": data})
+
+
+def _model_object(model: ListedModel) -> dict[str, Any]:
+    """One model as OpenAI's model object."""
+    return {"id": model.name, "object": "model", "created": 0, "owned_by": "pinch-router"}
+
+
+async def get_model(request: web.Request) -> web.Response:
+    """``GET /v1/models/{model}``: one model or alias as OpenAI's model object — in a format's own shape
+    for one of its clients, as :func:`list_models`."""
+    claimed = _listing_client(request, ModelLookup)
+    wire, answer = (claimed[0], claimed[1].answer) if claimed is not None else (own_format(), _model_object)
+    return _look_up(request, wire, answer)
+
+
+def _look_up(request: web.Request, wire: WireAdapter, answer: Callable[[ListedModel], Any]) -> web.Response:
+    name = request.match_info["model"]
+    found = next((m for m in listed_models(request.app[CURRENT_CONFIG_KEY]()) if m.name == name), None)
+    if found is None:
+        error = invalid_request(f"model {clip(name)!r} is neither a configured model nor a routing alias", code="model_not_found", status=404)
+        return error_response(wire, error)
+    return _json(answer(found))
+
+
+def format_endpoint(wire: WireAdapter, endpoint: Endpoint) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler of an endpoint ``wire`` serves outside the chain (``WireAdapter.endpoints``), its
+    errors in the format's shape."""
+    if isinstance(endpoint, CountTokens):
+
+        async def count(request: web.Request) -> web.Response:
+            return await _count_tokens(request, wire, endpoint)
+
+        return count
+    if isinstance(endpoint, ModelList):
+        listing = endpoint
+
+        async def list_all(request: web.Request) -> web.Response:
+            return _json(listing.answer(listed_models(request.app[CURRENT_CONFIG_KEY]())))
+
+        return list_all
+    lookup = endpoint
+
+    async def look_up(request: web.Request) -> web.Response:
+        return _look_up(request, wire, lookup.answer)
+
+    return look_up
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | ApiError:
@@ -186,62 +216,30 @@ async def prometheus_metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-async def count_message_tokens(request: web.Request) -> web.Response:
-    """``POST /v1/messages/count_tokens``: the prompt's input tokens by the project's one estimator
-    (Claude Code's ``/context`` builds its table from 26 of these), errors in Anthropic's shape.
+async def _count_tokens(request: web.Request, wire: WireAdapter, endpoint: CountTokens) -> web.Response:
+    """A format's token count (:class:`~router.wire.routes.CountTokens`): the body read, the format's
+    ``count`` asked (:class:`InvalidRequest`: a 400 in the format's shape, with an error id of its own,
+    logged with it, where the format's errors carry one).
 
-    Every call is counted (``pinch_router_endpoint_requests_total{endpoint="count_tokens"}``) and
-    logged (one ``count_tokens`` line: status, the figure, milliseconds), but writes no decision
-    row: nothing is routed or sent upstream, and 26 rows per ``/context`` would bury the
-    decisions in ``top`` and ``/v1/decisions``."""
-
-    def count(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
-        try:
-            validate_messages_body(body, count_tokens=True)
-        except AnthropicInvalid as exc:
-            raise InvalidRequest(exc.message) from None
-        counted = count_input_tokens(body, estimator)
-        return counted, {"input_tokens": counted}
-
-    return await _count_tokens(request, COUNT_TOKENS, lambda error, headers, request_id: error_for_request(request, error, headers, request_id=request_id), count)
-
-
-async def count_gemini_tokens(request: web.Request) -> web.Response:
-    """``POST /v1beta/models/{model}:countTokens`` (``/v1`` too): ``{"totalTokens"}`` by the same
-    estimator, errors in Google's shape; counted (``endpoint="gemini_count_tokens"``) and logged as
-    :func:`count_message_tokens` is, no decision row."""
-
-    def count(body: dict[str, Any], estimator: TokenEstimator) -> tuple[int, dict[str, Any]]:
-        counted = count_gemini_contents(body, estimator)
-        return counted, {"totalTokens": counted}
-
-    return await _count_tokens(request, GEMINI_COUNT_TOKENS, lambda error, headers, request_id: error_for_request(request, error, headers, request_id=request_id), count)
-
-
-async def _count_tokens(
-    request: web.Request,
-    endpoint: str,
-    error_of: Callable[..., web.Response],
-    count: Callable[[dict[str, Any], TokenEstimator], tuple[int, dict[str, Any]]],
-) -> web.Response:
-    """One token-counting endpoint: the body read, ``count`` asked (:class:`InvalidRequest`: a 400 in
-    the endpoint's shape, by ``error_of(error, headers, request_id)``: an error's own id, logged with
-    it, as Anthropic's errors carry one), the call counted and logged under ``endpoint``."""
+    Every call is counted (``pinch_router_endpoint_requests_total{endpoint=<its label>}``) and
+    logged (one line named after the label: status, the figure, milliseconds), but writes no decision
+    row: nothing is routed or sent upstream, and a client may ask many at once (Claude Code's
+    ``/context`` asks 26), which would bury the decisions in ``top`` and ``/v1/decisions``."""
     started = perf_counter()
     counted: int | None = None
     request_id = new_request_id()
     body = await _json_object(request)
     if isinstance(body, ApiError):
-        response = error_of(body, BUSY_HEADERS if body.code == "server_busy" else None, request_id)
+        response = error_response(wire, body, BUSY_HEADERS if body.code == "server_busy" else None, request_id)
     else:
         tokens = request.app[CURRENT_CONFIG_KEY]().tokens
         try:
-            counted, answer = count(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
+            counted, answer = endpoint.count(body, TokenEstimator(tokens.image_tokens, tokens.per_message_overhead))
         except InvalidRequest as exc:
-            response = error_of(invalid_request(exc.message, param=exc.param), None, request_id)
+            response = error_response(wire, invalid_request(exc.message, param=exc.param), None, request_id)
         else:
             response = _json(answer)
-    request.app[RECORDER_KEY].metrics.endpoint_requests.labels(endpoint, str(response.status)).inc()
+    request.app[RECORDER_KEY].metrics.endpoint_requests.labels(endpoint.label, str(response.status)).inc()
     extra = {"status": response.status, "error_code": response.get(ERROR_CODE_KEY), "input_tokens": counted, "duration_ms": round((perf_counter() - started) * 1000, 3)}
-    log.info(endpoint, extra={**extra, "request_id": request_id} if response.status >= 400 else extra)
+    log.info(endpoint.label, extra={**extra, "request_id": request_id} if response.status >= 400 else extra)
     return response

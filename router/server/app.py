@@ -1,9 +1,10 @@
 """The composition root: config in, aiohttp application out.
 
-The LLM endpoint lives on a sub-application whose middlewares are the edge and
-the configured stages, so ``/healthz``, ``/v1/models`` (and later ``/metrics``)
-never pass through the chain. One ``aiohttp.ClientSession`` is shared by every
-stage; tests inject their own.
+Each wire format's LLM endpoints (``WireAdapter.paths``) live on sub-applications whose
+middlewares are the format's edge and the configured stages, so ``/healthz``, ``/v1/models``,
+``/metrics`` and the endpoints a format serves outside the chain (``WireAdapter.endpoints``) never
+pass through it. Formats are asked of the wire registry, never named here. One
+``aiohttp.ClientSession`` is shared by every stage; tests inject their own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from functools import partial
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from router.clients.drain import OPEN_STREAMS_KEY, OpenStreams
 from router.config import Config, config_secrets
@@ -30,11 +31,9 @@ from router.http.endpoints import (
     CONFIG_KEY,
     CURRENT_CONFIG_KEY,
     STATE_KEY,
-    count_gemini_tokens,
-    count_message_tokens,
-    get_gemini_model,
+    format_endpoint,
+    get_model,
     healthz,
-    list_gemini_models,
     list_decisions,
     list_models,
     post_outcome,
@@ -116,9 +115,6 @@ async def create_app(
         if owns_http:
             await http.close()
         raise
-    llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget))], client_max_size=max_bytes)
-    llm.router.add_post("/completions", chain_end)
-
     app = web.Application(
         middlewares=[redact_answers(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
@@ -137,25 +133,22 @@ async def create_app(
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", prometheus_metrics)
     app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/v1/models/{model:[^/:]+}", get_model)
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
-    app.add_subapp("/v1/chat", llm)
-    # count_tokens is answered outside the chain, so it is routed before the Messages endpoint
-    app.router.add_post("/v1/messages/count_tokens", count_message_tokens)
-    # the Gemini API's endpoints outside the chain, routed before its generateContent paths (under
-    # /v1 too: GET /v1/models stays the OpenAI list, in Google's shape only for a Gemini client)
-    app.router.add_get("/v1beta/models", list_gemini_models)
-    for version in ("/v1beta", "/v1"):
-        app.router.add_get(version + "/models/{model:[^/:]+}", get_gemini_model)
-        app.router.add_post(version + "/models/{model:[^/:]+}:countTokens", count_gemini_tokens)
-    for adapter, path in ((a, p) for a in adapters().values() for p in a.paths if not p.startswith("/v1/chat/")):
-        # the other wire formats' endpoints (Anthropic Messages, Responses, Gemini): each its own
-        # sub-application and edge, through the same chain; a path with parts of its own (Gemini's
-        # {model}) is a route under the sub-application mounted at its fixed start
+    wires = adapters().values()
+    # each wire format's endpoints outside the chain (a token count, its model list), routed before
+    # its chain endpoints, whose sub-applications take every path under their fixed start
+    for wire, endpoint in ((w, e) for w in wires for e in w.endpoints):
+        add = app.router.add_get if endpoint.method == hdrs.METH_GET else partial(app.router.add_route, endpoint.method)  # GET: HEAD too
+        add(endpoint.path, format_endpoint(wire, endpoint))
+    for wire, path in ((w, p) for w in wires for p in w.paths):
+        # each its own sub-application and edge, through the same chain; a path with parts of its own
+        # (a {model}) is a route under the sub-application mounted at its fixed start
         prefix, braces, rest = path.partition("/{")
-        endpoint = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=adapter))], client_max_size=max_bytes)
-        endpoint.router.add_post(braces + rest if braces else "", chain_end)
-        app.add_subapp(prefix, endpoint)
+        llm = web.Application(middlewares=[live.middleware(partial(chat_edge, budget=budget, wire=wire))], client_max_size=max_bytes)
+        llm.router.add_post(braces + rest if braces else "", chain_end)
+        app.add_subapp(prefix, llm)
     server = config.server  # connection settings are the process's (a reload does not change them)
     use_proxy_request_handler(
         app,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from router.core.tokens import TokenEstimator
 
@@ -78,6 +78,7 @@ class CountTokens:
     ``label``: the endpoint's label in ``pinch_router_endpoint_requests_total`` and its log line's name.
     """
 
+    method: ClassVar[str] = "POST"
     path: str
     label: str
     count: Callable[[dict[str, Any], TokenEstimator], tuple[int, dict[str, Any]]]
@@ -87,6 +88,7 @@ class CountTokens:
 class ModelList:
     """``GET path``: every :class:`ListedModel` in the format's list shape (``answer``)."""
 
+    method: ClassVar[str] = "GET"
     path: str
     answer: Callable[[Sequence[ListedModel]], Any]
 
@@ -96,6 +98,7 @@ class ModelLookup:
     """``GET path`` (its ``{model}`` part names one): that model in the format's shape (``answer``); an
     unknown name is a 404 in the format's error shape."""
 
+    method: ClassVar[str] = "GET"
     path: str
     answer: Callable[[ListedModel], Any]
 
