@@ -346,7 +346,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     config = _load_found(args)
     try:
-        status, text = run_explain(config, args.request, args.header, offline=args.offline)
+        status, text = run_explain(config, args.request, args.header, offline=args.offline, request_path=args.path)
     except ExplainError as error:
         print(f"pinch-router explain: {error}", file=sys.stderr)
         return 2
@@ -484,7 +484,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-H", "--header", action="append", default=[], metavar="'NAME: VALUE'", help="a client header, e.g. 'x-router-tier: 3' (repeatable)"
     )
     explain.add_argument("--offline", action="store_true", help="no classifier or embeddings calls: show the fallbacks instead")
-    explain.add_argument("request", metavar="REQUEST.json", help='a chat, Anthropic Messages or Responses request body, a transcript {"messages", "tools"}, or a list of messages')
+    explain.add_argument(
+        "--path",
+        metavar="PATH",
+        help="where the request was sent, query included, e.g. '/v1beta/models/auto:streamGenerateContent?alt=sse' "
+        "(default: the usual path of the wire format the body is)",
+    )
+    explain.add_argument("request", metavar="REQUEST.json", help='a request body of any wire format the proxy serves, a transcript {"messages", "tools"}, or a list of messages')
     explain.set_defaults(func=cmd_explain)
     return parser
 

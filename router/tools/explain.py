@@ -1,8 +1,11 @@
 """`pinch-router explain`: what the proxy would decide for a saved request, without sending it.
 
-The request (a chat-completions, Anthropic Messages or Responses API body, or a transcript ``{"messages", "tools"}``
+The request (a body of any wire format the proxy serves, or a transcript ``{"messages", "tools"}``
 without a model, which routes like ``auto``; a bare list of messages works
-too) goes through the configured chain exactly as the proxy would run it —
+too) is read as the format its path is (``--path``, with the query: a Gemini request names its
+model and stream there), else as the format the wire registry finds for the body
+(:func:`router.wire.body_format`), sent to that format's usual path
+(``ClientApi.saved_path``). It goes through the configured chain exactly as the proxy would run it —
 the edge's :func:`router.http.edge.context_from_body`, the stages built by
 :func:`router.contract.chain.build_chain`, each run by :func:`router.contract.stage.run_stage`
 so timeouts and fallbacks behave as in the proxy — except ``upstream-forward``,
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import time
 
@@ -48,7 +52,7 @@ from router.contract.context import RequestContext
 from router.core.content import content_text
 from router.core.pinch import CompressionKind
 from router.core.routing import describe_needs
-from router.core.request_view import BodyChanges
+from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget
 from router.core.tokens import TokenEstimator
 from router.observe.decision_record import decision_from_context, wire_route
 from router.http.edge import context_from_body
@@ -57,10 +61,7 @@ from router.providers import provider_adapter
 from router.contract.stage import run_stage
 from router.tools.decision_text import decision_fields, field_lines, text_table, thousands, trace_lines
 from router.tools.transcripts import RequestFileError, read_request_file
-from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER, is_messages_request
-from router.wire import WireAdapter
-from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
-from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER, is_responses_request
+from router.wire import WireAdapter, adapters, body_format, chain_target
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"
@@ -133,20 +134,34 @@ def offline_trace() -> aiohttp.TraceConfig:
     return trace
 
 
+def request_target(body: Any, headers: CIMultiDictProxy[str], path: str | None = None) -> tuple[WireAdapter, RequestTarget]:
+    """The format of a saved request and what its URL says beside the body: the format whose chain
+    endpoint ``path`` is (its query included), else the one the body is (:func:`router.wire.body_format`),
+    as sent to that format's usual path. ExplainError for a path no format serves through the chain."""
+    if path is None:
+        wire = body_format(body, headers)
+        path = wire.api.saved_path
+    url = urlsplit(path)
+    found = chain_target(url.path)
+    if found is None:
+        served = ", ".join(p for a in adapters().values() for p in a.paths)
+        raise ExplainError(f"--path {path}: not an endpoint the proxy serves through its chain ({served})")
+    wire, parts = found
+    query = dict(parse_qsl(url.query))
+    return wire, RequestTarget(parts, query) if parts or query else NO_TARGET
+
+
 async def explain_request(
-    config: Config, body: Any, headers: CIMultiDictProxy[str] | None = None, *, offline: bool = False
+    config: Config, body: Any, headers: CIMultiDictProxy[str] | None = None, *, offline: bool = False, path: str | None = None
 ) -> RequestContext:
     """Run every configured stage but ``upstream-forward`` on ``body``; the context tells the rest.
 
-    Stops after a stage that answers (``ctx.response``). Raises ExplainError for a
-    body the proxy's edge would refuse.
+    ``path``: where the request was sent (its format, and for a format whose path says more than its
+    body, the model and stream); None: the body's format, at its usual path. Stops after a stage that
+    answers (``ctx.response``). Raises ExplainError for a body the proxy's edge would refuse.
     """
     headers = headers if headers is not None else CIMultiDictProxy(CIMultiDict())
-    wire: WireAdapter = OPENAI_CHAT_ADAPTER
-    if is_messages_request(body, headers):
-        wire = ANTHROPIC_MESSAGES_ADAPTER
-    elif is_responses_request(body):
-        wire = OPENAI_RESPONSES_ADAPTER
+    wire, target = request_target(body, headers, path)
     ctx = context_from_body(
         body,
         headers,
@@ -154,6 +169,7 @@ async def explain_request(
         started=perf_counter(),
         turn_chars=config.classifier.max_input_chars,
         wire=wire,
+        target=target,
     )
     if isinstance(ctx, ApiError):
         where = f" ({ctx.param})" if ctx.param else ""
@@ -250,8 +266,11 @@ def _why_not_run(name: str, ctx: RequestContext) -> str:
     return "an earlier stage answered the request" if ctx.response is not None else ""
 
 
-def run_explain(config: Config, path: str, header_lines: Sequence[str] = (), *, offline: bool = False) -> tuple[int, str]:
-    """(exit status, text) for the CLI; ExplainError for an unusable file or request."""
+def run_explain(
+    config: Config, path: str, header_lines: Sequence[str] = (), *, offline: bool = False, request_path: str | None = None
+) -> tuple[int, str]:
+    """(exit status, text) for the CLI; ``request_path``: where the request was sent (``--path``);
+    ExplainError for an unusable file or request."""
     headers = parse_headers(header_lines)
     try:
         body = read_request_file(path)
@@ -259,5 +278,5 @@ def run_explain(config: Config, path: str, header_lines: Sequence[str] = (), *, 
         raise ExplainError(str(error)) from None
     # The trace shows every stage failure; the proxy's warning lines would only repeat them.
     logging.getLogger("pinch_router").addHandler(logging.NullHandler())
-    ctx = asyncio.run(explain_request(config, body, headers, offline=offline))
+    ctx = asyncio.run(explain_request(config, body, headers, offline=offline, path=request_path))
     return (1 if ctx.response is not None else 0), render_explanation(ctx, config, path)

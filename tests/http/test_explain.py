@@ -303,3 +303,36 @@ async def test_explain_shows_the_model_family_a_name_matched_and_the_classifiers
     assert "source classifier (debugging words: traceback, fails" in text
     assert "routed tier 3 (model family claude-*opus* → tier 3)" in text
     assert "route       tier 3 → " in text
+
+
+# --- every wire format ------------------------------------------------------------------------
+
+GEMINI_BODY = {
+    "contents": [{"role": "user", "parts": [{"text": "fix the failing test"}]}],
+    "tools": [{"functionDeclarations": [{"name": "bash", "parameters": {"type": "object"}}]}],
+}
+
+
+async def test_a_gemini_body_is_explained_as_the_gemini_api_would_serve_it(mock_upstream):
+    """The body's format from the registry (``contents``), sent to its usual path (``auto``, whole);
+    ``--path`` says the rest, as the URL does: the model it pins and the stream."""
+    mock, url = mock_upstream
+    config = config_of(explain_settings(url))
+    ctx = await explain_request(config, GEMINI_BODY, offline=True)
+    assert ctx.wire.name == "gemini" and not ctx.view.stream
+    assert ctx.response is None and ctx.route is not None and not ctx.route.pinned and ctx.route.candidates
+    streamed = await explain_request(config, GEMINI_BODY, offline=True, path="/v1/models/big:streamGenerateContent?alt=sse")
+    assert streamed.wire.name == "gemini" and streamed.view.stream
+    assert streamed.route is not None and streamed.route.pinned and streamed.route.chosen.model == "big"
+    assert "1 messages, 1 tools, stream" in render_explanation(streamed, config)
+    assert mock.received == []
+
+
+def test_a_path_the_chain_does_not_serve_exits_2_naming_those_it_does(tmp_path, capsys):
+    request = tmp_path / "request.json"
+    request.write_bytes(orjson.dumps(GEMINI_BODY))
+    config = config_file(tmp_path, explain_settings(refused_url()))
+    assert main(["explain", "--offline", "--config", config, "--path", "/v1beta/models/auto:countTokens", str(request)]) == 2
+    err = capsys.readouterr().err
+    assert "--path /v1beta/models/auto:countTokens: not an endpoint the proxy serves through its chain" in err and "/v1/messages" in err
+    assert main(["explain", "--offline", "--config", config, "--path", "/v1beta/models/auto:generateContent", str(request)]) == 0
