@@ -1,26 +1,25 @@
-"""Two translations one after the other, for the pairs that go through chat completions. Pure."""
+"""Two translations one after the other, for the pairs that go through chat completions. Pure.
+
+The registry (:mod:`router.translate.registry`) composes one for every pair of formats that each
+translate to and from chat and have no translation of their own: a format writes only its pair
+with chat."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from collections.abc import Callable
+
 from router.core.results import Candidate, Usage
-from router.translate.chat_to_gemini import ChatToGemini
-from router.translate.chat_to_messages import ChatToMessagesTranslator
-from router.translate.chat_to_ollama import OllamaChatTranslator
-from router.translate.gemini_to_chat import GeminiToChat
-from router.translate.messages_to_chat import MessagesToChatTranslator
 from router.translate.protocol import AnswerIds, StreamTranslator, ToChat, Translator
-from router.translate.responses_to_chat import ResponsesToChat
 
 
 class ChainedTranslator:
     """Two translations one after the other: the client's wire → an intermediate wire → the provider's.
 
     An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
-    answer back the same way, so no third translation is written for the pair; a Responses
-    client to an Anthropic or Ollama-native provider goes through chat the same way, and so does
-    every pair with Gemini but chat's own.
+    answer back the same way, so no third translation is written for the pair; so does every
+    pair of formats but those with chat itself (:func:`through_chat`).
     """
 
     def __init__(self, first: ToChat, second: Translator) -> None:
@@ -63,29 +62,15 @@ class ChainedStream:
         return (self.outer.feed(middle) if middle else b"") + self.outer.finish()
 
 
-def messages_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(MessagesToChatTranslator(ids, system_anywhere), OllamaChatTranslator(ids))
 
+def through_chat(
+    to_chat: Callable[[AnswerIds, bool], ToChat], from_chat: Callable[[AnswerIds, bool], Translator]
+) -> Callable[[AnswerIds, bool], ChainedTranslator]:
+    """The translation of a pair through chat, made per request as a pair's own is: the client's format
+    → chat (``to_chat``, told whether the provider takes system messages anywhere), then chat → the
+    provider's (``from_chat``, which gets a chat client's messages in their places)."""
 
-def responses_to_messages(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), ChatToMessagesTranslator(ids))
+    def make(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
+        return ChainedTranslator(to_chat(ids, system_anywhere), from_chat(ids, False))
 
-
-def responses_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), OllamaChatTranslator(ids))
-
-
-def gemini_to_messages(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(GeminiToChat(ids, system_anywhere), ChatToMessagesTranslator(ids))
-
-
-def gemini_to_ollama_native(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(GeminiToChat(ids, system_anywhere), OllamaChatTranslator(ids))
-
-
-def messages_to_gemini(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(MessagesToChatTranslator(ids, system_anywhere), ChatToGemini(ids))
-
-
-def responses_to_gemini(ids: AnswerIds, system_anywhere: bool = False) -> ChainedTranslator:
-    return ChainedTranslator(ResponsesToChat(ids, system_anywhere), ChatToGemini(ids))
+    return make
