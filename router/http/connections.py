@@ -8,7 +8,7 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
 * **Head timeout** (``server.head_timeout_seconds``): a request's head — its request line and
   headers — must be complete within this long of the connection opening (its first request), or
   of the first byte of the head (a kept-alive connection's next request). Else the connection is
-  closed: with a ``408`` in OpenAI's error format when part of a head came, silently when nothing
+  closed: with a ``408`` in the proxy's own error format (no path is known yet) when part of a head came, silently when nothing
   did. A slow body is the body timeout's (``server.body_timeout_seconds``), an idle kept-alive
   connection aiohttp's keep-alive timeout (``server.keepalive_timeout_seconds``).
 * **Connection cap** (``server.max_connections``): at the cap, a new connection closes the
@@ -34,7 +34,7 @@ from typing import Any
 from aiohttp.web_protocol import RequestHandler
 
 from router.core.errors import ApiError
-from router.wire.openai_chat.errors import render_error
+from router.wire import own_format
 
 HEAD, BUSY, IDLE = "head", "busy", "idle"
 EXPIRE_SLICE = 32  # late connections closed per turn of the loop
@@ -43,7 +43,7 @@ HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_c
 
 def _raw_answer(status: int, reason: str, error: ApiError, extra: str = "") -> bytes:
     """A whole HTTP/1.1 answer that closes the connection, for when no request was parsed to answer."""
-    body = render_error(error).body
+    body = own_format().render_error(error).body
     head = f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{extra}Connection: close\r\n\r\n"
     return head.encode() + body
 

@@ -93,7 +93,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             recorder.record(rejected_request(request_id, started, read.status, read.code))
             return error_response(wire, read, {"x-router-request-id": request_id}, request_id)
         body = read.body
-        # what the URL says beside the body (Gemini's model and stream are in its path)
+        # what the URL says beside the body (a format may name the model and the stream in its path)
         target = RequestTarget(dict(request.match_info), request.query) if request.match_info or request.query_string else NO_TARGET
         ctx = context_from_body(
             body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire,

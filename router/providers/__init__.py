@@ -3,7 +3,8 @@
 A provider adapter (:class:`ProviderAdapter`) says, for one kind of
 provider, where chat, the classifier and embeddings are asked, with which
 headers (auth included: the key named by ``api_key_env``, read per use), and
-which wire format its chat speaks (:meth:`ProviderAdapter.chat_wire`).
+which wire format its chat speaks (:meth:`ProviderAdapter.chat_wire`), and how it lists its models
+for ``doctor`` (:class:`~router.providers.model_lists.ModelListing`: nothing about one provider's kind is written outside its module).
 Register a new kind in :data:`PROVIDER_ADAPTERS` under its ``api`` (and add
 the name to ``ProviderSettings.api`` in config). A request to a provider whose
 wire format is not the client's is translated: :mod:`router.translate`.
@@ -16,10 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from router.config import ProviderSettings
     from router.core.content import Message
+    from router.providers.model_lists import ModelListing
 
 
 class ProviderAdapter(Protocol):
     api: str
+    models: ModelListing
 
     def chat_wire(self, provider: ProviderSettings) -> str:
         """The wire format the provider's chat endpoint speaks (e.g. ``openai-chat``)."""

@@ -21,6 +21,8 @@ from typing import Any
 from router.config import ProviderSettings
 from router.core.content import Message
 from router.core.redaction import header_value
+from router.providers.model_lists import ModelListing
+from router.providers.openai import listed_ids
 from router.translate.chat_to_messages import chat_to_messages_body
 from router.wire.anthropic_messages.blocks import blocks_of
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
@@ -55,6 +57,7 @@ def anthropic_headers(api_key: str | None, client_headers: Mapping[str, str] | N
 
 class AnthropicProvider:
     api = "anthropic"
+    models = ModelListing(listed_ids)  # Anthropic's list is OpenAI's shape
     forwarded_client_headers = FORWARDED_CLIENT_HEADERS
 
     def chat_wire(self, provider: ProviderSettings) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from router.config import ProviderSettings
 from router.core.content import Message
+from router.providers.model_lists import ModelListing
 from router.translate.chat_to_gemini import chat_to_gemini_body
 from router.wire.gemini.parts import GEMINI as GEMINI_WIRE
 from router.wire.gemini.parts import is_thought, parts_of, text_of
@@ -35,8 +36,14 @@ def generate_url(base_url: str, model: str, stream: bool) -> str:
     return f"{root}:streamGenerateContent?alt=sse" if stream else f"{root}:generateContent"
 
 
+def listed_names(listing: Any) -> set[str]:
+    """The model names of Google's model list, ``{"models": [{"name": "models/…"}]}``."""
+    return {str(e["name"]).removeprefix("models/") for e in listing["models"]}
+
+
 class GeminiProvider:
     api = "gemini"
+    models = ModelListing(listed_names)
 
     def chat_wire(self, provider: ProviderSettings) -> str:
         return GEMINI_WIRE

@@ -20,6 +20,7 @@ from typing import Any
 
 from router.config import ProviderSettings
 from router.core.content import Message
+from router.providers.model_lists import ModelListing
 from router.providers.openai import bearer_headers
 from router.translate.chat_to_ollama import OLLAMA_CHAT
 from router.wire.openai_chat.view import OPENAI_CHAT
@@ -29,8 +30,27 @@ def ollama_root(provider: ProviderSettings) -> str:
     return provider.url.removesuffix("/v1")
 
 
+def tagged(name: str) -> str:
+    """A model name with Ollama's implicit tag: ``qwen3`` is ``qwen3:latest``."""
+    return name if ":" in name else f"{name}:latest"
+
+
+def pulled_models(listing: Any) -> set[str]:
+    """The pulled models of an ``/api/tags`` answer, ``{"models": [{"name", "model"}]}``, tagged."""
+    return {tagged(str(e.get(k))) for e in listing["models"] for k in ("name", "model") if e.get(k)}
+
+
+def pull_command(model: str) -> str:
+    return f"ollama pull {model}"
+
+
+def not_pulled(provider: ProviderSettings, url: str) -> str:
+    return f"not pulled into Ollama at {ollama_root(provider)}"
+
+
 class OllamaProvider:
     api = "ollama"
+    models = ModelListing(pulled_models, tagged, pull_command, not_pulled, "start Ollama (`ollama serve`)")
 
     def chat_wire(self, provider: ProviderSettings) -> str:
         return OLLAMA_CHAT if provider.native_chat else OPENAI_CHAT

@@ -14,6 +14,7 @@ from typing import Any
 
 from router.config import ProviderSettings
 from router.core.content import Message
+from router.providers.model_lists import ModelListing
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 
 
@@ -36,8 +37,14 @@ def openai_embeddings_vectors(envelope: dict[str, Any]) -> Any:
     return [item["embedding"] for _, item in sorted(zip(indexes, data, strict=True), key=lambda pair: pair[0])]
 
 
+def listed_ids(listing: Any) -> set[str]:
+    """The model ids of an OpenAI-shaped model list, ``{"data": [{"id"}]}``."""
+    return {str(e["id"]) for e in listing["data"]}
+
+
 class OpenAIProvider:
     api = "openai"
+    models = ModelListing(listed_ids)
 
     def chat_wire(self, provider: ProviderSettings) -> str:
         return provider.wire  # openai-chat, or openai-responses for a Responses API provider

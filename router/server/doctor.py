@@ -2,9 +2,9 @@
 
 Checks, each a :class:`Finding` with a fix when it fails:
 
-* every provider a model or the classifier uses answers its model list (Ollama
-  ``/api/tags``, OpenAI-compatible ``/models``) and has each configured model
-  (for Ollama the fix is ``ollama pull <model>``);
+* every provider a model or the classifier uses answers its model list (where, and how it lists
+  them and names what is missing, is its provider module's: ``ProviderAdapter.models_url`` and
+  ``.models``) and has each configured model (the fix: the provider's pull command, when it has one);
 * every ``api_key_env`` names a variable that is set;
 * the classifier and the embeddings model (when their stages are on) answer one
   real call each;
@@ -28,8 +28,7 @@ import aiohttp
 import orjson
 
 from router.clients.classifier import ClassifierClient, ClassifierError
-from router.providers import provider_adapter
-from router.providers.ollama import ollama_root
+from router.providers import PROVIDER_ADAPTERS, provider_adapter
 from router.config import Config, ProviderSettings, env_secret
 from router.core.classification import InvalidAnswer, classifier_messages, parse_classifier_answer
 from router.core.turn_text import TurnText
@@ -53,7 +52,7 @@ MOCK_HEADER = "x-pinch-router-mock"
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    check: str  # what was looked at: "provider ollama", "model qwen3:14b"
+    check: str  # what was looked at: "provider local", "model qwen3:14b"
     ok: bool
     detail: str
     fix: str = ""
@@ -71,12 +70,14 @@ def needed_models(config: Config) -> dict[str, list[str]]:
 
 
 def pull_commands(config: Config) -> list[str]:
-    """``ollama pull X`` for every model the config expects from an Ollama provider (embeddings included when on)."""
-    models = [m for name, wanted in needed_models(config).items() if config.providers[name].api == "ollama" for m in wanted]
+    """The command that fetches each model the config expects from a provider that has one (its
+    ``ModelListing.pull``), the embeddings model included when on."""
+    wanted = [(provider_adapter(config.providers[name]), m) for name, models in needed_models(config).items() for m in models]
     relevance = config.pinch.relevance
-    if config.pinch.enabled and relevance.enabled and relevance.api == "ollama":
-        models.append(relevance.model)
-    return [f"ollama pull {m}" for m in dict.fromkeys(models)]
+    embedder = PROVIDER_ADAPTERS.get(relevance.api)  # by the older keys' api (the local model is no provider's)
+    if config.pinch.enabled and relevance.enabled and embedder is not None:
+        wanted.append((embedder, relevance.model))
+    return list(dict.fromkeys(pull(m) for adapter, m in wanted if (pull := adapter.models.pull) is not None))
 
 
 def key_findings(config: Config) -> list[Finding]:
@@ -103,10 +104,6 @@ def state_findings(config: Config, directory: Path) -> list[Finding]:
     return [Finding("state", True, f"decision log {config.decision_log.path} is writable")]
 
 
-def _normalise(name: str) -> str:
-    return name if ":" in name else f"{name}:latest"  # Ollama's implicit tag
-
-
 async def _available_models(http: aiohttp.ClientSession, provider: ProviderSettings) -> tuple[str, set[str] | None]:
     """(the URL asked, the model names it lists — None when it is the mock upstream, which serves any);
     raises ValueError with a readable reason."""
@@ -125,12 +122,7 @@ async def _available_models(http: aiohttp.ClientSession, provider: ProviderSetti
     if is_mock:
         return url, None
     try:
-        listing = orjson.loads(body)
-        entries = listing["models"] if provider.api == "ollama" else listing["data"]
-        if provider.api == "ollama":
-            names = {_normalise(str(e.get(k))) for e in entries for k in ("name", "model") if e.get(k)}
-        else:
-            names = {str(e["id"]) for e in entries}
+        names = adapter.models.names(orjson.loads(body))
     except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise ValueError(f"{url}: not a model list ({error_summary(body)})") from None
     return url, names
@@ -155,7 +147,7 @@ async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list
     listings = await asyncio.gather(*(_available_models(http, provider) for _, provider, _ in targets), return_exceptions=True)
     for (name, provider, wanted), listing in zip(targets, listings, strict=True):
         if isinstance(listing, BaseException):
-            start = "start Ollama (`ollama serve`)" if provider.api == "ollama" else "check the URL and the network"
+            start = provider_adapter(provider).models.start
             findings.append(Finding(f"provider {name}", False, str(listing), f"{start}, or fix its base_url"))
             continue
         url, available = listing
@@ -164,13 +156,13 @@ async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list
             findings += [Finding(f"model {model}", True, f"served by the mock upstream at {name}") for model in wanted]
             continue
         findings.append(Finding(f"provider {name}", True, f"{url}: {len(available)} models"))
+        models = provider_adapter(provider).models
         for model in wanted:
-            if (_normalise(model) if provider.api == "ollama" else model) in available:
+            if models.listed_name(model) in available:
                 findings.append(Finding(f"model {model}", True, f"available at {name}"))
-            elif provider.api == "ollama":
-                findings.append(Finding(f"model {model}", False, f"not pulled into Ollama at {ollama_root(provider)}", f"ollama pull {model}"))
             else:
-                findings.append(Finding(f"model {model}", False, f"{url} does not list it", "use a model id the provider lists"))
+                fix = models.pull(model) if models.pull is not None else "use a model id the provider lists"
+                findings.append(Finding(f"model {model}", False, models.missing(provider, url), fix))
     return findings
 
 

@@ -67,3 +67,25 @@ def test_the_older_relevance_keys_keep_working_without_a_provider():
 def test_an_unknown_relevance_provider_stops_start_up_naming_the_key():
     with pytest.raises(ConfigError, match=r"pinch\.relevance\.provider: unknown provider 'nope'"):
         make_config(pinch={"enabled": True, "relevance": {"enabled": True, "provider": "nope"}})
+
+
+@pytest.mark.parametrize(
+    ("api", "listing", "names"),
+    [
+        ("openai", {"object": "list", "data": [{"id": "gpt-4o"}, {"id": "o3"}]}, {"gpt-4o", "o3"}),
+        ("anthropic", {"data": [{"id": "claude-sonnet-4-5", "type": "model"}]}, {"claude-sonnet-4-5"}),
+        ("ollama", {"models": [{"name": "qwen3:14b", "model": "qwen3:14b"}, {"name": "llama3"}]}, {"qwen3:14b", "llama3:latest"}),
+        ("gemini", {"models": [{"name": "models/gemini-2.5-pro"}]}, {"gemini-2.5-pro"}),
+    ],
+)
+def test_each_provider_reads_its_own_model_list_for_doctor(api, listing, names):
+    assert PROVIDER_ADAPTERS[api].models.names(listing) == names
+
+
+def test_only_ollama_has_a_pull_command_and_its_own_hints():
+    ollama = PROVIDER_ADAPTERS["ollama"].models
+    assert ollama.pull is not None and ollama.pull("qwen3:14b") == "ollama pull qwen3:14b" and ollama.listed_name("qwen3") == "qwen3:latest"
+    assert "ollama serve" in ollama.start and ollama.missing(provider(base_url="http://h:11434/v1", api="ollama"), "u") == "not pulled into Ollama at http://h:11434"
+    assert all(PROVIDER_ADAPTERS[api].models.pull is None for api in ("openai", "anthropic", "gemini"))
+    with pytest.raises(KeyError):
+        PROVIDER_ADAPTERS["openai"].models.names({"models": []})  # no model list: doctor says so
