@@ -49,7 +49,7 @@ from router.core.relevance import rank_results, similarities
 from router.core.turns import candidate_results
 from router.wire.openai_chat.view import trim_candidates
 from router.tools.eval_pinch import request_context
-from router.server.registry import stage_deps
+from router.server.registry import stage_builder
 from router.state.session_store import LocalStore
 
 DIMENSIONS = 384  # all-MiniLM-L6-v2
@@ -86,7 +86,7 @@ def warm(stage: PinchRelevance, messages: list[dict[str, Any]], queries: list[st
 
 def relevance_stage(config: Config, http: aiohttp.ClientSession) -> PinchRelevance:
     """The pinch-relevance stage built as the server builds it (its deps from the config), session state in memory."""
-    return PinchRelevance(stage_deps(config, http=http, clock=time.monotonic, state=LocalStore())(PinchRelevance))
+    return stage_builder(config, http=http, clock=time.monotonic, state=LocalStore())(PinchRelevance)  # type: ignore[return-value]
 
 
 async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: aiohttp.ClientSession) -> dict[str, Any]:

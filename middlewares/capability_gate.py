@@ -7,6 +7,7 @@ error ⇒ 503, never a guess.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
@@ -16,9 +17,11 @@ from router.core.results import Route
 from router.core.redaction import clip
 from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.routing import NoRoute, detect_capabilities, select_route
+from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
+from router.state.escalation import SessionEscalation
 from router.core.errors import ApiError, invalid_request
-from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
+from router.contract.stage import FailMode, StageReport, internal_failure
 
 
 class CapabilityGate:
@@ -29,16 +32,23 @@ class CapabilityGate:
     provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.settings: RoutingSettings = deps.settings
-        self.catalogue: Catalogue = deps.catalogue
-        self.estimator: TokenEstimator = deps.estimator
+    def __init__(
+        self,
+        *,
+        settings: RoutingSettings,
+        catalogue: Catalogue,
+        estimator: TokenEstimator,
+        clock: Callable[[], float],
+        session_reads: SessionReads,
+        escalation: SessionEscalation | None = None,
+    ) -> None:
+        self.settings, self.catalogue, self.estimator = settings, catalogue, estimator
         self.timeout_seconds: float | None = 2.0
         self._families = ModelFamilies([m.name for m in self.catalogue.models], self.settings.aliases, self.settings.model_families)
-        self.escalation = deps.escalation
-        self.clock = deps.clock
+        self.escalation = escalation
+        self.clock = clock
         if self.escalation is not None:
-            deps.session_reads.add(self.escalation.space)
+            session_reads.add(self.escalation.space)
         # Read once per generation (a reload builds a new chain): each read of a pydantic model's
         # attribute goes through its __getattr__ hook, ~5× the cost of a plain one.
         routing = self.settings

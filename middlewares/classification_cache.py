@@ -25,8 +25,8 @@ tool-less request of a session whose entry offered tools is classified on its
 own and never written over that entry.
 
 Skipped when ``session_cache.enabled`` is false or the request has no session
-key. Time comes from ``deps.clock`` (monotonic seconds; tests inject one). The
-store is the application's session state (``deps.state``, one per process, or
+key. Time comes from the ``clock`` it is built with (monotonic seconds; tests inject one). The
+store is the application's session state (the ``state`` it is built with, one per process, or
 Redis), bounded by ``session_cache.max_entries`` (LRU, in-process store); an
 entry expires from it after the staleness window. Keys carry a digest of the
 categories and tiers, so after a reload that changes them old entries are misses.
@@ -41,12 +41,13 @@ import hashlib
 from collections.abc import Callable
 from typing import ClassVar
 
-from router.config import SessionCacheSettings
+from router.config import Catalogue, SessionCacheSettings
 from router.core.results import Classification, ClassificationSource, Outcome
 from router.contract.context import RequestContext
 from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
-from router.state.session_store import read_session
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.core.session_state import SessionReads
+from router.state.session_store import SessionStore, read_session
+from router.contract.stage import FailMode, StageReport
 
 
 class ClassificationCache:
@@ -57,18 +58,20 @@ class ClassificationCache:
     provides: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.settings: SessionCacheSettings = deps.settings
+    def __init__(
+        self, *, settings: SessionCacheSettings, catalogue: Catalogue, state: SessionStore, clock: Callable[[], float], session_reads: SessionReads
+    ) -> None:
+        self.settings = settings
         self.timeout_seconds: float | None = 1.0
-        self.state = deps.state
+        self.state = state
         self.space = classification_space(self.settings.max_entries, self.settings.staleness_minutes * 60)
-        self.clock: Callable[[], float] = deps.clock
+        self.clock = clock
         self._staleness_seconds = self.settings.staleness_minutes * 60
         # What a stored classification means: after a reload that changes it, old entries are not read.
-        vocabulary = repr((tuple(deps.catalogue.routing.categories), tuple(deps.catalogue.routing.tiers)))
+        vocabulary = repr((tuple(catalogue.routing.categories), tuple(catalogue.routing.tiers)))
         self._vocabulary = hashlib.sha256(vocabulary.encode()).hexdigest()[:8]
         if self.settings.enabled:
-            deps.session_reads.add(self.space, self._key)
+            session_reads.add(self.space, self._key)
 
     def _key(self, session: str) -> str:
         return f"{self._vocabulary}:{session}"

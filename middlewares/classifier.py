@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import aiohttp
+
 from router.clients.classifier import ClassifierClient
-from router.config import ClassifierSettings, RoutingSettings
+from router.config import Catalogue, ClassifierSettings, RoutingSettings
 from router.core.results import Classification, ClassificationSource, Outcome
 from router.contract.context import RequestContext
 from router.core.classification import (
@@ -37,7 +39,7 @@ from router.core.classification import (
     parse_override,
 )
 from router.core.errors import invalid_request
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.contract.stage import FailMode, StageReport
 
 
 class Classifier:
@@ -48,12 +50,11 @@ class Classifier:
     provides: ClassVar[frozenset[str]] = frozenset({"classification", "response"})  # response: a bad override is refused
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
-    def __init__(self, deps: StageDeps) -> None:
-        catalogue = deps.catalogue
-        self.settings: ClassifierSettings = deps.settings
+    def __init__(self, *, settings: ClassifierSettings, catalogue: Catalogue, http: aiohttp.ClientSession) -> None:
+        self.settings = settings
         self.routing: RoutingSettings = catalogue.routing
         self.timeout_seconds: float | None = self.settings.timeout_seconds
-        self.client = ClassifierClient(deps.http, catalogue.providers[self.settings.provider], self.settings, catalogue.max_response_bytes)
+        self.client = ClassifierClient(http, catalogue.providers[self.settings.provider], self.settings, catalogue.max_response_bytes)
         # A classifier's context guess may steer towards big windows, never past the biggest one.
         self._largest_window = max(model.context_window for model in catalogue.models)
         # What an override is checked against, read once per generation (a reload builds a new

@@ -16,8 +16,8 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   :func:`router.core.pinch_ledger.pinch_conversation`: the session's ledger is
   reapplied and new results are compressed in batches timed by the provider's
   cache (:mod:`router.core.cache_timing`). The ledger, the session's last-seen
-  time (``deps.clock``) and its provider live in the session state
-  (``deps.state``, on Redis shared by every replica): read with the session's
+  time (the ``clock`` it is built with) and its provider live in the session state
+  (the ``state`` it is built with, on Redis shared by every replica): read with the session's
   escalation record in session-fingerprint's one read of the session
   (``ctx.session_state``; one read of its own without it), and one write, not
   waited for, per request (sent with the request's other writes as it goes upstream). A missing ledger
@@ -48,6 +48,7 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
@@ -61,11 +62,11 @@ from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.pinch_ledger import PinchPolicy, PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
-from router.core.session_state import Space
+from router.core.session_state import SessionReads, Space
 from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
-from router.state.session_store import read_session
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.state.session_store import SessionStore, read_session
+from router.contract.stage import FailMode, StageReport
 
 # Distinct (needs, tier, ...) whose windows are kept: few per deployment (a handful of
 # request kinds × tiers × output limits); cleared when full.
@@ -80,20 +81,28 @@ class PinchPrune:
     provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.settings: PinchSettings = deps.settings
-        self.catalogue: Catalogue = deps.catalogue
-        self.estimator: TokenEstimator = deps.estimator
-        self.state, self.clock, self.escalation = deps.state, deps.clock, deps.escalation
+    def __init__(
+        self,
+        *,
+        settings: PinchSettings,
+        catalogue: Catalogue,
+        estimator: TokenEstimator,
+        state: SessionStore,
+        clock: Callable[[], float],
+        session_reads: SessionReads,
+        escalation: SessionEscalation | None = None,
+    ) -> None:
+        self.settings, self.catalogue, self.estimator = settings, catalogue, estimator
+        self.state, self.clock, self.escalation = state, clock, escalation
         self.space = Space(
             "pinch", 1, self.settings.ledger_ttl_minutes * 60, self.settings.ledger_max_sessions, PinchSession.encode, PinchSession.decode
         )
-        routing = deps.catalogue.routing
-        self._families = ModelFamilies([m.name for m in deps.catalogue.models], routing.aliases, routing.model_families)
+        routing = catalogue.routing
+        self._families = ModelFamilies([m.name for m in catalogue.models], routing.aliases, routing.model_families)
         if self.settings.enabled and self.settings.ledger:
-            deps.session_reads.add(self.space)
+            session_reads.add(self.space)
         if self.settings.enabled and self.escalation is not None:
-            deps.session_reads.add(self.escalation.space)
+            session_reads.add(self.escalation.space)
         # pinch_windows by what it depends on: the same for every turn of a session that keeps its
         # tier and its kind of request. Built per config (a reload builds a new stage), bounded.
         self._windows_of: dict[tuple[Capabilities, int, int | None, str | None], tuple[WindowLimit, ...]] = {}
@@ -103,8 +112,8 @@ class PinchPrune:
         self.timeout_seconds: float | None = 2.0 + (relevance.timeout_seconds if relevance.enabled else 0.0)
         # Read once per generation (a reload builds a new stage) instead of through the pydantic
         # models' __getattr__ hook on every request: each provider's cache lifetime, the tiers.
-        self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in deps.catalogue.providers.items()}
-        self._tiers, self._fallback_tier = deps.catalogue.routing.tiers, deps.catalogue.routing.fallback_tier
+        self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in catalogue.providers.items()}
+        self._tiers, self._fallback_tier = catalogue.routing.tiers, catalogue.routing.fallback_tier
         settings = self.settings
         self.policy = PinchPolicy(
             settings.budget_tokens, settings.keep_last_turns, settings.max_summarize_chars, settings.low_watermark,

@@ -41,12 +41,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
+import aiohttp
 import numpy as np
 
-from router.config import PinchSettings
+from router.config import Catalogue, PinchSettings
 from router.core.results import Outcome, Relevance, RelevanceStatus
 from router.contract.context import RequestContext
 from router.core.embedding_cache import (
@@ -66,7 +68,8 @@ from router.core.turns import candidate_results
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
 from router.clients.local_embeddings import LocalEmbedder
 from router.clients.local_embeddings import missing as local_missing
-from router.contract.stage import FailMode, StageDeps, StageReport, describe
+from router.state.session_store import SessionStore
+from router.contract.stage import FailMode, StageReport, describe
 
 log = logging.getLogger("pinch_router.pinch_relevance")
 
@@ -83,11 +86,20 @@ class PinchRelevance:
     provides: ClassVar[frozenset[str]] = frozenset({"relevance"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.pinch: PinchSettings = deps.settings
+    def __init__(
+        self,
+        *,
+        settings: PinchSettings,
+        catalogue: Catalogue,
+        http: aiohttp.ClientSession,
+        estimator: TokenEstimator,
+        state: SessionStore,
+        clock: Callable[[], float],
+    ) -> None:
+        self.pinch = settings
         self.settings = self.pinch.relevance
         self.timeout_seconds: float | None = self.settings.timeout_seconds
-        self.estimator: TokenEstimator = deps.estimator
+        self.estimator = estimator
         self.client: EmbeddingsClient | LocalEmbedder
         # api local without its extra: relevance is skipped with the reason (doctor warns once at start-up)
         self.missing: str | None = None
@@ -96,11 +108,11 @@ class PinchRelevance:
             self.model = self.client.model
             self.missing = local_missing(self.settings.local_model_path)
         else:
-            self.client = EmbeddingsClient(deps.http, self.settings, deps.catalogue.max_response_bytes, deps.catalogue.embeddings_provider)
+            self.client = EmbeddingsClient(http, self.settings, catalogue.max_response_bytes, catalogue.embeddings_provider)
             self.model = self.settings.model
         self.cache = EmbeddingCache(self.settings.cache_entries)
         self.terms = TermCache(self.settings.cache_entries)
-        self.state, self.clock = deps.state, deps.clock
+        self.state, self.clock = state, clock
         self.space = Space("embedding", 1, SHARED_TTL_SECONDS, self.settings.cache_entries, encode_vector, decode_vector)
 
     def carry_over(self, previous: PinchRelevance) -> None:

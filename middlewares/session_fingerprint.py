@@ -6,7 +6,7 @@ otherwise the key is a fingerprint of the opening (``ctx.view.opening``). With
 (``ctx.client_id``): two users never share a session.
 
 Once the key is known, the session's values that the chain's later stages read
-(registered in ``deps.session_reads`` as they were built: classification,
+(registered in the ``session_reads`` of its generation as they were built: classification,
 pinch ledger, escalation) are read from the session state in one round trip
 (one ``get_many``: an ``MGET`` on Redis) into ``ctx.session_state``; the stages take them
 from there instead of each asking the store.
@@ -14,6 +14,7 @@ from there instead of each asking the store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from router.config import SessionSettings
@@ -25,8 +26,9 @@ from router.core.fingerprint import (
     header_session_key,
     session_header,
 )
-from router.core.session_state import SessionSnapshot
-from router.contract.stage import FailMode, StageDeps, StageReport
+from router.core.session_state import SessionReads, SessionSnapshot
+from router.state.session_store import SessionStore
+from router.contract.stage import FailMode, StageReport
 
 
 class SessionFingerprint:
@@ -37,14 +39,14 @@ class SessionFingerprint:
     provides: ClassVar[frozenset[str]] = frozenset({"session", "session_state"})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.settings: SessionSettings = deps.settings
+    def __init__(self, *, settings: SessionSettings, state: SessionStore, session_reads: SessionReads, clock: Callable[[], float]) -> None:
+        self.settings = settings
         # Its one await is the read of the session's state, which the store bounds itself
         # (state.redis.timeout_ms, up to 5 s): a shorter stage timeout would cut the read before
         # the store's own timeout opened the circuit breaker, on every request.
         self.timeout_seconds: float | None = None
         self.fingerprints = FingerprintCache()  # a session resends its opening every turn: hash it once
-        self.state, self.reads, self.clock = deps.state, deps.session_reads, deps.clock
+        self.state, self.reads, self.clock = state, session_reads, clock
 
     def carry_over(self, previous: SessionFingerprint) -> None:
         """On reload: the remembered hashes stay right whatever the config says."""

@@ -20,18 +20,23 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
+
+import aiohttp
 
 from router.clients.attempt import UpstreamAttempts, booked_as_upstream
 from router.clients.failure import AttemptFailure
 from router.clients.relay import all_down_response, all_failed_response
-from router.config import UpstreamSettings
+from router.config import Catalogue, UpstreamSettings
 from router.contract.context import RequestContext
-from router.contract.stage import FailMode, StageDeps, StageReport, internal_failure
+from router.contract.stage import FailMode, StageReport, internal_failure
 from router.core.breaker import Down, Pass, ProviderBreakers
 from router.core.errors import ApiError
 from router.core.results import Attempt, Candidate, UpstreamResult
+from router.observe.metrics import OpenCount
+from router.state.session_store import SessionStore
 from router.state.remembered import remember_request
 
 log = logging.getLogger("pinch_router.upstream")
@@ -45,13 +50,23 @@ class UpstreamForward:
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
-    def __init__(self, deps: StageDeps) -> None:
-        self.settings: UpstreamSettings = deps.settings
+    def __init__(
+        self,
+        *,
+        settings: UpstreamSettings,
+        catalogue: Catalogue,
+        http: aiohttp.ClientSession,
+        state: SessionStore,
+        clock: Callable[[], float],
+        open_upstreams: OpenCount | None = None,
+        breakers: ProviderBreakers | None = None,
+    ) -> None:
+        self.settings = settings
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
-        self.state, self.clock = deps.state, deps.clock
+        self.state, self.clock = state, clock
         # the process's (the app's, across reloads); a stage built alone gets its own
-        self.breakers: ProviderBreakers = deps.breakers if deps.breakers is not None else ProviderBreakers()
-        self.attempts = UpstreamAttempts(deps.http, deps.catalogue.providers, self.settings, deps.open_upstreams, self._answered_by)
+        self.breakers = breakers if breakers is not None else ProviderBreakers()
+        self.attempts = UpstreamAttempts(http, catalogue.providers, self.settings, open_upstreams, self._answered_by)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed

@@ -540,7 +540,7 @@ class Config(_Strict):
 class Catalogue:
     """What every routing decision reads, read-only: the models, their providers, the routing rules,
     where relevance embeds, and the bound on any answer read from a provider. A stage is built with
-    this and its own settings section, never the whole :class:`Config` (:class:`router.contract.stage.StageDeps`)."""
+    this and its own settings section, never the whole :class:`Config` (:class:`router.server.registry.Offered`)."""
 
     models: tuple[ModelSettings, ...]
     providers: Mapping[str, ProviderSettings]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeVar
 

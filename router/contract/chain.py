@@ -1,7 +1,7 @@
 """The chain: the configured order (``middlewares:``) checked once, and built into middlewares.
 
 Each generation (start-up, every reload) builds its stages from the checked classes, each with
-its own deps, and freezes them into a tuple of middlewares. The registry and the one check of an
+the dependencies it names, and freezes them into a tuple of middlewares. The registry and the one check of an
 order against it are the composition root's (:func:`router.server.registry.chain_stages`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from router.contract.context import EDGE_FIELDS
-from router.contract.stage import Middleware, Stage, StageClass, StageDeps, stage_middleware
+from router.contract.stage import Middleware, Stage, StageClass, stage_middleware
 
 TERMINAL_STAGE = "upstream-forward"
 
@@ -53,7 +53,7 @@ def validate_order(names: Sequence[str], registry: dict[str, StageClass]) -> lis
     return classes
 
 
-def build_chain(classes: Sequence[StageClass], deps_of: Callable[[StageClass], StageDeps]) -> tuple[list[Stage], tuple[Middleware, ...]]:
-    """Build every stage of a checked order once, each from its own deps, and wrap each as a middleware."""
-    stages = [cls(deps_of(cls)) for cls in classes]
+def build_chain(classes: Sequence[StageClass], build: Callable[[StageClass], Stage]) -> tuple[list[Stage], tuple[Middleware, ...]]:
+    """Build every stage of a checked order once (``build``: with the dependencies it names) and wrap each as a middleware."""
+    stages = [build(cls) for cls in classes]
     return stages, tuple(stage_middleware(stage) for stage in stages)

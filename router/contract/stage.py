@@ -1,4 +1,4 @@
-"""The stage contract (:class:`Stage`, built from :class:`StageDeps`) and the one adapter that makes a
+"""The stage contract (:class:`Stage`, built from the dependencies it names) and the one adapter that makes a
 stage a middleware: the only place that catches a stage's errors. On timeout or exception it calls
 the stage's ``fallback``, records the outcome and lets the request carry on (a fail-closed stage's
 fallback refuses it); ``CancelledError`` is never swallowed; the rest of the chain runs outside the
@@ -9,9 +9,8 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from aiohttp import web
 
@@ -20,15 +19,6 @@ from router.contract.timeout import StageTimeout, first_step
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.frozen import frozen
 from router.core.results import Outcome, StageRecord, round_ms
-
-if TYPE_CHECKING:
-    import aiohttp
-
-    from router.config import Catalogue
-    from router.core.session_state import SessionReads
-    from router.core.tokens import TokenEstimator
-    from router.state.escalation import SessionEscalation
-    from router.state.session_store import SessionStore
 
 log = logging.getLogger("pinch_router.stage")
 
@@ -46,24 +36,6 @@ class StageReport:
     """What ``run`` tells the trace; returning None means plain OK."""
     outcome: Outcome = Outcome.OK
     detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class StageDeps:
-    """What a stage is built with: its own config section (``settings``), the read-only catalogue, the
-    shared I/O seams; ``state`` is the process's session state, ``session_reads`` the keys
-    session-fingerprint reads for the chain in one round trip."""
-
-    settings: Any
-    catalogue: Catalogue
-    http: aiohttp.ClientSession
-    estimator: TokenEstimator
-    clock: Callable[[], float]
-    state: SessionStore
-    session_reads: SessionReads
-    escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
-    open_upstreams: Any = None  # a gauge (inc, dec) of the answers being relayed right now
-    breakers: Any = None  # the process's provider circuit breakers (router.core.breaker: the app's, across reloads)
 
 
 class Stage(Protocol):
@@ -88,14 +60,16 @@ class Stage(Protocol):
 
 
 class StageClass(Protocol):
-    """A stage's class as the registry holds it: its declarations, and built from :class:`StageDeps`."""
+    """A stage's class as the registry holds it: its declarations, and built with keyword arguments
+    named after the dependencies it uses — ``settings`` (its config section) and what the
+    composition root offers (:class:`router.server.registry.Offered`) — and no others."""
     name: str
     section: str | None
     requires: frozenset[str]
     reads: frozenset[str]
     provides: frozenset[str]
 
-    def __call__(self, deps: StageDeps) -> Stage: ...
+    def __call__(self, **dependencies: Any) -> Stage: ...
 
 
 _OK = StageReport()

@@ -32,7 +32,7 @@ from aiohttp import web
 from prometheus_client import Gauge
 
 from router.contract.chain import ChainError, build_chain
-from router.server.registry import chain_stages, stage_deps
+from router.server.registry import chain_stages, stage_builder
 from router.config import Config, ConfigError, config_secrets, load_config
 from router.core.breaker import ProviderBreakers
 from router.core.config_diff import changed_paths
@@ -164,7 +164,7 @@ class LiveChain:
         what is still valid from its predecessor of the same name (see
         :class:`router.contract.stage.CarryOver`): sessions keep their cached classification.
         """
-        deps_of = stage_deps(
+        build = stage_builder(
             config,
             http=self.http,
             clock=self.clock,
@@ -173,7 +173,7 @@ class LiveChain:
             open_upstreams=self.recorder.metrics.upstream_open,
             breakers=self.breakers,
         )
-        stages, chain = build_chain(chain_stages(config.middlewares), deps_of)
+        stages, chain = build_chain(chain_stages(config.middlewares), build)
         if previous is not None:
             old = {stage.name: stage for stage in previous.stages}
             for stage in stages:

@@ -1,6 +1,7 @@
 """The stage registry: every stage the proxy knows, by its configured name (owned by the composition root).
 
-Adding a stage: one module in ``middlewares/`` and its class in :data:`STAGES`.
+Adding a stage: one module in ``middlewares/`` (its constructor names the dependencies it uses) and
+its class in :data:`STAGES`.
 
 :func:`chain_stages` is the one validation of a configured order against this
 registry. Every entry point calls it — ``check-config``, ``serve`` and
@@ -13,10 +14,10 @@ file, every worker, a reload that keeps the order) trusts the first check.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any
 
 import aiohttp
 
@@ -29,10 +30,11 @@ from middlewares.session_fingerprint import SessionFingerprint
 from middlewares.upstream_forward import UpstreamForward
 from router.contract.chain import validate_order
 from router.config import Catalogue, Config
-from router.contract.stage import StageClass, StageDeps
+from router.contract.stage import Stage, StageClass
 from router.core.breaker import ProviderBreakers
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
+from router.observe.metrics import OpenCount
 from router.state.escalation import SessionEscalation
 from router.state.session_store import SessionStore
 
@@ -54,24 +56,53 @@ def _checked(names: tuple[str, ...]) -> tuple[StageClass, ...]:
     return tuple(validate_order(names, stage_registry()))
 
 
-def stage_deps(
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """What the composition root offers the stages of one generation. A stage names in its
+    constructor the ones it uses (and ``settings``, its own config section) and gets only those."""
+
+    catalogue: Catalogue
+    http: aiohttp.ClientSession
+    estimator: TokenEstimator
+    clock: Callable[[], float]
+    state: SessionStore  # the process's session state
+    session_reads: SessionReads  # what session-fingerprint reads for the chain in one round trip
+    escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
+    open_upstreams: OpenCount | None = None  # the answers being relayed right now
+    breakers: ProviderBreakers | None = None  # the providers' circuit breakers (the app's, across reloads)
+
+
+OFFERED_NAMES = frozenset(f.name for f in fields(Offered)) | {"settings"}
+
+
+@cache
+def wanted(stage: StageClass) -> tuple[str, ...]:
+    """The dependencies ``stage``'s constructor names; TypeError naming any the server does not offer."""
+    names = tuple(inspect.signature(stage).parameters)
+    unknown = [name for name in names if name not in OFFERED_NAMES]
+    if unknown:
+        raise TypeError(f"stage {stage.name!r} asks for {', '.join(unknown)}: not offered (offered: {', '.join(sorted(OFFERED_NAMES))})")
+    return names
+
+
+def stage_builder(
     config: Config,
     *,
     http: aiohttp.ClientSession,
     clock: Callable[[], float],
     state: SessionStore,
     escalation: SessionEscalation | None = None,
-    open_upstreams: Any = None,
+    open_upstreams: OpenCount | None = None,
     breakers: ProviderBreakers | None = None,
-) -> Callable[[StageClass], StageDeps]:
-    """What each stage of one generation is built with: the shared deps, with the stage's own
-    section of ``config`` (its class's ``section``) as its settings. One :class:`SessionReads` per
-    generation: its stages register what session-fingerprint reads for them."""
-    base = StageDeps(
-        settings=None,
+    estimator: TokenEstimator | None = None,
+) -> Callable[[StageClass], Stage]:
+    """How each stage of one generation is built: with what it names of the offered dependencies,
+    and its own section of ``config`` (its class's ``section``) as ``settings``. One
+    :class:`SessionReads` per generation: its stages register what session-fingerprint reads for them."""
+    offered = Offered(
         catalogue=Catalogue.of(config),
         http=http,
-        estimator=TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
+        estimator=estimator or TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead),
         clock=clock,
         state=state,
         session_reads=SessionReads(),
@@ -80,7 +111,8 @@ def stage_deps(
         breakers=breakers,
     )
 
-    def deps_of(stage: StageClass) -> StageDeps:
-        return replace(base, settings=getattr(config, stage.section) if stage.section else None)
+    def build(stage: StageClass) -> Stage:
+        settings = getattr(config, stage.section) if stage.section else None
+        return stage(**{name: settings if name == "settings" else getattr(offered, name) for name in wanted(stage)})
 
-    return deps_of
+    return build

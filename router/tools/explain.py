@@ -45,7 +45,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.contract.chain import TERMINAL_STAGE, build_chain
-from router.server.registry import chain_stages, stage_deps
+from router.server.registry import chain_stages, stage_builder
 from router.state.session_store import LocalStore
 from router.config import Config
 from router.contract.context import RequestContext
@@ -175,8 +175,7 @@ async def explain_request(
         where = f" ({ctx.param})" if ctx.param else ""
         raise ExplainError(f"the proxy would refuse this request with {ctx.status} {ctx.code}{where}: {ctx.message}")
     async with aiohttp.ClientSession(trace_configs=[offline_trace()] if offline else None) as http:
-        estimator = TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead)
-        stages, _ = build_chain(chain_stages(config.middlewares), stage_deps(config, http=http, clock=time.monotonic, state=LocalStore()))
+        stages, _ = build_chain(chain_stages(config.middlewares), stage_builder(config, http=http, clock=time.monotonic, state=LocalStore()))
         for stage in stages:
             if stage.name == TERMINAL_STAGE:
                 break

@@ -211,7 +211,8 @@ async def test_classifier_and_embeddings_redirects_are_not_followed(proxy, mock_
         assert resp.status == 200  # the dependency fell back
         assert len(upstream.requests) == 1
     assert [r.path for r in elsewhere.received] == ["/v1/chat/completions"]  # only the real chat call went there
-    stage = next(s for s in (await decisions(client))[0]["stages"] if s["stage"] in ("classifier", "pinch-relevance"))
+    # the ranking is pinch-prune's to await (#44): its batch asked for it
+    stage = next(s for s in (await decisions(client))[0]["stages"] if s["stage"] in ("classifier", "pinch-prune"))
     assert "answered 307: a redirect, not followed" in stage["detail"]
 
 

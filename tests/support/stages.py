@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from router.config import Config
 from router.contract.stage import Stage
 from router.core.tokens import TokenEstimator
-from router.server.registry import stage_deps
+from router.server.registry import stage_builder
 from router.state.session_store import LocalStore, SessionStore
 
 S = TypeVar("S", bound=Stage)
@@ -27,8 +26,6 @@ def build_stage(
     **deps: Any,
 ) -> S:
     """``cls`` built from ``config`` as a generation of the live chain builds it; ``estimator``
-    replaces the one the config's token settings make, ``deps`` any other of its deps."""
-    built = stage_deps(config, http=http, clock=clock, state=state if state is not None else LocalStore())(cls)  # type: ignore[arg-type]
-    if estimator is not None:
-        built = replace(built, estimator=estimator)
-    return cls(replace(built, **deps) if deps else built)
+    replaces the one the config's token settings make, ``deps`` any other of the offered dependencies."""
+    build = stage_builder(config, http=http, clock=clock, state=state if state is not None else LocalStore(), estimator=estimator, **deps)
+    return build(cls)  # type: ignore[arg-type,return-value]
