@@ -1,9 +1,5 @@
-"""The chain: the configured order (``middlewares:``) checked once, and built into middlewares.
-
-Each generation (start-up, every reload) builds its stages from the checked classes, each with
-the dependencies it names, and freezes them into a tuple of middlewares. The registry and the one check of an
-order against it are the composition root's (:func:`router.server.registry.chain_stages`).
-"""
+"""The chain: the configured order (``middlewares:``) checked once (the registry's check,
+:func:`router.server.registry.chain_stages`), and each generation's stages built into middlewares."""
 
 from __future__ import annotations
 

@@ -60,9 +60,8 @@ class Stage(Protocol):
 
 
 class StageClass(Protocol):
-    """A stage's class as the registry holds it: its declarations, and built with keyword arguments
-    named after the dependencies it uses — ``settings`` (its config section) and what the
-    composition root offers (:class:`router.server.registry.Offered`) — and no others."""
+    """A stage's class as the registry holds it: its declarations; built with keyword arguments named after
+    what it uses of ``settings`` (its config section) and :class:`router.server.registry.Offered`."""
     name: str
     section: str | None
     requires: frozenset[str]
