@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +92,9 @@ class MockWire:
     events: Callable[[dict[str, Any], ScriptedAnswer], list[bytes]]
     # the streamed answer's content type
     stream_type: Callable[[dict[str, Any]], str] = lambda body: "text/event-stream"
+    # what the path says beside the body (its named parts, the query), read as fields of the body
+    # (Gemini's model and stream); None: the body says it all
+    path_facts: Callable[[Mapping[str, str], Mapping[str, str]], dict[str, Any]] | None = None
 
 
 def shell_tool(tools: list[FunctionTool]) -> FunctionTool | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -254,4 +255,9 @@ def count_tokens(body: dict[str, Any]) -> dict[str, int]:
     return {"totalTokens": estimate_tokens(field(request, SYSTEM), field(request, CONTENTS), field(request, TOOLS))}
 
 
-WIRE = MockWire("gemini", error_body, request_error, answer, message, events, stream_type)
+def path_facts(parts: Mapping[str, str], query: Mapping[str, str]) -> dict[str, Any]:
+    """The model and the stream the path names, and ``alt`` (SSE or Google's JSON array), beside the body."""
+    return {"model": parts["model"], "stream": parts["action"] == "streamGenerateContent", "alt": query.get("alt")}
+
+
+WIRE = MockWire("gemini", error_body, request_error, answer, message, events, stream_type, path_facts)

@@ -26,7 +26,7 @@ import json
 import time
 import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import orjson
 from aiohttp import web
 
 from router.tools import mock_anthropic, mock_gemini, mock_responses
+from router.wire import adapters
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
 from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
@@ -109,6 +110,8 @@ class Received:
     query: dict[str, str] = field(default_factory=dict)  # e.g. Claude Code's ?beta=true
 
 
+# The client wires the mock answers as a provider of the same format does (chat's is its own handler below).
+MOCK_WIRES = (mock_anthropic.WIRE, mock_responses.WIRE, mock_gemini.WIRE)
 # The header the mock's model lists carry, so `pinch-router doctor` knows it for the mock it is.
 MOCK_HEADER = "x-pinch-router-mock"
 
@@ -156,9 +159,7 @@ class MockUpstream:
         middlewares = [self._record_to_dir] if self.record_dir is not None else []
         app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=middlewares)
         app.router.add_post("/v1/chat/completions", self.chat)
-        app.router.add_post("/v1/messages", self.anthropic_messages)
         app.router.add_post("/v1/messages/count_tokens", self.anthropic_count_tokens)
-        app.router.add_post("/v1/responses", self.responses)
         app.router.add_get("/", self.root)  # and HEAD: a base-URL probe (reported of Claude Code; 2.1.332 sent none here)
         # What `codex --oss` asks Ollama before its first /v1/responses request
         app.router.add_get("/api/version", self.ollama_version)
@@ -170,8 +171,11 @@ class MockUpstream:
         app.router.add_get("/v1/models", self.models)
         for root in ("/v1beta", "/v1"):
             app.router.add_post(root + "/models/{model:[^/:]+}:countTokens", self.gemini_count_tokens)
-            app.router.add_post(root + "/models/{model:[^/:]+}:{action:generateContent|streamGenerateContent}", self.gemini)
         app.router.add_get("/v1beta/models", self.gemini_models)
+        # the other APIs, as a provider of each client wire serves them: at the paths that wire declares
+        for wire in MOCK_WIRES:
+            for path in adapters()[wire.name].paths:
+                app.router.add_post(path, self._wire_handler(wire))
         return app
 
     @web.middleware
@@ -217,17 +221,15 @@ class MockUpstream:
         await response.write_eof()
         return response
 
-    async def anthropic_messages(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve_wire(request, mock_anthropic.WIRE)
+    def _wire_handler(self, wire: MockWire) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """The handler of the wire's paths: what the path says (Gemini's model and stream) given to the
+        wire beside the body as recorded (``MockWire.path_facts``), the answer and errors the wire's."""
 
-    async def responses(self, request: web.Request) -> web.StreamResponse:
-        return await self._serve_wire(request, mock_responses.WIRE)
+        async def serve(request: web.Request) -> web.StreamResponse:
+            facts = wire.path_facts(request.match_info, request.query) if wire.path_facts is not None else None
+            return await self._serve_wire(request, wire, facts)
 
-    async def gemini(self, request: web.Request) -> web.StreamResponse:
-        """The Gemini API: the model and the stream from the path (given to ``mock_gemini`` beside the
-        body as recorded), the answer by ``mock_gemini``; errors in Google's shape."""
-        stream = request.match_info["action"] == "streamGenerateContent"
-        return await self._serve_wire(request, mock_gemini.WIRE, {"model": request.match_info["model"], "stream": stream, "alt": request.query.get("alt")})
+        return serve
 
     async def gemini_count_tokens(self, request: web.Request) -> web.Response:
         body = await self._json_object(request, mock_gemini.WIRE)
