@@ -34,9 +34,9 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import checked_answer, checked_event, request_object, stop_sequences, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
-from router.translate.sse_frames import SseTranslator
+from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.answers import answer_problem as gemini_answer_problem
 from router.wire.gemini.answers import chunk_problem as gemini_chunk_problem
@@ -293,16 +293,9 @@ class GeminiToChatSse(SseTranslator):
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def _data(self, data: bytes) -> list[bytes]:
-        try:
-            answer = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
-        if not isinstance(answer, dict):
+        answer = provider_event(data, gemini_chunk_problem, "a Gemini stream chunk")
+        if answer is None:
             return []
-        if answer.get("error") is not None:
-            error = answer["error"]
-            raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
-        checked_event(answer, gemini_chunk_problem, "a Gemini stream chunk")
         if isinstance(answer.get("usageMetadata"), dict):
             self.metadata = answer["usageMetadata"]
         out: list[bytes] = []

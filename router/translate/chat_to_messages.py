@@ -20,9 +20,9 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import checked_answer, checked_event, request_object, stop_sequences, tool_arguments, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken
-from router.translate.sse_frames import SseTranslator
+from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_arguments, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
 from router.wire.openai_chat.answer import chat_completion
@@ -292,18 +292,20 @@ class AnthropicToChatSse(SseTranslator):
         self.stream = MessagesToChatStream(model=model, include_usage=True, created=created)
 
     def _data(self, data: bytes) -> list[bytes]:
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
-        if not isinstance(event, dict):
+        event = provider_event(data, messages_event_problem, "an Anthropic stream event", anthropic_error)
+        if event is None:
             return []
-        if event.get("type") == "error":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
-            raise StreamBroken(f"{error.get('type', 'error')}: {str(error.get('message', ''))[:300]}")
-        out = self.stream.event(checked_event(event, messages_event_problem, "an Anthropic stream event"))
+        out = self.stream.event(event)
         self.done = self.stream.done
         return out
 
     def _closing(self) -> list[bytes]:
         return []  # no message_stop: cut short
+
+
+def anthropic_error(event: dict[str, Any]) -> str | None:
+    """The error an Anthropic stream reports: an event of type ``error``, its type and message."""
+    if event.get("type") != "error":
+        return None
+    error = event.get("error") if isinstance(event.get("error"), dict) else {}
+    return f"{error.get('type', 'error')}: {str(error.get('message', ''))[:300]}"

@@ -36,10 +36,10 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, checked_event, request_object, tool_input
+from router.translate.json_values import checked_answer, request_object, tool_input
 from router.translate.messages_to_chat import one_result_per_call
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
-from router.translate.sse_frames import SseTranslator
+from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
+from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
     CACHED_CONTENT,
@@ -356,16 +356,9 @@ class ChatToGeminiSse(SseTranslator):
         if data == b"[DONE]":
             self.done = True
             return self._last()
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
-        if not isinstance(chunk, dict):
+        chunk = provider_event(data, chat_chunk_problem, "a chat completion chunk")
+        if chunk is None:
             return []
-        if chunk.get("error") is not None:
-            error = chunk["error"]
-            raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
-        checked_event(chunk, chat_chunk_problem, "a chat completion chunk")
         if isinstance(chunk.get("usage"), dict):
             self.chat_usage = chunk["usage"]
         parts: list[dict[str, Any]] = []

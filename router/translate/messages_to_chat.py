@@ -27,9 +27,9 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, checked_event, request_object, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds, StreamBroken, ToChat
-from router.translate.sse_frames import SseTranslator
+from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
+from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.anthropic_messages.blocks import (
     PROXY_THINKING_SIGNATURE,
     blocks_of,
@@ -467,16 +467,8 @@ class ChatToAnthropicSse(SseTranslator):
         if data == b"[DONE]":
             self.done = True
             return self.stream.finish()
-        try:
-            chunk = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
-        if not isinstance(chunk, dict):
-            return []
-        if chunk.get("error") is not None:
-            error = chunk["error"]
-            raise StreamBroken(str(error.get("message", error) if isinstance(error, dict) else error)[:300])
-        return self.stream.chunk(checked_event(chunk, chat_chunk_problem, "a chat completion chunk"))
+        chunk = provider_event(data, chat_chunk_problem, "a chat completion chunk")
+        return [] if chunk is None else self.stream.chunk(chunk)
 
     def _closing(self) -> list[bytes]:
         # after its finish reason a chat answer is complete, [DONE] or not; before it, it was cut short

@@ -12,9 +12,42 @@ stream is raised as :class:`~router.translate.protocol.StreamBroken`, after the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
 from router.core.results import Usage
 from router.core.sse import EventFormat, SseRelay, data_payloads
+from router.translate.json_values import checked_event
 from router.translate.protocol import StreamBroken
+
+
+def error_member(event: dict[str, Any]) -> str | None:
+    """The error a chat or Gemini stream reports in an event: its ``error`` member's message, clipped."""
+    error = event.get("error")
+    if error is None:
+        return None
+    return str(error.get("message", error) if isinstance(error, dict) else error)[:300]
+
+
+def provider_event(
+    data: bytes, problem_of: Callable[[Any], str | None], kind: str, error_of: Callable[[dict[str, Any]], str | None] = error_member
+) -> dict[str, Any] | None:
+    """One event of a provider's stream, parsed and checked: None for one that is no object (ignored);
+    :class:`~router.translate.protocol.StreamBroken` for one that is no JSON or reports an error
+    (``error_of``: how its wire says so); :class:`~router.translate.protocol.MalformedAnswer` for one
+    ``problem_of`` (the provider wire's check) finds none of ``kind``."""
+    try:
+        event = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise StreamBroken(f"the provider sent an event that is not JSON ({len(data)} bytes)") from None
+    if not isinstance(event, dict):
+        return None
+    error = error_of(event)
+    if error is not None:
+        raise StreamBroken(error)
+    return checked_event(event, problem_of, kind)
 
 
 
