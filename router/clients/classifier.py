@@ -27,7 +27,7 @@ import orjson
 
 from router.config import ClassifierSettings, ProviderSettings
 from router.core.content import Message
-from router.clients.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
+from router.clients.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, DependencyFailed, answer_body, error_summary
 from router.providers import provider_adapter
 
 
@@ -78,16 +78,9 @@ class ClassifierClient:
     async def ask(self, messages: list[Message]) -> str:
         """The classifier model's reply text; raises ClassifierError when there is none."""
         request = classifier_request(self.provider, self.settings, messages)
+        headers = provider_adapter(self.provider).headers(self.provider)
         try:
-            async with await post(self.http, request.url, orjson.dumps(request.payload), provider_adapter(self.provider).headers(self.provider)) as response:
-                status = response.status
-                body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
-        except BodyTooLarge as exc:
-            raise ClassifierError(f"{request.url}: {exc}") from None
-        except aiohttp.ClientError as exc:
-            raise ClassifierError(f"request to {request.url} failed ({failure_reason(exc)})") from None
-        if is_redirect(status):
-            raise ClassifierError(f"{request.url} answered {status}: a redirect, not followed")
-        if status != 200:
-            raise ClassifierError(f"{request.url} answered {status}: {error_summary(body)}")
+            body = await answer_body(self.http, request.url, orjson.dumps(request.payload), headers, self.max_response_bytes, self.settings.timeout_seconds)
+        except DependencyFailed as exc:
+            raise ClassifierError(str(exc)) from None
         return answer_text(self.provider, body)

@@ -89,6 +89,31 @@ _QUOTES = re.compile(r"['\"\n<]")
 MAX_REASON_CHARS = 120
 
 
+class DependencyFailed(Exception):
+    """A dependency (classifier, embeddings) gave no usable answer; the message says why."""
+
+
+async def answer_body(
+    http: aiohttp.ClientSession, url: str, payload: bytes, headers: dict[str, str], max_bytes: int, idle_seconds: float
+) -> bytes:
+    """A dependency's 200 answer body, bounded; :class:`DependencyFailed` saying why there is none: the
+    request failed, the body was too large, a redirect (never followed) or another status came. A stall
+    (``TimeoutError``) is the caller's to name."""
+    try:
+        async with await post(http, url, payload, headers) as response:
+            status = response.status
+            body = b"" if is_redirect(status) else await read_bounded(response, max_bytes, idle_seconds)
+    except BodyTooLarge as exc:
+        raise DependencyFailed(f"{url}: {exc}") from None
+    except aiohttp.ClientError as exc:
+        raise DependencyFailed(f"request to {url} failed ({failure_reason(exc)})") from None
+    if is_redirect(status):
+        raise DependencyFailed(f"{url} answered {status}: a redirect, not followed")
+    if status != 200:
+        raise DependencyFailed(f"{url} answered {status}: {error_summary(body)}")
+    return body
+
+
 def failure_reason(exc: BaseException) -> str:
     """A client-side failure in words safe to show and store: its type and description, no received bytes."""
     name = type(exc).__name__

@@ -28,7 +28,7 @@ import orjson
 
 from router.config import ProviderSettings, RelevanceSettings
 from router.core.relevance import InvalidEmbeddings, Vectors, embeddings_matrix
-from router.clients.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, BodyTooLarge, error_summary, failure_reason, is_redirect, post, read_bounded
+from router.clients.dependency_http import DEFAULT_MAX_RESPONSE_BYTES, DependencyFailed, answer_body, error_summary
 from router.providers import provider_adapter
 
 
@@ -92,20 +92,13 @@ class EmbeddingsClient:
         """One vector per text, in order, as a validated 2-D array; raises EmbeddingsError."""
         payload = orjson.dumps({"model": self.settings.model, "input": list(texts)})
         self.requests_sent += 1
+        headers = provider_adapter(self.provider).headers(self.provider)
         try:
-            async with await post(self.http, self.url, payload, provider_adapter(self.provider).headers(self.provider)) as response:
-                status = response.status
-                body = b"" if is_redirect(status) else await read_bounded(response, self.max_response_bytes, self.settings.timeout_seconds)
+            body = await answer_body(self.http, self.url, payload, headers, self.max_response_bytes, self.settings.timeout_seconds)
         except TimeoutError:
             raise EmbeddingsError(f"request to {self.url} timed out") from None
-        except BodyTooLarge as exc:
-            raise EmbeddingsError(f"{self.url}: {exc}") from None
-        except aiohttp.ClientError as exc:
-            raise EmbeddingsError(f"request to {self.url} failed ({failure_reason(exc)})") from None
-        if is_redirect(status):
-            raise EmbeddingsError(f"{self.url} answered {status}: a redirect, not followed")
-        if status != 200:
-            raise EmbeddingsError(f"{self.url} answered {status}: {error_summary(body)}")
+        except DependencyFailed as exc:
+            raise EmbeddingsError(str(exc)) from None
         try:
             return embeddings_matrix(answer_vectors(self.provider, body), len(texts))
         except InvalidEmbeddings as exc:
