@@ -268,6 +268,7 @@ def test_a_family_hint_must_be_a_configured_tier_or_auto(tmp_path):
         ("gemini-3-pro-preview", "gemini-*-pro*", 3),  # Gemini CLI's default
         ("gemini-2.5-flash-lite", "gemini-*flash-lite*", 1),  # its model-router call
         ("gemini-2.5-flash", "gemini-*", None),
+        ("qwen3.7-max", "qwen*", None),  # Qwen Code's default: 404 before (#47)
     ],
 )
 def test_the_shipped_config_routes_the_names_agents_send_by_default(requested, pattern, tier):
