@@ -279,10 +279,17 @@ class MockUpstream:
         problem = wire.request_error(body)
         if problem is not None:
             return _error(wire, 400, problem)
-        scripted = wire.answer(body, behaviour.text, behaviour.tool_commands)
-        if body.get("stream"):
-            return await self._send_events(request, wire.events(body, scripted), behaviour, wire.stream_type(body))
-        return web.Response(body=orjson.dumps(wire.message(body, scripted)), content_type="application/json", headers=behaviour.headers)
+        try:
+            scripted = wire.answer(body, behaviour.text, behaviour.tool_commands)
+            events = wire.events(body, scripted) if body.get("stream") else None
+            whole = orjson.dumps(wire.message(body, scripted)) if events is None else b""
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as exc:
+            # a field of a type the API refuses that request_error does not name (the Responses API's
+            # include as a number): the provider's 400, as its schema check makes it, never the mock's 500
+            return _error(wire, 400, f"invalid request: {str(exc)[:300]}")
+        if events is not None:
+            return await self._send_events(request, events, behaviour, wire.stream_type(body))
+        return web.Response(body=whole, content_type="application/json", headers=behaviour.headers)
 
     async def ollama_chat(self, request: web.Request) -> web.StreamResponse:
         """Ollama's native chat, as a recent Ollama answers it (see :func:`ollama_answer`): tool calls when tools

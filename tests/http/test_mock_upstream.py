@@ -55,3 +55,18 @@ async def test_an_integer_no_double_holds_in_a_chat_body_is_answered_not_a_500(s
         text = await resp.text()
     assert resp.status == 200, text
     assert text.rstrip().endswith("data: [DONE]") if stream else orjson.loads(text)["usage"]["prompt_tokens"] > 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("include", [7, 0.5, True])
+async def test_a_field_of_a_type_the_answer_cannot_read_is_the_apis_400_not_a_500(stream: bool, include: object) -> None:
+    """A field of a type the API refuses, that the mock's request checks do not name but its answer
+    reads (the Responses API's ``include`` as a number, with reasoning asked for), is a 400 in the API's
+    error shape, as the provider's schema check makes it (issue #42's grid: the mock's own 500, which
+    the proxy rightly made a 502)."""
+    body = {"model": "m", "input": "hi", "reasoning": {"effort": "low"}, "include": include, "stream": stream}
+    async with TestClient(TestServer(MockUpstream(record=False).app(), host="127.0.0.1")) as client:
+        resp = await client.post("/v1/responses", json=body)
+        answer = await resp.json()
+    assert resp.status == 400, answer
+    assert answer["error"]["type"] == "invalid_request_error" and "not iterable" in answer["error"]["message"]
