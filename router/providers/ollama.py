@@ -22,7 +22,7 @@ from router.config import ProviderSettings
 from router.core.content import Message
 from router.providers.model_lists import ModelListing
 from router.providers.openai import bearer_headers
-from router.translate.chat_to_ollama import OLLAMA_CHAT
+from router.wire.ollama.answers import OLLAMA_CHAT
 from router.wire.openai_chat.view import OPENAI_CHAT
 
 

@@ -27,14 +27,14 @@ from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
 from router.translate.json_values import answer_object, checked_event, request_object, tool_input
 from router.translate.protocol import AnswerIds, StreamBroken
+from router.wire.ollama.answers import NDJSON, answer_problem, line_problem
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
-from router.wire.usage import usage_problem
 
-OLLAMA_CHAT = "ollama-chat"
-NDJSON = "application/x-ndjson"
-_OPTION_KEYS = ("temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty")
-_FINISH = {"stop": "stop", "length": "length", "load": "stop", "unload": "stop"}
+# chat's sampling fields that are Ollama options of the same name
+OPTION_KEYS = ("temperature", "top_p", "stop", "seed", "frequency_penalty", "presence_penalty")
+# Ollama's done_reason → chat's finish_reason (a model loaded or unloaded answers nothing: a stop)
+FINISH_REASONS = {"stop": "stop", "length": "length", "load": "stop", "unload": "stop"}
 
 
 def native_message(message: Message, call_names: dict[str, str] | None = None) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def native_message(message: Message, call_names: dict[str, str] | None = None) -
         out["thinking"] = thinking  # what a thinking model's template shows of its earlier turns (gpt-oss's, on tool calls)
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls:
-        out["tool_calls"] = [_native_call(call) for call in calls if isinstance(call, dict)]
+        out["tool_calls"] = [native_call(call) for call in calls if isinstance(call, dict)]
     if message.get("role") == "tool":
         call_id = message.get("tool_call_id")
         name = message.get("name") if isinstance(message.get("name"), str) else (call_names or {}).get(call_id) if isinstance(call_id, str) else None
@@ -86,7 +86,7 @@ def _image_url(part: dict[str, Any]) -> str:
     return url if isinstance(url, str) else ""
 
 
-def _native_call(call: dict[str, Any]) -> dict[str, Any]:
+def native_call(call: dict[str, Any]) -> dict[str, Any]:
     """A chat tool call as Ollama takes it: arguments an object (Ollama refuses a string), as Anthropic's
     ``tool_use`` input is made — arguments that are not a JSON object go as ``{"arguments": <the text>}``,
     not lost (they were ``{}``)."""
@@ -98,7 +98,7 @@ def _native_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
     """An OpenAI chat body (as the proxy would send it) as Ollama's native ``/api/chat`` body."""
-    options: dict[str, Any] = {key: body[key] for key in _OPTION_KEYS if body.get(key) is not None}
+    options: dict[str, Any] = {key: body[key] for key in OPTION_KEYS if body.get(key) is not None}
     limit = body.get("max_completion_tokens", body.get("max_tokens"))
     if isinstance(limit, int) and not isinstance(limit, bool):
         options["num_predict"] = limit
@@ -124,27 +124,7 @@ def native_request(body: dict[str, Any], num_ctx: int | None) -> dict[str, Any]:
     return native
 
 
-def answer_problem(answer: Any, line: bool = False) -> str | None:
-    """What makes an Ollama chat answer (its JSON) none, or None: a message whose content and
-    thinking are text and whose tool calls are a list, and token counts (``prompt_eval_count``,
-    ``eval_count``); ``line``: one line of a stream, which may carry no message."""
-    if not isinstance(answer, dict):
-        return "not a JSON object"
-    message = answer.get("message", {} if line else None)
-    if not isinstance(message, dict) or not isinstance(message.get("content", ""), str):
-        return "no message whose content is text"
-    if message.get("thinking") is not None and not isinstance(message["thinking"], str):
-        return "its message.thinking is no string"
-    if message.get("tool_calls") is not None and not isinstance(message["tool_calls"], list):
-        return "its message.tool_calls is no list"
-    return usage_problem(answer, ("prompt_eval_count", "eval_count"), "")
-
-
-def _line_problem(line: Any) -> str | None:
-    return answer_problem(line, line=True)
-
-
-def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
+def chat_usage(answer: dict[str, Any]) -> dict[str, int] | None:
     prompt, completion = answer.get("prompt_eval_count"), answer.get("eval_count")
     if not isinstance(prompt, int) and not isinstance(completion, int):
         return None
@@ -152,7 +132,7 @@ def _usage(answer: dict[str, Any]) -> dict[str, int] | None:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def _chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, Any]]:
+def chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, Any]]:
     """Ollama's tool calls as chat ones, each with the id Ollama gave it (0.12.10 and later: ``call_…``,
     random), else ``<id_prefix>_<index>`` (older ones give none)."""
     out = []
@@ -190,14 +170,14 @@ class OllamaChatTranslator:
     def response(self, body: bytes | Any) -> bytes:
         answer = checked_event(answer_object(body), answer_problem, "an Ollama chat answer")
         message = answer["message"]
-        calls = _chat_calls(message.get("tool_calls"), 0, self.call_ids)
+        calls = chat_calls(message.get("tool_calls"), 0, self.call_ids)
         out_message: dict[str, Any] = {"role": "assistant", "content": message.get("content") or None}
         if isinstance(message.get("thinking"), str) and message["thinking"]:
             out_message["reasoning_content"] = message["thinking"]
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
-        finish = "tool_calls" if calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
-        return orjson.dumps(chat_completion(f"chatcmpl-ollama-{self.created}", self.created, answer.get("model", self.model), out_message, finish, _usage(answer)))
+        finish = "tool_calls" if calls else FINISH_REASONS.get(str(answer.get("done_reason") or "stop"), "stop")
+        return orjson.dumps(chat_completion(f"chatcmpl-ollama-{self.created}", self.created, answer.get("model", self.model), out_message, finish, chat_usage(answer)))
 
     def streams(self, content_type: str) -> bool:
         return content_type == NDJSON
@@ -273,7 +253,7 @@ class OllamaStream:
             raise StreamBroken("Ollama sent a line that is not a JSON object")
         if "error" in answer:
             raise StreamBroken(f"Ollama: {str(answer['error'])[:300]}")
-        checked_event(answer, _line_problem, "a line of an Ollama chat stream")
+        checked_event(answer, line_problem, "a line of an Ollama chat stream")
         self.model = str(answer.get("model") or self.model)
         out = b""
         message = answer.get("message") if isinstance(answer.get("message"), dict) else {}
@@ -285,7 +265,7 @@ class OllamaStream:
             delta["reasoning_content"] = message["thinking"]
         if message.get("content"):
             delta["content"] = message["content"]
-        calls = _chat_calls(message.get("tool_calls"), self.calls, self.call_ids)
+        calls = chat_calls(message.get("tool_calls"), self.calls, self.call_ids)
         if calls:
             delta["tool_calls"] = calls
             self.calls += len(calls)
@@ -293,9 +273,9 @@ class OllamaStream:
             out += self._chunk(delta)
         if answer.get("done"):
             self.done = True
-            finish = "tool_calls" if self.calls else _FINISH.get(str(answer.get("done_reason") or "stop"), "stop")
+            finish = "tool_calls" if self.calls else FINISH_REASONS.get(str(answer.get("done_reason") or "stop"), "stop")
             out += self._chunk({}, finish)
-            usage = _usage(answer)
+            usage = chat_usage(answer)
             if usage is not None:
                 self.usage = Usage(usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"])
                 usage_chunk = {"id": f"chatcmpl-ollama-{self.created}", "object": "chat.completion.chunk", "created": self.created, "model": self.model, "choices": [], "usage": usage}

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from router.translate.chained import through_chat
 from router.translate.chat_to_gemini import ChatToGemini
 from router.translate.chat_to_messages import ChatToMessagesTranslator
-from router.translate.chat_to_ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.translate.chat_to_ollama import OllamaChatTranslator
 from router.translate.gemini_to_chat import GeminiToChat
 from router.translate.messages_to_chat import MessagesToChatTranslator
 from router.translate.protocol import AnswerIds, ToChat, Translator, Untranslatable
 from router.translate.responses_to_chat import ResponsesToChat
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
 from router.wire.gemini.parts import GEMINI
+from router.wire.ollama.answers import OLLAMA_CHAT
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 

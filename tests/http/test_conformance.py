@@ -34,7 +34,7 @@ from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
 from router.wire.gemini.parts import GEMINI
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
-from router.translate.chat_to_ollama import OLLAMA_CHAT
+from router.wire.ollama.answers import OLLAMA_CHAT
 from tests.support.config import make_config, model_entry
 from tests.support.conformance import (
     Violation,

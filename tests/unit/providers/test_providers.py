@@ -6,9 +6,10 @@ import pytest
 
 from router.config import ConfigError, ProviderSettings
 from router.providers import PROVIDER_ADAPTERS, provider_adapter
-from router.translate.chat_to_ollama import OLLAMA_CHAT, OllamaChatTranslator
+from router.translate.chat_to_ollama import OllamaChatTranslator
 from router.translate.protocol import Untranslatable
 from router.translate.registry import translator
+from router.wire.ollama.answers import OLLAMA_CHAT
 from router.wire.openai_chat.adapter import OPENAI_CHAT
 from tests.support.config import make_config
 from tests.support.wire_factories import ANSWER_IDS
