@@ -44,10 +44,11 @@ CLASSIFIER_JSON = '{"category": "coding_general", "tier": 2, "required_context_t
 def shared_config(directory: Path, upstream_port: int, proxy_port: int, redis_port: int, relevance: bool, timeout_ms: int) -> Path:
     """The classifier, the classification cache and the pinch ledger, state on Redis; tier 2 → mid, 3 → top.
 
-    With ``relevance``, pinch-relevance too, on the mock's Ollama embeddings.
+    With ``relevance``, pinch-relevance too, on the mock's Ollama embeddings, and every request pruned
+    afresh (no ledger): each one over the budget is ranked then, not only those that make a batch.
     """
     upstream = f"http://127.0.0.1:{upstream_port}/v1"
-    ranking = {"relevance": {"enabled": True, "api": "ollama", "base_url": upstream, "model": "emb"}} if relevance else {}
+    ranking = {"ledger": False, "relevance": {"enabled": True, "api": "ollama", "base_url": upstream, "model": "emb"}} if relevance else {}
     model = {"provider": "mock", "upstream_model": "up", "context_window": 16_000, "max_output_tokens": 100, "supports": {"tools": True}}
     return write_config(
         directory,
