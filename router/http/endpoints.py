@@ -1,6 +1,6 @@
 """The endpoints outside the chain: health, models, outcomes, decisions, metrics, and those each wire
-format declares (:mod:`router.wire.routes`: a token count, its model list and one model), served by
-:func:`format_endpoint` with the format's own functions."""
+format declares (:mod:`router.wire.routes`: a token count, its model list and one model, a fixed
+answer, an operation refused), served by :func:`format_endpoint` with the format's own functions."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from router.observe.metrics import CONTENT_TYPE
 from router.observe.recorder import RECORDER_KEY
 from router.state.session_store import SessionStore
 from router.wire import WireAdapter, adapters, own_format
-from router.wire.routes import CountTokens, Endpoint, ListedModel, ModelList, ModelLookup
+from router.wire.routes import CountTokens, Endpoint, FixedAnswer, ListedModel, ModelList, ModelLookup, ModelLookupByBody, Refused
 
 CONFIG_KEY = web.AppKey("config", Config)
 BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
@@ -74,10 +74,14 @@ def _aliases(config: Config) -> list[str]:
 
 
 def listed_models(config: Config) -> list[ListedModel]:
-    """The catalogue and the routing aliases, as a format's model list shows them."""
-    return [ListedModel(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}") for m in config.models] + [
-        ListedModel(alias, description="a routing alias: pinch-router picks the model") for alias in _aliases(config)
+    """The catalogue and the routing aliases, as a format's model list shows them: a model with what its
+    ``supports`` declares, an alias with what any model has (the gate picks one that can)."""
+    models = [
+        ListedModel(m.name, m.context_window, m.max_output_tokens, f"{m.upstream_model} via {m.provider}", tuple(k for k, on in m.supports.model_dump().items() if on))
+        for m in config.models
     ]
+    anything = tuple(dict.fromkeys(c for m in models for c in m.capabilities))
+    return models + [ListedModel(alias, description="a routing alias: pinch-router picks the model", capabilities=anything) for alias in _aliases(config)]
 
 
 def _listing_client(request: web.Request, kind: type[ModelList] | type[ModelLookup]) -> tuple[WireAdapter, Any] | None:
@@ -127,8 +131,9 @@ async def get_model(request: web.Request) -> web.Response:
     return _look_up(request, wire, answer)
 
 
-def _look_up(request: web.Request, wire: WireAdapter, answer: Callable[[ListedModel], Any]) -> web.Response:
-    name = request.match_info["model"]
+def _look_up(request: web.Request, wire: WireAdapter, answer: Callable[[ListedModel], Any], name: str | None = None) -> web.Response:
+    """The model ``name`` (else the path's) in ``answer``'s shape; unknown, a 404 in ``wire``'s."""
+    name = request.match_info["model"] if name is None else name
     found = next((m for m in listed_models(request.app[CURRENT_CONFIG_KEY]()) if m.name == name), None)
     if found is None:
         error = invalid_request(f"model {clip(name)!r} is neither a configured model nor a routing alias", code="model_not_found", status=404)
@@ -152,12 +157,44 @@ def format_endpoint(wire: WireAdapter, endpoint: Endpoint) -> Callable[[web.Requ
             return _json(listing.answer(listed_models(request.app[CURRENT_CONFIG_KEY]())))
 
         return list_all
+    if isinstance(endpoint, ModelLookupByBody):
+        by_body = endpoint
+
+        async def look_up_named(request: web.Request) -> web.Response:
+            return await _look_up_by_body(request, wire, by_body)
+
+        return look_up_named
+    if isinstance(endpoint, FixedAnswer):
+        fixed = orjson.dumps(endpoint.answer)
+
+        async def answer(request: web.Request) -> web.Response:
+            return web.Response(body=fixed, content_type="application/json")
+
+        return answer
+    if isinstance(endpoint, Refused):
+        refusal = ApiError(endpoint.status, endpoint.message, "invalid_request_error", endpoint.code)
+
+        async def refuse(request: web.Request) -> web.Response:
+            return error_response(wire, refusal, None, new_request_id())
+
+        return refuse
     lookup = endpoint
 
     async def look_up(request: web.Request) -> web.Response:
         return _look_up(request, wire, lookup.answer)
 
     return look_up
+
+
+async def _look_up_by_body(request: web.Request, wire: WireAdapter, endpoint: ModelLookupByBody) -> web.Response:
+    """A model named in a POST body (:class:`~router.wire.routes.ModelLookupByBody`); errors in ``wire``'s shape."""
+    body = await _json_object(request)
+    if isinstance(body, ApiError):
+        return error_response(wire, body, BUSY_HEADERS if body.code == "server_busy" else None, new_request_id())
+    name = next((value for field in endpoint.fields if isinstance(value := body.get(field), str) and value), None)
+    if name is None:
+        return error_response(wire, invalid_request(f"'{endpoint.fields[0]}' must name a model", param=endpoint.fields[0]), None, new_request_id())
+    return _look_up(request, wire, endpoint.answer, name)
 
 
 async def _json_object(request: web.Request) -> dict[str, Any] | ApiError:
@@ -177,7 +214,10 @@ async def _json_object(request: web.Request) -> dict[str, Any] | ApiError:
 
 
 async def post_outcome(request: web.Request) -> web.Response:
-    """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation."""
+    """``{request_id, success, reason?}``: how a routed request turned out, for the log and escalation.
+
+    A user key reports on its own requests only: another key's request id answers the very 404 an
+    unknown one does (an admin key, or no keys configured: any request)."""
     body = await _json_object(request)
     if isinstance(body, ApiError):
         return own_error(body, BUSY_HEADERS if body.code == "server_busy" else None)
@@ -195,7 +235,9 @@ async def post_outcome(request: web.Request) -> web.Response:
 
 async def list_decisions(request: web.Request) -> web.Response:
     """``?limit=&session=``: the most recent decisions, newest first; ``session`` is a session key
-    (``x-router-session``) or the raw id the client sent in a ``session.headers`` header."""
+    (``x-router-session``) or the raw id the client sent in a ``session.headers`` header.
+
+    A user key sees its own rows only, whatever it asks for; an admin key (or no keys configured) every row."""
     log = request.app[RECORDER_KEY].decision_log
     if log is None:
         return own_error(invalid_request("the decision log is disabled (decision_log.enabled)", code="decision_log_disabled", status=404))

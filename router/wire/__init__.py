@@ -21,8 +21,8 @@ The adapter:
   it before reading the body — the paths that name it, a header its clients send, how they ask for the
   model list, a saved body of it — which the edge's own answers (auth, framing errors, unknown paths)
   and ``explain`` go by, and what a client at the wrong path is told. ``endpoints``: what it serves
-  outside the chain (:mod:`router.wire.routes`: a token count, its model list and one model), each a
-  kind the HTTP edge serves with the format's pure functions.
+  outside the chain (:mod:`router.wire.routes`: a token count, its model list and one model, a fixed
+  answer, an operation refused), each a kind the HTTP edge serves with the format's pure functions.
 * ``api_key``: where its clients send their key besides ``Authorization: Bearer``
   (:class:`~router.wire.api_keys.KeySource`: Anthropic's ``x-api-key``; Gemini's ``x-goog-api-key``
   or ``?key=``, the query taken on the Gemini API's paths only), read by the client-key check.

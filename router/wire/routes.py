@@ -6,8 +6,10 @@
   endpoints outside the chain), and how a saved body of the format is known (``pinch-router explain``).
 * The endpoints it serves outside the chain (``WireAdapter.endpoints``), each of a kind the HTTP edge
   serves with the format's pure functions: :class:`CountTokens` (a request's input tokens, never
-  forwarded), :class:`ModelList` and :class:`ModelLookup` (the catalogue and the aliases, as
-  :class:`ListedModel`, in the format's shape).
+  forwarded), :class:`ModelList`, :class:`ModelLookup` and :class:`ModelLookupByBody` (the catalogue
+  and the aliases, as :class:`ListedModel`, in the format's shape; one model named in the path or in
+  a POST body), :class:`FixedAnswer` (what does not depend on the request: a version) and
+  :class:`Refused` (an operation of the format's API the proxy does not do, in its error shape).
 * :func:`match_route`: an aiohttp route pattern matched without aiohttp (the path a saved request
   was sent to, for ``explain``).
 """
@@ -67,6 +69,9 @@ class ListedModel:
     context_window: int | None = None
     max_output_tokens: int | None = None
     description: str = ""
+    # What a request to it may ask for ("tools", "vision", "json_mode": the catalogue's `supports`; an
+    # alias has what any model of the catalogue has, since the gate picks one that can)
+    capabilities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +108,41 @@ class ModelLookup:
     answer: Callable[[ListedModel], Any]
 
 
-Endpoint = CountTokens | ModelList | ModelLookup
+@dataclass(frozen=True, slots=True)
+class ModelLookupByBody:
+    """``POST path`` whose JSON body names one model (the first of ``fields`` it holds as a string): that
+    model in the format's shape (``answer``); a body naming none is a 400, an unknown name a 404, each in
+    the format's error shape."""
+
+    method: ClassVar[str] = "POST"
+    path: str
+    answer: Callable[[ListedModel], Any]
+    fields: tuple[str, ...] = ("model",)
+
+
+@dataclass(frozen=True, slots=True)
+class FixedAnswer:
+    """``GET path``: always ``answer`` (a JSON value), whatever the request (an API's version)."""
+
+    method: ClassVar[str] = "GET"
+    path: str
+    answer: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """``method path``: an operation of the format's API that the proxy does not do (managing models), always
+    refused with ``status`` and ``message`` (``code`` in the decision log's and the proxy's terms), in the
+    format's error shape, so its clients say why instead of "not found"."""
+
+    method: str
+    path: str
+    status: int
+    message: str
+    code: str = "not_supported"
+
+
+Endpoint = CountTokens | ModelList | ModelLookup | ModelLookupByBody | FixedAnswer | Refused
 
 # A part of an aiohttp route pattern: {name} (one segment) or {name:regex}.
 _PART = re.compile(r"\{(\w+)(?::((?:[^{}]|\{[^{}]*\})*))?\}")
