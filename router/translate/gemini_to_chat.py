@@ -37,9 +37,9 @@ from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import checked_answer, request_object, tool_input
-from router.translate.messages_to_chat import one_result_per_call
+from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
-from router.translate.sse_frames import SseTranslator, provider_event
+from router.translate.sse_frames import SseTranslator, StreamedCalls, provider_event
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
     CACHED_CONTENT,
@@ -183,7 +183,7 @@ def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int
         for part in parts:
             response = function_response(part)
             if response is not None:
-                call_id = _answered_call(response, open_calls)
+                call_id = answered_call(response.get("id"), response.get("name"), open_calls)
                 if call_id is not None:
                     text, _ = response_text(response.get("response"))
                     out.append({"role": "tool", "tool_call_id": call_id, "content": text})
@@ -195,16 +195,6 @@ def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int
         if user:  # parts stay parts (Gemini CLI's session context and the prompt are two); one text is a string
             out.append({"role": "user", "content": user if len(user) > 1 or user[0]["type"] != "text" else user[0]["text"]})
     return out
-
-
-def _answered_call(response: dict[str, Any], open_calls: list[tuple[str, str]]) -> str | None:
-    """The open call a function response answers (by id, else the first of its name), taken off the list."""
-    wanted, name = response.get("id"), response.get("name")
-    for at, (call_id, call_name) in enumerate(open_calls):
-        if (isinstance(wanted, str) and wanted and call_id == wanted) or (not (isinstance(wanted, str) and wanted) and call_name == name):
-            del open_calls[at]
-            return call_id
-    return None
 
 
 def call_ids(contents: list[Any]) -> dict[tuple[int, int], str]:
@@ -348,7 +338,7 @@ class ChatToGeminiSse(SseTranslator):
     def __init__(self, model: str, response_id: str, call_ids: str, thoughts: bool = False) -> None:
         super().__init__(OPENAI_CHAT_ADAPTER)
         self.model, self.response_id, self.call_ids, self.thoughts = model, response_id, call_ids, thoughts
-        self.calls: dict[int, dict[str, Any]] = {}  # chat index → the call so far (id, name, arguments)
+        self.calls = StreamedCalls()
         self.finish_reason: str | None = None
         self.chat_usage: Any = None
 
@@ -372,27 +362,14 @@ class ChatToGeminiSse(SseTranslator):
             if isinstance(delta.get("content"), str) and delta["content"]:
                 parts.append({"text": delta["content"]})
             for call in delta.get("tool_calls") or []:
-                self._call_fragment(call)
+                self.calls.add(call)
             if isinstance(choice.get("finish_reason"), str):
                 self.finish_reason = choice["finish_reason"]
         return [_event(_response(parts, self.model, self.response_id))] if parts else []
 
-    def _call_fragment(self, call: Any) -> None:
-        if not isinstance(call, dict):
-            return
-        index = call.get("index", 0)
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
-        so_far = self.calls.setdefault(index if isinstance(index, int) else 0, {"id": None, "function": {"name": "", "arguments": ""}})
-        if isinstance(call.get("id"), str) and call["id"]:
-            so_far["id"] = call["id"]
-        if isinstance(function.get("name"), str) and function["name"]:
-            so_far["function"]["name"] = function["name"]
-        if isinstance(function.get("arguments"), str):
-            so_far["function"]["arguments"] += function["arguments"]
-
     def _last(self) -> list[bytes]:
         """The last chunk: the calls, whole, the finish reason and the usage."""
-        parts = [_call_part(call, self.call_ids, n) for n, (_, call) in enumerate(sorted(self.calls.items()))]
+        parts = [_call_part(call, self.call_ids, n) for n, call in enumerate(self.calls.whole())]
         finish = FINISH_REASONS.get(self.finish_reason or "stop", "STOP")
         return [_event(_response(parts, self.model, self.response_id, finish, gemini_usage(self.chat_usage)))]
 

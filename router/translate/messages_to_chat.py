@@ -177,6 +177,18 @@ def one_result_per_call(view: list[Message], reasoning_content: bool) -> list[Me
     return out
 
 
+def answered_call(call_id: Any, name: Any, open_calls: list[tuple[str, str]]) -> str | None:
+    """The open call (``(id, name)`` of the last assistant turn's calls not yet answered) that a result
+    answers — the one with its ``call_id`` when it names one, else the first of its ``name``, else (it
+    names neither) the first still open — taken off the list; None when no open call is that one."""
+    wanted = call_id if isinstance(call_id, str) and call_id else None
+    for at, (open_id, open_name) in enumerate(open_calls):
+        if open_id == wanted if wanted is not None else (open_name == name or not name):
+            del open_calls[at]
+            return open_id
+    return None
+
+
 def _close_calls(out: list[Message], open_calls: list[str], answered: set[str]) -> None:
     """Send ``(no result)`` for each open call with none, then forget the calls."""
     # results always come right after their call in the view, so missing ones belong at the end

@@ -8,6 +8,8 @@ closing events a complete answer is owed (a chat server may end after its finish
 reason without ``[DONE]``), or nothing when the answer was cut short, so the relay
 ends it with the client's error event. An error the provider reports inside its
 stream is raised as :class:`~router.translate.protocol.StreamBroken`, after the events before it.
+A chat stream's tool calls, sent in fragments, are put together whole by :class:`StreamedCalls`
+for a client format that takes each call whole (Gemini's, Ollama's).
 """
 
 from __future__ import annotations
@@ -95,3 +97,28 @@ class SseTranslator:
 
     def _closing(self) -> list[bytes]:
         raise NotImplementedError
+
+
+class StreamedCalls:
+    """A chat stream's tool calls, each whole once the stream is: ``delta.tool_calls`` fragments, by their
+    ``index``, give a call's ``id`` and ``name`` once and its ``arguments`` in pieces."""
+
+    def __init__(self) -> None:
+        self.by_index: dict[int, dict[str, Any]] = {}  # chat index → the call so far (id, name, arguments)
+
+    def add(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict):
+            return
+        index = fragment.get("index", 0)
+        function = fragment.get("function") if isinstance(fragment.get("function"), dict) else {}
+        so_far = self.by_index.setdefault(index if isinstance(index, int) else 0, {"id": None, "function": {"name": "", "arguments": ""}})
+        if isinstance(fragment.get("id"), str) and fragment["id"]:
+            so_far["id"] = fragment["id"]
+        if isinstance(function.get("name"), str) and function["name"]:
+            so_far["function"]["name"] = function["name"]
+        if isinstance(function.get("arguments"), str):
+            so_far["function"]["arguments"] += function["arguments"]
+
+    def whole(self) -> list[dict[str, Any]]:
+        """The calls in the order of their index: ``{"id": str | None, "function": {"name", "arguments"}}``."""
+        return [call for _, call in sorted(self.by_index.items())]
