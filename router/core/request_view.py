@@ -131,6 +131,13 @@ class Conversation(Protocol):
         Asked by unit, not position: a unit holds at most one result, and pinch has the unit at hand."""
         ...
 
+    def tool_call(self, unit: int) -> tuple[str, str]:
+        """The call that produced the result ``units[unit]`` holds, as the model wrote it: its tool
+        (:meth:`tool_name`) and its arguments as text — the format's own string when it sends one
+        (chat, Responses), else the object as :func:`call_arguments` writes it; "" when unknown.
+        First sight names an earlier call so in a pointer the model can follow."""
+        return self.tool_name(unit), ""
+
     def batch_hold(self, checks_signatures: bool) -> str | None:
         """Why a batch that only the budget calls for should wait, for a model that does or does not
         check its reasoning's signatures (None: it need not wait). The window still forces a batch."""
@@ -312,6 +319,20 @@ def written_body(payload: dict[str, Any], key: str, changes: BodyChanges) -> byt
     if known is None or known.key != key or type(payload.get(key)) is not list:
         return orjson.dumps(payload)
     return orjson.dumps({**payload, key: known.written(payload[key])})
+
+
+def call_arguments(arguments: Any) -> str:
+    """A tool call's arguments as text, one fixed way: a string as the model wrote it; an object (Anthropic's
+    ``input``, Gemini's ``args``) as compact JSON with sorted keys, so the same call reads the same on every
+    request; "" when there are none."""
+    if type(arguments) is str:
+        return arguments
+    if arguments is None:
+        return ""
+    try:
+        return orjson.dumps(arguments, option=orjson.OPT_SORT_KEYS, default=str).decode()
+    except orjson.JSONEncodeError:  # an integer past 64 bits, a nesting too deep: the tool alone names the call
+        return ""
 
 
 def clean_tool_name(name: Any, fallback: Any = None) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.content import Message
-from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
+from router.core.request_view import PlacedConversation, RequestView, Rewrites, call_arguments, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText, latest_turn_text
@@ -50,7 +50,7 @@ class MessagesConversation(PlacedConversation):
     (:meth:`stale_signatures`).
     """
 
-    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_names")
+    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_uses")
     result_key = "content"
     result_id_key = "tool_use_id"
 
@@ -70,22 +70,30 @@ class MessagesConversation(PlacedConversation):
         super().__init__(layout.results, layout.turns)
         self.units = layout.units
         self._where = layout.where
-        self._names: dict[str, Any] | None = None
+        self._uses: dict[str, Any] | None = None
 
     def message_of(self, position: int) -> int:
         """The index in ``messages`` of the message holding tool result ``position``."""
         return self._where[position][0]
 
     def tool_name(self, unit: int) -> str:
-        if self._names is None:
-            self._names = {
-                b.get("id"): b.get("name")
+        return clean_tool_name(self._tool_use(unit).get("name"))
+
+    def tool_call(self, unit: int) -> tuple[str, str]:
+        use = self._tool_use(unit)
+        return clean_tool_name(use.get("name")), call_arguments(use.get("input"))
+
+    def _tool_use(self, unit: int) -> dict[str, Any]:
+        """The ``tool_use`` block whose id the result ``units[unit]`` answers ({} when none)."""
+        if self._uses is None:
+            self._uses = {
+                b.get("id"): b
                 for m in self.messages
                 if m.get("role") == "assistant"
                 for b in blocks_of(m.get("content"))
                 if b.get("type") == "tool_use"
             }
-        return clean_tool_name(self._names.get(self.units[unit].get("tool_use_id")))
+        return self._uses.get(self.units[unit].get("tool_use_id")) or {}
 
     def batch_hold(self, checks_signatures: bool) -> str | None:
         """A batch would unbind the signed thinking the tool loop in progress opens with (thinking

@@ -23,11 +23,12 @@ the first user content) for the fingerprint, and the turn text without Gemini CL
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 import orjson
 
-from router.core.request_view import PlacedConversation, RequestView, Rewrites, clean_tool_name
+from router.core.request_view import PlacedConversation, RequestView, Rewrites, call_arguments, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.gemini.parts import (
@@ -47,6 +48,8 @@ from router.wire.gemini.parts import (
     THINKING_LEVEL,
     all_text,
     field,
+    function_call,
+    function_response,
     is_image_part,
     is_model,
     is_session_context,
@@ -65,7 +68,7 @@ class GeminiConversation(PlacedConversation):
 
     Its signed reasoning is Gemini's thought signatures (:mod:`.signatures`)."""
 
-    __slots__ = ("contents", "sse", "units", "unsigned_calls", "_where", "_fields")
+    __slots__ = ("contents", "sse", "units", "unsigned_calls", "_where", "_fields", "_calls")
     result_key = "content"
     result_id_key = "id"
 
@@ -85,9 +88,32 @@ class GeminiConversation(PlacedConversation):
         self.unsigned_calls = layout.unsigned_calls()
         self._where = layout.where
         self._fields = layout.fields
+        self._calls: dict[str, dict[str, Any]] | None = None  # first sight's: the calls by id, found when asked
 
     def tool_name(self, unit: int) -> str:
         return clean_tool_name(self.units[unit].get("name"))
+
+    def tool_call(self, unit: int) -> tuple[str, str]:
+        """The ``functionCall`` a response answers: the one with its ``id``; else, of the calls of its name
+        in the nearest model content before it, the n-th for the n-th response of that name."""
+        c, p = self._where[bisect_left(self.result_units(), unit)]
+        parts = self.contents[c]["parts"]
+        response = function_response(parts[p]) or {}
+        name, call_id = response.get("name"), response.get("id")
+        if type(call_id) is str and call_id:
+            if self._calls is None:
+                self._calls = {}
+                for content in self.contents:
+                    for part in parts_of(content) if is_model(content) else ():
+                        if (call := function_call(part)) is not None and type(call.get("id")) is str:
+                            self._calls.setdefault(call["id"], call)
+            call = self._calls.get(call_id)
+        else:
+            model = next((content for content in reversed(self.contents[:c]) if is_model(content)), None)
+            named = [call for part in parts_of(model) if (call := function_call(part)) is not None and call.get("name") == name]
+            nth = sum(1 for part in parts[:p] if (earlier := function_response(part)) is not None and earlier.get("name") == name)
+            call = named[nth] if nth < len(named) else None
+        return self.tool_name(unit), call_arguments(call.get("args") if call is not None else None)
 
     def batch_hold(self, checks_signatures: bool) -> str | None:
         """A batch would make the signatures of the tool loop in progress stale (they would go as the

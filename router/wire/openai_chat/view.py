@@ -17,7 +17,7 @@ from typing import Any
 
 from router.core.content import Message, content_text
 from router.core.fingerprint import opening_parts
-from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, tool_results_of, units_with
+from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, tool_results_of, units_with
 from router.core.turn_text import TurnText, latest_turn_text
 from router.core.turns import has_text
 from router.wire.openai_chat.body import usage_must_be_injected
@@ -77,26 +77,33 @@ class ChatConversation(Conversation):
 
     def tool_name(self, index: int) -> str:
         """The tool that produced the result ``messages[index]`` (a message is a unit; see the module doc)."""
+        function = self._function(index)
+        name = function.get("name") if function is not None else None
+        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
+            return name  # the usual case, clean already: clean_tool_name would return it as it is
+        return clean_tool_name(name, self.messages[index].get("name"))
+
+    def tool_call(self, index: int) -> tuple[str, str]:
+        function = self._function(index) or {}
+        return clean_tool_name(function.get("name"), self.messages[index].get("name")), call_arguments(function.get("arguments"))
+
+    def _function(self, index: int) -> dict[str, Any] | None:
+        """The ``function`` of the call the result ``messages[index]`` answers, if there is one."""
         messages = self.messages
-        message = messages[index]
         # most results directly follow the call they answer
         answered = messages[index - 1] if index else None
         if answered is None or answered.get("role") != "assistant":
             assistant = self._nearest_assistant(index - 1)
             answered = messages[assistant] if assistant >= 0 else None
-        name = None
         if answered is not None:
-            # the call this result answers, inline: a placeholder asks once per result
-            calls, call_id = answered.get("tool_calls"), message.get("tool_call_id")
+            # the call this result answers: a placeholder asks once per result
+            calls, call_id = answered.get("tool_calls"), messages[index].get("tool_call_id")
             if type(calls) is list and type(call_id) is str:
                 for call in calls:
                     if type(call) is dict and call.get("id") == call_id:
                         function = call.get("function")
-                        name = function.get("name") if type(function) is dict else None
-                        break
-        if type(name) is str and name.isidentifier() and len(name) <= TOOL_NAME_MAX_CHARS:
-            return name  # the usual case, clean already: clean_tool_name would return it as it is
-        return clean_tool_name(name, message.get("name"))
+                        return function if type(function) is dict else None
+        return None
 
     def _nearest_assistant(self, start: int) -> int:
         messages, answers = self.messages, self._answers

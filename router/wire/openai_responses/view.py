@@ -20,7 +20,7 @@ from typing import Any
 
 from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
-from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, clean_tool_name, rewritten_array, tool_results_of, units_with
+from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, rewritten_array, tool_results_of, units_with
 from router.wire.openai_responses.validation import (
     TEXT_PARTS,
     CheckedResponses,
@@ -38,7 +38,7 @@ JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
 class ResponsesConversation(Conversation):
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results")
+    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results", "_calls")
     result_key = "output"
     result_id_key = "call_id"
 
@@ -51,6 +51,7 @@ class ResponsesConversation(Conversation):
         self._units: list[int] | None = scan.results if scan is not None else None
         self._names: dict[str, Any] = scan.names if scan is not None else {}
         self._results: list[ToolResult] | None = None
+        self._calls: dict[str, Item] | None = None
 
     @property
     def units(self) -> list[Item]:
@@ -98,6 +99,17 @@ class ResponsesConversation(Conversation):
         if self._units is None:
             self._scan()  # the calls' names are found by the same pass
         return clean_tool_name(self._names.get(self.items[unit].get("call_id")))
+
+    def tool_call(self, unit: int) -> tuple[str, str]:
+        calls = self._calls
+        if calls is None:
+            # first sight only: the calls by call_id, the first of each as for the names (the scan keeps names alone)
+            calls = self._calls = {}
+            for item in self.items:
+                if item_type(item) == "function_call" and isinstance(item.get("call_id"), str):
+                    calls.setdefault(item["call_id"], item)
+        call = calls.get(self.items[unit].get("call_id")) or {}
+        return self.tool_name(unit), call_arguments(call.get("arguments"))
 
 
 def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int, checked: CheckedResponses | None = None) -> RequestView:
