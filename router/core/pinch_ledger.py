@@ -64,6 +64,15 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   would churn (measured: no cache at 20k, 79.9 % of each request an unchanged
   prefix instead of 84.4 %) without keeping more of what the next step refers to
   on the shared transcripts (docs/relevance.md).
+* **First sight** (``policy.first_sight``; :mod:`router.core.pinch_first_sight`). Before anything
+  is decided, the ledger's first-sight texts are resent (every tool result, the protected turns
+  too) and the in-progress turn's new results reduced once, losslessly; the budget and the batch
+  see those sizes. A result sent as its first-sight text is still a batch candidate, compressed
+  from its original when that saves more (the ledger then holds the compression). A batch that
+  compresses a result a first-sight text points at sends that text's result as its original (no
+  pointer names a compressed result), and counts what that gives back: a result whose compression
+  would save no more than that is taken on a second pass, once what points at it may have been
+  compressed, and on a third together with what points at it (so a window fits as without first sight).
 * The invariants of :func:`prune_context` hold: no message added, removed or
   reordered; every message but a compressed candidate is the same object; the
   input is never mutated; stats are exact.
@@ -74,7 +83,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -82,6 +91,7 @@ from xxhash import xxh3_64_hexdigest
 
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.content import Message
+from router.core.first_sight import FirstSightSettings
 from router.core.frozen import frozen
 from router.core.pinch import (
     _ELIDED,
@@ -90,6 +100,7 @@ from router.core.pinch import (
     _checked_order,
     _rewrite,
 )
+from router.core.pinch_first_sight import FirstSight, FirstSightEntries, FirstSightEntry, content_digest
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
 from router.core.results import PinchMode, PinchStats
 from router.core.tokens import (
@@ -106,22 +117,6 @@ PLACEHOLDER_ONLY = 1 << 62
 MAX_LEDGER_RESULTS = 4096
 
 
-def content_digest(content: Any) -> str:
-    """A digest of a tool result's whole content: the 64-bit XXH3 of its UTF-8 (of its JSON for parts).
-
-    It only has to tell a changed result from the one the ledger compressed
-    (the id already says which result it is), not resist an adversary: a
-    collision would compress a changed result one batch early, never corrupt
-    one. XXH3 hashes at memory speed (~10× CRC-32, ~15× SHA-256), so digesting
-    every ledger result of a request costs less than compressing them.
-    """
-    if type(content) is str:  # also inline in pinch_conversation's ledger loop
-        data = content.encode("utf-8", "surrogatepass")
-    else:
-        data = orjson.dumps(content, default=str)
-    return xxh3_64_hexdigest(data)
-
-
 def result_id(message: Message, index: int) -> str:
     """How the ledger names a tool result: its ``tool_call_id``, else its position."""
     return stable_id(message.get("tool_call_id"), index)
@@ -132,9 +127,17 @@ class Ledger:
     """The results a session has compressed: result id → digest of each content compressed under it → the
     placeholder text that was sent for it (None when it was elided, which is recomputed: head and tail of
     the very same text give the very same bytes). Placeholders are kept because they are short and name
-    a tool found elsewhere in the history; resending the stored text is also the cheapest reapply."""
+    a tool found elsewhere in the history; resending the stored text is also the cheapest reapply.
+
+    ``first_sight``: the results reduced at first sight, by id and digest likewise, each with the text
+    sent (never recomputed: it depended on the earlier results of its moment) and what it points at
+    (:class:`~router.core.pinch_first_sight.FirstSightEntry`); a batch that compresses one further moves
+    it to ``compressed``. ``first_seen``: the results of the previous request's in-progress turn that went
+    verbatim, never reduced later. Neither counts in ``len``: it counts the compressed results."""
 
     compressed: Mapping[str, Mapping[str, str | None]] = field(default_factory=dict)
+    first_sight: FirstSightEntries = field(default_factory=dict)
+    first_seen: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return sum(len(digests) for digests in self.compressed.values())
@@ -145,27 +148,50 @@ class Ledger:
 
     def without(self, removed: Iterable[tuple[str, str]]) -> Ledger:
         """This ledger less the ``(result id, digest)`` entries given (restored results)."""
-        compressed = dict(self.compressed)
-        for rid, digest in removed:
-            digests = {d: sent for d, sent in compressed.get(rid, {}).items() if d != digest}
-            if digests:
-                compressed[rid] = digests
-            else:
-                compressed.pop(rid, None)
-        return Ledger(compressed)
+        return replace(self, compressed=_without(self.compressed, removed))
 
     def with_results(self, added: Iterable[tuple[str, str, str | None]]) -> Ledger:
-        """This ledger plus ``(result id, digest, placeholder)`` entries, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
-        compressed = dict(self.compressed)
-        for rid, digest, sent in added:
-            compressed[rid] = {**compressed.pop(rid, {}), digest: sent}
-        while len(compressed) > MAX_LEDGER_RESULTS:
-            del compressed[next(iter(compressed))]
-        return Ledger(compressed)
+        """This ledger plus ``(result id, digest, placeholder)`` entries, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`;
+        a first-sight entry of the same result is replaced (a batch compressed it further)."""
+        added = list(added)
+        return replace(self, compressed=_with(self.compressed, added), first_sight=_without(self.first_sight, ((r, d) for r, d, _ in added)))
+
+    def with_first_sight(self, added: Iterable[tuple[str, str, FirstSightEntry]], dropped: Iterable[tuple[str, str]], seen: tuple[str, ...]) -> Ledger:
+        """This ledger with the first-sight entries ``added``, less those ``dropped``, and ``seen`` as the verbatim ones."""
+        return replace(self, first_sight=_with(_without(self.first_sight, dropped), added), first_seen=seen)
+
+
+def _with(entries: Mapping[str, Mapping[str, Any]], added: Iterable[tuple[str, str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """``entries`` (id → digest → value) plus the ``(id, digest, value)`` given, the oldest ids forgotten beyond :data:`MAX_LEDGER_RESULTS`."""
+    out = dict(entries)
+    for rid, digest, value in added:
+        out[rid] = {**out.pop(rid, {}), digest: value}
+    while len(out) > MAX_LEDGER_RESULTS:
+        del out[next(iter(out))]
+    return out
+
+
+def _without(entries: Mapping[str, Mapping[str, Any]], removed: Iterable[tuple[str, str]]) -> Mapping[str, Mapping[str, Any]]:
+    """``entries`` (id → digest → value) less the ``(id, digest)`` given; the very mapping when none was there."""
+    out: dict[str, Mapping[str, Any]] | None = None
+    for rid, digest in removed:
+        current = (out if out is not None else entries).get(rid)
+        if current is None or digest not in current:
+            continue
+        if out is None:
+            out = dict(entries)
+        digests = {d: value for d, value in current.items() if d != digest}
+        if digests:
+            out[rid] = digests
+        else:
+            del out[rid]
+    return entries if out is None else out
 
 
 EMPTY_LEDGER = Ledger()
 _ABSENT = object()
+# How a result sent as its first-sight text is marked among the compressions' kinds (never a CompressionKind).
+_FIRST_SIGHT = "first sight"
 
 
 def _placeholder_text(content: Any, kind: Any) -> str | None:
@@ -190,20 +216,29 @@ class PinchSession:
     stale_keys: tuple[str, ...] = ()
 
     def encode(self) -> bytes:
+        ledger = self.ledger
         return orjson.dumps(
             {
-                "ledger": self.ledger.compressed,
+                "ledger": ledger.compressed,
                 "last_seen": self.last_seen,
                 "provider": self.provider,
                 "requests": self.requests,
                 "unbound": self.stale_keys,  # its stored name: values written by earlier versions read the same
+                # each entry as [text, [[id, digest], ...]]
+                "first_sight": {rid: {d: [e.text, [list(p) for p in e.points_at]] for d, e in ds.items()} for rid, ds in ledger.first_sight.items()},
+                "first_seen": ledger.first_seen,
             }
         )
 
     @classmethod
     def decode(cls, data: bytes) -> PinchSession:
         raw = orjson.loads(data)
-        ledger = Ledger(raw["ledger"])
+        # "first_sight" and "first_seen" came later: a value stored before them has none
+        entries = {
+            rid: {d: FirstSightEntry(text, tuple((pid, pd) for pid, pd in points)) for d, (text, points) in ds.items()}
+            for rid, ds in raw.get("first_sight", {}).items()
+        }
+        ledger = Ledger(raw["ledger"], entries, tuple(raw.get("first_seen", ())))
         # "unbound" came later: a value stored before it has none recorded
         return cls(ledger, raw["last_seen"], raw["provider"], raw["requests"], tuple(raw.get("unbound", ())))
 
@@ -297,7 +332,8 @@ class PinchPolicy:
     (or of the window); ``cold_batch_from``: the share of the budget above which a cold cache gets
     an early batch (None: never early); ``no_cache_watermark``: where a batch stops when the
     provider caches nothing; ``batch_order``: which new results a batch takes first without a
-    relevance order.
+    relevance order; ``first_sight``: the thresholds of first sight (:mod:`router.core.pinch_first_sight`),
+    None when it is off.
     """
 
     budget_tokens: int
@@ -307,6 +343,7 @@ class PinchPolicy:
     cold_batch_from: float | None = None
     no_cache_watermark: float = 1.0
     batch_order: BatchOrder = BatchOrder.OLDEST
+    first_sight: FirstSightSettings | None = None
 
 
 def pinch_conversation(
@@ -323,6 +360,7 @@ def pinch_conversation(
     soft_hold: str | None = None,
     memo: LedgerMemo | None = None,
     shared_units: int = 0,
+    query: Sequence[str] = (),
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -337,7 +375,9 @@ def pinch_conversation(
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger. ``memo``: the :class:`LedgerMemo` of an earlier request whose
     conversation's first ``shared_units`` units are this one's very objects; the answer's ``memo`` is this
-    request's, for the next.
+    request's, for the next. First sight (``policy.first_sight``) reduces the in-progress turn's new
+    results, and the ledger's first-sight texts are resent, before the batch is planned
+    (:mod:`router.core.pinch_first_sight`); ``query``: the task and the current step.
     """
     budget_tokens, keep_last_turns, max_summarize_chars = policy.budget_tokens, policy.keep_last_turns, policy.max_summarize_chars
     low_watermark, cold_batch_from, no_cache_watermark, batch_order = (
@@ -351,7 +391,13 @@ def pinch_conversation(
     size = measured if measured is not None else estimator.measure(conversation.units, tools)
     sizes, original = size.sizes, size.tokens
     early_from = math.inf if cold_batch_from is None or cold_batch_from >= 1 or cache.verdict is not CacheVerdict.COLD else cold_batch_from * budget_tokens
-    if not ledger.compressed and original <= min(budget_tokens, early_from) and (not windows or original <= windows[0].prompt_limit):
+    if (
+        not ledger.compressed
+        and not ledger.first_sight
+        and policy.first_sight is None
+        and original <= min(budget_tokens, early_from)
+        and (not windows or original <= windows[0].prompt_limit)
+    ):
         # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it
         return SessionRewrites(NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
     work = _Rewrites(conversation, sizes, max_summarize_chars)
@@ -421,8 +467,14 @@ def pinch_conversation(
             work.memo = LedgerMemo(
                 held, max_summarize_chars, estimator, candidates, last_unit, tuple(fresh), dict(rewrites), dict(kinds), dict(saved_at), elided
             )
-    work.total_saved = sum(saved_at.values())
     reapplied = len(saved_at)
+    if policy.first_sight is not None or ledger.first_sight:
+        # first sight: the ledger's texts resent (the protected turns too), the in-progress turn's new results reduced
+        sight = FirstSight(conversation, sizes)
+        sight.resend(ledger.first_sight, kinds)
+        sight.reduce(kinds, ledger.first_seen, policy.first_sight, query)
+        work.first_sight(sight)
+    work.total_saved = sum(saved_at.values())
     current = original - work.total_saved
 
     # 2. is a batch needed, and down to what?
@@ -451,7 +503,7 @@ def pinch_conversation(
     else:
         order = fresh
     # steps: (result position, its rewrite, the tokens it saves beyond what is sent for it already)
-    plan = [(rp, rewrite, rewrite[2]) for rp in (candidates[p] for p in order) if (rewrite := work.rewrite(rp)) is not None]
+    plan = work.steps(candidates[p] for p in order)
     if forced or cache.verdict is not CacheVerdict.WARM:
         plan += work.placeholder_steps(plan)
     limit = budget_tokens
@@ -487,6 +539,9 @@ def pinch_conversation(
     return work.result(original, budget_tokens, ledger, reapplied, reason, batched=mode)
 
 
+Step = tuple[int, tuple[Any, Any, int], int]  # (result position, its rewrite, the tokens it saves beyond what is sent for it)
+
+
 class _Rewrites:
     """The compressions one request makes, in application order, and what they save."""
 
@@ -498,9 +553,10 @@ class _Rewrites:
         self.total_saved = self.elided = 0
         self.new: dict[int, Any] = {}  # result position → CompressionKind, the batch's members
         self.turned_from_ledger = 0  # ledger results this batch made placeholders
-        self.kinds: dict[int, Any] = {}  # result position → CompressionKind, every compression sent
+        self.kinds: dict[int, Any] = {}  # result position → CompressionKind (or _FIRST_SIGHT), every rewrite sent
         self.restoring: list[tuple[int, str]] = []  # (result position, ledger id) of held results planned afresh
         self.memo: LedgerMemo | None = None  # step 1's decisions, for the next request (pinch_conversation)
+        self.sight: FirstSight | None = None  # first sight's part of this request
 
     def content(self, position: int) -> Any:
         return self.units[self.result_units[position]].get(self.key)
@@ -509,12 +565,54 @@ class _Rewrites:
         unit = self.result_units[position]
         return _rewrite(self.units[unit].get(self.key), self.conversation, unit, self.max_chars, self.sizes[unit])
 
-    def placeholder_steps(self, plan: Sequence[tuple[int, tuple[Any, Any, int], int]]) -> list[tuple[int, tuple[Any, Any, int], int]]:
+    def first_sight(self, sight: FirstSight) -> None:
+        """Send first sight's texts (resent and new), counting what they save."""
+        self.sight = sight
+        rewrites, kinds, saved, result_units = self.rewrites, self.kinds, self.saved, self.result_units
+        for position, content in sight.rewrites.items():
+            rewrites[position], kinds[position] = content, _FIRST_SIGHT
+            saved[result_units[position]] = sight.saved[position]
+
+    def steps(self, positions: Iterable[int]) -> list[Step]:
+        """A batch's steps over the new candidates at ``positions``, in that order: each compressed from
+        its original, saving what it saves beyond the first-sight text sent for it, less the first-sight
+        texts that point at it (they go as their originals once it is compressed: :meth:`apply`)."""
+        sight = self.sight
+        if sight is None:
+            return [(rp, rewrite, rewrite[2]) for rp in positions if (rewrite := self.rewrite(rp)) is not None]
+        saved, result_units = self.saved, self.result_units
+        live = set(sight.rewrites)  # the first-sight texts still sent once the steps so far are made
+        steps: list[Step] = []
+        rewrites = {rp: rewrite for rp in positions if (rewrite := self.rewrite(rp)) is not None}
+        later, taken = list(rewrites.items()), set()
+        # A result whose pointers save more than compressing it would is taken on a second pass, once
+        # the results pointing at it may have been compressed themselves (then it saves all it can); on
+        # a third, together with them, when that saves anything (a window may need it).
+        for joint in (False, False, True):
+            todo, later = later, []
+            for rp, rewrite in todo:
+                if rp in taken:
+                    continue
+                released = sight.dependents(rp, live)
+                gain = rewrite[2] - (saved[result_units[rp]] if rp in live else 0) - sum(saved[result_units[p]] for p in released)
+                group = [(rp, rewrite, gain)]
+                if joint:  # each result pointing at it compressed from its original, after it
+                    group += [(p, rewrites[p], rewrites[p][2]) for p in released if p in rewrites and p not in taken]
+                if sum(step[2] for step in group) <= 0:
+                    later.append((rp, rewrite))
+                    continue
+                steps += group
+                taken.update(step[0] for step in group)
+                live.difference_update(released)
+                live.discard(rp)
+        return steps
+
+    def placeholder_steps(self, plan: Sequence[Step]) -> list[Step]:
         """Steps turning each elided string result (sent elided already, or elided by ``plan``) into a
         placeholder, oldest first, each with the tokens it saves beyond its elision."""
         result_units = self.result_units
         elided = {rp: self.saved[result_units[rp]] for rp, kind in self.kinds.items() if kind is _ELIDED}
-        elided.update((rp, saved) for rp, (_, kind, _), saved in plan if kind is _ELIDED)
+        elided.update((rp, saved) for rp, (_, kind, saved), _ in plan if kind is _ELIDED)
         steps = []
         for rp in sorted(elided):
             content = self.content(rp)
@@ -529,12 +627,20 @@ class _Rewrites:
     def apply(self, position: int, rewrite: tuple[Any, Any, int]) -> None:
         """Send ``rewrite`` for result ``position``, a new batch member (or a deeper rewrite of one sent already)."""
         unit = self.result_units[position]
+        if self.sight is not None:
+            # what first sight points at this result with goes as its original (no pointer names a compressed result)
+            for released in self.sight.release(position):
+                del self.rewrites[released], self.kinds[released]
+                self.total_saved -= self.saved.pop(self.result_units[released])
+            self.sight.compressed(position)
         previous = self.kinds.get(position)
         if previous is not None:
-            # an elided result made a placeholder: it counts as new, no longer as reapplied
+            # an elided result made a placeholder, or a first-sight text compressed further: it counts
+            # as new, no longer as reapplied
             self.total_saved -= self.saved[unit]
-            self.elided -= previous is _ELIDED
-            self.turned_from_ledger += position not in self.new
+            if previous is not _FIRST_SIGHT:
+                self.elided -= previous is _ELIDED
+                self.turned_from_ledger += position not in self.new
         self.rewrites[position], kind, saved = rewrite
         self.new[position] = kind
         self.kinds[position] = kind
@@ -554,8 +660,11 @@ class _Rewrites:
             mode = batched
         else:
             mode = PinchMode.WITHIN_BUDGET if final <= budget else PinchMode.DEFERRED
-        compressed = len(self.saved)
+        sight, result_units = self.sight, self.result_units
+        sighted = [position for position, kind in self.kinds.items() if kind is _FIRST_SIGHT]
+        compressed = len(self.kinds) - len(sighted)
         restored = [(position, rid) for position, rid in self.restoring if position not in self.new]
+        sighted_new = sum(position in sight.new for position in sighted) if sight is not None else 0
         stats = PinchStats(
             mode,
             original,
@@ -567,13 +676,19 @@ class _Rewrites:
             newly_compressed=len(self.new),
             restored=len(restored),
             reason=reason + (f"; {len(restored)} restored" if restored else ""),
-            compressions=tuple(sorted(self.kinds.items())),
+            compressions=tuple(sorted((p, kind) for p, kind in self.kinds.items() if kind is not _FIRST_SIGHT)),
+            first_sight_new=sighted_new,
+            first_sight_reapplied=len(sighted) - sighted_new,
+            first_sight_saved=sum(self.saved[result_units[position]] for position in sighted),
         )
         if restored:
             ledger = ledger.without((rid, content_digest(self.content(position))) for position, rid in restored)
+        if sight is not None and (sight.new or sight.dropped or sight.seen != ledger.first_seen):
+            ledger = ledger.with_first_sight(sight.added, sight.dropped, sight.seen)
         if self.new:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
-        first_changed = min([*self.new, *(position for position, _ in restored)], default=None)
+        reverted = sight.reverted if sight is not None else ()
+        first_changed = min([*self.new, *(position for position, _ in restored), *reverted], default=None)
         return SessionRewrites(self.rewrites, stats, ledger, first_changed, self.memo)
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:

@@ -149,6 +149,12 @@ class PinchStats:
     stale: StaleSignatures | None = None
     # The deferred ranking pinch awaited (pinch-relevance's ``rank``): None when it needed no order.
     ranking: Relevance | None = None
+    # First sight (issue #44): results sent reduced the first time they were sent (this request's
+    # new ones), those resent as the text the ledger recorded, and the tokens they save here (part
+    # of saved_tokens). A first-sight result is not counted in ``compressed``.
+    first_sight_new: int = 0
+    first_sight_reapplied: int = 0
+    first_sight_saved: int = 0
 
     @property
     def saved_tokens(self) -> int:
