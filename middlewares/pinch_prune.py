@@ -23,8 +23,13 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   waited for, per request (sent with the request's other writes as it goes upstream). A missing ledger
   (new session, evicted, restarted) is a fresh session. A request offering no tools and carrying
   no tool results (a title) leaves the session's state as it was.
+* ``pinch.first_sight`` (on by default) rides on the ledger: the in-progress turn's new results are
+  reduced once, losslessly, and the ledger's first-sight texts resent on every later request
+  (:mod:`router.core.pinch_first_sight`), the task and step of ``ctx.view.turn_text`` as the query.
+  The trace line adds ``first sight: N new, M from the ledger, T tokens saved``.
 * ``pinch.ledger: false``, or no session key ⇒ every request is pruned afresh
-  (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller.
+  (:func:`router.core.pinch.prune_results`) to the budget, or to the window when that is smaller;
+  nothing is reduced at first sight (there is no record to resend it from).
 * What the wire format signs against its prefix (Anthropic's thinking) reaches pinch through the
   conversation's two neutral hooks: on a model that checks the signatures, a batch only the budget
   calls for waits while the conversation says so (:meth:`~router.core.request_view.Conversation.batch_hold`;
@@ -117,7 +122,7 @@ class PinchPrune:
         settings = self.settings
         self.policy = PinchPolicy(
             settings.budget_tokens, settings.keep_last_turns, settings.max_summarize_chars, settings.low_watermark,
-            settings.cold_batch_from, settings.no_cache_watermark,
+            settings.cold_batch_from, settings.no_cache_watermark, first_sight=settings.first_sight.core(),
         )
 
     async def run(self, ctx: RequestContext) -> StageReport:
@@ -152,6 +157,11 @@ class PinchPrune:
             + (f", {stats.restored} restored" if stats.restored else "")
             + f"); {stats.reason}"
         )
+        if stats.first_sight_new or stats.first_sight_reapplied:
+            detail += (
+                f"; first sight: {stats.first_sight_new} new, {stats.first_sight_reapplied} from the ledger, "
+                f"{stats.first_sight_saved} tokens saved"
+            )
         if stats.stale is not None:
             detail += f"; {len(stats.stale.positions)} signed reasoning parts after a changed result ({stats.stale.new} new)"
         return StageReport(outcome, detail + note)
@@ -209,6 +219,7 @@ class PinchPrune:
             # the decisions on the old results this body shares with the one it resumed
             memo=known.prior_pinch if known is not None else None,
             shared_units=ctx.view.reused_units,
+            query=(ctx.view.turn_text.task, ctx.view.turn_text.step),
         )
         if known is not None:
             known.pinch = result.memo  # for the next turn's body (the kept body's one note from this stage)

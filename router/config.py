@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from router.core.first_sight import FirstSightSettings
 from router.core.pinch import MIN_SUMMARIZE_CHARS
 from router.wire.anthropic_messages.thinking import binds_thinking
 
@@ -327,6 +328,50 @@ class RelevanceSettings(_Strict):
     cache_entries: PositiveInt = 20_000
 
 
+Count = Annotated[int, Field(ge=0)]
+_FIRST_SIGHT = FirstSightSettings()  # the core's defaults, tuned on the shared transcripts (bench/bench_first_sight.py)
+
+
+class FirstSightConfig(_Strict):
+    # A tool result sent for the first time (in no prompt cache yet) is reduced once, losslessly, and
+    # resent as those bytes ever after (needs pinch.ledger and a session key): terminal noise, runs of
+    # repeated lines, and what an earlier result shows already (a pointer naming that call, or a diff).
+    enabled: bool = True
+    # The lossy long-output cut needs the pinch_retrieve tool, not built yet: true is refused at load.
+    lossy: bool = False
+    # A reduction is made only when it saves this many tokens and this share of the result.
+    min_saved_tokens: Count = _FIRST_SIGHT.min_saved_tokens
+    min_saved_share: Annotated[float, Field(ge=0, lt=1)] = _FIRST_SIGHT.min_saved_share
+    # Repeated lines: blocks of up to this many lines fold with their count.
+    max_period: PositiveInt = _FIRST_SIGHT.max_period
+    # Already in context: a run of at least this many lines and characters becomes a pointer; only lines
+    # of at least min_anchor_chars characters start a match, each remembered at its max_occurrences latest places.
+    min_run_lines: PositiveInt = _FIRST_SIGHT.min_run_lines
+    min_run_chars: Count = _FIRST_SIGHT.min_run_chars
+    min_anchor_chars: PositiveInt = _FIRST_SIGHT.min_anchor_chars
+    max_occurrences: PositiveInt = _FIRST_SIGHT.max_occurrences
+    # A diff is tried against results of at most diff_max_lines lines, changed in at most diff_max_edits
+    # lines, shown with diff_context lines of context.
+    diff_max_lines: Count = _FIRST_SIGHT.diff_max_lines
+    diff_max_edits: Count = _FIRST_SIGHT.diff_max_edits
+    diff_context: Count = _FIRST_SIGHT.diff_context
+    # A pointer names the earlier call (its tool and arguments) in at most this many characters.
+    max_label_chars: PositiveInt = _FIRST_SIGHT.max_label_chars
+
+    @field_validator("lossy")
+    @classmethod
+    def _lossless_only(cls, lossy: bool) -> bool:
+        if lossy:
+            raise ValueError("the lossy long-output cut is not available yet: it needs the pinch_retrieve tool; set it to false")
+        return lossy
+
+    def core(self) -> FirstSightSettings | None:
+        """The settings as the core reads them; None when first sight is off."""
+        if not self.enabled:
+            return None
+        return FirstSightSettings(**self.model_dump(exclude={"enabled", "lossy"}))
+
+
 class PinchSettings(_Strict):
     enabled: bool = False
     budget_tokens: PositiveInt = 50_000
@@ -351,6 +396,7 @@ class PinchSettings(_Strict):
     ledger_ttl_minutes: PositiveFloat = 1440
     # Sessions whose ledger is kept in memory (LRU).
     ledger_max_sessions: PositiveInt = 10_000
+    first_sight: FirstSightConfig = Field(default_factory=FirstSightConfig)
 
     @model_validator(mode="after")
     def _relevance_needs_pinch(self) -> PinchSettings:

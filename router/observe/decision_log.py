@@ -49,7 +49,7 @@ COLUMNS = (
     "requested_max_tokens", "sent_max_tokens",
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
     "wire_in", "wire_out", "wire_dropped", "pinch_restored", "model_family", "classifier_reason",
-    "resumed_elements", "providers_down",
+    "resumed_elements", "providers_down", "pinch_first_sight_new", "pinch_first_sight_reapplied", "pinch_first_sight_saved",
 )  # fmt: skip
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages", "providers_down"})

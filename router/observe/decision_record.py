@@ -57,6 +57,9 @@ class Decision:
     pinch_newly_compressed: int | None = None  # results this request compressed for the first time
     pinch_restored: int | None = None  # results the ledger held compressed, sent verbatim again (a cold-cache moment)
     pinch_reason: str = ""  # why this request did or did not compress new results
+    pinch_first_sight_new: int | None = None  # results this request sent reduced at first sight (their first time)
+    pinch_first_sight_reapplied: int | None = None  # results sent as the first-sight text the ledger recorded
+    pinch_first_sight_saved: int | None = None  # tokens first sight saved on this request (part of the pinch saving)
     relevance_status: str | None = None
     relevance_reason: str = ""
     stages: tuple[StageRecord, ...] = ()
@@ -138,6 +141,9 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         pinch_newly_compressed=pinch.newly_compressed if pinch else None,
         pinch_restored=pinch.restored if pinch else None,
         pinch_reason=pinch.reason if pinch else "",
+        pinch_first_sight_new=pinch.first_sight_new if pinch else None,
+        pinch_first_sight_reapplied=pinch.first_sight_reapplied if pinch else None,
+        pinch_first_sight_saved=pinch.first_sight_saved if pinch else None,
         relevance_status=str(relevance.status) if relevance else None,
         relevance_reason=relevance.reason if relevance else "",
         stages=tuple(ctx.trace),

@@ -193,7 +193,10 @@ def full_chain_config(
         routing={"categories": CATEGORIES, "tiers": [1, 2, 3], "fallback_category": FALLBACK[0], "fallback_tier": FALLBACK[1]},
         classifier={"provider": "classifier", "model": "tiny-classifier", "timeout_seconds": classifier_timeout},
         session_cache={"enabled": True},
-        pinch={"enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": relevance},
+        pinch={
+            "enabled": True, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400,
+            "relevance": relevance, "first_sight": {"enabled": False},  # it would fold the results' repeated lines below the budget
+        },
         upstream={**timeouts, **upstream},
     )
 

@@ -58,7 +58,8 @@ def tokens(messages: list[Message], tools: Any = None) -> int:
 
 
 def pinch_config(url: str, chain: list[str] = CHAIN, context_window: int = 1_000_000, **pinch: Any):
-    settings = {"enabled": True, "budget_tokens": 1000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS, **pinch}
+    # first sight off unless a test turns it on: it would fold agent_session's repeated lines first
+    settings = {"enabled": True, "budget_tokens": 1000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS, "first_sight": {"enabled": False}, **pinch}
     return make_config(url, middlewares=chain, pinch=settings, models=[model_entry("main", context_window=context_window)])
 
 
@@ -292,7 +293,7 @@ async def test_the_trace_says_why_new_results_were_or_were_not_compressed(http, 
 
 def windows_config(url: str, small_window: int, large_window: int):
     models = [model_entry("small", context_window=small_window, quality=0.9), model_entry("large", context_window=large_window, quality=0.1)]
-    settings = {"enabled": True, "budget_tokens": 1_000_000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS}
+    settings = {"enabled": True, "budget_tokens": 1_000_000, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS, "first_sight": {"enabled": False}}
     return make_config(url, middlewares=CHAIN, pinch=settings, models=models)
 
 
@@ -413,7 +414,7 @@ async def test_pinch_fits_the_window_of_the_model_a_family_hint_routes_to(proxy,
     prompt = tokens(messages, TOOLS)
     # the small window holds the session only once its old results are compressed; the big one as it is
     models = [model_entry("small", tiers=[1], context_window=1024 + prompt * 3 // 5), model_entry("big", tiers=[3], context_window=prompt * 4)]
-    settings = {"enabled": True, "budget_tokens": prompt * 8, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS}
+    settings = {"enabled": True, "budget_tokens": prompt * 8, "keep_last_turns": KEEP, "max_summarize_chars": MAX_CHARS, "first_sight": {"enabled": False}}
     routing = {"fallback_tier": 1, "model_families": {"claude-*opus*": 3}}
     client = await proxy(make_config(url, middlewares=CHAIN, pinch=settings, models=models, routing=routing))
     hinted = await client.post(URL, json={"model": "claude-opus-5-5", "messages": messages, "tools": TOOLS})

@@ -117,7 +117,7 @@ async def test_with_a_provider_that_caches_nothing_a_compressed_view_the_agent_p
     request (issue #26; docs/relevance.md), so the ledger holds, as with a warm cache."""
     upstream, url = mock_upstream
     relevance = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": "openai", "min_candidates": 2}
-    pinch = {"enabled": True, "budget_tokens": 3200, "keep_last_turns": 2, "max_summarize_chars": 400, "relevance": relevance}
+    pinch = {"enabled": True, "budget_tokens": 3200, "keep_last_turns": 2, "max_summarize_chars": 400, "relevance": relevance, "first_sight": {"enabled": False}}
     config = make_config(url, middlewares=CHAIN, pinch=pinch, providers={"mock": {"base_url": url, "cache_lifetime_seconds": 0}})
     client = await proxy(config)
     fake = FakeEmbedder("openai")

@@ -73,7 +73,11 @@ WITHOUT_ORDER_VERBATIM = {"call_3"}  # no relevance order: the oldest are compre
 def relevance_config(upstream_url: str = "http://127.0.0.1:9/v1", *, api: str = "openai", ledger: bool = True, **relevance: Any) -> Config:
     settings: dict[str, Any] = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": api, "min_candidates": 2}
     settings.update(relevance)
-    pinch = {"enabled": True, "ledger": ledger, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1, "max_summarize_chars": 400, "relevance": settings}
+    # first sight off: it would fold these results' repeated lines before relevance had anything to rank
+    pinch = {
+        "enabled": True, "ledger": ledger, "budget_tokens": BUDGET, "low_watermark": LOW_WATERMARK, "keep_last_turns": 1,
+        "max_summarize_chars": 400, "relevance": settings, "first_sight": {"enabled": False},
+    }
     return make_config(upstream_url, middlewares=CHAIN, pinch=pinch)
 
 
