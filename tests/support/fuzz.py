@@ -70,7 +70,7 @@ def every_provider_config(url: str) -> Config:
         session_cache={"enabled": True},
         # a 1 MB body through every stage and the mock on a loaded 2-core machine can take more than
         # the test default's 5 s to its first byte: a 504 there is the timeout working, not the fuzz's finding
-        upstream={"connect_timeout_seconds": 5, "first_byte_timeout_seconds": 60, "idle_timeout_seconds": 60},
+        upstream={"connect_timeout_seconds": 30, "first_byte_timeout_seconds": 60, "stream_first_byte_timeout_seconds": 60, "idle_timeout_seconds": 60},
         pinch={"enabled": True, "budget_tokens": 4000, "keep_last_turns": 1, "relevance": {"enabled": True, "provider": "ollama", "model": "mock"}},
     )
 
