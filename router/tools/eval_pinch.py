@@ -55,6 +55,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from router.server.app import create_app
 from router.config import Config
 from router.core.content import Message
+from router.core.pinch import is_compressed
 from router.contract.context import RequestContext
 from router.tools.pinch_measures import (
     ANTHROPIC,
@@ -163,6 +164,8 @@ class SessionRun:
     batches: int = 0  # requests that compressed results for the first time (the ledger's rewrites)
     restored: int = 0  # results the ledger held compressed that went verbatim again (cold-cache moments)
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
+    first_sight_new: int = 0  # results reduced at first sight (the decision rows' pinch_first_sight_new)
+    first_sight_saved: int = 0  # tokens first sight saved over every request (pinch_first_sight_saved)
     relevance_unavailable: Counter[str] = field(default_factory=Counter)  # why ranking failed (uniform instead)
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
@@ -329,7 +332,7 @@ async def replay_session(
             prefix = unchanged_prefix_tokens(previous, sent, estimator, transcript.tools)
             run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
             previous, sent_at = sent, clock.now
-            if scenario.quality and tokens < truth.tokens:
+            if scenario.quality:
                 run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, transcript.tools))
         await _read_decisions(client, proxy_url, run)
     finally:
@@ -394,6 +397,8 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
         if row.get("pinch_newly_compressed") and row.get("request_id") in turn_of:
             run.batch_turns.append(turn_of[row["request_id"]])
         run.restored += row.get("pinch_restored") or 0
+        run.first_sight_new += row.get("pinch_first_sight_new") or 0
+        run.first_sight_saved += row.get("pinch_first_sight_saved") or 0
         run.reported_cached += row.get("cached_tokens") or 0
         if row.get("relevance_status") == "unavailable":
             run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
@@ -408,14 +413,28 @@ _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 def _turn_quality(
     truth: TurnTruth, sent: list[Message], tokens: int, max_summarize_chars: int, estimator: TokenEstimator, tools: Any
 ) -> Quality:
-    if not truth.referenced:
+    """The referenced results the mode kept, and recency at the mode's tokens, on a turn where pinch
+    compressed any. A result reduced at first sight is kept (it is lossless: what it leaves out, a result
+    the model sees shows), and its saving is none of the compression's: recency gets the tokens the mode
+    would send without first sight (so a turn where only first sight acted has nothing to judge)."""
+    lossless = [i for i, m in enumerate(sent) if _first_sight_text(m, truth.messages[i])]
+    tokens += sum(estimator.message_tokens(truth.messages[i]) - estimator.message_tokens(sent[i]) for i in lossless)
+    if not truth.referenced or tokens >= truth.tokens:
         return Quality()
     recency = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools)
+    kept = set(lossless)
     return Quality(
         referenced=len(truth.referenced),
-        kept=sum(sent[i] == truth.messages[i] for i in truth.referenced),
+        kept=sum(i in kept or sent[i] == truth.messages[i] for i in truth.referenced),
         kept_by_recency=sum(i in recency for i in truth.referenced),
     )
+
+
+def _first_sight_text(sent: Message, original: Message) -> bool:
+    """``sent`` is ``original`` as first sight reduced it (lossless; no lossy cut is made yet): a tool
+    result whose text changed but is no compression of pinch's."""
+    content = sent.get("content")
+    return sent.get("role") == "tool" and type(content) is str and content != original.get("content") and not is_compressed(content)
 
 
 class ProgressBar:
@@ -577,6 +596,16 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
             reasons.update(results.run(transcript, scenario, budget, mode).reasons)
         if mode.ledger and reasons:
             lines.append(f"  why ({mode.name}): " + " | ".join(f"{reason} ×{n}" for reason, n in reasons.most_common(4)))
+    for mode in results.modes:
+        runs = [results.run(transcript, scenario, budget, mode) for transcript in transcripts]
+        saved = sum(run.first_sight_saved for run in runs)
+        if saved:
+            sent = results.ratios(transcripts, scenario, budget, mode).sent
+            base = results.ratios(transcripts, scenario, budget, NO_PINCH).sent
+            lines.append(
+                f"  first sight ({mode.name}): {sum(run.first_sight_new for run in runs)} results reduced, {saved:,} tokens saved "
+                f"over the requests ({_ratio(saved, sent + saved):.1%} of what they would have sent; {_ratio(saved, base):.1%} of no pinch's tokens)"
+            )
     return lines
 
 

@@ -170,6 +170,19 @@ def test_ledger_replays_read_batches_and_reasons_back_from_the_decision_rows() -
     assert ratios[UNIFORM_LEDGER].prefix_share > ratios[UNIFORM].prefix_share
 
 
+def test_first_sight_savings_are_read_back_and_shown_apart() -> None:
+    results, out = replay_small("warm", modes=(UNIFORM_LEDGER,), budget=10**6)  # never over budget: first sight alone
+    name = load_transcript(SMALL).name
+    ledger = results.run(name, SCENARIO["warm"], 10**6, UNIFORM_LEDGER)
+    base = results.run(name, SCENARIO["warm"], 10**6, NO_PINCH)
+    saved = sum(r.tokens for r in base.requests) - sum(r.tokens for r in ledger.requests)
+    # what the decision rows say first sight saved is exactly what the upstream received less
+    assert ledger.first_sight_new > 0 and ledger.first_sight_saved == saved > 0 and ledger.batches == 0
+    assert f"  first sight ({UNIFORM_LEDGER.name}): {ledger.first_sight_new} results reduced, {saved:,} tokens saved" in out
+    # a turn where only first sight acted has no compression to judge: no referenced result is at stake
+    assert ledger.quality.referenced == 0
+
+
 def test_requests_over_the_window_are_refused_and_counted_not_sent() -> None:
     transcript = load_transcript(SHARED_TRANSCRIPTS / "mswea-deepseek-chat__sqlfluff__sqlfluff-1733.json")
     config = load_shipped()
