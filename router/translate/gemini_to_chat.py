@@ -39,7 +39,7 @@ from router.translate.chat_shape import strict_chat_messages
 from router.translate.json_values import checked_answer, request_object, tool_input
 from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
-from router.translate.sse_frames import SseTranslator, StreamedCalls, provider_event
+from router.translate.sse_frames import FromChatStream
 from router.wire.gemini.answers import SSE_EVENT_END
 from router.wire.gemini.parts import (
     CACHED_CONTENT,
@@ -67,9 +67,7 @@ from router.wire.gemini.parts import (
 )
 from router.wire.gemini.layout import response_text
 from router.wire.gemini.view import includes_thoughts
-from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.validation import answer_problem as chat_answer_problem
-from router.wire.openai_chat.validation import chunk_problem as chat_chunk_problem
 
 # generationConfig's fields a chat body has, by their two spellings
 _SAMPLING = (
@@ -332,39 +330,20 @@ def _event(response: dict[str, Any]) -> bytes:
     return b"data: " + orjson.dumps(response) + SSE_EVENT_END
 
 
-class ChatToGeminiSse(SseTranslator):
+class ChatToGeminiSse(FromChatStream):
     """A chat-completions stream as Gemini's SSE chunks (see the module doc)."""
 
     def __init__(self, model: str, response_id: str, call_ids: str, thoughts: bool = False) -> None:
-        super().__init__(OPENAI_CHAT_ADAPTER)
+        super().__init__()
         self.model, self.response_id, self.call_ids, self.thoughts = model, response_id, call_ids, thoughts
-        self.calls = StreamedCalls()
-        self.finish_reason: str | None = None
-        self.chat_usage: Any = None
 
-    def _data(self, data: bytes) -> list[bytes]:
-        if data == b"[DONE]":
-            self.done = True
-            return self._last()
-        chunk = provider_event(data, chat_chunk_problem, "a chat completion chunk")
-        if chunk is None:
-            return []
-        if isinstance(chunk.get("usage"), dict):
-            self.chat_usage = chunk["usage"]
+    def _pieces(self, pieces: list[tuple[str, str]]) -> list[bytes]:
         parts: list[dict[str, Any]] = []
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict):
-                continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            reasoning = delta.get("reasoning_content")
-            if self.thoughts and isinstance(reasoning, str) and reasoning:
+        for reasoning, text in pieces:
+            if self.thoughts and reasoning:
                 parts.append({"text": reasoning, "thought": True})
-            if isinstance(delta.get("content"), str) and delta["content"]:
-                parts.append({"text": delta["content"]})
-            for call in delta.get("tool_calls") or []:
-                self.calls.add(call)
-            if isinstance(choice.get("finish_reason"), str):
-                self.finish_reason = choice["finish_reason"]
+            if text:
+                parts.append({"text": text})
         return [_event(_response(parts, self.model, self.response_id))] if parts else []
 
     def _last(self) -> list[bytes]:
@@ -372,7 +351,3 @@ class ChatToGeminiSse(SseTranslator):
         parts = [_call_part(call, self.call_ids, n) for n, call in enumerate(self.calls.whole())]
         finish = FINISH_REASONS.get(self.finish_reason or "stop", "STOP")
         return [_event(_response(parts, self.model, self.response_id, finish, gemini_usage(self.chat_usage)))]
-
-    def _closing(self) -> list[bytes]:
-        # after its finish reason a chat answer is complete, [DONE] or not; before it, it was cut short
-        return self._last() if self.finish_reason is not None else []

@@ -9,7 +9,9 @@ reason without ``[DONE]``), or nothing when the answer was cut short, so the rel
 ends it with the client's error event. An error the provider reports inside its
 stream is raised as :class:`~router.translate.protocol.StreamBroken`, after the events before it.
 A chat stream's tool calls, sent in fragments, are put together whole by :class:`StreamedCalls`
-for a client format that takes each call whole (Gemini's, Ollama's).
+for a client format that takes each call whole (Gemini's, Ollama's); :class:`FromChatStream` is
+the frame of such a translation: a chunk's reasoning and text as they come, the calls, the finish
+reason and the usage kept for its last event.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from router.core.results import Usage
 from router.core.sse import EventFormat, SseRelay, data_payloads
 from router.translate.json_values import checked_event
 from router.translate.protocol import StreamBroken
+from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
+from router.wire.openai_chat.validation import chunk_problem as chat_chunk_problem
 
 
 def error_member(event: dict[str, Any]) -> str | None:
@@ -122,3 +126,50 @@ class StreamedCalls:
     def whole(self) -> list[dict[str, Any]]:
         """The calls in the order of their index: ``{"id": str | None, "function": {"name", "arguments"}}``."""
         return [call for _, call in sorted(self.by_index.items())]
+
+
+class FromChatStream(SseTranslator):
+    """A chat-completions stream as a format that takes each call whole (Gemini's, Ollama's): each chunk's
+    (reasoning, text) pieces, per choice, go to ``_pieces`` as they come (its events); the calls are put
+    together (``calls``), the finish reason and the usage kept (``finish_reason``, ``chat_usage``) for
+    ``_last``, the events at ``[DONE]`` — or at the stream's end once a finish reason came (a chat
+    server may end without ``[DONE]``); before it, the answer was cut short and is owed nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(OPENAI_CHAT_ADAPTER)
+        self.calls = StreamedCalls()
+        self.finish_reason: str | None = None
+        self.chat_usage: Any = None
+
+    def _data(self, data: bytes) -> list[bytes]:
+        if data == b"[DONE]":
+            self.done = True
+            return self._last()
+        chunk = provider_event(data, chat_chunk_problem, "a chat completion chunk")
+        if chunk is None:
+            return []
+        if isinstance(chunk.get("usage"), dict):
+            self.chat_usage = chunk["usage"]
+        pieces: list[tuple[str, str]] = []
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            reasoning, text = delta.get("reasoning_content"), delta.get("content")
+            pieces.append((reasoning if isinstance(reasoning, str) else "", text if isinstance(text, str) else ""))
+            for call in delta.get("tool_calls") or []:
+                self.calls.add(call)
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+        return self._pieces([piece for piece in pieces if any(piece)])
+
+    def _closing(self) -> list[bytes]:
+        return self._last() if self.finish_reason is not None else []
+
+    def _pieces(self, pieces: list[tuple[str, str]]) -> list[bytes]:
+        """The events of one chunk's (reasoning, text) pieces, none empty."""
+        raise NotImplementedError
+
+    def _last(self) -> list[bytes]:
+        """The events that end the answer: the calls, whole, the finish reason, the usage."""
+        raise NotImplementedError
