@@ -46,7 +46,7 @@ class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
     section: ClassVar[str] = "upstream"
     requires: ClassVar[frozenset[str]] = frozenset({"route", "view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"session"})
+    reads: ClassVar[frozenset[str]] = frozenset({"session", "client_id"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -73,7 +73,7 @@ class UpstreamForward:
         # The request's session-state writes (its pinch ledger, its id for POST /v1/outcome) leave in
         # one round trip now, not waited for: before its client can have the answer and send the
         # session's next turn, to whichever replica.
-        remember_request(self.state, ctx.request_id, ctx.session.key if ctx.session is not None else None, self.clock())
+        remember_request(self.state, ctx.request_id, ctx.session.key if ctx.session is not None else None, ctx.client_id, self.clock())
         self.state.flush_later()
         result = ctx.upstream = UpstreamResult()
         failures: list[AttemptFailure] = []

@@ -22,7 +22,9 @@ from pydantic import (
     AnyHttpUrl,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -30,6 +32,7 @@ from pydantic import (
 
 from router.core.first_sight import FirstSightSettings
 from router.core.pinch import MIN_SUMMARIZE_CHARS
+from router.core.tenants import USER, Role, Tenant, plain_key_name
 from router.wire.anthropic_messages.thinking import binds_thinking
 
 DEFAULT_CHAIN = (
@@ -68,12 +71,54 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A client key's name: what its decision rows and docs call it (never the key).
+KeyName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")]
+
+
+class ApiKeySettings(_Strict):
+    """One client key given as an object (docs/keys.md): a tenant with a name and a role."""
+
+    name: KeyName
+    # The key itself (may be ${ENV}), or the name of the variable holding it (read at start, never stored).
+    key: str | None = None
+    key_env: str | None = None
+    # user: sees and acts on its own decisions, outcomes and sessions only; admin: on everyone's.
+    role: Role = USER
+    # Limits per key (requests and tokens per window) are to be declared here (issue #45).
+
+    @model_validator(mode="after")
+    def _one_key(self) -> ApiKeySettings:
+        if (self.key is None) == (self.key_env is None):
+            raise ValueError(f"key {self.name!r}: give one of key or key_env")
+        if self.key is not None and not self.key.strip():
+            raise ValueError(f"key {self.name!r}: the key is empty (is its ${{ENV_VAR}} unset?)")
+        return self
+
+    def secret(self) -> str | None:
+        """The key: as written, or read now from ``key_env`` (None while that variable is unset or empty)."""
+        return self.key if self.key is not None else env_secret(self.key_env)
+
+
+# A server.api_keys entry: a key as a string, or an object (told apart before validation, so an
+# error names the entry's own fields, not each form it could have been; see _format_location).
+_PLAIN, _OBJECT = "<a plain key>", "<a key object>"
+ApiKeyEntry = Annotated[
+    Annotated[str, Tag(_PLAIN)] | Annotated[ApiKeySettings, Tag(_OBJECT)],
+    Discriminator(
+        lambda entry: _PLAIN if isinstance(entry, str) else _OBJECT if isinstance(entry, (dict, ApiKeySettings)) else None,
+        custom_error_type="api_key_entry",
+        custom_error_message="a key, or an object {name, key | key_env, role}",
+    ),
+]
+
+
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(default=8787, ge=0, le=65535)
     max_body_mb: PositiveFloat = 32
-    # Non-empty ⇒ every endpoint but /healthz needs `Authorization: Bearer <key>`.
-    api_keys: list[str] = Field(default_factory=list)
+    # Non-empty ⇒ every endpoint but /healthz needs `Authorization: Bearer <key>`. Each entry a key
+    # (a user named key-<6 hex of a digest of it>) or {name, key | key_env, role: user | admin}.
+    api_keys: list[ApiKeyEntry] = Field(default_factory=list)
     # A non-loopback host without api_keys is refused unless this is true.
     allow_unauthenticated_remote: bool = False
     # On SIGTERM, in-flight requests get this long to finish.
@@ -104,10 +149,36 @@ class ServerSettings(_Strict):
 
     @field_validator("api_keys")
     @classmethod
-    def _no_empty_keys(cls, keys: list[str]) -> list[str]:
-        if any(not k.strip() for k in keys):
+    def _no_empty_keys(cls, keys: list[str | ApiKeySettings]) -> list[str | ApiKeySettings]:
+        if any(isinstance(k, str) and not k.strip() for k in keys):
             raise ValueError("an API key is empty (is its ${ENV_VAR} unset?)")
+        names = [_key_name(k) for k in keys]
+        if twice := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"two keys are named {twice[0]!r} (a key listed twice? name each key itself: {{name, key}})")
+        written = [k if isinstance(k, str) else k.key for k in keys]
+        if any(k is not None and written.count(k) > 1 for k in written):
+            raise ValueError("the same key is listed twice under two names")
         return keys
+
+    def client_keys(self) -> list[tuple[Tenant, str]]:
+        """Each configured key with the tenant it authenticates as; a ``key_env`` read now.
+
+        Raises ConfigError naming the key whose ``key_env`` variable is unset or empty: a key
+        that cannot be read would lock its user out without a word."""
+        keys = []
+        for entry in self.api_keys:
+            if isinstance(entry, str):
+                keys.append((Tenant(plain_key_name(entry)), entry))
+                continue
+            secret = entry.secret()
+            if secret is None or not secret.strip():
+                raise ConfigError(f"server.api_keys: key {entry.name!r}: ${entry.key_env} is not set")
+            keys.append((Tenant(entry.name, entry.role), secret))
+        return keys
+
+    def key_names(self) -> list[str]:
+        """The configured keys' names."""
+        return [_key_name(k) for k in self.api_keys]
 
     @property
     def max_body_bytes(self) -> int:
@@ -175,6 +246,10 @@ class ProviderSettings(_Strict):
 
     def api_key(self) -> str | None:
         return env_secret(self.api_key_env)
+
+
+def _key_name(entry: str | ApiKeySettings) -> str:
+    return plain_key_name(entry) if isinstance(entry, str) else entry.name
 
 
 def env_secret(name: str | None) -> str | None:
@@ -633,7 +708,7 @@ def config_secrets(config: Config) -> list[str | None]:
     return [
         *(provider.api_key() for provider in config.providers.values()),
         env_secret(config.pinch.relevance.api_key_env),
-        *config.server.api_keys,
+        *(key if isinstance(key, str) else key.secret() for key in config.server.api_keys),
     ]
 
 
@@ -668,6 +743,8 @@ def _join(path: str, key: str) -> str:
 def _format_location(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
+        if part in (_PLAIN, _OBJECT):  # which form of a server.api_keys entry: not a key of the file
+            continue
         path = f"{path}[{part}]" if isinstance(part, int) else _join(path, str(part))
     return path
 

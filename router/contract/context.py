@@ -39,7 +39,7 @@ class RequestContext:
     view: RequestView
     wire: WireAdapter
     client: web.Request | None
-    client_id: str | None = None  # the id of the client key it authenticated with (never the key); None: no keys
+    client_id: str | None = None  # the name of the client key it authenticated with (never the key); None: no keys
     session: SessionKey | None = None
     # the session's stored values every stage reads, read in one round trip (None: not read)
     session_state: SessionSnapshot | None = None

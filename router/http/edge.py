@@ -45,7 +45,7 @@ from router.observe.decision_record import (
     decision_from_context,
     rejected_request,
 )
-from router.http.guards import CLIENT_ID_KEY
+from router.http.guards import TENANT_KEY
 from router.observe.recorder import Recorder
 from router.wire import WireAdapter, own_format
 
@@ -80,7 +80,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
         request_id = new_request_id()
         reserved = budget.reserve(request)
         if isinstance(reserved, ApiError):
-            recorder.record(rejected_request(request_id, started, reserved.status, reserved.code))
+            recorder.record(rejected_request(request_id, started, reserved.status, reserved.code, _client(request)))
             return error_response(wire, reserved, {"x-router-request-id": request_id, **BUSY_HEADERS}, request_id)
         try:
             return await serve(request, handler, request_id, started)
@@ -88,19 +88,20 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
             budget.release(reserved)
 
     async def serve(request: web.Request, handler: Handler, request_id: str, started: float) -> web.StreamResponse:
+        client = _client(request)
         read = await read_checked_json_body(request, limits, wire.check_body, resent, key)
         if isinstance(read, ApiError):
-            recorder.record(rejected_request(request_id, started, read.status, read.code))
+            recorder.record(rejected_request(request_id, started, read.status, read.code, client))
             return error_response(wire, read, {"x-router-request-id": request_id}, request_id)
         body = read.body
         # what the URL says beside the body (a format may name the model and the stream in its path)
         target = RequestTarget(dict(request.match_info), request.query) if request.match_info or request.query_string else NO_TARGET
         ctx = context_from_body(
             body, request.headers, request_id=request_id, started=started, turn_chars=turn_chars, client=request, wire=wire,
-            checked=read.checked, target=target, client_id=request.get(CLIENT_ID_KEY),
+            checked=read.checked, target=target, client_id=client,
         )
         if isinstance(ctx, ApiError):
-            recorder.record(rejected_request(request_id, started, ctx.status, ctx.code))
+            recorder.record(rejected_request(request_id, started, ctx.status, ctx.code, client))
             return error_response(wire, ctx, {"x-router-request-id": request_id}, request_id)
         if resent is not None:
             ctx.known_body = keep_accepted(resent, read, key, limits.max_depth)
@@ -135,6 +136,12 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
     return edge
 
 
+def _client(request: web.Request) -> str | None:
+    """The name of the client key the request authenticated with (None: no keys configured)."""
+    tenant = request.get(TENANT_KEY)
+    return tenant.name if tenant is not None else None
+
+
 def context_from_body(
     body: Any,
     headers: CIMultiDictProxy[str],
@@ -151,7 +158,7 @@ def context_from_body(
     """Validate a parsed body with its wire adapter and build the context (also used by `pinch-router explain`).
 
     ``checked``: what the wire's ``check_body`` found on the way in, when it ran; ``target``: what
-    the URL says beside the body (the path's parts, the query); ``client_id``: the id of the client
+    the URL says beside the body (the path's parts, the query); ``client_id``: the name of the client
     key the request authenticated with; ``wire``: the body's format (the proxy's own when None).
     """
     wire = wire or own_format()

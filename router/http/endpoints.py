@@ -19,7 +19,8 @@ from router.core.breaker import ProviderBreakers
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
 from router.core.redaction import clip
-from router.http.guards import CLIENT_ID_KEY
+from router.core.tenants import owner_scope
+from router.http.guards import TENANT_KEY
 from router.core.tokens import TokenEstimator
 from router.http.errors import own_error
 from router.http.request_body import (
@@ -228,7 +229,7 @@ async def post_outcome(request: web.Request) -> web.Response:
         return own_error(invalid_request("'success' must be a boolean", param="success"))
     if reason is not None and not isinstance(reason, str):
         return own_error(invalid_request("'reason' must be a string", param="reason"))
-    if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None):
+    if not await request.app[RECORDER_KEY].outcome(request_id, success, reason[:1000] if reason else None, request.get(TENANT_KEY)):
         return own_error(invalid_request(f"no request with id {clip(request_id)!r} is known", code="request_not_found", param="request_id", status=404))
     return _json({"request_id": request_id, "recorded": True})
 
@@ -248,8 +249,9 @@ async def list_decisions(request: web.Request) -> web.Response:
     session = request.query.get("session", "").strip()
     # the key the proxy reports (x-router-session), or the id the client sent in its session header
     # (a session of the asking client's own, when client keys are configured)
-    sessions = (session, header_session_key(session, request.get(CLIENT_ID_KEY))) if session else ()
-    rows = await log.recent(int(raw_limit), sessions)
+    tenant = request.get(TENANT_KEY)
+    sessions = (session, header_session_key(session, tenant.name if tenant else None)) if session else ()
+    rows = await log.recent(int(raw_limit), sessions, owner_scope(tenant))
     return _json({"object": "list", "data": rows})
 
 

@@ -9,9 +9,9 @@ import logging
 from aiohttp import web
 
 from router.contract.stage import Handler, Middleware
-from router.core.fingerprint import client_key_id
 from router.core.errors import ApiError
 from router.core.redaction import clip
+from router.core.tenants import Tenant
 from router.http.errors import error_for_request, from_http_exception
 from router.http.request_ids import new_request_id
 from router.observe.metrics import Metrics
@@ -22,7 +22,8 @@ from router.wire.api_keys import KeySource, offered_key, refused_query_key
 log = logging.getLogger("pinch_router.app")
 
 UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/", "/api/hello"})  # probes: a health check, a base-URL check
-CLIENT_ID_KEY = web.RequestKey("pinch_router_client_id", str)  # set by the client-key check: the key's id (never the key)
+# Set by the client-key check: the tenant the key it matched names (its name and role, never the key).
+TENANT_KEY = web.RequestKey("pinch_router_tenant", Tenant)
 
 
 @web.middleware
@@ -58,16 +59,18 @@ def redact_answers(recorder: Recorder) -> Middleware:
     return redact
 
 
-def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middleware:
+def client_auth(client_keys: list[tuple[Tenant, str]], metrics: Metrics | None = None) -> Middleware:
     """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
 
+    ``client_keys``: each key with the tenant it authenticates as (``ServerSettings.client_keys``).
     The key may come as ``Authorization: Bearer``, or where a wire format's clients send it
     (:mod:`router.wire.api_keys`, as each adapter declares: a header of its own, or a query parameter
     on that format's own paths only; one anywhere else counts as no key). Keys are never logged: the
     log line has the path only.
-    A request let through carries the id of the key it matched (``CLIENT_ID_KEY``): its sessions are its own."""
-    keys = [k.encode() for k in api_keys]
-    ids = [client_key_id(k) for k in api_keys]
+    A request let through carries the tenant of the key it matched (``TENANT_KEY``): its sessions,
+    decisions and outcomes are its own (:mod:`router.core.tenants`)."""
+    keys = [secret.encode() for _, secret in client_keys]
+    tenants = [tenant for tenant, _ in client_keys]
     sources = tuple(adapter.api_key for adapter in adapters().values())
     how = "send Authorization: Bearer <key> (or " + ", or ".join(f"{s.header}: <key>" for s in sources if s.header) + ")"
 
@@ -88,7 +91,7 @@ def client_auth(api_keys: list[str], metrics: Metrics | None = None) -> Middlewa
                     metrics.refused.labels("unauthorized").inc()
                 error = ApiError(401, f"missing or invalid API key: {how}{_url_key_note(sources, request)}", "authentication_error", "invalid_api_key")
                 return error_for_request(request, error, {"WWW-Authenticate": "Bearer"}, request_id=request_id)
-            request[CLIENT_ID_KEY] = ids[matched.index(True)]
+            request[TENANT_KEY] = tenants[matched.index(True)]
         return await handler(request)
 
     return auth

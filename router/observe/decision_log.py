@@ -37,11 +37,12 @@ from typing import Any
 import orjson
 
 from router.observe.decision_record import Decision
+from router.state.remembered import RecentRequest
 
 log = logging.getLogger("pinch_router.decision_log")
 
 COLUMNS = (
-    "request_id", "ts", "status", "duration_ms", "error_code", "session", "session_source", "requested_model",
+    "request_id", "ts", "status", "duration_ms", "error_code", "session", "session_source", "client", "requested_model",
     "stream", "category", "tier", "source", "routed_tier", "escalation", "model", "provider", "candidates",
     "attempts", "rejected", "pinch_mode", "tokens_before", "tokens_after", "pinch_compressed", "relevance_status",
     "relevance_reason", "stages", "upstream_status", "first_byte_ms", "upstream_ms", "prompt_tokens",
@@ -124,13 +125,14 @@ class DecisionLog:
         await self._on_db(self._close)
         self._db.shutdown(wait=True)
 
-    async def recent(self, limit: int, sessions: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-        """The newest ``limit`` rows, of any of ``sessions`` when given."""
+    async def recent(self, limit: int, sessions: tuple[str, ...] = (), client: str | None = None) -> list[dict[str, Any]]:
+        """The newest ``limit`` rows, of any of ``sessions`` when given, of the client key named
+        ``client`` only when given (a user key's own: :func:`router.core.tenants.owner_scope`)."""
         await self.flush()
-        return await self._on_db(self._select, limit, sessions)
+        return await self._on_db(self._select, limit, sessions, client)
 
-    async def session_of(self, request_id: str) -> tuple[bool, str | None]:
-        """(whether the request is logged, its session key)."""
+    async def request_of(self, request_id: str) -> RecentRequest | None:
+        """The logged request's session key and client key name; None when it is not logged."""
         await self.flush()
         return await self._on_db(self._lookup, request_id)
 
@@ -182,6 +184,8 @@ class DecisionLog:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.executescript(SCHEMA)
                 self._add_missing_columns()
+                # after the columns: a file of an older version gets ``client`` just before
+                self._conn.execute("CREATE INDEX IF NOT EXISTS decisions_client ON decisions (client, ts)")
                 return
             except sqlite3.OperationalError as error:
                 if not _is_contention(error) or time.monotonic() >= deadline:
@@ -232,17 +236,24 @@ class DecisionLog:
                     ("success" if o.success else "failure", o.reason, o.ts, o.request_id),
                 )
 
-    def _select(self, limit: int, sessions: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _select(self, limit: int, sessions: tuple[str, ...], client: str | None) -> list[dict[str, Any]]:
         assert self._conn is not None
-        where, args = (f"WHERE session IN ({', '.join('?' for _ in sessions)})", list(sessions)) if sessions else ("", [])
+        conditions, args = [], []
+        if sessions:
+            conditions.append(f"session IN ({', '.join('?' for _ in sessions)})")
+            args += sessions
+        if client is not None:
+            conditions.append("client = ?")
+            args.append(client)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
         cursor = self._conn.execute(f"SELECT * FROM decisions {where} ORDER BY ts DESC, rowid DESC LIMIT ?", [*args, limit])
         names = [d[0] for d in cursor.description]
         return [_decode(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
 
-    def _lookup(self, request_id: str) -> tuple[bool, str | None]:
+    def _lookup(self, request_id: str) -> RecentRequest | None:
         assert self._conn is not None
-        row = self._conn.execute("SELECT session FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
-        return (row is not None, row[0] if row else None)
+        row = self._conn.execute("SELECT session, client FROM decisions WHERE request_id = ?", (request_id,)).fetchone()
+        return None if row is None else RecentRequest(row[0], row[1])
 
 
 def _is_contention(error: sqlite3.OperationalError) -> bool:

@@ -33,6 +33,7 @@ class Decision:
     error_code: str | None = None
     session: str | None = None  # already a hash (router/core/fingerprint.py)
     session_source: str | None = None
+    client: str | None = None  # the name of the client key it came with (server.api_keys; never the key); None: no keys
     requested_model: str | None = None
     stream: bool = False
     category: str | None = None
@@ -92,14 +93,15 @@ class Decision:
         return asdict(self)
 
 
-def rejected_request(request_id: str, started: float, status: int, error_code: str) -> Decision:
-    """The record of a request the edge refused before a context existed."""
+def rejected_request(request_id: str, started: float, status: int, error_code: str, client: str | None = None) -> Decision:
+    """The record of a request the edge refused before a context existed (``client``: its key's name)."""
     return Decision(
         request_id=request_id,
         ts=time.time() - (perf_counter() - started),
         status=status,
         duration_ms=round((perf_counter() - started) * 1000, 3),
         error_code=error_code,
+        client=client,
     )
 
 
@@ -118,6 +120,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         error_code=error_code,
         session=ctx.session.key if ctx.session else None,
         session_source=ctx.session.source if ctx.session else None,
+        client=ctx.client_id,
         requested_model=clip(ctx.view.model) if ctx.view.model else ctx.view.model,
         stream=ctx.view.stream,
         category=classification.task_category if classification else None,

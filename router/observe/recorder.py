@@ -14,6 +14,7 @@ from dataclasses import replace
 from aiohttp import web
 
 from router.core.redaction import Redactor
+from router.core.tenants import Tenant, may_see
 from router.observe.decision_log import DecisionLog, OutcomeUpdate
 from router.observe.decision_record import CLIENT_CLOSED, Decision
 from router.observe.logs import log_event
@@ -56,7 +57,7 @@ class Recorder:
         if self.redactor.any_in(_foreign_texts(decision)):  # rare: rebuilding the record costs ~100 µs
             decision = self.redactor.record(decision)
         if not decision.attempts:  # never went upstream, so upstream-forward did not queue it
-            remember_request(self.state, decision.request_id, decision.session, self.clock())
+            remember_request(self.state, decision.request_id, decision.session, decision.client, self.clock())
         self.state.flush_later()  # whatever the request still queued
         self.metrics.observe(decision)
         if self.decision_log is not None and not self.decision_log.submit(decision):
@@ -81,17 +82,16 @@ class Recorder:
             },
         )
 
-    async def outcome(self, request_id: str, success: bool, reason: str | None) -> bool:
-        """Record a client-reported outcome; False when the request id is unknown."""
+    async def outcome(self, request_id: str, success: bool, reason: str | None, tenant: Tenant | None = None) -> bool:
+        """Record a client-reported outcome; False when the request id is unknown — or is another
+        client key's and ``tenant`` (the reporting key) may not see it: the same answer, so that a
+        user key cannot tell another's request ids from ids that never were."""
         recent = await self.state.get(RECENT_REQUESTS, request_id, self.clock())
-        if recent is not None:
-            session = recent.session
-        elif self.decision_log is not None:
-            known, session = await self.decision_log.session_of(request_id)
-            if not known:
-                return False
-        else:
+        if recent is None and self.decision_log is not None:
+            recent = await self.decision_log.request_of(request_id)
+        if recent is None or not may_see(tenant, recent.client):
             return False
+        session = recent.session
         if self.decision_log is not None:
             self.decision_log.submit(OutcomeUpdate(request_id, success, reason, self.wall_clock()))
         if self.escalation is not None and session is not None:

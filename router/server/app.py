@@ -69,7 +69,9 @@ async def create_app(
 
     ``clock`` times what the session state keeps: monotonic for the in-process
     store, the wall clock for Redis (replicas on other machines share its values).
+    Raises ConfigError when a client key's ``key_env`` variable is unset (before anything is opened).
     """
+    client_keys = config.server.client_keys()
     owns_http = http is None
     if http is None:
         http = aiohttp.ClientSession(
@@ -116,7 +118,7 @@ async def create_app(
             await http.close()
         raise
     app = web.Application(
-        middlewares=[redact_answers(recorder), error_boundary, client_auth(config.server.api_keys, metrics), unknown_paths(metrics)],
+        middlewares=[redact_answers(recorder), error_boundary, client_auth(client_keys, metrics), unknown_paths(metrics)],
         client_max_size=max_bytes,
         # every server of the app, the test server's too
         handler_args={**SERVER_HANDLER_ARGS, "keepalive_timeout": config.server.keepalive_timeout_seconds},

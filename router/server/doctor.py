@@ -5,7 +5,7 @@ Checks, each a :class:`Finding` with a fix when it fails:
 * every provider a model or the classifier uses answers its model list (where, and how it lists
   them and names what is missing, is its provider module's: ``ProviderAdapter.models_url`` and
   ``.models``) and has each configured model (the fix: the provider's pull command, when it has one);
-* every ``api_key_env`` names a variable that is set;
+* every ``api_key_env``, and every client key's ``key_env``, names a variable that is set;
 * the classifier and the embeddings model (when their stages are on) answer one
   real call each;
 * the state directory and the decision log can be written;
@@ -81,16 +81,22 @@ def pull_commands(config: Config) -> list[str]:
 
 
 def key_findings(config: Config) -> list[Finding]:
-    """One finding per ``api_key_env`` the config names (no I/O)."""
+    """One finding per ``api_key_env`` the config names, and per client key's ``key_env`` (no I/O)."""
     named = [(f"providers.{name}.api_key_env", p.api_key_env) for name, p in config.providers.items() if p.api_key_env]
     relevance = config.pinch.relevance
     if config.pinch.enabled and relevance.enabled and relevance.api_key_env:
         named.append(("pinch.relevance.api_key_env", relevance.api_key_env))
+    clients = [(f"server.api_keys {entry.name!r}", entry.key_env) for entry in config.server.api_keys if not isinstance(entry, str) and entry.key_env]
     return [
         Finding(f"key {variable}", True, f"{where}: set")
         if env_secret(variable)
         else Finding(f"key {variable}", False, f"{where}: {variable} is not set; the provider will answer 401", f"export {variable}=...")
         for where, variable in named
+    ] + [
+        Finding(f"key {variable}", True, f"{where}: set")
+        if env_secret(variable)
+        else Finding(f"key {variable}", False, f"{where}: {variable} is not set; serve refuses to start without it", f"export {variable}=...")
+        for where, variable in clients
     ]
 
 

@@ -51,9 +51,11 @@ RESTART_ONLY = ("server", "upstream.max_connections", "decision_log", "escalatio
 
 
 def load_serving_config(path: str | Path) -> Config:
-    """Read and validate a config for serving: the file, then the chain order. Raises ConfigError or ChainError."""
+    """Read and validate a config for serving: the file, the chain order, then the client keys' ``key_env``
+    variables (a key that cannot be read would lock its user out). Raises ConfigError or ChainError."""
     config = load_config(path)
     chain_stages(config.middlewares)
+    config.server.client_keys()
     return config
 
 

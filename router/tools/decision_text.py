@@ -121,6 +121,8 @@ def decision_fields(row: Row) -> list[Field]:
     session = row.get("session")
     requested = row.get("requested_model") or "(none: routed)"
     fields.append(("session", (f"{session} ({row.get('session_source')})" if session else "-") + f"   requested model {requested}"))
+    if row.get("client"):  # the name of the client key it came with (server.api_keys)
+        fields.append(("client", row["client"]))
     if row.get("category") is not None or row.get("routed_tier") is not None:
         escalation = f" ({row['escalation']})" if row.get("escalation") else ""
         escalation = (f" (model family {row['model_family']})" if row.get("model_family") else "") + escalation

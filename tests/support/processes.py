@@ -73,3 +73,11 @@ def start_redis(port: int) -> subprocess.Popen[bytes]:
     assert binary is not None, "redis-server is not installed (apt-get install -y redis-server)"
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@contextlib.contextmanager
+def redis_running() -> Iterator[int]:
+    """A throwaway ``redis-server`` on a free loopback port for the block; yields the port."""
+    port = free_port()
+    with running(start_redis(port), port):
+        yield port

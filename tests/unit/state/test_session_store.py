@@ -158,11 +158,13 @@ def test_a_redis_url_is_shown_without_its_password(url: str, shown: str) -> None
     assert without_password(url) == shown
 
 
-def test_request_ids_survive_the_codec_with_and_without_a_session() -> None:
+def test_request_ids_survive_the_codec_with_and_without_a_session_and_a_client_key() -> None:
     for session in ("abc", None):
-        value = RecentRequest(session)
-        assert RECENT_REQUESTS.decode(RECENT_REQUESTS.encode(value)) == value
-    assert orjson.loads(RECENT_REQUESTS.encode(RecentRequest(None))) is None
+        for client in ("alice", None):
+            value = RecentRequest(session, client)
+            assert RECENT_REQUESTS.decode(RECENT_REQUESTS.encode(value)) == value
+    assert orjson.loads(RECENT_REQUESTS.encode(RecentRequest(None))) == [None, None]
+    assert RECENT_REQUESTS.version == 2  # version 1 held the session alone: its values read as a miss
 
 
 @pytest.mark.system  # starts a process
