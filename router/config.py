@@ -71,7 +71,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# A client key's name: what its decision rows and docs call it (never the key).
+# A client key's name: what its decision rows, metrics and docs call it (never the key).
 KeyName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")]
 
 
@@ -177,7 +177,7 @@ class ServerSettings(_Strict):
         return keys
 
     def key_names(self) -> list[str]:
-        """The configured keys' names."""
+        """The configured keys' names (the only values of a metric's ``client`` label)."""
         return [_key_name(k) for k in self.api_keys]
 
     @property

@@ -3,8 +3,8 @@
 Each key in ``server.api_keys`` is a tenant: a name and a role, never the key itself. A key
 given as a plain string is a ``user`` named after a digest of it (:func:`plain_key_name`); one
 given as an object names itself. The name is what the proxy keeps: it scopes the tenant's
-sessions (:func:`router.core.fingerprint.client_session_key`) and it is written in each decision
-row (``client``).
+sessions (:func:`router.core.fingerprint.client_session_key`), it is written in each decision
+row (``client``) and, among the configured names only, labels the per-client metrics.
 
 A ``user`` key sees and acts on its own decisions, outcomes and sessions only; an ``admin`` key
 sees everyone's. Without keys there is no tenant (None): one user, who sees everything, as before.

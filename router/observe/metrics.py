@@ -1,8 +1,8 @@
 """Prometheus metrics, one registry per app (so tests and several apps never share counters).
 
 Everything is observed from the finished :class:`Decision`, in one place.
-Label values are bounded: model, category, stage, provider and status come
-from config or a fixed vocabulary, never from client input.
+Label values are bounded: model, category, stage, provider, client key name and status
+come from config or a fixed vocabulary, never from client input.
 
 A decision's ~25 observations are tallied in plain dicts and handed to
 prometheus-client when the metrics are read (:meth:`Metrics.render`): each
@@ -53,7 +53,7 @@ Series = tuple[Any, ...]  # (a metric, then its label values as the decision hol
 
 
 class Metrics:
-    def __init__(self, models: list[str], categories: list[str], providers: list[str] | None = None) -> None:
+    def __init__(self, models: list[str], categories: list[str], providers: list[str] | None = None, clients: list[str] | None = None) -> None:
         self.registry = CollectorRegistry()
         # An observation names its series by a key, ``(metric, *label values)``, the values as
         # the decision holds them (a status as its int, an outcome as its enum); the child of
@@ -67,6 +67,7 @@ class Metrics:
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
+        self._clients = frozenset(clients or ())  # the client keys' names (server.api_keys)
         r = self.registry
         self.requests = Counter("pinch_router_requests", "Requests by the model that answered (none: no model did), category and HTTP status", ["model", "category", "status"], registry=r)
         self.classification = Counter("pinch_router_classification", "Classifications by source", ["source"], registry=r)
@@ -79,6 +80,9 @@ class Metrics:
         self.upstream_total = Histogram("pinch_router_upstream_total_seconds", "Upstream time to the end of the answer", ["provider"], buckets=LATENCY_BUCKETS, registry=r)
         self.overhead = Histogram("pinch_router_overhead_seconds", "Time spent in the proxy itself", buckets=LATENCY_BUCKETS, registry=r)
         self.usage = Counter("pinch_router_usage_tokens", "Tokens reported by upstreams", ["model", "kind"], registry=r)
+        # With server.api_keys: by the name of the key each request came with (docs/keys.md).
+        self.client_requests = Counter("pinch_router_client_requests", "Requests by the name of the client key they came with and HTTP status", ["client", "status"], registry=r)
+        self.client_usage = Counter("pinch_router_client_usage_tokens", "Tokens reported by upstreams, by the name of the client key the request came with", ["client", "kind"], registry=r)
         self.prompt_cache = Counter(
             "pinch_router_prompt_cache_tokens",
             "Prompt tokens of answers whose upstream reported cache accounting: served from its prompt cache "
@@ -187,6 +191,13 @@ class Metrics:
             amounts.append(((self.prompt_cache, model, "uncached"), max(d.prompt_tokens - d.cached_tokens, 0)))
         if d.cache_write_tokens:
             amounts.append(((self.prompt_cache, model, "written"), d.cache_write_tokens))
+        if d.client is not None:
+            client = d.client if d.client in self._clients else "other"
+            ones.append((self.client_requests, client, d.status))
+            if d.prompt_tokens:
+                amounts.append(((self.client_usage, client, "prompt"), d.prompt_tokens))
+            if d.completion_tokens:
+                amounts.append(((self.client_usage, client, "completion"), d.completion_tokens))
         if d.escalation:
             ones.append((self.escalations,))
         for provider in d.providers_down:

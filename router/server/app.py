@@ -81,7 +81,7 @@ async def create_app(
             # never ride along on another's request.
             cookie_jar=aiohttp.DummyCookieJar(),
         )
-    metrics = Metrics([m.name for m in config.models], list(config.routing.categories), list(config.providers))
+    metrics = Metrics([m.name for m in config.models], list(config.routing.categories), list(config.providers), clients=config.server.key_names())
     state = session_store(config, metrics)
     if clock is None:
         clock = time.time if config.state.backend == "redis" else time.monotonic

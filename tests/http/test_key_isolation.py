@@ -196,6 +196,18 @@ async def test_tops_feed_shows_a_user_key_its_own_decisions(proxy, mock_upstream
             await feed.close()
 
 
+async def test_the_client_key_names_label_the_per_client_metrics(proxy, mock_upstream, style):
+    _, url = mock_upstream
+    client = await proxy(keyed(url, keys_of(style)))
+    await three_tenants(client)
+    text = await (await client.get("/metrics", headers=auth(ALICE))).text()
+    names = NAMES[style]
+    for key, count in ((ALICE, 2), (BOB, 2), (ADMIN, 1)):
+        assert f'pinch_router_client_requests_total{{client="{names[key]}",status="200"}} {count}.0' in text
+    assert f'pinch_router_client_usage_tokens_total{{client="{names[ALICE]}",kind="prompt"}}' in text
+    assert not any(k in text for k in (ALICE, BOB, ADMIN))
+
+
 async def test_without_keys_everything_is_everyones_as_before(proxy, mock_upstream):
     _, url = mock_upstream
     client = await proxy(make_config(url))
@@ -203,6 +215,8 @@ async def test_without_keys_everything_is_everyones_as_before(proxy, mock_upstre
     rows = (await (await client.get("/v1/decisions")).json())["data"]
     assert {row["request_id"] for row in rows} == ids([first, second]) and {row["client"] for row in rows} == {None}
     assert (await client.post("/v1/outcome", json={"request_id": first["x-router-request-id"], "success": True})).status == 200
+    text = await (await client.get("/metrics")).text()
+    assert "pinch_router_client_requests_total{" not in text  # no per-client series without keys
 
 
 async def test_a_log_file_of_an_older_version_gains_the_client_column_and_its_index(tmp_path):
