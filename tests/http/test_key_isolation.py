@@ -236,3 +236,19 @@ async def test_a_log_file_of_an_older_version_gains_the_client_column_and_its_in
         await log.close()
     with sqlite3.connect(path) as conn:
         assert "decisions_client" in {row[1] for row in conn.execute("PRAGMA index_list(decisions)")}
+
+
+async def test_a_key_read_from_its_variable_authenticates_in_each_header_and_is_named_in_its_rows(proxy, mock_upstream, monkeypatch):
+    _, url = mock_upstream
+    monkeypatch.setenv("CAROL_ROUTER_KEY", "carol-key-0123456789")
+    client = await proxy(keyed(url, [{"name": "carol", "key_env": "CAROL_ROUTER_KEY"}, *OBJECT_KEYS]))
+    anthropic = {"model": "auto", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    answers = [
+        await client.post(URL, json=chat_body(), headers=auth("carol-key-0123456789")),
+        await client.post("/v1/messages", json=anthropic, headers={"x-api-key": "carol-key-0123456789"}),
+    ]
+    assert [a.status for a in answers] == [200, 200]
+    rows = await decisions(client, "carol-key-0123456789")
+    assert {row["request_id"] for row in rows} == {a.headers["x-router-request-id"] for a in answers}
+    assert {row["client"] for row in rows} == {"carol"}
+    assert (await client.post(URL, json=chat_body(), headers=auth("CAROL_ROUTER_KEY"))).status == 401  # the variable's name is no key
