@@ -23,11 +23,13 @@ from router.translate.chat_to_messages import ChatToMessagesTranslator
 from router.translate.chat_to_ollama import OllamaChatTranslator
 from router.translate.gemini_to_chat import GeminiToChat
 from router.translate.messages_to_chat import MessagesToChatTranslator
+from router.translate.ollama_to_chat import OllamaToChat
 from router.translate.protocol import AnswerIds, ToChat, Translator, Untranslatable
 from router.translate.responses_to_chat import ResponsesToChat
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
 from router.wire.gemini.parts import GEMINI
 from router.wire.ollama.answers import OLLAMA_CHAT
+from router.wire.ollama.view import OLLAMA
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 
@@ -50,6 +52,7 @@ CHAT_PAIRS: dict[str, ChatPair] = {
     OPENAI_RESPONSES: ChatPair(to_chat=ResponsesToChat),  # a Responses provider serves Responses clients only
     GEMINI: ChatPair(GeminiToChat, ChatToGemini),
     OLLAMA_CHAT: ChatPair(from_chat=OllamaChatTranslator),  # a provider's format only
+    OLLAMA: ChatPair(to_chat=OllamaToChat),  # a client's format only (a native /api/chat provider is OLLAMA_CHAT)
 }
 # A pair with a translation of its own instead of the one through chat (none yet).
 OWN_PAIRS: dict[tuple[str, str], Make] = {}

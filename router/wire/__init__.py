@@ -13,10 +13,10 @@ registry (:func:`adapters`, :func:`request_format`, :func:`body_format`, :func:`
 
 The adapter:
 
-* ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``, ``gemini``), ``paths``
+* ``name`` (``openai-chat``, ``anthropic-messages``, ``openai-responses``, ``gemini``, ``ollama``), ``paths``
   (the POST routes it serves, aiohttp patterns: a part in braces is the path's, e.g. Gemini's
   ``{model}``) and ``keep_alive`` (the bytes a silent stream is sent: Anthropic's ``ping``, an SSE
-  comment for the OpenAI formats, whitespace for Gemini's).
+  comment for the OpenAI formats, whitespace for Gemini's and Ollama's).
 * ``api`` (:class:`~router.wire.routes.ClientApi`): how the proxy names its API and knows a request for
   it before reading the body — the paths that name it, a header its clients send, how they ask for the
   model list, a saved body of it — which the edge's own answers (auth, framing errors, unknown paths)
@@ -125,10 +125,11 @@ def adapters() -> dict[str, WireAdapter]:
     """Every wire adapter by name (the registry; add a new format's adapter here). Not to be changed."""
     from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
     from router.wire.gemini.adapter import GEMINI_ADAPTER
+    from router.wire.ollama.adapter import OLLAMA_ADAPTER
     from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
     from router.wire.openai_responses.adapter import OPENAI_RESPONSES_ADAPTER
 
-    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER, GEMINI_ADAPTER)}
+    return {adapter.name: adapter for adapter in (OPENAI_CHAT_ADAPTER, ANTHROPIC_MESSAGES_ADAPTER, OPENAI_RESPONSES_ADAPTER, GEMINI_ADAPTER, OLLAMA_ADAPTER)}
 
 
 def own_format() -> WireAdapter:

@@ -5,7 +5,8 @@ stream both as SSE and as Google's JSON array) × (plain text, a tool call), thr
 ``mock-upstream`` on loopback: chat completions and Responses answers against the official OpenAI
 OpenAPI spec (``tests/data/openapi/``), Messages answers against the ``anthropic`` SDK's models and
 its stream accumulator, Gemini answers against the ``google-genai`` SDK's types and its own stream
-reader; and the error bodies of every wire against its error schema. Stream framing is checked too:
+reader, Ollama answers (NDJSON streamed) against the ``ollama`` client's types; and the error bodies of every
+wire against its error schema. Stream framing is checked too:
 SSE ``event:`` names equal each event's ``type``, Responses ``sequence_number``s count 0, 1, … and
 the events come in the order the APIs send them.
 
@@ -34,7 +35,8 @@ from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES
 from router.wire.gemini.parts import GEMINI
 from router.wire.openai_chat.view import OPENAI_CHAT
 from router.wire.openai_responses.view import OPENAI_RESPONSES
-from router.wire.ollama.answers import OLLAMA_CHAT
+from router.wire.ollama.answers import NDJSON, OLLAMA_CHAT
+from router.wire.ollama.view import OLLAMA
 from tests.support.config import make_config, model_entry
 from tests.support.conformance import (
     Violation,
@@ -43,6 +45,8 @@ from tests.support.conformance import (
     chat_history_violations,
     gemini_violations,
     google_error_violations,
+    ollama_error_violations,
+    ollama_violations,
     openai_violations,
     responses_event_violations,
     sdk_response,
@@ -127,6 +131,11 @@ def messages_request(stream: bool, tools: bool) -> dict[str, Any]:
     return body | {"tools": [MESSAGES_TOOL]} if tools else body
 
 
+def ollama_request(stream: bool, tools: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": "auto", "messages": [{"role": "user", "content": "list the files"}], "stream": stream}  # Ollama streams unless told not to
+    return body | {"tools": [CHAT_TOOL]} if tools else body
+
+
 def gemini_request(stream: bool, tools: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": "list the files"}]}]}
     return body | {"tools": [GEMINI_TOOL]} if tools else body
@@ -147,7 +156,10 @@ CLIENTS: dict[str, tuple[Callable[[str], str], Callable[[bool, bool], dict[str, 
     OPENAI_RESPONSES: (lambda mode: "/v1/responses", responses_request),
     ANTHROPIC_MESSAGES: (lambda mode: "/v1/messages", messages_request),
     GEMINI: (gemini_path, gemini_request),
+    OLLAMA: (lambda mode: "/api/chat", ollama_request),
 }
+# A stream's content type when it is not server-sent events: Ollama's NDJSON (Gemini's JSON array is a mode of its own).
+STREAM_TYPES = {OLLAMA: NDJSON}
 
 
 def modes(client_wire: str) -> list[str]:
@@ -171,6 +183,10 @@ PAIRS = [
     (GEMINI, OPENAI_CHAT),
     (GEMINI, ANTHROPIC_MESSAGES),
     (GEMINI, OLLAMA_CHAT),
+    (OLLAMA, OPENAI_CHAT),
+    (OLLAMA, ANTHROPIC_MESSAGES),
+    (OLLAMA, OLLAMA_CHAT),
+    (OLLAMA, GEMINI),
 ]
 
 
@@ -396,6 +412,34 @@ def _expect_parts(chunks: list[dict[str, Any]], tools: bool) -> list[Violation]:
     return problems + _expect(candidates[-1].get("finishReason") == "STOP", "finishReason", candidates[-1].get("finishReason"))
 
 
+def ollama_lines(raw: bytes) -> tuple[list[bytes], list[Violation]]:
+    """A stream's NDJSON lines, and what is wrong with its framing: each line one JSON object, ended by a newline, none blank."""
+    lines = raw.split(b"\n")
+    problems = _expect(lines[-1] == b"" and all(line.strip() for line in lines[:-1]), "one JSON object a line, each ended, none blank", raw[-120:])
+    return [line for line in lines if line.strip()], problems
+
+
+def check_ollama(raw: bytes, mode: str, tools: bool) -> Checked:
+    """An Ollama chat answer: each line (or the whole) a strict ``ChatResponse`` of the ``ollama`` client, ``done``
+    on the last only, which has ``done_reason`` and the counts; tool calls whole, arguments an object."""
+    from ollama import ChatResponse
+
+    lines, problems = ([raw], []) if mode == WHOLE else ollama_lines(raw)
+    problems += [v for line in lines for v in ollama_violations(ChatResponse, line)]
+    answers = [orjson.loads(line) for line in lines]
+    problems += _expect([a.get("done") for a in answers] == [False] * (len(answers) - 1) + [True], "done on the last line only", [a.get("done") for a in answers])
+    last = answers[-1]
+    problems += _expect(last.get("done_reason") == "stop" and last.get("prompt_eval_count", 0) > 0 and last.get("eval_count", 0) > 0, "done_reason and the counts last", last)
+    calls = [call for a in answers for call in a.get("message", {}).get("tool_calls") or []]
+    text = "".join(a.get("message", {}).get("content", "") for a in answers)
+    if tools:
+        whole = len(calls) == 1 and calls[0]["function"]["name"] == "shell" and isinstance(calls[0]["function"]["arguments"].get("command"), str)
+        problems += _expect(whole and text == "", "one tool call, whole, its arguments an object; no text", calls)
+    else:
+        problems += _expect(calls == [] and text.strip() != "", "text, no tool call", answers)
+    return Checked(len(answers), problems)
+
+
 def _expect(ok: bool, what: str, found: Any) -> list[Violation]:
     return [] if ok else [Violation("the API's behaviour", what, "expected", str(found)[:300])]
 
@@ -405,6 +449,7 @@ CHECKS: dict[str, Callable[[bytes, str, bool], Checked]] = {
     OPENAI_RESPONSES: lambda raw, mode, tools: check_responses(raw, mode != WHOLE, tools),
     ANTHROPIC_MESSAGES: lambda raw, mode, tools: check_messages(raw, mode != WHOLE, tools),
     GEMINI: check_gemini,
+    OLLAMA: check_ollama,
 }
 
 
@@ -422,7 +467,7 @@ async def test_every_answer_is_valid_against_the_clients_schema(proxy, mock_upst
     response = await serve(proxy, url, client_wire, provider_wire, mode, tools)
     assert response.status == 200, await response.text()
     assert response.headers["x-router-wire"] == f"{client_wire}->{provider_wire}"
-    assert response.content_type == ("text/event-stream" if mode == STREAM else "application/json")
+    assert response.content_type == (STREAM_TYPES.get(client_wire, "text/event-stream") if mode == STREAM else "application/json")
     checked = CHECKS[client_wire](await response.read(), mode, tools)
     assert checked.validated > 0
     problems = not_excused(checked.violations)
@@ -468,6 +513,7 @@ ERROR_CASES = [
             ErrorCase(wire, "body too large", 413, server={"max_body_mb": 0.001}, body={"pad": "x" * 2000}),
             ErrorCase(wire, "not JSON", 400, raw=b"{not json"),
         )
+        if case.provider in PROVIDERS  # no provider speaks Ollama's client API: its requests are always translated
     ),
     *(ErrorCase(wire, "a Gemini provider's 4xx translated", 400, provider=GEMINI, upstream_status=400) for wire in CLIENTS if wire != GEMINI),
     ErrorCase(OPENAI_CHAT, "malformed body", 400, body={"messages": None}),
@@ -484,6 +530,12 @@ ERROR_CASES = [
     ErrorCase(GEMINI, "unknown path", 404, method="GET", path="/v1beta/no-such-endpoint"),
     ErrorCase(GEMINI, "wrong method", 405, method="GET"),
     ErrorCase(GEMINI, "countTokens malformed", 400, path="/v1beta/models/auto:countTokens", body={"contents": 3}),
+    ErrorCase(OLLAMA, "malformed body", 400, body={"messages": [{"role": "user", "content": ["parts"]}]}),
+    ErrorCase(OLLAMA, "malformed body, streamed", 400, body={"messages": []}, mode=STREAM),
+    ErrorCase(OLLAMA, "unknown path", 404, method="GET", path="/api/no-such-endpoint"),
+    ErrorCase(OLLAMA, "wrong method", 405, method="GET"),
+    ErrorCase(OLLAMA, "unknown model shown", 404, path="/api/show", body={"model": UNKNOWN_MODEL}),
+    ErrorCase(OLLAMA, "a model pulled", 403, path="/api/pull", body={"model": "llama3"}),
 ]
 
 
@@ -505,6 +557,8 @@ async def error_response(proxy, mock, url: str, case: ErrorCase):
 
 
 def error_violations(client_wire: str, raw: bytes, headers: Any, status: int) -> list[Violation]:
+    if client_wire == OLLAMA:
+        return ollama_error_violations(orjson.loads(raw))
     if client_wire == GEMINI:
         return google_error_violations(orjson.loads(raw), status)
     if client_wire != ANTHROPIC_MESSAGES:
@@ -621,6 +675,7 @@ BROKEN_STREAMS = [
     (GEMINI, GEMINI, JSON_ARRAY),
     (GEMINI, OPENAI_CHAT, STREAM),
     (GEMINI, OPENAI_CHAT, JSON_ARRAY),
+    (OLLAMA, OPENAI_CHAT, STREAM),
 ]
 
 
@@ -637,8 +692,19 @@ async def test_the_event_that_ends_a_broken_stream_is_valid_too(proxy, mock_upst
     mock.default = Behaviour(cut_after_events=4)
     response = await serve(proxy, url, client_wire, provider_wire, mode, tools=False)
     raw = await response.read()
-    blocks = sse_blocks(raw) if mode == STREAM else [(None, orjson.dumps(chunk)) for chunk in orjson.loads(raw)]
-    if client_wire == OPENAI_CHAT:
+    if client_wire == OLLAMA:
+        from ollama import ChatResponse
+
+        lines, problems = ollama_lines(raw)
+        blocks = [(None, line) for line in lines]
+    elif mode == STREAM:
+        blocks = sse_blocks(raw)
+    else:
+        blocks = [(None, orjson.dumps(chunk)) for chunk in orjson.loads(raw)]
+    if client_wire == OLLAMA:  # its error line, after lines that are answers
+        name, data = blocks[-1]
+        problems += ollama_error_violations(orjson.loads(data)) + [v for _, line in blocks[:-1] for v in ollama_violations(ChatResponse, line)]
+    elif client_wire == OPENAI_CHAT:
         assert blocks[-1] == (None, b"[DONE]")
         name, data = blocks[-2]
         problems = openai_violations("ErrorResponse", orjson.loads(data))

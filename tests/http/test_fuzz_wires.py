@@ -36,12 +36,13 @@ from typing import Any
 import orjson
 import pytest
 
+from router.translate.chat_to_ollama import native_request
 from tests.support.fuzz import CHAT, MESSAGES, RESPONSES, SERVED_BY, assert_a_row_each, every_provider_config, faults, send_all, upstream_url  # noqa: F401 (upstream_url: a fixture)
 from tests.support.json_paths import paths_of, replaced, value_at
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REQUESTS_PER_WIRE = 5_000
-PATHS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES, "gemini": "/v1beta/models/{model}:generateContent"}
+PATHS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES, "gemini": "/v1beta/models/{model}:generateContent", "ollama": "/api/chat"}
 # the models each wire is pinned to in turn: pass-through and every translation
 MODELS = {**SERVED_BY, "gemini-stream": SERVED_BY["gemini"]}
 CONTROL = [*(chr(c) for c in range(0x20)), "\x7f", "\x85", "\x9b", "\u2028", "\u2029", "\ud800", "\ufeff", "\u202e", "a\nb", "\r\n\r\n"]
@@ -67,7 +68,9 @@ def seeds() -> dict[str, list[dict[str, Any]]]:
     messages = _captured("claude-code*/*-POST-v1-messages.json")
     responses = _captured("codex*/*-POST-v1-responses.json")
     gemini = _captured("gemini-cli/*-POST-v1beta-models-*.json") + _captured("on-defaults/gemini-cli/*-POST-v1beta-models-*.json")
-    return {"chat": chat, "messages": messages, "responses": responses, "gemini": gemini}
+    # Ollama's API: the chat bodies as Ollama's own (the native chat a provider is sent), streamed or not
+    ollama = [{**native_request(body, None), "stream": n % 2 == 0} for n, body in enumerate(chat)]
+    return {"chat": chat, "messages": messages, "responses": responses, "gemini": gemini, "ollama": ollama}
 
 
 # --- mutations -------------------------------------------------------------------------------
@@ -164,7 +167,7 @@ def target(wire: str, turn: int, model: str) -> str:
 # 5,000 bodies (a fifth of them up to 3.5 MB) take 15-50 s a wire alone on one core, and may take
 # well past the suite's 120 s while the other core runs the rest of the suite
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("wire", ["chat", "messages", "responses", "gemini", "gemini-stream"])
+@pytest.mark.parametrize("wire", ["chat", "messages", "responses", "gemini", "gemini-stream", "ollama"])
 async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_error_or_a_lost_row(served, wire):
     """5,000 mutated real bodies per wire (Gemini's stream path with and without ``alt=sse`` the
     fifth), through every provider type in turn: no 5xx, no dropped connection, every error small and

@@ -8,14 +8,18 @@ spec does not know is a violation too. Anthropic's: the ``anthropic`` SDK's pyda
 accumulator. Google's (the Gemini wire): the ``google-genai`` SDK's pydantic types
 (``GenerateContentResponse``, ``CountTokensResponse``), strictly, then read as the SDK reads them
 (its converter, its SSE reader, its chat history's rule); Google's error body against the JSON
-schema in ``tests/data/google/`` (the SDK has no type for it; see its README). A violation is one
-line: where, what the schema says, what was sent.
+schema in ``tests/data/google/`` (the SDK has no type for it; see its README). Ollama's (its API as a
+client wire): the ``ollama`` Python client's pydantic types, strictly, and what Ollama's own Go client
+reads besides (``created_at`` as RFC 3339, counts and durations whole numbers); its error is
+``{"error": "<message>"}`` and nothing else. A violation is one line: where, what the schema says,
+what was sent.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from datetime import datetime
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,3 +294,38 @@ def google_error_violations(instance: Any, status: int | None = None) -> list[Vi
     if status is not None and code != status:
         out.append(Violation("GoogleError", "/error/code", "http_status", f"{code!r} is not the answer's HTTP status {status}", _json(code)))
     return out
+
+
+OLLAMA_WHOLE_NUMBERS = ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration", "eval_count", "eval_duration")
+
+
+def ollama_violations(model: Any, raw: bytes) -> list[Violation]:
+    """One Ollama answer or line (``raw``) against the ``ollama`` client's type ``model`` (``ChatResponse``,
+    ``GenerateResponse``, ``ListResponse``, ``ShowResponse``), strictly (no ``"2"`` for 2), and as Ollama's Go
+    client reads it: ``created_at`` (and ``modified_at``) as RFC 3339, the counts and durations whole numbers."""
+    name = getattr(model, "__name__", repr(model))
+    out: list[Violation] = []
+    try:
+        model.model_validate_json(raw, strict=True)
+    except pydantic.ValidationError as exc:
+        out += [Violation(name, _path(e["loc"]), e["type"], f"{e['msg']} (got {_json(e.get('input'))})", _json(e.get("input"))) for e in exc.errors()]
+    body = orjson.loads(raw)
+    if not isinstance(body, dict):
+        return out
+    for key in ("created_at", "modified_at"):
+        if key in body:
+            try:
+                datetime.fromisoformat(body[key])
+            except (TypeError, ValueError):
+                out.append(Violation(name, f"/{key}", "rfc3339", "not an RFC 3339 time, which Go's time.Time reads", _json(body[key])))
+    for key in OLLAMA_WHOLE_NUMBERS:
+        if key in body and not (type(body[key]) is int and body[key] >= 0):
+            out.append(Violation(name, f"/{key}", "whole_number", "a count or a duration in nanoseconds: a whole number", _json(body[key])))
+    return out
+
+
+def ollama_error_violations(instance: Any) -> list[Violation]:
+    """An Ollama error body: ``{"error": "<message>"}``, which its clients raise with the status."""
+    if isinstance(instance, dict) and set(instance) == {"error"} and isinstance(instance["error"], str) and instance["error"]:
+        return []
+    return [Violation("OllamaError", "/", "shape", 'not {"error": "<message>"}', _json(instance)[:200])]

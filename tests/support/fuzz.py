@@ -35,6 +35,7 @@ SERVED_BY = {
     "messages": ["claude-main", "chat-main", "ollama-main", "gemini-main"],
     "responses": ["responses-main", "chat-main", "claude-main", "ollama-main", "gemini-main"],
     "gemini": ["gemini-main", "chat-main", "claude-main", "ollama-main"],
+    "ollama": ["ollama-main", "chat-main", "claude-main", "gemini-main"],  # Ollama's API as a client's: always translated
 }
 CHAT, MESSAGES, RESPONSES = "/v1/chat/completions", "/v1/messages", "/v1/responses"
 GEMINI_ACTIONS = ("generateContent", "streamGenerateContent?alt=sse", "streamGenerateContent")
@@ -123,6 +124,8 @@ def error_in_format(wire: str, raw: bytes) -> bool:
         return False
     if wire == "messages":
         return body.get("type") == "error" and isinstance(body.get("error"), dict) and isinstance(body["error"].get("message"), str)
+    if wire == "ollama":  # Ollama's {"error": "<message>"}
+        return isinstance(body.get("error"), str)
     if wire == "gemini":  # Google's {"error": {"code", "message", "status"}}
         error = body.get("error")
         return isinstance(error, dict) and isinstance(error.get("message"), str) and isinstance(error.get("code"), int) and isinstance(error.get("status"), str)
@@ -157,6 +160,9 @@ def whole_answer(wire: str, answer: Answer) -> bool:
     if answer.status != 200:
         return True
     raw = answer.body.replace(b"\r\n", b"\n")  # Gemini's events end in CRLF
+    if answer.content_type == "application/x-ndjson":  # Ollama's stream: a JSON object a line, the last done (or an error)
+        lines = [json_value(line) for line in raw.split(b"\n")[:-1]]
+        return raw.endswith(b"\n") and all(isinstance(line, dict) for line in lines) and bool(lines) and (lines[-1].get("done") is True or "error" in lines[-1])
     if answer.content_type != "text/event-stream":
         return isinstance(json_value(raw), list if answer.path.endswith(":streamGenerateContent") else dict)
     if not raw.endswith(b"\n\n"):
