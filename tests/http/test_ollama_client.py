@@ -14,6 +14,7 @@ from ollama import AsyncClient, ResponseError
 
 from router.observe.recorder import RECORDER_KEY
 from tests.support.config import make_config, model_entry
+from tests.support.misbehaving_upstream import MisbehavingUpstream
 
 MODELS = ["auto", "chat-main", "ollama-main"]
 ANSWER = "Hello from the mock upstream."
@@ -115,3 +116,21 @@ async def test_ollamas_errors_are_raised_by_the_client_with_their_status(ollama)
     with pytest.raises(ResponseError) as empty:
         await client.chat(model="auto", messages=[])
     assert empty.value.status_code == 400 and "loads none" in empty.value.error
+
+
+async def test_a_stream_kept_alive_through_a_silent_provider_still_parses_line_by_line(proxy):
+    """The provider goes silent mid-stream: the client gets a space between lines (a blank line would be one the
+    client's json.loads refuses), and every line, the next one with its leading space, parses."""
+    from tests.http.test_stream_keepalive import CHAT_AFTER, CHAT_BEFORE, keepalive_config, stalling
+
+    async with MisbehavingUpstream() as upstream:
+        upstream.then(stalling(CHAT_BEFORE, CHAT_AFTER))
+        client = await proxy(keepalive_config(upstream.url, {}))
+        raw = await (await client.post("/api/chat", json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]})).read()
+        upstream.then(stalling(CHAT_BEFORE, CHAT_AFTER))
+        ollama = AsyncClient(host=str(client.make_url("")).rstrip("/"))
+        parts = [part async for part in await ollama.chat(model="auto", messages=[{"role": "user", "content": "hi"}], stream=True)]
+        await ollama._client.aclose()
+    second = raw.split(b"\n")[1]
+    assert len(second) - len(second.lstrip(b" ")) >= 2 and b"\n\n" not in raw  # the keep-alives, before the line after the silence
+    assert "".join(p.message.content for p in parts) == "Hello" and parts[-1].done
