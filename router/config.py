@@ -163,9 +163,10 @@ class ServerSettings(_Strict):
     def client_keys(self) -> list[tuple[Tenant, str]]:
         """Each configured key with the tenant it authenticates as; a ``key_env`` read now.
 
-        Raises ConfigError naming the key whose ``key_env`` variable is unset or empty: a key
-        that cannot be read would lock its user out without a word."""
-        keys = []
+        Raises ConfigError naming the key whose ``key_env`` variable is unset or empty (a key that
+        cannot be read would lock its user out without a word), or two keys that turn out to be the
+        same key (the second could never authenticate as itself)."""
+        keys: list[tuple[Tenant, str]] = []
         for entry in self.api_keys:
             if isinstance(entry, str):
                 keys.append((Tenant(plain_key_name(entry)), entry))
@@ -173,6 +174,8 @@ class ServerSettings(_Strict):
             secret = entry.secret()
             if secret is None or not secret.strip():
                 raise ConfigError(f"server.api_keys: key {entry.name!r}: ${entry.key_env} is not set")
+            if same := next((tenant.name for tenant, other in keys if other == secret), None):
+                raise ConfigError(f"server.api_keys: keys {same!r} and {entry.name!r} are the same key")
             keys.append((Tenant(entry.name, entry.role), secret))
         return keys
 

@@ -87,6 +87,13 @@ def test_what_is_refused_at_load_names_the_entry(keys, message):
     assert message in error_of(keys)
 
 
+def test_a_key_read_from_its_variable_that_is_another_key_is_refused_at_start(monkeypatch):
+    monkeypatch.setenv("SECOND_ROUTER_KEY", "first-key-0123")
+    config = config_with(["first-key-0123", {"name": "second", "key_env": "SECOND_ROUTER_KEY"}])
+    with pytest.raises(ConfigError, match=f"keys '{plain_key_name('first-key-0123')}' and 'second' are the same key"):
+        config.server.client_keys()
+
+
 def test_serve_refuses_to_start_when_a_keys_variable_is_unset(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("NOBODY_SET_THIS_KEY", raising=False)
     path = tmp_path / "config.yaml"
