@@ -20,6 +20,7 @@ import orjson
 from router.core.content import Message
 from router.core.errors import InvalidRequest
 from router.core.redaction import quoted
+from router.wire.request_fields import model_and_stream, tool_list
 
 CHAT, GENERATE = "chat", "generate"
 ACTIONS = (CHAT, GENERATE)
@@ -63,12 +64,7 @@ def validate_ollama_body(body: Any, action: str | None) -> OllamaRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
     action = action or CHAT
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise InvalidRequest("'model' must be a non-empty string", "model")
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be a boolean", "stream")
+    model, stream = model_and_stream(body)
     output_limit = _options(body.get("options"))
     fmt = body.get("format")
     if fmt is not None and fmt not in ("", "json") and not isinstance(fmt, dict):
@@ -79,12 +75,7 @@ def validate_ollama_body(body: Any, action: str | None) -> OllamaRequest:
     think = body.get("think")
     if think is not None and not isinstance(think, bool) and think not in THINK_LEVELS:
         raise InvalidRequest(f"'think' must be a boolean or one of {', '.join(THINK_LEVELS)}, not {quoted(think)}", "think")
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise InvalidRequest("'tools' must be an array of tool objects", "tools")
-        for i, tool in enumerate(tools):
-            _check_tool(tool, f"tools[{i}]")
+    tools = tool_list(body, _check_tool)
     messages = _chat_messages(body) if action == CHAT else _generate_messages(body)
     return OllamaRequest(
         action=action,

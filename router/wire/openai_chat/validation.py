@@ -16,6 +16,7 @@ from router.core.errors import InvalidRequest
 from router.core.frozen import frozen
 from router.core.redaction import quoted
 from router.core.resent_prefix import Resumed
+from router.wire.request_fields import model_and_stream, tool_list
 from router.wire.usage import usage_problem
 
 ROLES = ("system", "developer", "user", "assistant", "tool", "function")
@@ -101,14 +102,7 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
     and its facts; the messages before ``start`` are taken as checked, with ``earlier``'s facts."""
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise InvalidRequest("'model' must be a non-empty string", "model")
-    stream = body.get("stream", False)
-    if stream is None:
-        stream = False
-    if not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be a boolean", "stream")
+    model, stream = model_and_stream(body)
     for key in ("max_tokens", "max_completion_tokens"):
         _check_positive_int(body.get(key), key)
     _check_object(body, "response_format", required_str="type")
@@ -167,13 +161,8 @@ def _validated(body: Any, prove: bool, start: int = 0, earlier: ChatFacts | None
             results.append(i)
         elif message["role"] == "user":
             users.append(i)
-    tools = body.get("tools")
-    if tools is not None:
-        if not isinstance(tools, list):
-            raise InvalidRequest("'tools' must be an array", "tools")
-        for i, tool in enumerate(tools):
-            _check_tool(tool, f"tools[{i}]")
-    request = ChatRequest(model=model, messages=messages, stream=stream, tools=tools or None, has_images=has_images, tool_history=tool_history)
+    tools = tool_list(body, _check_tool)
+    request = ChatRequest(model=model, messages=messages, stream=stream is True, tools=tools or None, has_images=has_images, tool_history=tool_history)
     return request, unproven, ChatFacts(first_image, first_tool, users, results)
 
 

@@ -28,6 +28,7 @@ from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
 from router.core.resent_prefix import Resumed
+from router.wire.request_fields import model_and_stream, tool_list
 from router.wire.usage import usage_problem
 
 Item = dict[str, Any]
@@ -146,12 +147,7 @@ def check_responses_body(body: Any, max_depth: int, resumed: Resumed | None = No
 def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
     if not isinstance(body, dict):
         raise InvalidRequest("the request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and (not isinstance(model, str) or not model):
-        raise InvalidRequest("'model' must be a non-empty string", "model")
-    stream = body.get("stream")
-    if stream is not None and not isinstance(stream, bool):
-        raise InvalidRequest("'stream' must be a boolean", "stream")
+    model, stream = model_and_stream(body)
     _check_stateless(body)
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
@@ -177,11 +173,7 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
         for i in range(seen.start, len(items)):
             proxy_reasoning |= _seen_item(items[i], i, seen)
             marks.append((len(results), len(names), scan.history_tools, scan.has_images, len(users), proxy_reasoning))
-    tools = body.get("tools")
-    if tools is not None and not isinstance(tools, list):
-        raise InvalidRequest("'tools' must be an array", "tools")
-    for i, tool in enumerate(tools or []):
-        _check_tool(tool, f"tools[{i}]")
+    tools = tool_list(body, _check_tool)
     choice = body.get("tool_choice")
     if choice is not None and not isinstance(choice, (str, dict)):
         raise InvalidRequest("'tool_choice' must be a string or an object", "tool_choice")
