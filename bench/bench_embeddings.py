@@ -43,7 +43,7 @@ import aiohttp
 from aiohttp import web
 
 from bench.bench_relevance import bench_config, relevance_stage
-from bench.harness import ROOT, TRANSCRIPTS, load_bodies, save_results
+from bench.harness import ROOT, TRANSCRIPTS, load_bodies, print_table
 from router.core.embedding_cache import EmbeddingCache
 from router.core.evidence import TermCache
 from router.core.results import RelevanceStatus
@@ -165,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     table.append("cold: every text embedded (model loaded); warm: every vector cached. model MB: resident memory the loaded model adds;")
     table.append("peak MB: the most it adds while embedding; cache B/result: Python memory the stage's cache and ranking hold per result.")
     table.append(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
-    print("\n".join(table))
-    if args.save:
-        print(f"saved to {save_results(__file__, table, argv)}")
-    return 0
+    return print_table(__file__, table, args.save, argv)
 
 
 if __name__ == "__main__":

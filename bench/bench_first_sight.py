@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.harness import ROOT, TRANSCRIPTS, percentile, save_results
+from bench.harness import ROOT, TRANSCRIPTS, percentile, print_table
 from router.core.first_sight import EarlierIndex, EarlierResult, FirstSightSettings, NewResult, Reduction, reduce_at_first_sight
 from router.core.first_sight.model import text_tokens
 from router.core.tokens import DEFAULT_ESTIMATOR, tools_tokens
@@ -183,10 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     log_timing(settings, out)
     out.append("(×): the session's prompt tokens with first sight, over those without; each result reduced once when first sent, resent as is.")
     out.append(f"target ≤ {TARGET}× of no pinch in a warm session, all transcripts of a set together: {'; '.join(verdicts)}")
-    print("\n".join(out))
-    if args.save:
-        print(f"saved to {save_results(__file__, out, argv)}")
-    return 0
+    return print_table(__file__, out, args.save, argv)
 
 
 if __name__ == "__main__":

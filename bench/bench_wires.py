@@ -49,7 +49,7 @@ import orjson
 
 from bench.bench_instructions import STARTUP_SECONDS
 from bench.bench_proxy import PIN_BODIES, shipped_sections
-from bench.harness import ROOT, cpu_seconds, drive, free_port, memo_upstream, mock_upstream, proxy, save_results, spawn, wrk_cell, write_config
+from bench.harness import ROOT, cpu_seconds, drive, free_port, memo_upstream, mock_upstream, print_table, proxy, spawn, wrk_cell, write_config
 from bench.wire_bodies import WIRES, as_wire, path_of
 
 BODIES = dict(zip(("small", "within", "pinched"), PIN_BODIES))
@@ -252,10 +252,7 @@ def main() -> int:
     )
     lines = [head, "", *table(args, cpu, instructions)]
     lines.append(f"\n{time.monotonic() - started:.0f} s; load average {load_before:.2f} at the start, {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} at the end.")
-    print("\n".join(lines))
-    if args.save:
-        save_results(__file__, "\n".join(lines).split("\n"))
-    return 0
+    return print_table(__file__, "\n".join(lines).split("\n"), args.save)
 
 
 if __name__ == "__main__":

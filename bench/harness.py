@@ -351,3 +351,12 @@ def save_results(module_file: str, table: list[str], argv: list[str] | None = No
     path = RESULTS / f"{name}.txt"
     path.write_text(f"# {command} — {date}, machine: {os.cpu_count()} CPUs, load average {load}\n" + "\n".join(table) + "\n")
     return path
+
+
+def print_table(module_file: str, table: list[str], save: bool, argv: list[str] | None = None) -> int:
+    """Print a benchmark's table and, when ``save`` (its ``--save``), write it with :func:`save_results`;
+    the benchmark's exit status."""
+    print("\n".join(table))
+    if save:
+        print(f"saved to {save_results(module_file, table, argv)}")
+    return 0
