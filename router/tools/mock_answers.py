@@ -213,6 +213,17 @@ def quoting_tool_result(text: str, result: str) -> str:
     return f"{text} (tool said: {result[:MAX_QUOTED_RESULT_CHARS]})"
 
 
+def scripted_answer(call: ToolCall | None, results: list[str], text: str, otherwise: str | None = None) -> ScriptedAnswer:
+    """The answer every mock API gives a turn: ``call`` when there is one (the user turn's next command,
+    :func:`call_tool`); once every command has its result, ``text`` quoting the turn's ``results``; else
+    ``otherwise`` (JSON when the request asks for it), or ``text``."""
+    if call is not None:
+        return ScriptedAnswer(tool_call=call)
+    if results:
+        return ScriptedAnswer(text=quoting_tool_result(text, "\n".join(results)))
+    return ScriptedAnswer(text=text if otherwise is None else otherwise)
+
+
 def json_answer(schema: Any) -> str:
     return orjson.dumps(example_of(schema)).decode()
 

@@ -27,22 +27,7 @@ import orjson
 from router.wire.anthropic_messages.errors import error_type
 from router.tools.pinch_measures import as_cached
 from router.wire.anthropic_messages.thinking import binds_thinking
-from router.tools.mock_answers import (
-    ONE_LISTING,
-    FunctionTool,
-    MockWire,
-    ScriptedAnswer,
-    call_tool,
-    chunks,
-    estimate_tokens,
-    json_answer,
-    next_command,
-    quoting_tool_result,
-    reasoning_about,
-    seal,
-    sse,
-    words,
-)
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, scripted_answer, seal, sse, words
 
 def error_body(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error, with the ``request_id`` its errors carry (also their ``request-id`` header): made
@@ -224,14 +209,10 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     elif tool_choice.get("type") == "tool":  # the client names the tool to call
         tools = [t for t in tools if t.name == tool_choice.get("name")]
     call = call_tool(tools, f"toolu_mock_{len(messages)}", next_command(commands, results_this_turn))
-    if results and call is None:
-        scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_result_text(r.get("content")) for r in results)))
-    elif call is not None:
-        scripted = ScriptedAnswer(tool_call=call)
-    else:
-        format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None
-        wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
-        scripted = ScriptedAnswer(text=json_answer(format_.get("schema")) if wants_json else text)
+    format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None
+    wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
+    otherwise = json_answer(format_.get("schema")) if wants_json else None
+    scripted = scripted_answer(call, [_result_text(r.get("content")) for r in results], text, otherwise)
     thinking = body.get("thinking") if isinstance(body.get("thinking"), dict) else {}
     if thinking.get("type") in ("enabled", "adaptive"):
         return replace(scripted, reasoning=reasoning_about(scripted))

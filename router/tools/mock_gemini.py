@@ -28,20 +28,7 @@ from typing import Any
 
 import orjson
 
-from router.tools.mock_answers import (
-    ONE_LISTING,
-    FunctionTool,
-    MockWire,
-    ScriptedAnswer,
-    call_tool,
-    estimate_tokens,
-    example_of,
-    next_command,
-    quoting_tool_result,
-    reasoning_about,
-    seal,
-    words,
-)
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, estimate_tokens, example_of, next_command, reasoning_about, scripted_answer, seal, words
 from router.wire.gemini.errors import error_payload
 from router.wire.gemini.parts import (
     CONTENTS,
@@ -162,19 +149,14 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     tools = _tools(body)
     call = call_tool(tools, f"call_mock_{len(contents)}_0", next_command(commands, len(results)))
     generation = field(body, GENERATION)
-    if call is not None:
-        scripted = ScriptedAnswer(tool_call=call)
-    elif results:
-        quoted = "\n".join(response_text(r.get("response"))[0] for r in results)
-        scripted = ScriptedAnswer(text=quoting_tool_result(text, quoted))
-    else:
-        schema = field(generation, RESPONSE_JSON_SCHEMA) or field(generation, RESPONSE_SCHEMA)
-        mime = field(generation, RESPONSE_MIME)
-        if isinstance(schema, dict):
-            text = json.dumps(example_of(lowercase_types(schema)), separators=(",", ":"))
-        elif isinstance(mime, str) and mime.startswith("application/json"):
-            text = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
-        scripted = ScriptedAnswer(text=text)
+    schema = field(generation, RESPONSE_JSON_SCHEMA) or field(generation, RESPONSE_SCHEMA)
+    mime = field(generation, RESPONSE_MIME)
+    otherwise = None
+    if isinstance(schema, dict):
+        otherwise = json.dumps(example_of(lowercase_types(schema)), separators=(",", ":"))
+    elif isinstance(mime, str) and mime.startswith("application/json"):
+        otherwise = '{"category": "coding_general", "tier": 2, "required_context_tokens": 4000}'
+    scripted = scripted_answer(call, [response_text(r.get("response"))[0] for r in results], text, otherwise)
     thinking = field(generation, THINKING)
     if isinstance(thinking, dict) and (thinking.get("includeThoughts") or thinking.get("include_thoughts")):
         return ScriptedAnswer(scripted.text, scripted.tool_call, reasoning_about(scripted))

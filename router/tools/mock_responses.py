@@ -17,22 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from router.tools.mock_answers import (
-    ONE_LISTING,
-    FunctionTool,
-    MockWire,
-    ScriptedAnswer,
-    call_tool,
-    chunks,
-    estimate_tokens,
-    json_answer,
-    next_command,
-    quoting_tool_result,
-    reasoning_about,
-    seal,
-    sse,
-    words,
-)
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, scripted_answer, seal, sse, words
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -92,14 +77,10 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
         tools = [t for t in tools if t.name == tool_choice.get("name")]
     call = call_tool(tools, f"call_mock_{len(items)}", next_command(commands, len(outputs)))
-    if outputs and call is None:
-        scripted = ScriptedAnswer(text=quoting_tool_result(text, "\n".join(_output_text(o.get("output")) for o in outputs)))
-    elif call is not None:
-        scripted = ScriptedAnswer(tool_call=call)
-    else:
-        format_ = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
-        wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
-        scripted = ScriptedAnswer(text=json_answer(format_.get("schema")) if wants_json else text)
+    format_ = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
+    wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
+    otherwise = json_answer(format_.get("schema")) if wants_json else None
+    scripted = scripted_answer(call, [_output_text(o.get("output")) for o in outputs], text, otherwise)
     if isinstance(body.get("reasoning"), dict):
         return replace(scripted, reasoning=reasoning_about(scripted))
     return scripted
