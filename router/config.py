@@ -63,6 +63,11 @@ PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
+def _in_bytes(setting: str) -> property:
+    """A setting given in MiB (``…_mb``), read in bytes: what the limits compare sizes with."""
+    return property(lambda settings: int(getattr(settings, setting) * 1024 * 1024), doc=f"``{setting}`` in bytes")
+
+
 class ConfigError(Exception):
     """The configuration cannot be used; the message names the key path."""
 
@@ -183,17 +188,9 @@ class ServerSettings(_Strict):
         """The configured keys' names (the only values of a metric's ``client`` label)."""
         return [_key_name(k) for k in self.api_keys]
 
-    @property
-    def max_body_bytes(self) -> int:
-        return int(self.max_body_mb * 1024 * 1024)
-
-    @property
-    def max_bodies_in_flight_bytes(self) -> int:
-        return int(self.max_bodies_in_flight_mb * 1024 * 1024)
-
-    @property
-    def resent_bodies_bytes(self) -> int:
-        return int(self.resent_bodies_mb * 1024 * 1024)
+    max_body_bytes = _in_bytes("max_body_mb")
+    max_bodies_in_flight_bytes = _in_bytes("max_bodies_in_flight_mb")
+    resent_bodies_bytes = _in_bytes("resent_bodies_mb")
 
     @model_validator(mode="after")
     def _one_body_fits_in_flight(self) -> ServerSettings:
@@ -534,13 +531,8 @@ class UpstreamSettings(_Strict):
         """How long a stream's head may take: its own timeout, bounded by the first byte's."""
         return min(self.stream_first_byte_timeout_seconds, self.first_byte_timeout_seconds)
 
-    @property
-    def max_response_bytes(self) -> int:
-        return int(self.max_response_mb * 1024 * 1024)
-
-    @property
-    def max_stream_event_bytes(self) -> int:
-        return int(self.max_stream_event_mb * 1024 * 1024)
+    max_response_bytes = _in_bytes("max_response_mb")
+    max_stream_event_bytes = _in_bytes("max_stream_event_mb")
 
 
 class DecisionLogSettings(_Strict):
