@@ -11,11 +11,16 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   closed: with a ``408`` in the proxy's own error format (no path is known yet) when part of a head came, silently when nothing
   did. A slow body is the body timeout's (``server.body_timeout_seconds``), an idle kept-alive
   connection aiohttp's keep-alive timeout (``server.keepalive_timeout_seconds``).
-* **Connection cap** (``server.max_connections``): at the cap, a new connection closes the
-  oldest one that is waiting for a head (the half-open ones go first), else the oldest idle
-  kept-alive one; one serving a request is never closed for another. Only when every connection
-  is busy is the new one refused, with a ``503`` and ``Retry-After``. So a flood of half-open
-  connections cannot keep a real request out.
+* **Connection cap** (``server.max_connections``): at the cap, a new connection closes one that
+  is waiting for a head (the half-open ones go first), else the oldest idle kept-alive one; one
+  serving a request is never closed for another. Only when every connection is busy is the new one
+  refused, with a ``503`` and ``Retry-After``. So a flood of half-open connections cannot keep a
+  real request out. Of those waiting for a head, the ones that sent part of one go first (the one
+  whose head began the longest ago first), then those that sent nothing yet (the oldest first). A
+  client sends its head as soon as it connects, but on a loaded machine that can be later than a
+  flood takes to open ``max_connections`` more connections: by age alone, the client's connection
+  was the oldest waiting before its head came, and was closed while a thousand stalled half-heads
+  were there to close instead.
 
 The guard sees a connection through the request handler class the app's servers use (see
 :mod:`router.http.framing_errors`, the one seam where aiohttp lets the handler be chosen):
@@ -69,6 +74,8 @@ class ConnectionGuard:
         self.state: dict[RequestHandler, str] = {}
         # waiting for a head: handler → (deadline, bytes of it received), in deadline order
         self.heads: OrderedDict[RequestHandler, tuple[float, int]] = OrderedDict()
+        # those of them that have sent part of a head, in the order its first byte came: evicted first
+        self.partial: OrderedDict[RequestHandler, None] = OrderedDict()
         self.idle: OrderedDict[RequestHandler, None] = OrderedDict()  # kept alive between requests, oldest first
         self.parsed: dict[RequestHandler, int] = {}  # heads parsed on each connection, as aiohttp counts them
         self.answered: dict[RequestHandler, int] = {}
@@ -106,9 +113,11 @@ class ConnectionGuard:
             self._set(handler, BUSY)
         elif self.state[handler] == IDLE:  # the first bytes of the next request's head
             self._wait_for_head(handler, data_size)
-        elif self.state[handler] == HEAD:
+        elif self.state[handler] == HEAD and data_size:
             deadline, got = self.heads[handler]
             self.heads[handler] = (deadline, got + data_size)
+            if not got:
+                self.partial[handler] = None
 
     def finished(self, handler: RequestHandler) -> None:
         """An answer is written; idle (evictable) again once every parsed head has been answered."""
@@ -122,6 +131,7 @@ class ConnectionGuard:
         if self.state.pop(handler, None) is None:
             return
         self.heads.pop(handler, None)
+        self.partial.pop(handler, None)
         self.idle.pop(handler, None)
         self.parsed.pop(handler, None)
         self.answered.pop(handler, None)
@@ -132,6 +142,7 @@ class ConnectionGuard:
 
     def _set(self, handler: RequestHandler, state: str) -> None:
         self.heads.pop(handler, None)
+        self.partial.pop(handler, None)
         self.idle.pop(handler, None)
         self.state[handler] = state
         if state == IDLE:
@@ -141,6 +152,8 @@ class ConnectionGuard:
         self._set(handler, HEAD)
         deadline = asyncio.get_running_loop().time() + self.head_timeout
         self.heads[handler] = (deadline, received)
+        if received:
+            self.partial[handler] = None
         if self._timer is None:
             self._arm(deadline)
 
@@ -165,8 +178,9 @@ class ConnectionGuard:
             self._arm(now)  # the rest on the next turn of the loop, after what waits meanwhile
 
     def _evict_one(self) -> bool:
-        """Close the oldest connection waiting for a head, else the oldest idle one; False: all are busy."""
-        for waiting in (self.heads, self.idle):
+        """Close a connection waiting for a head — one that sent part of it first, then one that sent
+        nothing yet, each the oldest first —, else the oldest idle one; False: all are busy."""
+        for waiting in (self.partial, self.heads, self.idle):
             if waiting:
                 self._close(next(iter(waiting)), EVICTED, None)
                 return True

@@ -26,6 +26,38 @@ HEAD_TIMEOUT = 2.0
 # Without the timeout aiohttp held such a connection for its keep-alive timeout (an hour by
 # default; 75 s here): any bound well below that shows the timeout at work.
 SLACK = 3.0
+# A real client whose head comes this long after it connects (a loaded machine): well within the
+# head timeout, but as long as the flood takes to open ~1,000 more — by age alone, it was the oldest
+# waiting for a head before its head came, and was closed (20 of 46 such clients, on a quiet machine).
+LATE = 0.5
+BODY = orjson.dumps({"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+LATE_REQUEST = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
+LATE_REQUEST += f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY
+
+
+async def late_heads(port: int, done: asyncio.Future[None], failed: list[object]) -> int:
+    """Real requests, one after another until ``done``, each head sent ``LATE`` seconds after its connect; how many got a 200."""
+    served = 0
+    while not done.done():
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL:  # the machine's own ports, as below
+                failed.append(f"late head: {type(exc).__name__}: {exc}"[:200])
+            await asyncio.sleep(0.05)
+            continue
+        await asyncio.sleep(LATE)
+        try:
+            writer.write(LATE_REQUEST)
+            answer = await reader.read()  # Connection: close: the whole answer, then the end
+        except OSError as exc:
+            answer = f"{type(exc).__name__}: {exc}".encode()
+        writer.close()
+        if answer.startswith(b"HTTP/1.1 200"):
+            served += 1
+        else:
+            failed.append(f"late head: {answer[:100]!r}")
+    return served
 
 
 async def test_ten_thousand_half_open_connections_are_closed_and_real_requests_are_served(tmp_path: Path) -> None:
@@ -39,6 +71,8 @@ async def test_ten_thousand_half_open_connections_are_closed_and_real_requests_a
             )  # fmt: skip
             served, failed = 0, []
             body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+            flood_done = asyncio.ensure_future(flood.wait())
+            late = asyncio.create_task(late_heads(port, flood_done, failed))
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as http:  # a new connection each
                 while flood.returncode is None:
                     try:
@@ -53,13 +87,14 @@ async def test_ten_thousand_half_open_connections_are_closed_and_real_requests_a
                         if getattr(exc, "errno", None) != errno.EADDRNOTAVAIL:
                             failed.append(f"{type(exc).__name__}: {exc}"[:200])
                     try:
-                        await asyncio.wait_for(asyncio.shield(flood.wait()), 0.05)
+                        await asyncio.wait_for(asyncio.shield(flood_done), 0.05)
                     except TimeoutError:
                         pass
+            served_late = await late
             out, _ = await flood.communicate()
             result = orjson.loads(out.splitlines()[-1])
             metrics = await scrape_metrics(f"http://127.0.0.1:{port}/metrics")
-    assert failed == [] and served > 0
+    assert failed == [] and served > 0 and served_late > 0
     assert (result["opened"], result["closed"], result["still_open"]) == (COUNT, COUNT, 0)
     assert result["held_max"] <= HEAD_TIMEOUT + SLACK, result["held_max"]
     closed_by = {labels["reason"]: value for labels, value in metrics["pinch_router_connections_closed_total"]}

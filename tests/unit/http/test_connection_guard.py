@@ -1,0 +1,107 @@
+"""The connection guard's rules on plain data (router/http/connections.py): which connection goes at
+the cap, and when the head timeout closes one. Connections here are stand-ins that record their close;
+the same rules on real sockets are tests/http/test_connections.py's, at scale tests/system/'s."""
+
+from __future__ import annotations
+
+import asyncio
+
+from router.http.connections import EVICTED, HEAD_TIMEOUT, REFUSED, ConnectionGuard
+
+HALF_A_HEAD = 71  # bytes of a head that never completes, as bench/half_open_flood.py sends
+
+
+class Connection:
+    """What the guard uses of aiohttp's request handler: its transport and force_close()."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.transport = None
+        self.closed = False
+
+    def force_close(self) -> None:
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def guard(cap: int = 16, head_timeout: float = 30.0) -> tuple[ConnectionGuard, list[str]]:
+    reasons: list[str] = []
+    return ConnectionGuard(head_timeout, cap, on_close=reasons.append), reasons
+
+
+def half_open(g: ConnectionGuard, name: str) -> Connection:
+    conn = Connection(name)
+    g.opened(conn)
+    g.received(conn, HALF_A_HEAD, 0)
+    return conn
+
+
+async def test_a_real_connection_whose_head_is_late_outlasts_a_flood_of_half_heads():
+    """A client connects; before its head comes (a loaded machine), a flood opens twice the cap of
+    connections that each send half a head. Every one of them goes before the real one: by age alone
+    the real one became the oldest waiting after cap - 1 more, and was closed before its head came."""
+    g, reasons = guard(cap=16)
+    flood = [half_open(g, f"flood{i}") for i in range(15)]
+    real = Connection("real")
+    g.opened(real)
+    flood += [half_open(g, f"flood{i}") for i in range(15, 47)]
+    assert not real.closed and g.open == 16
+    g.received(real, 120, 1)  # its head, whole: now it is served
+    assert g.state[real] == "busy"
+    assert sum(conn.closed for conn in flood) == 47 - 15 and reasons == [EVICTED] * 32
+
+
+async def test_half_heads_go_oldest_first_and_before_connections_that_sent_nothing():
+    g, _ = guard(cap=16)
+    silent = [Connection(f"silent{i}") for i in range(8)]
+    for conn in silent:
+        g.opened(conn)
+    partial = [half_open(g, f"partial{i}") for i in range(8)]
+    for i in range(8):
+        g.opened(Connection(f"new{i}"))  # nothing sent yet
+        assert [conn.closed for conn in partial] == [True] * (i + 1) + [False] * (7 - i)
+    assert not any(conn.closed for conn in silent)
+    g.opened(Connection("one more"))  # no half head left: the oldest that sent nothing goes
+    assert silent[0].closed and not any(conn.closed for conn in silent[1:])
+
+
+def served(g: ConnectionGuard, name: str) -> Connection:
+    conn = Connection(name)
+    g.opened(conn)
+    g.received(conn, 120, 1)  # a whole head: its request is being served
+    return conn
+
+
+async def test_an_idle_kept_alive_connection_goes_after_those_waiting_for_a_head_and_a_busy_one_never():
+    g, reasons = guard(cap=16)
+    idle = served(g, "idle")
+    g.finished(idle)  # answered, kept alive
+    busy = [served(g, f"busy{i}") for i in range(14)]
+    silent = Connection("silent")
+    g.opened(silent)
+    g.opened(newest := Connection("newest"))  # at the cap: the one waiting for a head goes, not the idle one
+    assert silent.closed and not idle.closed
+    g.received(newest, 120, 1)
+    g.opened(Connection("next"))  # none waits for a head: the idle one goes
+    assert idle.closed and not any(conn.closed for conn in busy) and reasons == [EVICTED, EVICTED]
+
+
+async def test_when_every_connection_is_busy_the_new_one_is_refused():
+    g, reasons = guard(cap=16)
+    busy = [served(g, f"busy{i}") for i in range(16)]
+    g.opened(refused := Connection("refused"))
+    assert refused.closed and not any(conn.closed for conn in busy)
+    assert reasons == [REFUSED] and g.open == 16
+
+
+async def test_the_head_timeout_closes_connections_that_sent_nothing_or_half_a_head():
+    g, reasons = guard(cap=16, head_timeout=0.05)
+    silent = Connection("silent")
+    g.opened(silent)
+    partial = half_open(g, "partial")
+    busy = served(g, "busy")
+    await asyncio.sleep(0.2)
+    assert silent.closed and partial.closed and not busy.closed
+    assert reasons == [HEAD_TIMEOUT, HEAD_TIMEOUT] and g.open == 1 and not g.heads
