@@ -22,6 +22,14 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   was the oldest waiting before its head came, and was closed while a thousand stalled half-heads
   were there to close instead.
 
+An answer the guard sends (the ``408``, the ``503``) is followed by a half-close: the proxy ends
+its side of the stream after the answer, then reads and drops what the client still sends, until
+the client closes its side, for ``LINGER_SECONDS`` and ``LINGER_BYTES`` at most (``LINGER_MAX``
+connections at once, past that closed as soon as the answer is written; they no longer count
+against the cap). Closing a socket with input unread makes the kernel reset the connection, and a
+client still sending (the rest of its head, a body) got the reset instead of the answer: a head
+dripped a byte at a time lost its ``408`` that way on a loaded machine.
+
 The guard sees a connection through the request handler class the app's servers use (see
 :mod:`router.http.framing_errors`, the one seam where aiohttp lets the handler be chosen):
 opened, bytes received, a head parsed, an answer finished, closed. Deadlines all lie one head
@@ -44,6 +52,11 @@ from router.wire import own_format
 HEAD, BUSY, IDLE = "head", "busy", "idle"
 EXPIRE_SLICE = 32  # late connections closed per turn of the loop
 HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_cap"  # why the proxy closed one
+# After the guard's own answer: how long, and how much of what a client still sends, is read and dropped
+# before the socket is closed (the client closing its end ends it at once)
+LINGER_SECONDS = 2.0
+LINGER_BYTES = 64 * 1024
+LINGER_MAX = 64  # lingering at once, per server: past the cap's sockets, so a few
 
 
 def _raw_answer(status: int, reason: str, error: ApiError, extra: str = "") -> bytes:
@@ -71,6 +84,7 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.on_close, self.on_count = on_close, on_count
         self.open = 0
+        self.lingering = 0  # closed by the guard after an answer, still reading what the client sends
         self.state: dict[RequestHandler, str] = {}
         # waiting for a head: handler → (deadline, bytes of it received), in deadline order
         self.heads: OrderedDict[RequestHandler, tuple[float, int]] = OrderedDict()
@@ -187,14 +201,14 @@ class ConnectionGuard:
         return False
 
     def _close(self, handler: RequestHandler, reason: str, answer: bytes | None) -> None:
-        transport = handler.transport
         self.closed_by_peer_or_server(handler)
         self.closed[reason] += 1
         if self.on_close is not None:
             self.on_close(reason)
-        if transport is not None and answer is not None and not transport.is_closing():
-            transport.write(answer)
-        handler.force_close()  # the transport closes once what is buffered is written
+        if answer is None:
+            handler.force_close()
+        else:
+            handler.answer_and_close(answer)  # type: ignore[attr-defined]  # a GuardedRequestHandler
 
     def _counted(self) -> None:
         if self.on_count is not None:
@@ -205,6 +219,26 @@ class GuardedRequestHandler(RequestHandler):
     """aiohttp's request handler, telling its server's :class:`ConnectionGuard` what the connection does."""
 
     guard: ConnectionGuard | None = None
+    _lingering: int | None = None  # after the guard's answer: the bytes read and dropped since
+    _linger_handle: asyncio.TimerHandle | None = None
+
+    def answer_and_close(self, answer: bytes) -> None:
+        """Send ``answer`` and close without a reset that could cost the client the answer (see the
+        module doc): the proxy's end of the stream follows the answer, then what the client still
+        sends is read and dropped until it closes its end, for ``LINGER_SECONDS`` at most."""
+        transport, guard = self.transport, self.guard
+        if transport is None or transport.is_closing():
+            self.force_close()
+            return
+        if not transport.can_write_eof() or guard is None or guard.lingering >= LINGER_MAX:
+            transport.write(answer)
+            self.force_close()  # the transport closes once what is buffered is written
+            return
+        guard.lingering += 1
+        self._lingering = 0  # aiohttp parses nothing more: no request is served on this connection
+        transport.write(answer)
+        transport.write_eof()  # sent once the answer is
+        self._linger_handle = asyncio.get_running_loop().call_later(LINGER_SECONDS, self.force_close)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
@@ -212,6 +246,11 @@ class GuardedRequestHandler(RequestHandler):
             self.guard.opened(self)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering is not None:
+            self._lingering += len(data)
+            if self._lingering > LINGER_BYTES:
+                self.force_close()
+            return
         super().data_received(data)
         if self.guard is not None:
             self.guard.received(self, len(data), self._request_count)
@@ -224,6 +263,11 @@ class GuardedRequestHandler(RequestHandler):
                 self.guard.finished(self)
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        if self._linger_handle is not None:
+            self._linger_handle.cancel()
+            self._linger_handle = None
+            if self.guard is not None:
+                self.guard.lingering -= 1
         if self.guard is not None:
             self.guard.closed_by_peer_or_server(self)
         super().connection_lost(exc)

@@ -77,6 +77,25 @@ async def test_a_head_dripped_a_byte_at_a_time_is_not_given_more_time_for_each_b
     assert waited < 3 and data.startswith(b"HTTP/1.1 408")
 
 
+async def test_a_byte_that_comes_as_the_head_times_out_does_not_cost_the_client_its_408(proxy, mock_upstream):
+    """A client still sending when its head times out (the dripping one above, on a loaded machine):
+    the proxy closed the socket with that input unread, so the kernel reset the connection, and the
+    client got the reset instead of the 408. Here the loop is held while the byte and the timeout
+    fall due (a loaded machine's late turn), so the byte comes after the last read: still the 408,
+    then the end of the stream."""
+    _, url = mock_upstream
+    client = await proxy(guarded(url))  # a head timeout of 0.5 s
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    writer.write(HEAD[:30])
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.45, writer.write, HEAD[30:31])  # due before the timeout ...
+    loop.call_later(0.35, time.sleep, 0.3)  # ... and run in the same turn of the loop, just before it
+    _, data = await closed_after(reader)
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408") and orjson.loads(body)["error"]["code"] == "request_timeout"
+    writer.close()
+
+
 async def test_a_kept_alive_connection_may_idle_longer_than_the_head_timeout_and_is_served_again(proxy, mock_upstream):
     _, url = mock_upstream
     client = await proxy(guarded(url))

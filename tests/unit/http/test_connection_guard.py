@@ -12,15 +12,18 @@ HALF_A_HEAD = 71  # bytes of a head that never completes, as bench/half_open_flo
 
 
 class Connection:
-    """What the guard uses of aiohttp's request handler: its transport and force_close()."""
+    """What the guard uses of aiohttp's request handler (GuardedRequestHandler): its two ways to close."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.transport = None
         self.closed = False
+        self.answer = b""
 
     def force_close(self) -> None:
         self.closed = True
+
+    def answer_and_close(self, answer: bytes) -> None:
+        self.answer, self.closed = answer, True
 
     def __repr__(self) -> str:
         return self.name
@@ -92,7 +95,7 @@ async def test_when_every_connection_is_busy_the_new_one_is_refused():
     g, reasons = guard(cap=16)
     busy = [served(g, f"busy{i}") for i in range(16)]
     g.opened(refused := Connection("refused"))
-    assert refused.closed and not any(conn.closed for conn in busy)
+    assert refused.closed and refused.answer.startswith(b"HTTP/1.1 503 ") and not any(conn.closed for conn in busy)
     assert reasons == [REFUSED] and g.open == 16
 
 
@@ -104,4 +107,5 @@ async def test_the_head_timeout_closes_connections_that_sent_nothing_or_half_a_h
     busy = served(g, "busy")
     await asyncio.sleep(0.2)
     assert silent.closed and partial.closed and not busy.closed
+    assert silent.answer == b"" and partial.answer.startswith(b"HTTP/1.1 408 ")  # a 408 when part of a head came
     assert reasons == [HEAD_TIMEOUT, HEAD_TIMEOUT] and g.open == 1 and not g.heads
