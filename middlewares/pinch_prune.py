@@ -67,6 +67,8 @@ from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.pinch_ledger import PinchPolicy, PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
+from router.core.retrieve import declaration_tokens
+from router.providers import answers_retrieve
 from router.core.session_state import SessionReads, Space
 from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
@@ -119,6 +121,7 @@ class PinchPrune:
         # models' __getattr__ hook on every request: each provider's cache lifetime, the tiers.
         self._cache_lifetimes = {name: cache_lifetime(p.api, p.cache_lifetime_seconds) for name, p in catalogue.providers.items()}
         self._tiers, self._fallback_tier = catalogue.routing.tiers, catalogue.routing.fallback_tier
+        self._answers_retrieve = {name: answers_retrieve(p) for name, p in catalogue.providers.items()}
         settings = self.settings
         self.policy = PinchPolicy(
             settings.budget_tokens, settings.keep_last_turns, settings.max_summarize_chars, settings.low_watermark,
@@ -204,12 +207,15 @@ class PinchPrune:
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
         conversation, known = ctx.view.conversation, ctx.known_body
+        retrieve = self._offers_retrieve(ctx, windows)
+        declared = declaration_tokens(tools) if retrieve else 0
         result = pinch_conversation(
             conversation,
             session.ledger,
             self.policy,
             cache,
-            windows=windows,
+            # the tool's declaration goes upstream too: the windows hold it beside the prompt
+            windows=tuple(replace(w, prompt_limit=w.prompt_limit - declared) for w in windows) if declared else windows,
             relevance_order=order,
             estimator=self.estimator,
             tools=tools,
@@ -220,11 +226,14 @@ class PinchPrune:
             memo=known.prior_pinch if known is not None else None,
             shared_units=ctx.view.reused_units,
             query=(ctx.view.turn_text.task, ctx.view.turn_text.step),
+            retrieve=retrieve,
         )
         if known is not None:
             known.pinch = result.memo  # for the next turn's body (the kept body's one note from this stage)
         stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
+        if retrieve:  # counted in what is sent
+            stats = replace(stats, offers_retrieve=True, final_tokens=stats.final_tokens + declared)
         order_matters = stats.newly_compressed > 0 or (cache.verdict is CacheVerdict.COLD and len(session.ledger) > 0)
         if not ctx.view.offers_tools and not ctx.view.conversation.result_units():
             # A side request (opencode's title, a summary): its prompt is its own, so it neither warms nor
@@ -233,6 +242,15 @@ class PinchPrune:
             # another provider); the session's state stays as the loop's last request left it.
             return result.rewrites, stats, None, order_matters
         return result.rewrites, stats, PinchSession(result.ledger, now, provider, session.requests + 1, keys), order_matters
+
+    def _offers_retrieve(self, ctx: RequestContext, windows: tuple[WindowLimit, ...]) -> bool:
+        """The request offers pinch_retrieve (router.core.retrieve): lossy first sight is on, the client
+        offers tools (on every request of its loop: the declaration never changes the cached prefix),
+        and the preferred model's provider speaks a format whose calls the proxy can answer."""
+        sight = self.settings.first_sight
+        if not (sight.enabled and sight.lossy and ctx.view.offers_tools and windows):
+            return False
+        return self._answers_retrieve.get(windows[0].provider, False)
 
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""

@@ -412,8 +412,14 @@ class FirstSightConfig(_Strict):
     # resent as those bytes ever after (needs pinch.ledger and a session key): terminal noise, runs of
     # repeated lines, and what an earlier result shows already (a pointer naming that call, or a diff).
     enabled: bool = True
-    # The lossy long-output cut needs the pinch_retrieve tool, not built yet: true is refused at load.
-    lossy: bool = False
+    # Past long_output_chars, a new output is cut to its head_chars and tail_chars, its error lines and up to
+    # relevant_chars of the lines naming the task; the whole stays one pinch_retrieve call away (the proxy
+    # offers the tool and answers it itself: docs/pinch.md). Only for a client that offers tools.
+    lossy: bool = True
+    long_output_chars: PositiveInt = _FIRST_SIGHT.long_output_chars
+    head_chars: Count = _FIRST_SIGHT.head_chars
+    tail_chars: Count = _FIRST_SIGHT.tail_chars
+    relevant_chars: Count = _FIRST_SIGHT.relevant_chars
     # A reduction is made only when it saves this many tokens and this share of the result.
     min_saved_tokens: Count = _FIRST_SIGHT.min_saved_tokens
     min_saved_share: Annotated[float, Field(ge=0, lt=1)] = _FIRST_SIGHT.min_saved_share
@@ -433,18 +439,11 @@ class FirstSightConfig(_Strict):
     # A pointer names the earlier call (its tool and arguments) in at most this many characters.
     max_label_chars: PositiveInt = _FIRST_SIGHT.max_label_chars
 
-    @field_validator("lossy")
-    @classmethod
-    def _lossless_only(cls, lossy: bool) -> bool:
-        if lossy:
-            raise ValueError("the lossy long-output cut is not available yet: it needs the pinch_retrieve tool; set it to false")
-        return lossy
-
     def core(self) -> FirstSightSettings | None:
         """The settings as the core reads them; None when first sight is off."""
         if not self.enabled:
             return None
-        return FirstSightSettings(**self.model_dump(exclude={"enabled", "lossy"}))
+        return FirstSightSettings(**self.model_dump(exclude={"enabled"}))
 
 
 class PinchSettings(_Strict):

@@ -26,6 +26,7 @@ from router.clients.dependency_http import BodyTooLarge, error_summary, failure_
 from router.clients.exchange import Exchange
 from router.clients.failure import AttemptFailure, relayable
 from router.clients.relay import StreamRelay, relay_client_error
+from router.clients.retrieve import RetrieveLoop
 from router.config import ProviderSettings, UpstreamSettings
 from router.contract.context import RequestContext
 from router.core.errors import JSON
@@ -97,14 +98,22 @@ class UpstreamAttempts:
                 ctx.response = relay_client_error(response.status, body, candidate, ctx, same_wire=exchange.translation is None, headers=response.headers)
                 _answered(result, candidate, response.status, sent)
                 return
+            retrieve = RetrieveLoop(ctx, exchange.retrieve, exchange.payload) if exchange.retrieve is not None else None
             if exchange.streams(response.content_type):
-                relay = StreamRelay(ctx, response, settings, drop_usage_only=exchange.inject_usage, translate=exchange.stream())
+                reopen = None if retrieve is None else lambda payload: self.reopen(ctx, candidate, payload, settings.stream_head_timeout_seconds, stream=True)
+                relay = StreamRelay(
+                    ctx, response, settings, drop_usage_only=exchange.inject_usage, translate=exchange.stream(), retrieve=retrieve, reopen=reopen
+                )
                 remaining = settings.first_byte_timeout_seconds - (perf_counter() - sent)
                 first = await booked_as_upstream(ctx, relay.first_chunk(max(remaining, 0.001)))
                 _answered(result, candidate, response.status, sent)
                 await relay.run(first, decision_headers)
             else:
                 body, answer = await booked_as_upstream(ctx, self.read_answer(response))
+                if retrieve is not None:  # the model's pinch_retrieve calls answered here, the request continued
+                    body, answer = await retrieve.whole(
+                        body, answer, lambda payload: self.reopen(ctx, candidate, payload, settings.first_byte_timeout_seconds), self._read_booked(ctx)
+                    )
                 # before it counts as answered: an answer that is none of its format fails this attempt
                 body, content_type, usage = exchange.answer(body, answer, response.headers.get("Content-Type", JSON))
                 _answered(result, candidate, response.status, sent)
@@ -115,6 +124,18 @@ class UpstreamAttempts:
             response.release()
             if self.open_gauge is not None:
                 self.open_gauge.dec()
+
+    async def reopen(self, ctx: RequestContext, candidate: Candidate, payload: bytes, timeout: float, *, stream: bool = False) -> aiohttp.ClientResponse:
+        """The request sent to ``candidate`` again, continued with a retrieve round (:mod:`router.clients.retrieve`):
+        its response once its status line came; any error status is an :class:`AttemptFailure`."""
+        response = await booked_as_upstream(ctx, self.open(candidate, payload, timeout, ctx.headers, stream=stream))
+        if response.status >= 400:
+            body = await self.read_error_body(response)
+            raise AttemptFailure("status", f"a pinch_retrieve round was answered {response.status}: {error_summary(body)}", status=response.status, body=body)
+        return response
+
+    def _read_booked(self, ctx: RequestContext) -> Callable[[aiohttp.ClientResponse], Awaitable[tuple[bytes, Any]]]:
+        return lambda response: booked_as_upstream(ctx, self.read_answer(response))
 
     async def read_answer(self, response: aiohttp.ClientResponse) -> tuple[bytes, Any]:
         """The answer body and its JSON, bounded and under the idle gap; one that is not JSON is this provider failing."""

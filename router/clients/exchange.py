@@ -21,9 +21,11 @@ from router.contract.context import RequestContext
 from router.core.errors import JSON
 from router.core.request_view import NO_REWRITES, BodyChanges
 from router.core.results import Candidate, Usage
+from router.core.retrieve import RETRIEVE_TOOL
 from router.providers import provider_adapter
 from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken, StreamTranslator, Untranslatable
 from router.translate.registry import translator
+from router.wire.retrieve import retrieve_format
 
 EVENT_STREAM = "text/event-stream"
 
@@ -48,9 +50,11 @@ class Exchange:
         # signed reasoning whose prefix pinch changed is left out only where it is checked (passed through)
         stale = ctx.pinch.stale if ctx.pinch is not None and candidate.thinking_binding and passed else None
         self.inject_usage = view.stream and not view.usage_requested
+        # pinch_retrieve, declared for a provider whose format the proxy answers its calls in (router.core.retrieve)
+        self.retrieve = retrieve_format(self.wire_out) if ctx.pinch is not None and ctx.pinch.offers_retrieve else None
         changes = BodyChanges(
             candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, self.inject_usage, cache_key, not passed,
-            candidate.thinking_off, stale, ctx.known_body,
+            candidate.thinking_off, stale, ctx.known_body, RETRIEVE_TOOL if self.retrieve is not None else None,
         )
         if passed:
             self.payload = ctx.wire.upstream_body(ctx.body, view, changes)

@@ -21,6 +21,7 @@ from router.core.errors import ApiError
 from router.translate.protocol import StreamBroken, StreamTranslator
 from router.contract.timeout import StageTimeout, within_timeout
 from router.clients.failure import AttemptFailure, error_text
+from router.clients.retrieve import Reopen, RetrieveLoop
 
 log = logging.getLogger("pinch_router.relay")
 
@@ -46,11 +47,18 @@ class StreamRelay:
         *,
         drop_usage_only: bool = False,
         translate: StreamTranslator | None = None,
+        retrieve: RetrieveLoop | None = None,
+        reopen: Reopen | None = None,
     ) -> None:
-        """``translate``: the provider streams another wire format; its events are translated first."""
+        """``translate``: the provider streams another wire format; its events are translated first.
+        ``retrieve`` (with ``reopen``, which sends the request again): the request offers
+        pinch_retrieve; before anything else the provider's events go through its filter, and a round
+        that called only the tool is followed by the next round's, read on in the same stream."""
         self.ctx = ctx
         self.translate = translate
-        self.upstream = upstream
+        self.upstream = self.first_upstream = upstream
+        self.retrieve, self.reopen = retrieve, reopen
+        self.rounds = retrieve.stream_filter() if retrieve is not None else None
         self.idle = settings.idle_timeout_seconds
         self.write_timeout = settings.client_write_timeout_seconds
         self.keepalive = settings.stream_keepalive_seconds or None
@@ -80,6 +88,8 @@ class StreamRelay:
                     if not chunk:
                         raise AttemptFailure("read", "stream ended before its first event")
                     ready = self.events.feed(self._translated(chunk))
+                    if self._round_over():
+                        ready += await self._next_round()
                     if ready:
                         return ready
         except TimeoutError:
@@ -91,8 +101,26 @@ class StreamRelay:
         except aiohttp.ClientError as exc:
             raise AttemptFailure("read", f"stream broke before its first event ({type(exc).__name__})") from None
 
-    def _translated(self, chunk: bytes) -> bytes:
+    def _translated(self, chunk: bytes, filtered: bool = False) -> bytes:
+        if self.rounds is not None and not filtered:
+            chunk = self.rounds.feed(chunk)
         return chunk if self.translate is None else self.translate.feed(chunk)
+
+    def _round_over(self) -> bool:
+        return self.retrieve is not None and self.retrieve.round_over()
+
+    async def _next_round(self) -> bytes:
+        """The round ended having called only pinch_retrieve: read on from the next round's response
+        (:class:`AttemptFailure` when it fails before its status line); or, the rounds run out, the
+        client's events for the round's closing events held back."""
+        assert self.retrieve is not None and self.reopen is not None and self.rounds is not None
+        following = await self.retrieve.next_stream(self.reopen)
+        if following is None:
+            return self.events.feed(self._translated(self.rounds.release(), filtered=True))
+        if self.upstream is not self.first_upstream:
+            self.upstream.release()
+        self.upstream = following
+        return b""
 
     async def run(self, first: bytes, head: Callable[[RequestContext], dict[str, str]]) -> None:
         """Send the head and ``first``, then relay until [DONE], EOF or a failure."""
@@ -114,6 +142,8 @@ class StreamRelay:
         finally:
             if streams is not None:
                 streams.discard(self)
+            if self.upstream is not self.first_upstream:  # a retrieve round's (the attempt releases the first)
+                self.upstream.release()
         result = ctx.upstream
         if result is not None:
             result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
@@ -156,8 +186,12 @@ class StreamRelay:
                 elif not chunk:
                     return "" if self.events.done else "the provider closed the stream before [DONE]"
                 ready = self.events.feed(self._translated(chunk))
+                if self._round_over():
+                    ready += await self._next_round()
             except (EventTooLarge, StreamBroken) as exc:
                 return str(exc)
+            except AttemptFailure as failure:
+                return failure.message
             if ready and not await self._write(response, ready):
                 return "client disconnected"
         return ""

@@ -14,9 +14,10 @@ cache (ARCHITECTURE §5, "First sight"). :class:`FirstSight` is the session ledg
   previous request did not send verbatim already (:attr:`FirstSight.seen`, kept as the ledger's
   ``first_seen``): a result sent once as it was is never reduced later (that would change bytes a
   cache holds). After a lost ledger the older results are left as they are (:meth:`FirstSight.reduce`).
-* **Lossless only.** The reducers run without the lossy long-output cut (it needs the retrieve tool):
-  terminal noise, repeated lines, and what an earlier result shows already (a pointer naming that
-  call, or a diff to it). The earlier results are the ones the model sees, as they are sent (a
+* **Lossless, and one lossy cut behind a tool.** Terminal noise, repeated lines, and what an earlier
+  result shows already (a pointer naming that call, or a diff to it); and, only when the model can
+  call ``pinch_retrieve`` (:mod:`router.core.retrieve`) and the settings allow it, a long output cut
+  to what the model most likely reads, the whole one call away. The earlier results are the ones the model sees, as they are sent (a
   result sent compressed is left out: a pointer into its head and tail would name lines it no
   longer shows).
 * **A pointer always names what is there.** A reduction that points at earlier results records them
@@ -177,11 +178,14 @@ class FirstSight:
                 return None if at in taken or at in self.reverted else at
         return None
 
-    def reduce(self, taken: Collection[int], seen: Collection[str], settings: FirstSightSettings | None, query: Sequence[str] = ()) -> None:
+    def reduce(
+        self, taken: Collection[int], seen: Collection[str], settings: FirstSightSettings | None, query: Sequence[str] = (), *, lossy: bool = False
+    ) -> None:
         """Reduce the in-progress turn's results never sent (not ``taken``, not resent, not in ``seen``:
         sent verbatim by the previous request), each against the results before it as the model sees
         them, the ``taken`` ones left out. ``settings`` None: none is reduced. ``query``: the task and
-        the current step (what a lossy cut would keep; the lossless rules do not read it)."""
+        the current step (what a lossy cut keeps; the lossless rules do not read it). ``lossy``: the
+        model can call ``pinch_retrieve`` (the long-output cut is made when ``settings.lossy`` too)."""
         conversation, result_units, ids = self.conversation, self.result_units, self.ids
         count = len(result_units)
         start = conversation.last_turns_start(1)
@@ -197,7 +201,7 @@ class FirstSight:
             if p not in self.rewrites and p not in taken and ids[p] not in seen and p not in self.reverted and self._long_enough(p, least)
         ]
         if fresh:
-            self._reduce(fresh, taken, settings, query)
+            self._reduce(fresh, taken, settings, query, lossy and settings.lossy)
 
     def _long_enough(self, position: int, chars: int) -> bool:
         found = text_of(self.units[self.result_units[position]].get(self.key))
@@ -232,7 +236,7 @@ class FirstSight:
         if self.rewrites.pop(position, None) is not None:
             del self.saved[position]
 
-    def _reduce(self, fresh: list[int], taken: Collection[int], settings: FirstSightSettings, query: Sequence[str]) -> None:
+    def _reduce(self, fresh: list[int], taken: Collection[int], settings: FirstSightSettings, query: Sequence[str], lossy: bool) -> None:
         conversation, result_units, units, key, ids = self.conversation, self.result_units, self.units, self.key, self.ids
         index = EarlierIndex(settings=settings)
         new = set(fresh)
@@ -249,7 +253,7 @@ class FirstSight:
             name, arguments = conversation.tool_call(unit)
             if position in new:
                 reduction = reduce_at_first_sight(
-                    NewResult(text, name, arguments), index, query, settings, allow_lossy=False, retrieve_id=ids[position]
+                    NewResult(text, name, arguments), index, query, settings, allow_lossy=lossy, retrieve_id=ids[position]
                 )
                 if reduction is not None:
                     targets = [latest[pid] for pid in reduction.points_at]

@@ -361,6 +361,7 @@ def pinch_conversation(
     memo: LedgerMemo | None = None,
     shared_units: int = 0,
     query: Sequence[str] = (),
+    retrieve: bool = False,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -377,7 +378,9 @@ def pinch_conversation(
     conversation's first ``shared_units`` units are this one's very objects; the answer's ``memo`` is this
     request's, for the next. First sight (``policy.first_sight``) reduces the in-progress turn's new
     results, and the ledger's first-sight texts are resent, before the batch is planned
-    (:mod:`router.core.pinch_first_sight`); ``query``: the task and the current step.
+    (:mod:`router.core.pinch_first_sight`); ``query``: the task and the current step; ``retrieve``: the
+    model can call ``pinch_retrieve`` on this request (a lossy cut is made only then, and only when
+    ``policy.first_sight.lossy``).
     """
     budget_tokens, keep_last_turns, max_summarize_chars = policy.budget_tokens, policy.keep_last_turns, policy.max_summarize_chars
     low_watermark, cold_batch_from, no_cache_watermark, batch_order = (
@@ -472,7 +475,7 @@ def pinch_conversation(
         # first sight: the ledger's texts resent (the protected turns too), the in-progress turn's new results reduced
         sight = FirstSight(conversation, sizes)
         sight.resend(ledger.first_sight, kinds)
-        sight.reduce(kinds, ledger.first_seen, policy.first_sight, query)
+        sight.reduce(kinds, ledger.first_seen, policy.first_sight, query, lossy=retrieve)
         work.first_sight(sight)
     work.total_saved = sum(saved_at.values())
     current = original - work.total_saved

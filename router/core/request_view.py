@@ -50,6 +50,7 @@ import orjson
 from router.core.frozen import frozen
 from router.core.resent_prefix import KnownBody
 from router.core.results import StaleSignatures
+from router.core.retrieve import ToolOffer
 from router.core.turn_text import TurnText
 
 Unit = dict[str, Any]
@@ -284,7 +285,8 @@ class BodyChanges:
     signed reasoning to leave out, its prefix changed by pinch, for a model that checks it
     (``models[].thinking_binding``; None: none). ``written``: the client's body as the edge kept it
     (:class:`router.core.resent_prefix.KnownBody`), whose elements that go out unchanged are written
-    as the bytes the client sent (:func:`written_body`); None: everything is serialised.
+    as the bytes the client sent (:func:`written_body`); None: everything is serialised. ``tool``: a
+    function tool the proxy declares after the client's own (each format writes it its way).
     """
 
     upstream_model: str
@@ -296,6 +298,8 @@ class BodyChanges:
     thinking_off: str = "omit"
     stale: StaleSignatures | None = None
     written: KnownBody | None = None
+    # A tool the proxy declares after the client's (pinch_retrieve, router.core.retrieve); None: none.
+    tool: ToolOffer | None = None
 
 
 def rewritten_array(

@@ -155,6 +155,9 @@ class PinchStats:
     first_sight_new: int = 0
     first_sight_reapplied: int = 0
     first_sight_saved: int = 0
+    # The request offers the model pinch_retrieve (router.core.retrieve: lossy first sight is on and
+    # the client offers tools), for every attempt whose provider's format can answer it.
+    offers_retrieve: bool = False
 
     @property
     def saved_tokens(self) -> int:
@@ -289,6 +292,10 @@ class UpstreamResult:
     wire_out: str | None = None  # the wire format sent to the provider (the client's own: passed through)
     # What the translation to wire_out could not carry ("tool web_search", …): reported, not failed
     dropped: tuple[str, ...] = ()
+    # pinch_retrieve calls the proxy answered itself (router.clients.retrieve), and the tokens their
+    # answers added to the prompt of the rounds after them
+    retrieve_calls: int = 0
+    retrieve_tokens: int = 0
 
     @property
     def dropped_text(self) -> str:

@@ -147,3 +147,38 @@ class SseRelay:
                 usage = events.read_usage(data)
                 if usage is not None:  # Anthropic reports the prompt at the start, the output at the end
                     self.usage = usage if self.usage is None else self.usage.updated(usage)
+
+
+class SseEvents:
+    """Whole SSE events out of a provider's chunks: each event's bytes (its blank line included) and its
+    ``data:`` payload (the lines joined; b"" for none)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
+        self.buffer += chunk
+        out: list[tuple[bytes, bytes]] = []
+        while True:
+            end, size = _boundary(self.buffer)
+            if end < 0:
+                return out
+            raw = bytes(self.buffer[: end + size])
+            del self.buffer[: end + size]
+            out.append((raw, data_of(raw)))
+
+    def rest(self) -> bytes:
+        rest, self.buffer = bytes(self.buffer), bytearray()
+        return rest
+
+
+def _boundary(buffer: bytearray) -> tuple[int, int]:
+    """The end of the first whole event in ``buffer`` and its separator's length; (-1, 0) for none."""
+    found = [(at, size) for at, size in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if at >= 0]
+    return min(found) if found else (-1, 0)
+
+
+def data_of(event: bytes) -> bytes:
+    """An SSE event's ``data:`` payload (its data lines joined by newlines, stripped)."""
+    lines = [line[5:].strip() for line in event.splitlines() if line.startswith(b"data:")]
+    return b"\n".join(lines)

@@ -51,6 +51,7 @@ COLUMNS = (
     "pinch_reapplied", "pinch_newly_compressed", "pinch_reason", "cached_tokens", "cache_write_tokens",
     "wire_in", "wire_out", "wire_dropped", "pinch_restored", "model_family", "classifier_reason",
     "resumed_elements", "providers_down", "pinch_first_sight_new", "pinch_first_sight_reapplied", "pinch_first_sight_saved",
+    "retrieve_calls", "retrieve_tokens",
 )  # fmt: skip
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages", "providers_down"})

@@ -61,6 +61,8 @@ class Decision:
     pinch_first_sight_new: int | None = None  # results this request sent reduced at first sight (their first time)
     pinch_first_sight_reapplied: int | None = None  # results sent as the first-sight text the ledger recorded
     pinch_first_sight_saved: int | None = None  # tokens first sight saved on this request (part of the pinch saving)
+    retrieve_calls: int = 0  # pinch_retrieve calls the proxy answered itself (router.clients.retrieve)
+    retrieve_tokens: int = 0  # the tokens their answers added to the rounds after them
     relevance_status: str | None = None
     relevance_reason: str = ""
     stages: tuple[StageRecord, ...] = ()
@@ -135,6 +137,8 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         candidates=tuple(c.model for c in route.candidates) if route else (),
         attempts=tuple(upstream.attempts) if upstream else (),
         providers_down=tuple(upstream.providers_down) if upstream else (),
+        retrieve_calls=upstream.retrieve_calls if upstream else 0,
+        retrieve_tokens=upstream.retrieve_tokens if upstream else 0,
         rejected=route.rejected if route else (),
         pinch_mode=str(pinch.mode) if pinch else None,
         tokens_before=pinch.original_tokens if pinch else None,

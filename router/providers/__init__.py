@@ -70,3 +70,11 @@ PROVIDER_ADAPTERS: dict[str, ProviderAdapter] = _adapters()
 
 def provider_adapter(provider: ProviderSettings) -> ProviderAdapter:
     return PROVIDER_ADAPTERS[provider.api]
+
+
+def answers_retrieve(provider: ProviderSettings) -> bool:
+    """Whether the proxy can answer ``pinch_retrieve`` calls in the format ``provider``'s chat speaks
+    (:func:`router.wire.retrieve.retrieve_format`): only then is the tool offered and a lossy cut made."""
+    from router.wire.retrieve import retrieve_format
+
+    return retrieve_format(provider_adapter(provider).chat_wire(provider)) is not None

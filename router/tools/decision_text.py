@@ -161,6 +161,9 @@ def decision_fields(row: Row) -> list[Field]:
     )
     if row.get("providers_down"):
         fields.append(("down", f"skipped as marked down: {', '.join(row['providers_down'])}"))
+    if row.get("retrieve_calls"):
+        calls = row["retrieve_calls"]
+        fields.append(("retrieve", f"{calls} pinch_retrieve call{'' if calls == 1 else 's'} answered by the proxy, {thousands(row.get('retrieve_tokens'))} tokens added"))
     time = []
     if row.get("first_byte_ms") is not None:
         time.append(f"first byte {format_ms(row['first_byte_ms'])}")

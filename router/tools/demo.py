@@ -149,7 +149,7 @@ async def run_demo(
     for stale in (log_file, log_file.with_name(log_file.name + "-wal"), log_file.with_name(log_file.name + "-shm")):
         stale.unlink(missing_ok=True)
     view = view or TurnView(io.StringIO(), len(truths))
-    mock = MockUpstream()
+    mock = MockUpstream(retrieves=False)  # as eval-pinch's
     upstream_runner, upstream_url = await serve(mock.app())
     try:
         async with aiohttp.ClientSession() as client:

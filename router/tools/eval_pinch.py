@@ -327,9 +327,10 @@ async def replay_session(
                 _record_turn(run, Turn(index, len(truths), status, answer_headers, truth.tokens, 0, 0, _error_code(answer)), on_turn)
                 continue
             sent: list[Message] = chats[-1].body["messages"]
-            tokens = estimator.prompt_tokens(sent, transcript.tools)
+            sent_tools = chats[-1].body.get("tools")  # the client's, and pinch_retrieve when the proxy offered it
+            tokens = estimator.prompt_tokens(sent, sent_tools)
             _record_turn(run, Turn(index, len(truths), status, answer_headers, truth.tokens, tokens, _cached_tokens(answer)), on_turn)
-            prefix = unchanged_prefix_tokens(previous, sent, estimator, transcript.tools)
+            prefix = unchanged_prefix_tokens(previous, sent, estimator, sent_tools)
             run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
             previous, sent_at = sent, clock.now
             if scenario.quality:
@@ -782,7 +783,7 @@ async def run_eval(
     plan = [(s, 0, NO_PINCH) for s in scenarios] + [(s, b, m) for s in scenarios for b in budgets for m in modes if m.pinch]
     truths = {t.name: turn_truths(t, config.pinch.keep_last_turns, estimator) for t in transcripts}
     progress = ProgressBar(len(plan) * sum(len(t) for t in truths.values()), err)
-    mock = MockUpstream()
+    mock = MockUpstream(retrieves=False)  # what a cut leaves one pinch_retrieve away is counted, not fetched
     upstream_runner, upstream_url = await serve(mock.app())
     try:
         async with aiohttp.ClientSession() as client:

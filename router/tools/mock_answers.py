@@ -13,6 +13,8 @@ Everything here is pure: plain data in, plain data out.
 
 from __future__ import annotations
 
+import re
+
 import base64
 import hashlib
 from collections.abc import Callable, Mapping
@@ -192,6 +194,24 @@ def call_tool(tools: list[FunctionTool], call_id: str, command: str | None = LIS
     if tool is None or command is None:
         return None
     return ToolCall(call_id, tool.name, shell_arguments(tool, command))
+
+
+# The first line of a result the proxy cut at first sight (router.core.first_sight.long_output.summary_marker).
+RETRIEVE_MARKER = re.compile(r'pinch_retrieve\("([^"]{1,512})"\) returns the whole output')
+RETRIEVE_LEAD_IN = "Some of that output was cut; I will read all of it. "
+
+
+def retrieve_call(tool_names: list[str], results: list[str], call_id: str) -> ToolCall | None:
+    """A call of ``pinch_retrieve`` for the first cut result among the latest ``results`` (the tool
+    results that end the conversation), when the tool is offered: what a model does when a cut output
+    is what it needs. None otherwise (after the proxy answered it, the latest result is the whole output)."""
+    if "pinch_retrieve" not in tool_names:
+        return None
+    for text in results:
+        found = RETRIEVE_MARKER.search(text)
+        if found is not None:
+            return ToolCall(call_id, "pinch_retrieve", {"id": found.group(1)})
+    return None
 
 
 def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:

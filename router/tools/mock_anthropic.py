@@ -27,7 +27,7 @@ import orjson
 from router.wire.anthropic_messages.errors import error_type
 from router.tools.pinch_measures import as_cached
 from router.wire.anthropic_messages.thinking import binds_thinking
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, scripted_answer, seal, sse, words
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
 
 def error_body(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error, with the ``request_id`` its errors carry (also their ``request-id`` header): made
@@ -208,7 +208,8 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
         tools = []
     elif tool_choice.get("type") == "tool":  # the client names the tool to call
         tools = [t for t in tools if t.name == tool_choice.get("name")]
-    call = call_tool(tools, f"toolu_mock_{len(messages)}", next_command(commands, results_this_turn))
+    retrieve = retrieve_call([t.name for t in tools], [_result_text(r.get("content")) for r in results], f"toolu_mock_{len(messages)}_retrieve")
+    call = retrieve or call_tool(tools, f"toolu_mock_{len(messages)}", next_command(commands, results_this_turn))
     format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None
     wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
     otherwise = json_answer(format_.get("schema")) if wants_json else None

@@ -38,6 +38,7 @@ from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.wire import adapters
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
+from router.tools.mock_answers import RETRIEVE_LEAD_IN, retrieve_call
 from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
@@ -133,8 +134,13 @@ class MockUpstream:
         record_dir: Path | None = None,
         prompt_cache: SimulatedPromptCache | None = None,
         identify: bool = True,
+        retrieves: bool = True,
     ) -> None:
+        """``retrieves``: the mock calls pinch_retrieve for a cut output among the latest tool results
+        when the proxy offers it (:func:`~router.tools.mock_answers.retrieve_call`), as a model that
+        needs the whole output would; False: it never does (eval-pinch counts what is one call away instead)."""
         self.default = default or Behaviour()
+        self.retrieves = retrieves
         self.identity = {MOCK_HEADER: "mock-upstream"} if identify else {}
         self.record = record
         self.record_dir = record_dir
@@ -150,6 +156,13 @@ class MockUpstream:
         """Queue behaviours for the next requests, in order; afterwards the default applies."""
         self.script.extend(behaviours)
         return self
+
+    def _answerable(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body the answer is made from: without the proxy's pinch_retrieve when the mock does not retrieve."""
+        tools = body.get("tools")
+        if self.retrieves or not isinstance(tools, list):
+            return body
+        return {**body, "tools": [t for t in tools if not (isinstance(t, dict) and "pinch_retrieve" in (t.get("name"), (t.get("function") or {}).get("name")))]}
 
     def _remember(self, request: web.Request, body: dict[str, Any], raw: bytes = b"") -> None:
         if self.record:
@@ -279,6 +292,7 @@ class MockUpstream:
         problem = wire.request_error(body)
         if problem is not None:
             return _error(wire, 400, problem)
+        body = self._answerable(body)
         try:
             scripted = wire.answer(body, behaviour.text, behaviour.tool_commands)
             events = wire.events(body, scripted) if body.get("stream") else None
@@ -353,6 +367,7 @@ class MockUpstream:
         text = json_answer(body, behaviour) if _wants_json(body) else behaviour.text
         if behaviour.usage is None and self.prompt_cache is not None:
             behaviour = replace(behaviour, usage=self.prompt_cache.usage(body, 7))
+        body = self._answerable(body)
         if body.get("stream"):
             return await self._stream(request, body, behaviour, text)
         answer = completion(body, text, behaviour.tool_commands)
@@ -493,10 +508,27 @@ def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens}
 
 
+def _retrieve(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A ``pinch_retrieve`` call for a cut result among the tool messages that end the conversation (:func:`retrieve_call`)."""
+    messages = body.get("messages") or []
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    names = [t["function"].get("name") for t in tools if isinstance(t, dict) and isinstance(t.get("function"), dict)]
+    latest: list[str] = []
+    for message in reversed(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            break
+        latest.append(str(message.get("content")))
+    call = retrieve_call(names, latest, f"call_mock_{len(messages)}_retrieve")
+    return None if call is None else {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments_json}}
+
+
 def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> dict[str, Any]:
     model = body.get("model", "mock")
+    if (retrieve := _retrieve(body)) is not None:
+        message: dict[str, Any] = {"role": "assistant", "content": RETRIEVE_LEAD_IN, "tool_calls": [retrieve]}
+        return chat_completion("chatcmpl-mock", 0, model, message, "tool_calls", _usage(body, 7))
     if (command := _command_to_call(body, commands)) is not None:
-        message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body, command)}
+        message = {"role": "assistant", "content": None, "tool_calls": _tool_calls(body, command)}
         finish = "tool_calls"
     else:
         results = _turn_results(body.get("messages") or [])
@@ -521,8 +553,11 @@ def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None 
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     events = [chunk({"role": "assistant", "content": ""})]
-    if (command := _command_to_call(body, commands)) is not None:
-        calls = _tool_calls(body, command)
+    retrieve = _retrieve(body)
+    if retrieve is not None:
+        events.append(chunk({"content": RETRIEVE_LEAD_IN}))
+    if retrieve is not None or (command := _command_to_call(body, commands)) is not None:
+        calls = [retrieve] if retrieve is not None else _tool_calls(body, command)
         for i, call in enumerate(calls):
             head = {"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}
             events.append(chunk({"tool_calls": [head]}))

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from router.core.retrieve import TOOL_NAME
 from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
 from router.wire.usage import token_count
@@ -95,7 +96,8 @@ class ResponseFrame:
             "temperature": body.get("temperature"),
             "text": body.get("text") or {"format": {"type": "text"}},
             "tool_choice": body.get("tool_choice", "auto"),
-            "tools": body.get("tools") or [],
+            # the client's tools, echoed: not the one the proxy declares and answers itself
+            "tools": [t for t in body.get("tools") or [] if not (isinstance(t, dict) and t.get("name") == TOOL_NAME)],
             "top_p": body.get("top_p"),
             "truncation": body.get("truncation", "disabled"),
             "usage": usage,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 
 import orjson
+
+from router.core.retrieve import RETRIEVE_TOOL
+from router.wire.anthropic_messages.retrieve import with_tool
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
@@ -55,6 +58,7 @@ async def test_claude_codes_request_passes_through_with_only_model_limit_and_old
     expected["model"] = "claude-up"
     expected["max_tokens"] = 64000  # Claude Code's 128000 clamped to the model's limit, never refused
     expected["messages"][3]["content"][0]["content"] = old_result["content"]
+    expected = with_tool(expected, RETRIEVE_TOOL)  # pinch_retrieve declared after Claude Code's tools (lossy first sight)
     assert sent.body == expected  # thinking signatures, cache_control, metadata, context_management: as sent
     assert orjson.dumps(body["messages"][2]["content"][0]) in sent.raw  # a thinking block, byte for byte
 

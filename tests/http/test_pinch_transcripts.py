@@ -14,6 +14,9 @@ from typing import Any
 import orjson
 import pytest
 
+from router.core.retrieve import RETRIEVE_TOOL
+from router.wire.openai_chat.retrieve import with_tool
+
 from bench.harness import TRANSCRIPTS
 from router.core.pinch import compress_tool_result, is_compressed
 from router.wire.openai_chat.pinch import tool_name_for
@@ -49,13 +52,14 @@ async def test_real_transcript_through_the_proxy(proxy, mock_upstream, path: Pat
     original, tools = body["messages"], body["tools"]
     response = await client.post(URL, json=body)
     assert response.status == 200, await response.text()
-    received = mock.received[-1].body
+    received = mock.received[0].body  # the first round (the mock may then call pinch_retrieve, and the proxy continue)
     sent = received["messages"]
 
     # exact stats: what the client sent, minus the saving, is what the upstream got
     saved = int(response.headers["x-router-pinch-saved"])
     assert tokens(sent, received.get("tools")) == tokens(original, tools) - saved
-    assert received.get("tools") == tools
+    # the client's tools, and pinch_retrieve after them (lossy first sight: the client offers tools)
+    assert received.get("tools") == with_tool({"tools": tools}, RETRIEVE_TOOL)["tools"]
 
     # invariants: same count, order, roles, keys and pairing; only old tool results changed, and the
     # in-progress turn's at first sight (a new session's first request: they were never sent)
@@ -80,8 +84,10 @@ async def test_real_transcript_through_the_proxy(proxy, mock_upstream, path: Pat
         called.update(call["id"] for call in message.get("tool_calls") or [])
         assert message["role"] != "tool" or message["tool_call_id"] in called
 
-    # within budget no old result changes; over it, every old result that can shrink does (uniform mode)
-    if tokens(original, tools) <= budget:
+    # within budget (once first sight reduced the new results) no old result changes; over it, every old
+    # result that can shrink does (uniform mode)
+    (row,) = (await (await client.get("/v1/decisions")).json())["data"]
+    if tokens(original, tools) - row["pinch_first_sight_saved"] <= budget:
         assert compressed == []
     else:
         shrinkable = [i for i in sorted(candidates) if compress_tool_result(original[i], tool_name_for(original, i), MAX_SUMMARIZE_CHARS)]

@@ -63,7 +63,7 @@ class FirstSightSettings:
     lone brace would match everywhere), each remembered at its ``max_occurrences`` latest places; a diff
     is tried against results of at most ``diff_max_lines`` lines, changed in at most ``diff_max_edits``
     lines, with ``diff_context`` lines of context; a call is named in at most ``max_label_chars``
-    characters. Long output: past ``long_output_chars``, keep ``head_chars`` and ``tail_chars`` of whole
+    characters. Long output (``lossy``): past ``long_output_chars``, keep ``head_chars`` and ``tail_chars`` of whole
     lines, every error line, and the lines naming the task's terms up to ``relevant_chars``.
     """
 
@@ -82,6 +82,7 @@ class FirstSightSettings:
     head_chars: int = 1_500
     tail_chars: int = 2_000
     relevant_chars: int = 1_500
+    lossy: bool = False  # the long-output cut, made only for a request whose model can call pinch_retrieve
 
     def __post_init__(self) -> None:
         counts = {name: getattr(self, name) for name in ("min_saved_tokens", "min_run_chars", "head_chars", "tail_chars", "relevant_chars")}

@@ -46,6 +46,7 @@ from router.wire.api_keys import KeySource
 from router.wire.anthropic_messages.blocks import THINKING_OFF_MID_TOOL_LOOP, is_message_stop
 from router.wire.anthropic_messages.body import thinking_within_output_limit, with_thinking_off, without_blocks, without_proxy_thinking
 from router.wire.anthropic_messages.errors import PING_EVENT, render_error, stream_error
+from router.wire.anthropic_messages.retrieve import with_tool
 from router.wire.anthropic_messages.thinking import dropped, leaves_thinking_off
 from router.wire.anthropic_messages.validation import AnthropicInvalid, CheckedMessages, answer_problem, check_messages_body, validate_messages_body
 from router.wire.anthropic_messages.view import ANTHROPIC_MESSAGES, MessagesConversation, count_input_tokens, messages_view
@@ -161,7 +162,7 @@ class AnthropicMessages:
         if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
             payload["max_tokens"] = changes.output_tokens
             payload = thinking_within_output_limit(payload, limit, changes.thinking_off) or payload  # the budget must stay below it
-        return payload
+        return payload if changes.tool is None else with_tool(payload, changes.tool)
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         """What :meth:`upstream_body` leaves out of what the client asked (``x-router-dropped``):

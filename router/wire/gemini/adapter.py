@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from router.core.errors import ApiError, ErrorAnswer, InvalidRequest, invalid_request
+from router.core.retrieve import ToolOffer
 from router.core.request_view import NO_TARGET, BodyChanges, RequestTarget, RequestView, rewritten_array, written_body
 from router.core.results import Usage
 from router.wire.gemini.answers import JsonArrayFraming, answer_problem, is_last_chunk, read_usage, usage_of
@@ -77,6 +78,15 @@ ENDPOINTS = (
 KEEP_ALIVE = b"\n"
 
 
+def with_tool(payload: dict[str, Any], tool: ToolOffer | None) -> dict[str, Any]:
+    """``payload`` with ``tool`` declared in a tool of its own after the client's (``payload`` itself for None)."""
+    if tool is None:
+        return payload
+    tools = payload.get("tools")
+    declared = {"functionDeclarations": [{"name": tool.name, "description": tool.description, "parameters": tool.parameters}]}
+    return {**payload, "tools": [*(tools if isinstance(tools, list) else ()), declared]}
+
+
 class Gemini:
     name = GEMINI
     paths = PATHS
@@ -112,7 +122,7 @@ class Gemini:
         assert isinstance(conversation, GeminiConversation)
         if changes.translated:
             return orjson.dumps(self.translation_source(body, view, changes))
-        payload = within_output_limit(body, changes.output_tokens)
+        payload = with_tool(within_output_limit(body, changes.output_tokens), changes.tool)
         rewritten = rewritten_array(changes, conversation.contents, conversation.content_of, conversation.contents_with)
         contents, _ = signed(rewritten, changes.stale.positions if changes.stale is not None else (), conversation.unsigned_calls)
         return written_body({**payload, key_of(body, CONTENTS): contents}, CONTENTS[0], changes)
@@ -120,7 +130,7 @@ class Gemini:
     def translation_source(self, body: dict[str, Any], view: RequestView, changes: BodyChanges) -> dict[str, Any]:
         conversation = view.conversation
         assert isinstance(conversation, GeminiConversation)
-        payload = within_output_limit(body, changes.output_tokens)
+        payload = with_tool(within_output_limit(body, changes.output_tokens), changes.tool)
         # the path's facts, for the translation (a Gemini body has no field for either)
         contents = rewritten_array(changes, conversation.contents, conversation.content_of, conversation.contents_with)
         return {**payload, key_of(body, CONTENTS): contents, "model": changes.upstream_model, "stream": view.stream}

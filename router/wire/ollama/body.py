@@ -15,6 +15,7 @@ from typing import Any
 
 from router.core.request_view import BodyChanges, RequestView, rewritten_array
 from router.wire.ollama.view import OllamaConversation
+from router.wire.openai_chat.retrieve import with_tool
 
 
 def within_output_limit(options: Any, output_tokens: int | None) -> Any:
@@ -38,4 +39,4 @@ def translation_source(body: dict[str, Any], view: RequestView, changes: BodyCha
     source["stream"] = view.stream
     if "options" in body:
         source["options"] = within_output_limit(body["options"], changes.output_tokens)
-    return source
+    return source if changes.tool is None else with_tool(source, changes.tool)  # Ollama declares tools as chat does

@@ -27,6 +27,7 @@ from router.core.sse import KEEP_ALIVE_COMMENT
 from router.wire.api_keys import BEARER_ONLY
 from router.wire.openai_chat.body import upstream_body
 from router.wire.openai_chat.errors import render_error
+from router.wire.openai_chat.retrieve import with_tool
 from router.wire.openai_chat.stream import error_event, is_usage_only_event
 from router.wire.openai_chat.validation import CheckedChat, answer_problem, check_chat_body, validate_chat_body
 from router.core.errors import InvalidRequest
@@ -87,7 +88,7 @@ class OpenAIChat:
         assert isinstance(conversation, ChatConversation)
         messages, result_units = conversation.messages, conversation.result_units()
         payload["messages"] = rewritten_array(changes, messages, result_units.__getitem__, lambda rewrites: messages_with(messages, result_units, rewrites))
-        return payload
+        return payload if changes.tool is None else with_tool(payload, changes.tool)
 
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return ()  # a chat body goes out with everything the client sent

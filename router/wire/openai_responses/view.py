@@ -246,4 +246,9 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
         out["max_output_tokens"] = changes.output_tokens
     if changes.prompt_cache_key is not None and "prompt_cache_key" not in body:
         out["prompt_cache_key"] = changes.prompt_cache_key
+    if changes.tool is not None:
+        tool = changes.tool
+        tools = body.get("tools")
+        declared = {"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters}
+        out["tools"] = [*(tools if isinstance(tools, list) else ()), declared]
     return out
