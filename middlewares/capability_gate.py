@@ -20,8 +20,8 @@ from router.core.routing import NoRoute, detect_capabilities, select_route
 from router.core.session_state import SessionReads
 from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
-from router.core.errors import ApiError, invalid_request
-from router.contract.stage import FailMode, StageReport, internal_failure
+from router.core.errors import ApiError, internal_failure, invalid_request
+from router.contract.stage import FailMode, StageReport
 
 
 class CapabilityGate:

@@ -60,6 +60,7 @@ from router.core.embedding_cache import (
     shared_key,
 )
 from router.core.content import content_text
+from router.core.errors import describe
 from router.core.evidence import TermCache
 from router.core.relevance import rank_results, similarities
 from router.core.session_state import Space
@@ -69,7 +70,7 @@ from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
 from router.clients.local_embeddings import LocalEmbedder
 from router.clients.local_embeddings import missing as local_missing
 from router.state.session_store import SessionStore
-from router.contract.stage import FailMode, StageReport, describe
+from router.contract.stage import FailMode, StageReport
 
 log = logging.getLogger("pinch_router.pinch_relevance")
 

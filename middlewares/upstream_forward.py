@@ -31,9 +31,9 @@ from router.clients.failure import AttemptFailure
 from router.clients.relay import all_down_response, all_failed_response
 from router.config import Catalogue, UpstreamSettings
 from router.contract.context import RequestContext
-from router.contract.stage import FailMode, StageReport, internal_failure
+from router.contract.stage import FailMode, StageReport
 from router.core.breaker import Down, Pass, ProviderBreakers
-from router.core.errors import ApiError
+from router.core.errors import ApiError, internal_failure
 from router.core.results import Attempt, Candidate, UpstreamResult
 from router.observe.metrics import OpenCount
 from router.state.session_store import SessionStore

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from router.contract.context import CTX_KEY, RequestContext
 from router.contract.timeout import StageTimeout, first_step
-from router.core.errors import ApiError, InvalidRequest, invalid_request
+from router.core.errors import ApiError, InvalidRequest, describe, internal_failure, invalid_request
 from router.core.frozen import frozen
 from router.core.results import Outcome, StageRecord, round_ms
 
@@ -121,16 +121,6 @@ def _record(stage: Stage, ctx: RequestContext, outcome: Outcome, detail: str, st
     record = StageRecord(stage.name, outcome, round_ms((perf_counter() - started) * 1000), detail)
     ctx.trace.append(record)
     return record
-
-
-def internal_failure(what: str, request_id: str) -> str:
-    """What a client is told of a stage that broke: where to look, never the exception (it is in the log)."""
-    return f"{what} failed inside the proxy; its log has the details (stage_failed, request id {request_id})"
-
-
-def describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def stage_middleware(stage: Stage) -> Middleware:

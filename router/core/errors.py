@@ -44,6 +44,17 @@ def invalid_request(message: str, code: str = "invalid_request", param: str | No
     return ApiError(status, message, "invalid_request_error", code, param)
 
 
+def internal_failure(what: str, request_id: str) -> str:
+    """What a client is told of a stage that broke: where to look, never the exception (it is in the log)."""
+    return f"{what} failed inside the proxy; its log has the details (stage_failed, request id {request_id})"
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as the trace and the log name it: its type, and its message when it has one."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 # What a validation message may be at most. The value it names is quoted clipped where it is
 # written (router.core.redaction.quoted); this bounds the whole, so no refusal of a body echoes it.
 MAX_VALIDATION_MESSAGE_CHARS = 1000
