@@ -305,6 +305,7 @@ def cmd_eval_pinch(args: argparse.Namespace) -> int:
         keep_last_turns=args.keep_last_turns,
         own_embeddings=args.embeddings_from_config,
         per_transcript=args.per_transcript,
+        stream=args.stream,
         plot=plot,
     )
 
@@ -447,6 +448,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rank with pinch.relevance's endpoint instead of the mock's hashed bag-of-words embeddings",
     )
     evaluate.add_argument("--per-transcript", action="store_true", help="a table per transcript too, under each total")
+    evaluate.add_argument("--stream", action="store_true", help="the client streams its requests, as agents do (default: whole answers)")
     evaluate.add_argument(
         "--plot", type=Path, metavar="DIR", help="write PNG charts of each replay to DIR: cumulative cost, tokens sent and cached, batches (extra [plot])"
     )

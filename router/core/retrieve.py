@@ -16,7 +16,7 @@ cannot be retrieved, and its cut text is gone from the conversation with it.
 provider caches before the conversation: adding it only once a cut result appears would change the
 cached prefix at that moment. So a request is offered it whenever lossy first sight is on and the
 client offers tools of its own (so the model can call tools): the same on every request of a
-session (the declaration costs ~90 tokens, cached after the first request).
+session (the declaration costs ~60 tokens, cached after the first request).
 """
 
 from __future__ import annotations
@@ -30,16 +30,9 @@ from router.core.frozen import frozen
 from router.core.tokens import tools_tokens
 
 TOOL_NAME = "pinch_retrieve"
-DESCRIPTION = (
-    "Returns the whole output of an earlier tool call that pinch-router shortened. Call it only for an output "
-    'whose first line reads [pinch-router: … pinch_retrieve("<id>") returns the whole output], with that id, '
-    "when the lines cut from it are needed."
-)
-PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"id": {"type": "string", "description": "the id named in the shortened output's first line"}},
-    "required": ["id"],
-}
+# Short: the declaration goes with every request of a session (the cut output's own first line says the rest).
+DESCRIPTION = "Returns the whole output of an earlier tool call that pinch-router cut, by the id its first line names."
+PARAMETERS: dict[str, Any] = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
 # An answer longer than this is cut (a 40k-line log must not blow the window a retrieve was meant to spare).
 MAX_ANSWER_CHARS = 200_000
 MAX_ID_CHARS = 512

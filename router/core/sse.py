@@ -165,7 +165,8 @@ class SseEvents:
                 return out
             raw = bytes(self.buffer[: end + size])
             del self.buffer[: end + size]
-            out.append((raw, data_of(raw)))
+            payloads = data_payloads(raw)
+            out.append((raw, payloads[0] if payloads else b""))
 
     def rest(self) -> bytes:
         rest, self.buffer = bytes(self.buffer), bytearray()
@@ -176,9 +177,3 @@ def _boundary(buffer: bytearray) -> tuple[int, int]:
     """The end of the first whole event in ``buffer`` and its separator's length; (-1, 0) for none."""
     found = [(at, size) for at, size in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if at >= 0]
     return min(found) if found else (-1, 0)
-
-
-def data_of(event: bytes) -> bytes:
-    """An SSE event's ``data:`` payload (its data lines joined by newlines, stripped)."""
-    lines = [line[5:].strip() for line in event.splitlines() if line.startswith(b"data:")]
-    return b"\n".join(lines)

@@ -56,6 +56,8 @@ from router.server.app import create_app
 from router.config import Config
 from router.core.content import Message
 from router.core.pinch import is_compressed
+from router.core.retrieve import TOOL_NAME
+from router.core.sse import data_payloads
 from router.contract.context import RequestContext
 from router.tools.pinch_measures import (
     ANTHROPIC,
@@ -171,6 +173,10 @@ class SessionRun:
     quality: Quality = field(default_factory=Quality)
     turns: list[Turn] = field(default_factory=list)  # every turn as the client saw it, in order
     batch_turns: list[int] = field(default_factory=list)  # indices of the turns on which the ledger batched
+    # The old results the next step references, on every turn: sent verbatim or reduced losslessly, cut
+    # at first sight (one pinch_retrieve away), or compressed by pinch
+    referenced: Counter[str] = field(default_factory=Counter)
+    overhead_ms: list[float] = field(default_factory=list)  # the proxy's own time per request (decision rows)
 
     def cost(self, scenario: Scenario) -> SessionCost:
         return price_session(self.requests, scenario.pricing)
@@ -293,6 +299,7 @@ async def replay_session(
     own_embeddings: bool = False,
     full_chain: bool = False,
     decision_log: str = ":memory:",
+    stream: bool = False,
     on_turn: Callable[[Turn], None] | None = None,
 ) -> SessionRun:
     """One replay of ``transcript`` as one session (see the module doc); ``on_turn`` sees each turn's answer."""
@@ -313,6 +320,8 @@ async def replay_session(
             clock.advance(scenario.cache_lifetime_seconds + STEP_SECONDS if cold else STEP_SECONDS)
             mock.received.clear()
             body = transcript.body(truth.messages)
+            if stream:  # as agents ask: streamed, with the usage report (the cached tokens are read from it)
+                body = {**body, "stream": True, "stream_options": {"include_usage": True}}
             async with client.post(f"{proxy_url}/v1/chat/completions", data=orjson.dumps(body), headers=headers) as response:
                 answer = await response.read()
                 status = response.status
@@ -333,6 +342,7 @@ async def replay_session(
             prefix = unchanged_prefix_tokens(previous, sent, estimator, sent_tools)
             run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
             previous, sent_at = sent, clock.now
+            run.referenced.update(_referenced_as_sent(truth, sent))
             if scenario.quality:
                 run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, transcript.tools))
         await _read_decisions(client, proxy_url, run)
@@ -373,11 +383,18 @@ def _record_turn(run: SessionRun, turn: Turn, on_turn: Callable[[Turn], None] | 
 
 
 def _cached_tokens(answer: bytes) -> int:
-    try:
-        usage = orjson.loads(answer).get("usage") or {}
-        return int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
-        return 0
+    """The cached prompt tokens a chat answer reports: a whole answer's usage, or a stream's usage chunk."""
+    for payload in reversed(data_payloads(answer)) if answer.startswith(b"data:") else [answer]:
+        try:
+            usage = orjson.loads(payload).get("usage")
+        except (orjson.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(usage, dict):
+            try:
+                return int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+            except (AttributeError, TypeError, ValueError):
+                return 0
+    return 0
 
 
 def _error_code(answer: bytes) -> str:
@@ -401,6 +418,8 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
         run.first_sight_new += row.get("pinch_first_sight_new") or 0
         run.first_sight_saved += row.get("pinch_first_sight_saved") or 0
         run.reported_cached += row.get("cached_tokens") or 0
+        if row.get("overhead_ms") is not None:
+            run.overhead_ms.append(row["overhead_ms"])
         if row.get("relevance_status") == "unavailable":
             run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
         if row.get("pinch_reason"):
@@ -429,6 +448,25 @@ def _turn_quality(
         kept=sum(i in kept or sent[i] == truth.messages[i] for i in truth.referenced),
         kept_by_recency=sum(i in recency for i in truth.referenced),
     )
+
+
+RETRIEVE_MARK = f"{TOOL_NAME}(\""  # in the first line of an output cut at first sight
+REFERENCED_KINDS = ("verbatim or lossless", "one pinch_retrieve away", "compressed")
+
+
+def _referenced_as_sent(truth: TurnTruth, sent: list[Message]) -> Counter[str]:
+    """How the turn's referenced old results went: verbatim or reduced losslessly, cut at first sight
+    (its first line names pinch_retrieve), or compressed by pinch."""
+    kinds: Counter[str] = Counter()
+    for i in truth.referenced:
+        content = sent[i].get("content")
+        if sent[i] == truth.messages[i] or not isinstance(content, str):
+            kinds[REFERENCED_KINDS[0]] += 1
+        elif is_compressed(content):
+            kinds[REFERENCED_KINDS[2]] += 1
+        else:
+            kinds[REFERENCED_KINDS[1 if RETRIEVE_MARK in content.partition("\n")[0] else 0]] += 1
+    return kinds
 
 
 def _first_sight_text(sent: Message, original: Message) -> bool:
@@ -607,7 +645,21 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
                 f"  first sight ({mode.name}): {sum(run.first_sight_new for run in runs)} results reduced, {saved:,} tokens saved "
                 f"over the requests ({_ratio(saved, sent + saved):.1%} of what they would have sent; {_ratio(saved, base):.1%} of no pinch's tokens)"
             )
+    for mode in results.modes:
+        runs = [results.run(transcript, scenario, budget, mode) for transcript in transcripts]
+        referenced: Counter[str] = Counter()
+        overhead = sorted(ms for run in runs for ms in run.overhead_ms)
+        for run in runs:
+            referenced.update(run.referenced)
+        if referenced and mode.ledger:
+            lines.append(f"  referenced old results ({mode.name}): " + ", ".join(f"{referenced[kind]:,} {kind}" for kind in REFERENCED_KINDS))
+        if overhead and mode.ledger:
+            lines.append(f"  proxy time per request ({mode.name}): p50 {_percentile(overhead, 0.5):.1f} ms, p99 {_percentile(overhead, 0.99):.1f} ms")
     return lines
+
+
+def _percentile(ordered: list[float], share: float) -> float:
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
 Verdict = tuple[bool, float, str]  # met, how far off (larger is worse), the figures as text
@@ -774,6 +826,7 @@ async def run_eval(
     modes: Sequence[Mode] | None = None,
     own_embeddings: bool = False,
     per_transcript: bool = False,
+    stream: bool = False,
 ) -> Results:
     modes = tuple(modes) if modes is not None else MODES
     if NO_PINCH not in modes:
@@ -801,6 +854,7 @@ async def run_eval(
                         estimator,
                         progress,
                         own_embeddings=own_embeddings,
+                        stream=stream,
                     )
                     if not mode.pinch:  # no pinch: the same session at every budget; over_budget is per budget
                         run.over_budget = 0
@@ -826,6 +880,7 @@ def eval_pinch(
     keep_last_turns: int | None = None,
     own_embeddings: bool = False,
     per_transcript: bool = False,
+    stream: bool = False,
     plot: Callable[[Results], Sequence[Path]] | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
@@ -853,7 +908,8 @@ def eval_pinch(
     try:
         results = asyncio.run(
             run_eval(
-                config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings, per_transcript=per_transcript
+                config, transcripts, out, err, budgets=budgets, scenarios=chosen, own_embeddings=own_embeddings, per_transcript=per_transcript,
+                stream=stream,
             )
         )
     finally:

@@ -66,7 +66,7 @@ UNIFORM_LEDGER = next(m for m in MODES if m.pinch and not m.relevance and m.ledg
 SCENARIO = {s.name: s for s in SCENARIOS}
 
 
-def replay_small(*scenarios: str, modes: tuple[Mode, ...] = (UNIFORM,), budget: int = BUDGET_SMALL) -> tuple[Results, str]:
+def replay_small(*scenarios: str, modes: tuple[Mode, ...] = (UNIFORM,), budget: int = BUDGET_SMALL, stream: bool = False) -> tuple[Results, str]:
     out, err = io.StringIO(), io.StringIO()
     transcript = load_transcript(SMALL)
     results = asyncio.run(
@@ -78,6 +78,7 @@ def replay_small(*scenarios: str, modes: tuple[Mode, ...] = (UNIFORM,), budget: 
             budgets=[budget],
             scenarios=[SCENARIO[s] for s in scenarios],
             modes=modes,
+            stream=stream,
         )
     )
     return results, out.getvalue()
@@ -334,3 +335,16 @@ def test_progress_bar_redraws_on_a_new_label_every_tenth_turn_and_at_the_end() -
     assert drawn == ["1/12", "10/12", "12/12"]
     assert "[############] 12/12 turns  a" in stream.getvalue()
     assert stream.getvalue().endswith("\n")
+
+
+def test_a_streaming_client_gets_the_same_savings_and_its_cached_tokens_are_read_from_the_stream() -> None:
+    whole, _ = replay_small("warm", modes=(UNIFORM_LEDGER,))
+    streamed, out = replay_small("warm", modes=(UNIFORM_LEDGER,), stream=True)
+    name = load_transcript(SMALL).name
+    for mode in (NO_PINCH, UNIFORM_LEDGER):
+        a, b = whole.run(name, SCENARIO["warm"], BUDGET_SMALL, mode), streamed.run(name, SCENARIO["warm"], BUDGET_SMALL, mode)
+        assert a.requests == b.requests and a.first_sight_saved == b.first_sight_saved
+        assert sum(t.cached_tokens for t in b.turns) == sum(t.cached_tokens for t in a.turns) > 0  # read from the stream's usage chunk
+    ledger = streamed.run(name, SCENARIO["warm"], BUDGET_SMALL, UNIFORM_LEDGER)
+    assert sum(ledger.referenced.values()) > 0 and len(ledger.overhead_ms) == len(ledger.requests)
+    assert f"  referenced old results ({UNIFORM_LEDGER.name}): " in out and f"  proxy time per request ({UNIFORM_LEDGER.name}): p50 " in out
