@@ -259,3 +259,30 @@ def test_a_first_sight_entry_records_what_it_points_at() -> None:
     assert ledger.first_sight["call_3"][content_digest(SOURCE)] == FirstSightEntry(
         f'{SAME_OUTPUT}{command("cat src/app.py")}]', (("call_0", content_digest(SOURCE)),)
     )
+
+
+LONG_LOG = "\n".join(f"[{i:04d}] worker {i * 7919 % 1000:03d} handled job {i * 104729 % 99991}" for i in range(600))
+
+
+def test_the_lossy_cut_is_made_only_where_the_model_can_retrieve_and_the_settings_allow_it() -> None:
+    messages = conversation([("make", LONG_LOG)])
+    lossy = FirstSightSettings(lossy=True)
+    cut = pinch(messages, first_sight=lossy, retrieve=True).messages[-1]["content"]
+    assert cut.startswith('[pinch-router: ') and 'pinch_retrieve("call_0") returns the whole output]' in cut.split("\n")[0]
+    assert len(cut) < len(LONG_LOG) // 3
+    # no tool to fetch it back, or the settings refuse it: the output goes whole
+    assert pinch(messages, first_sight=lossy, retrieve=False).messages[-1]["content"] == LONG_LOG
+    assert pinch(messages, first_sight=FirstSightSettings(lossy=False), retrieve=True).messages[-1]["content"] == LONG_LOG
+
+
+def test_a_cut_is_resent_byte_for_byte_on_every_later_request() -> None:
+    lossy = FirstSightSettings(lossy=True)
+    steps = [("make", LONG_LOG), ("ls src tests", LISTING), ("cat src/app.py", SOURCE)]
+    messages = conversation(steps)
+    first = pinch(messages[:4], first_sight=lossy, retrieve=True)
+    cut = first.messages[-1]["content"]
+    ledger = first.ledger
+    for end in (6, 8):
+        later = pinch(messages[:end], ledger, first_sight=lossy, retrieve=True)
+        assert later.messages[3]["content"] == cut and later.messages[:4] == first.messages
+        ledger = later.ledger
