@@ -41,6 +41,10 @@ def decision_headers(ctx: RequestContext) -> dict[str, str]:
         headers["x-router-tier"] = str(ctx.route.tier)
     if ctx.pinch is not None:
         headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
+        if ctx.pinch.first_sight_saved:
+            headers["x-router-pinch-first-sight-saved"] = str(ctx.pinch.first_sight_saved)
+    if upstream is not None and upstream.retrieve_calls:  # a whole answer's (a stream's head goes before any round)
+        headers["x-router-retrieve-calls"] = str(upstream.retrieve_calls)
     if upstream is not None and upstream.wire_out is not None:  # e.g. anthropic-messages->openai-chat: translated
         headers["x-router-wire"] = f"{ctx.view.wire}->{upstream.wire_out}"
     if upstream is not None and upstream.dropped:  # what the translation left out, rather than failing

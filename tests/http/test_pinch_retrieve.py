@@ -118,6 +118,8 @@ async def test_a_retrieve_call_is_answered_by_the_proxy_and_the_client_never_see
             assert RETRIEVE_LEAD_IN.strip().encode() in raw.replace(b"\\", b"")
     else:
         orjson.loads(raw)
+        assert response.headers["x-router-retrieve-calls"] == "1"
+    assert int(response.headers["x-router-pinch-first-sight-saved"]) > 1000
     rows = (await (await client.get("/v1/decisions")).json())["data"]
     assert rows[0]["retrieve_calls"] == 1 and rows[0]["retrieve_tokens"] > len(LOG) // 5
     assert f"1 pinch_retrieve call answered by the proxy, {rows[0]['retrieve_tokens']:,} tokens added" in decision_detail(rows[0])
