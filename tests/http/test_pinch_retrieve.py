@@ -64,7 +64,18 @@ def responses_request(stream: bool) -> tuple[str, dict[str, Any]]:
     return "/v1/responses", {**responses_body(*items, tools=[RESPONSES_SHELL], stream=stream, store=False), "model": "auto"}
 
 
-REQUESTS = {"openai-chat": chat_request, "anthropic-messages": messages_request, "openai-responses": responses_request, "ollama": ollama_request}
+def gemini_request(stream: bool) -> tuple[str, dict[str, Any]]:
+    contents = [
+        {"role": "user", "parts": [{"text": TASK}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "bash", "args": {"command": "make"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "bash", "response": {"output": LOG}}}]},
+    ]
+    declaration = {"name": "bash", "description": "Run a command.", "parameters": SHELL["function"]["parameters"]}
+    action = "streamGenerateContent?alt=sse" if stream else "generateContent"
+    return f"/v1beta/models/auto:{action}", {"contents": contents, "tools": [{"functionDeclarations": [declaration]}]}
+
+
+REQUESTS = {"gemini": gemini_request, "openai-chat": chat_request, "anthropic-messages": messages_request, "openai-responses": responses_request, "ollama": ollama_request}
 PROVIDERS = {"openai": {}, "anthropic": {"api": "anthropic"}}
 
 
@@ -105,7 +116,7 @@ async def test_a_retrieve_call_is_answered_by_the_proxy_and_the_client_never_see
     # the first round: the log cut, its marker naming the call, the tool declared after the client's own
     first_text = json.dumps(first)
     assert f'{TOOL_NAME}(\\"' in first_text and LOG_JSON not in first_text
-    names = [t.get("name") or t.get("function", {}).get("name") for t in first["tools"]]
+    names = [t.get("name") or t.get("function", {}).get("name") for t in first["tools"]]  # as the provider declares them
     assert names[-1] == TOOL_NAME and len(names) == 2
     # the second: the same request, the round's call and the proxy's answer (the whole log) appended
     assert LOG_JSON in json.dumps(second)
@@ -132,6 +143,11 @@ def assert_stream_well_formed(wire: str, raw: bytes) -> None:
         return
     if wire == "openai-chat":
         assert raw.rstrip().endswith(b"data: [DONE]")
+        return
+    if wire == "gemini":
+        chunks = [orjson.loads(line[5:]) for line in raw.split(b"\n") if line.startswith(b"data:")]
+        finished = [c for c in chunks if any(candidate.get("finishReason") for candidate in c.get("candidates", ()))]
+        assert finished == chunks[-1:]  # one end, the last chunk
         return
     events = sse_events(raw)
     names = [name for name, _ in events]
