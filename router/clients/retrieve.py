@@ -70,8 +70,11 @@ class RetrieveLoop:
         """A whole answer, its retrieve rounds continued (module doc): the answer the client gets, and its JSON."""
         while True:
             calls, others = self.fmt.calls(answer)
-            if not calls:
+            if not calls and not self.fmt.echoes_tools:
                 return body, answer
+            if not calls:  # an answer that repeats the request's tools: without the proxy's
+                answer = self.fmt.without_calls(answer)
+                return orjson.dumps(answer), answer
             if others or self.rounds >= MAX_ROUNDS:
                 answer = self.fmt.without_calls(answer)
                 return orjson.dumps(answer), answer

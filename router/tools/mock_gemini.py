@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, estimate_tokens, example_of, next_command, reasoning_about, scripted_answer, seal, words
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, estimate_tokens, example_of, next_command, reasoning_about, retrieve_call, scripted_answer, seal, words
 from router.wire.gemini.errors import error_payload
 from router.wire.gemini.parts import (
     CONTENTS,
@@ -147,7 +147,9 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     start = current_turn_start(contents)
     results = [r for content in contents[start + 1 :] for p in parts_of(content) if (r := function_response(p)) is not None]
     tools = _tools(body)
-    call = call_tool(tools, f"call_mock_{len(contents)}_0", next_command(commands, len(results)))
+    latest = [response_text(r.get("response"))[0] for p in (parts_of(contents[-1]) if contents else ()) if (r := function_response(p)) is not None]
+    retrieve = retrieve_call([t.name for t in tools], latest, f"call_mock_{len(contents)}_retrieve")
+    call = retrieve or call_tool(tools, f"call_mock_{len(contents)}_0", next_command(commands, len(results)))
     generation = field(body, GENERATION)
     schema = field(generation, RESPONSE_JSON_SCHEMA) or field(generation, RESPONSE_SCHEMA)
     mime = field(generation, RESPONSE_MIME)

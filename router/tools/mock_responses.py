@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, scripted_answer, seal, sse, words
+from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -76,7 +76,13 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
         tools = []
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
         tools = [t for t in tools if t.name == tool_choice.get("name")]
-    call = call_tool(tools, f"call_mock_{len(items)}", next_command(commands, len(outputs)))
+    latest: list[str] = []
+    for item in reversed(items):  # the outputs that end the input
+        if item.get("type") != "function_call_output":
+            break
+        latest.append(_output_text(item.get("output")))
+    retrieve = retrieve_call([t.name for t in tools], latest, f"call_mock_{len(items)}_retrieve")
+    call = retrieve or call_tool(tools, f"call_mock_{len(items)}", next_command(commands, len(outputs)))
     format_ = body.get("text", {}).get("format") if isinstance(body.get("text"), dict) else None
     wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
     otherwise = json_answer(format_.get("schema")) if wants_json else None

@@ -327,7 +327,7 @@ class MockUpstream:
         if problem is not None:
             return web.json_response({"error": problem}, status=400)
         text = json_answer(body, behaviour) if body.get("format") == "json" else behaviour.text
-        lines = ollama_answer(body, text, behaviour.tool_commands, behaviour.thinking)
+        lines = ollama_answer(self._answerable(body), text, behaviour.tool_commands, behaviour.thinking)
         if body.get("stream") is False:
             return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
         response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", **behaviour.headers})
@@ -629,7 +629,10 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
 
     thoughts = thinking.split(" ") if thinking else []
     lines = [line({"thinking": word + (" " if n < len(thoughts) - 1 else "")}) for n, word in enumerate(thoughts)]
-    if (command := _command_to_call(body, commands)) is not None:
+    if (retrieve := _retrieve(body)) is not None:
+        call = {"id": retrieve["id"], "function": {"index": 0, "name": retrieve["function"]["name"], "arguments": json.loads(retrieve["function"]["arguments"])}}
+        lines.append(line({"tool_calls": [call]}))
+    elif (command := _command_to_call(body, commands)) is not None:
         calls = [
             {
                 "id": "call_" + format(zlib.crc32(f"{len(body['messages'])}:{i}".encode()), "08x"),

@@ -24,7 +24,10 @@ from typing import Any, Protocol
 
 from router.core.retrieve import RetrieveCall, ToolOffer
 from router.wire.anthropic_messages.retrieve import MESSAGES_RETRIEVE
+from router.wire.gemini.retrieve import GEMINI_RETRIEVE
+from router.wire.ollama.retrieve import OLLAMA_RETRIEVE
 from router.wire.openai_chat.retrieve import CHAT_RETRIEVE
+from router.wire.openai_responses.retrieve import RESPONSES_RETRIEVE
 
 
 class RetrieveStream(Protocol):
@@ -53,7 +56,12 @@ class RetrieveStream(Protocol):
 
 
 class RetrieveFormat(Protocol):
-    """``pinch_retrieve`` in one provider wire format."""
+    """``pinch_retrieve`` in one provider wire format. ``echoes_tools``: its answers repeat the request's
+    tools (the Responses API's response object), so every answer goes through :meth:`without_calls`,
+    which leaves the proxy's declaration out of them."""
+
+    wire: str
+    echoes_tools: bool
 
     def calls(self, answer: Any) -> tuple[list[RetrieveCall], bool]:
         """A whole answer's retrieve calls, and whether it calls another tool too."""
@@ -83,4 +91,4 @@ def retrieve_format(wire: str) -> RetrieveFormat | None:
     return _FORMATS.get(wire)
 
 
-_FORMATS: dict[str, RetrieveFormat] = {CHAT_RETRIEVE.wire: CHAT_RETRIEVE, MESSAGES_RETRIEVE.wire: MESSAGES_RETRIEVE}
+_FORMATS: dict[str, RetrieveFormat] = {f.wire: f for f in (CHAT_RETRIEVE, MESSAGES_RETRIEVE, RESPONSES_RETRIEVE, GEMINI_RETRIEVE, OLLAMA_RETRIEVE)}

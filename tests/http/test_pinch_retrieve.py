@@ -76,14 +76,14 @@ def gemini_request(stream: bool) -> tuple[str, dict[str, Any]]:
 
 
 REQUESTS = {"gemini": gemini_request, "openai-chat": chat_request, "anthropic-messages": messages_request, "openai-responses": responses_request, "ollama": ollama_request}
-PROVIDERS = {"openai": {}, "anthropic": {"api": "anthropic"}}
+PROVIDERS = {"openai": {}, "responses": {"wire": "openai-responses"}, "anthropic": {"api": "anthropic"}, "gemini": {"api": "gemini"}, "ollama": {"api": "ollama", "native_chat": True}}
 
 
 @pytest.fixture
 def start(proxy, mock_upstream):
     async def started(provider: str) -> tuple[Any, Any]:
         mock, url = mock_upstream
-        settings = {"base_url": url.removesuffix("/v1") if provider == "anthropic" else url, **PROVIDERS[provider]}
+        settings = {"base_url": url.removesuffix("/v1") if provider in ("anthropic", "ollama") else url, **PROVIDERS[provider]}
         config = make_config(
             url,
             middlewares=["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"],
@@ -97,12 +97,15 @@ def start(proxy, mock_upstream):
 
 
 def provider_paths(mock: Any) -> list[Any]:
-    return [r for r in mock.received if r.path in ("/v1/chat/completions", "/v1/messages")]
+    return [r for r in mock.received if r.path in ("/v1/chat/completions", "/v1/messages", "/api/chat", "/v1/responses") or ":generateContent" in r.path or ":streamGenerateContent" in r.path]
 
 
 
-@pytest.mark.parametrize("provider", sorted(PROVIDERS))
-@pytest.mark.parametrize("wire", sorted(REQUESTS))
+# a Responses API provider serves Responses clients only (nothing translates to it)
+PAIRS = [(wire, provider) for wire in sorted(REQUESTS) for provider in sorted(PROVIDERS) if provider != "responses" or wire == "openai-responses"]
+
+
+@pytest.mark.parametrize(("wire", "provider"), PAIRS)
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 async def test_a_retrieve_call_is_answered_by_the_proxy_and_the_client_never_sees_it(start, wire: str, provider: str, stream: bool) -> None:
     mock, client = await start(provider)
@@ -116,13 +119,15 @@ async def test_a_retrieve_call_is_answered_by_the_proxy_and_the_client_never_see
     # the first round: the log cut, its marker naming the call, the tool declared after the client's own
     first_text = json.dumps(first)
     assert f'{TOOL_NAME}(\\"' in first_text and LOG_JSON not in first_text
-    names = [t.get("name") or t.get("function", {}).get("name") for t in first["tools"]]  # as the provider declares them
+    # as the provider declares them (Gemini: a declaration list per tool)
+    names = [d["name"] for t in first["tools"] for d in t.get("functionDeclarations") or [t.get("function") or t]]
     assert names[-1] == TOOL_NAME and len(names) == 2
     # the second: the same request, the round's call and the proxy's answer (the whole log) appended
     assert LOG_JSON in json.dumps(second)
     assert second["tools"] == first["tools"]
     # the client's answer: well-formed in its own format, with no trace of the internal call
-    assert TOOL_NAME.encode() not in raw and b"_retrieve" not in raw
+    # (the mock's answer may quote the cut output, whose first line names the tool: only a call would be a trace)
+    assert f'"{TOOL_NAME}"'.encode() not in raw and b'_retrieve"' not in raw
     if stream:
         assert_stream_well_formed(wire, raw)
         if provider == "openai":  # the text the first round streamed before its call stays
@@ -160,6 +165,11 @@ def assert_stream_well_formed(wire: str, raw: bytes) -> None:
         assert starts == list(range(len(starts))) and sorted(stops) == starts
     else:
         assert names[0] == "response.created" and names[-1] == "response.completed" and names.count("response.completed") == 1
+        numbers = [data["sequence_number"] for _, data in events]
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # gapless, though events were held back
+        added = [data["output_index"] for name, data in events if name == "response.output_item.added"]
+        assert added == list(range(len(added)))
+        assert len(events[-1][1]["response"]["output"]) == len(added)  # every item the client was sent
 
 
 async def test_the_cut_text_is_sent_byte_for_byte_on_every_later_turn(start) -> None:

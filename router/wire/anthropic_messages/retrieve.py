@@ -39,6 +39,7 @@ def _blocks(answer: Any) -> list[Any]:
 
 class MessagesRetrieve:
     wire = WIRE
+    echoes_tools = False
 
     def calls(self, answer: Any) -> tuple[list[RetrieveCall], bool]:
         blocks = _blocks(answer)

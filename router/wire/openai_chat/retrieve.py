@@ -42,6 +42,7 @@ def _is_retrieve(call: Any) -> bool:
 
 class ChatRetrieve:
     wire = WIRE
+    echoes_tools = False
 
     def calls(self, answer: Any) -> tuple[list[RetrieveCall], bool]:
         message = _message(answer)

@@ -9,6 +9,9 @@ import orjson
 
 from router.core.retrieve import RETRIEVE_TOOL, RetrieveCall
 from router.wire.anthropic_messages.retrieve import MESSAGES_RETRIEVE
+from router.wire.gemini.retrieve import GEMINI_RETRIEVE
+from router.wire.ollama.retrieve import OLLAMA_RETRIEVE
+from router.wire.openai_responses.retrieve import RESPONSES_RETRIEVE
 from router.wire.openai_chat.retrieve import CHAT_RETRIEVE, with_tool
 from router.wire.retrieve import retrieve_format
 
@@ -34,9 +37,10 @@ def retrieve_round(call_id: str = "call_r", index: int = 0) -> list[bytes]:
     ]
 
 
-def test_only_the_formats_with_a_retrieve_codec_are_offered_the_tool() -> None:
+def test_the_formats_with_a_retrieve_codec_are_registered() -> None:
     assert retrieve_format("openai-chat") is CHAT_RETRIEVE and retrieve_format("anthropic-messages") is MESSAGES_RETRIEVE
-    assert retrieve_format("gemini") is None and retrieve_format("nonsense") is None
+    assert retrieve_format("gemini") is GEMINI_RETRIEVE and retrieve_format("ollama-chat") is OLLAMA_RETRIEVE
+    assert retrieve_format("nonsense") is None
 
 
 def test_the_tool_is_declared_after_the_clients_own() -> None:
@@ -145,3 +149,114 @@ def test_a_whole_messages_answer_calls_and_strips() -> None:
     assert MESSAGES_RETRIEVE.calls(answer) == ([RetrieveCall("t", {"id": "a"})], False)
     assert MESSAGES_RETRIEVE.without_calls(answer)["content"] == [{"type": "text", "text": "x"}]
     assert MESSAGES_RETRIEVE.calls({"content": "odd"}) == ([], False)
+
+
+def gemini_chunk(parts: list[dict[str, Any]], finish: str | None = None) -> bytes:
+    candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    chunk: dict[str, Any] = {"candidates": [candidate]}
+    if finish:
+        chunk["usageMetadata"] = {"promptTokenCount": 9}
+    return b"data: " + orjson.dumps(chunk) + b"\r\n\r\n"
+
+
+def test_a_gemini_stream_round_that_only_retrieves_loses_its_call_and_its_end() -> None:
+    stream = GEMINI_RETRIEVE.stream()
+    call = {"functionCall": {"name": "pinch_retrieve", "args": {"id": "bash@2.0"}}, "thoughtSignature": "SIG"}
+    events = [gemini_chunk([{"text": "Reading it all. "}]), gemini_chunk([call], "STOP")]
+    out = b"".join(stream.feed(event) for event in events)
+    assert out == events[0] and stream.ended and stream.calls == [RetrieveCall("pinch_retrieve#0", {"id": "bash@2.0"})]
+    continued = GEMINI_RETRIEVE.continued({"contents": []}, stream.answer(), [(stream.calls[0], "WHOLE")])
+    assert continued["contents"] == [
+        {"role": "model", "parts": [{"text": "Reading it all. "}, call]},  # the signature goes back with its call
+        {"role": "user", "parts": [{"functionResponse": {"name": "pinch_retrieve", "response": {"output": "WHOLE"}}}]},
+    ]
+    stream.next_round()
+    last = gemini_chunk([{"text": "Fixed."}], "STOP")
+    assert stream.feed(last) == last and stream.ended and not stream.calls
+
+
+def test_a_gemini_chunk_with_text_and_the_end_keeps_its_text_without_the_end() -> None:
+    stream = GEMINI_RETRIEVE.stream()
+    call = {"functionCall": {"id": "fc_1", "name": "pinch_retrieve", "args": {"id": "x"}}}
+    out = stream.feed(gemini_chunk([{"text": "Reading. "}, call], "STOP"))
+    assert orjson.loads(out[6:]) == {"candidates": [{"content": {"role": "model", "parts": [{"text": "Reading. "}]}, "index": 0}]}
+    assert stream.calls == [RetrieveCall("fc_1", {"id": "x"})]
+
+
+def ollama_line(message: dict[str, Any], done: bool = False) -> bytes:
+    return orjson.dumps({"model": "m", "message": {"role": "assistant", "content": "", **message}, "done": done}) + b"\n"
+
+
+def test_an_ollama_stream_round_that_only_retrieves_is_held_and_continued() -> None:
+    stream = OLLAMA_RETRIEVE.stream()
+    call = {"id": "call_1", "function": {"index": 0, "name": "pinch_retrieve", "arguments": {"id": "call_make"}}}
+    events = [ollama_line({"content": "Reading. "}), ollama_line({"tool_calls": [call]}), ollama_line({}, done=True)]
+    raw = b"".join(events)
+    out = b"".join(stream.feed(raw[i : i + 9]) for i in range(0, len(raw), 9))  # lines split anywhere
+    assert out == events[0] and stream.ended and stream.calls == [RetrieveCall("call_1", {"id": "call_make"})]
+    continued = OLLAMA_RETRIEVE.continued({"messages": []}, stream.answer(), [(stream.calls[0], "WHOLE")])
+    assert continued["messages"] == [
+        {"role": "assistant", "content": "Reading. ", "tool_calls": [{"function": {"name": "pinch_retrieve", "arguments": {"id": "call_make"}}}]},
+        {"role": "tool", "content": "WHOLE", "tool_name": "pinch_retrieve"},
+    ]
+    assert stream.release() == events[2]  # held until the rounds ran out
+
+
+def test_whole_gemini_and_ollama_answers_calls_and_strip() -> None:
+    gemini = {"candidates": [{"content": {"parts": [{"functionCall": {"name": "pinch_retrieve", "args": {"id": "a"}}}, {"functionCall": {"name": "bash", "args": {}}}]}}]}
+    assert GEMINI_RETRIEVE.calls(gemini) == ([RetrieveCall("pinch_retrieve#0", {"id": "a"})], True)
+    assert [p["functionCall"]["name"] for p in GEMINI_RETRIEVE.without_calls(gemini)["candidates"][0]["content"]["parts"]] == ["bash"]
+    ollama = {"message": {"tool_calls": [{"function": {"name": "pinch_retrieve", "arguments": {"id": "a"}}}]}, "done": True}
+    assert OLLAMA_RETRIEVE.calls(ollama) == ([RetrieveCall("pinch_retrieve#0", {"id": "a"})], False)
+    assert OLLAMA_RETRIEVE.without_calls(ollama)["message"]["tool_calls"] == []
+    for odd in ({}, {"candidates": "x"}, {"message": "x"}, None, []):
+        assert GEMINI_RETRIEVE.calls(odd) == ([], False) and OLLAMA_RETRIEVE.calls(odd) == ([], False)
+
+
+def responses_event(name: str, number: int, **data: Any) -> bytes:
+    return f"event: {name}\ndata: ".encode() + orjson.dumps({"type": name, "sequence_number": number, **data}) + b"\n\n"
+
+
+RETRIEVE_ITEM = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": "pinch_retrieve", "arguments": '{"id":"call_1"}'}
+DECLARED = [{"type": "function", "name": "bash"}, {"type": "function", "name": "pinch_retrieve"}]
+
+
+def test_a_responses_stream_is_numbered_gaplessly_across_rounds_and_ends_with_every_item() -> None:
+    stream = RESPONSES_RETRIEVE.stream()
+    text_item = {"type": "message", "id": "msg_1", "role": "assistant", "content": [{"type": "output_text", "text": "Reading."}]}
+    first = [
+        responses_event("response.created", 0, response={"id": "resp_1", "output": [], "tools": DECLARED}),
+        responses_event("response.output_item.added", 1, output_index=0, item=text_item),
+        responses_event("response.output_item.done", 2, output_index=0, item=text_item),
+        responses_event("response.output_item.added", 3, output_index=1, item={**RETRIEVE_ITEM, "arguments": ""}),
+        responses_event("response.function_call_arguments.delta", 4, output_index=1, item_id="fc_1", delta='{"id":"call_1"}'),
+        responses_event("response.output_item.done", 5, output_index=1, item=RETRIEVE_ITEM),
+        responses_event("response.completed", 6, response={"id": "resp_1", "output": [text_item, RETRIEVE_ITEM], "tools": DECLARED}),
+    ]
+    out = b"".join(stream.feed(event) for event in first)
+    assert stream.ended and stream.calls == [RetrieveCall("call_r", '{"id":"call_1"}')] and b"pinch_retrieve" not in out
+    continued = RESPONSES_RETRIEVE.continued({"input": "fix it"}, stream.answer(), [(stream.calls[0], "WHOLE")])
+    assert continued["input"] == [{"role": "user", "content": "fix it"}, text_item, RETRIEVE_ITEM, {"type": "function_call_output", "call_id": "call_r", "output": "WHOLE"}]
+    stream.next_round()
+    done_item = {"type": "message", "id": "msg_2", "role": "assistant", "content": [{"type": "output_text", "text": "Fixed."}]}
+    second = [
+        responses_event("response.created", 0, response={"id": "resp_2", "output": [], "tools": DECLARED}),
+        responses_event("response.output_item.added", 1, output_index=0, item=done_item),
+        responses_event("response.output_item.done", 2, output_index=0, item=done_item),
+        responses_event("response.completed", 3, response={"id": "resp_2", "output": [done_item], "tools": DECLARED}),
+    ]
+    out += b"".join(stream.feed(event) for event in second)
+    events = [orjson.loads(e.split(b"data: ", 1)[1]) for e in out.split(b"\n\n") if e]
+    assert [e["sequence_number"] for e in events] == list(range(len(events)))
+    assert [e["type"] for e in events].count("response.created") == 1 and events[-1]["type"] == "response.completed"
+    assert [e["output_index"] for e in events if e["type"] == "response.output_item.added"] == [0, 1]
+    assert events[-1]["response"]["id"] == "resp_1" and events[-1]["response"]["output"] == [text_item, done_item]
+    assert [t["name"] for t in events[0]["response"]["tools"]] == ["bash"]  # the echo of the request's tools: the client's
+
+
+def test_a_whole_responses_answer_loses_the_declaration_from_its_echo() -> None:
+    answer = {"id": "resp_1", "output": [RETRIEVE_ITEM], "tools": DECLARED}
+    assert RESPONSES_RETRIEVE.calls(answer) == ([RetrieveCall("call_r", '{"id":"call_1"}')], False)
+    assert RESPONSES_RETRIEVE.without_calls(answer) == {"id": "resp_1", "output": [], "tools": [DECLARED[0]]}
