@@ -80,7 +80,7 @@ class FirstSightSettings:
     max_label_chars: int = 160
     long_output_chars: int = 6_000
     head_chars: int = 1_500
-    tail_chars: int = 2_000
+    tail_chars: int = 1_500
     relevant_chars: int = 1_500
     lossy: bool = False  # the long-output cut, made only for a request whose model can call pinch_retrieve
 
