@@ -63,13 +63,13 @@ from bench.harness import (
     wrk_cell,
     write_config,
 )
-from router.config import DEFAULT_CHAIN
+from router.server.registry import REGISTRY
 
 
 def chain_sections() -> dict:
     """The full chain (every stage, in the default order), pinch on, the session cache on."""
     return {
-        "middlewares": list(DEFAULT_CHAIN),
+        "middlewares": list(REGISTRY.default_chain),
         "pinch": {"enabled": True, "budget_tokens": 8000, "keep_last_turns": 4},
         "session_cache": {"enabled": True},
     }

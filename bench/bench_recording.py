@@ -169,7 +169,8 @@ async def measure_here(requests: int, logged: int = 0) -> dict[str, float]:
     import router.http.edge as edge
     from router.observe.recorder import RECORDER_KEY
     from router.server.app import create_app
-    from router.config import DEFAULT_CHAIN, parse_config
+    from router.config import parse_config
+    from router.server.registry import REGISTRY
     from router.observe.logs import configure_logging
     from router.tools.mock_upstream import MockUpstream
 
@@ -187,7 +188,7 @@ async def measure_here(requests: int, logged: int = 0) -> dict[str, float]:
         await upstream.start_server()
         config = parse_config(
             {
-                "middlewares": list(DEFAULT_CHAIN),
+                "middlewares": list(REGISTRY.default_chain),
                 "pinch": {"enabled": True, "budget_tokens": 8000, "keep_last_turns": 4},
                 "session_cache": {"enabled": True},
                 "classifier": {"provider": "mock", "model": "mock-classifier"},

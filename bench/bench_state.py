@@ -56,7 +56,7 @@ from bench.harness import (
     wait_for_port,
     write_config,
 )
-from router.config import DEFAULT_CHAIN
+from router.server.registry import REGISTRY
 
 TARGET_ADDED_P50_MS = 0.3
 
@@ -64,7 +64,7 @@ TARGET_ADDED_P50_MS = 0.3
 def sections(tmp: Path, name: str, upstream: str, redis_port: int | None) -> dict:
     state = {"backend": "memory"} if redis_port is None else {"backend": "redis", "redis": {"url": f"redis://127.0.0.1:{redis_port}/0"}}
     return {
-        "middlewares": list(DEFAULT_CHAIN),
+        "middlewares": list(REGISTRY.default_chain),
         "providers": {"mock": {"base_url": upstream, "api": "ollama"}},
         "classifier": {"provider": "mock", "model": "mock-classifier"},
         "pinch": {"enabled": True, "budget_tokens": 8000, "keep_last_turns": 4},

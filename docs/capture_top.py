@@ -21,7 +21,7 @@ import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.server.app import create_app
-from router.config import parse_config
+from router.server.registry import REGISTRY
 from router.tools.mock_upstream import Behaviour, MockUpstream
 from router.tools.top import DecisionFeed, DecisionScreen, TopApp
 
@@ -45,7 +45,7 @@ def model(name: str, upstream: str, tiers: list[int], quality: float, tools: boo
 
 
 def demo_config(upstream_url: str) -> Any:
-    return parse_config(
+    return REGISTRY.parse_config(
         {
             "providers": {"local": {"base_url": upstream_url}},
             "models": [

@@ -127,7 +127,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     """Write the starter config and say what to pull; never overwrites without --force."""
     import yaml
 
-    from router.config import parse_config
+    from router.server.registry import REGISTRY
     from router.server.doctor import pull_commands
 
     target = Path(args.path)
@@ -142,7 +142,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         target.write_text(text, encoding="utf-8")
     except OSError as error:
         raise _fail(f"cannot write {target}: {error.strerror or error}") from None
-    config = parse_config(yaml.safe_load(text), environ={})
+    config = REGISTRY.parse_config(yaml.safe_load(text), environ={})
     flag = "" if target.resolve() == (Path.cwd() / CONFIG_NAME).resolve() else f" --config {target}"
     print(f"wrote {target}")
     print("the models it expects, with Ollama (https://ollama.com) on localhost:")

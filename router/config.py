@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -34,16 +34,6 @@ from router.core.first_sight import FirstSightSettings
 from router.core.pinch import MIN_SUMMARIZE_CHARS
 from router.core.tenants import USER, Role, Tenant, plain_key_name
 from router.wire.anthropic_messages.thinking import binds_thinking
-
-DEFAULT_CHAIN = (
-    "session-fingerprint",
-    "classification-cache",
-    "classifier",
-    "pinch-relevance",
-    "pinch-prune",
-    "capability-gate",
-    "upstream-forward",
-)
 
 # What agents send, in the order they are looked for: ours, then opencode's (x-session-id and
 # x-session-affinity), Claude Code's, Codex's (session-id, thread-id).
@@ -584,8 +574,12 @@ class LoggingSettings(_Strict):
 
 
 class Config(_Strict):
+    """The file's schema as far as this module knows it. What ``serve`` reads is its extension by the stage
+    registry (:meth:`router.server.registry.StageRegistry.config_schema`): ``middlewares`` defaults to every
+    registered stage in order, and a stage's own section, when this schema lacks it, is a key of its own."""
+
     server: ServerSettings = Field(default_factory=ServerSettings)
-    middlewares: Annotated[list[str], Field(min_length=1)] = Field(default_factory=lambda: list(DEFAULT_CHAIN))
+    middlewares: Annotated[list[str], Field(min_length=1)]  # the chain, in order
     providers: Annotated[dict[str, ProviderSettings], Field(min_length=1)]
     models: Annotated[list[ModelSettings], Field(min_length=1)]
     routing: RoutingSettings = Field(default_factory=RoutingSettings)
@@ -757,19 +751,23 @@ def format_validation_error(error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def parse_config(raw: Any, environ: dict[str, str] | None = None) -> Config:
-    """Validate an already-loaded YAML tree (after env expansion)."""
+C = TypeVar("C", bound=Config)
+
+
+def parse_config(raw: Any, environ: dict[str, str] | None = None, schema: type[C] = Config) -> C:  # type: ignore[assignment]
+    """Validate an already-loaded YAML tree (after env expansion) against ``schema``: :class:`Config`, or
+    the stage registry's extension of it."""
     if not isinstance(raw, dict):
         raise ConfigError("<root>: the configuration must be a mapping of keys")
     expanded = expand_env(raw, os.environ if environ is None else environ)
     try:
-        return Config.model_validate(expanded)
+        return schema.model_validate(expanded)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from None
 
 
-def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
-    """Read, expand and validate a YAML config file; raise ConfigError on any problem."""
+def load_config(path: str | Path, environ: dict[str, str] | None = None, schema: type[C] = Config) -> C:  # type: ignore[assignment]
+    """Read, expand and validate a YAML config file against ``schema``; raise ConfigError on any problem."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -779,4 +777,4 @@ def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Conf
         raw = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
-    return parse_config(raw, environ)
+    return parse_config(raw, environ, schema)

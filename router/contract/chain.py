@@ -1,5 +1,5 @@
 """The chain: the configured order (``middlewares:``) checked once (the registry's check,
-:func:`router.server.registry.chain_stages`), and each generation's stages built into middlewares."""
+:meth:`router.server.registry.StageRegistry.chain`), and each generation's stages built into middlewares."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """RequestContext: the typed record one request carries through the chain (ARCHITECTURE §3). The edge
-fills the request fields once; each stage writes its own slots (its ``provides``) with the cores'
-frozen results (:mod:`router.core.results`). A stage reads the view only; the wire adapter alone
-reads the body and writes errors in the client's format."""
+fills the request fields once; each stage writes its own slots (its ``provides``) with frozen results:
+the built-in stages' fields below (:mod:`router.core.results`), any other stage's a :class:`Slot` it
+declares in its own module. A stage reads the view only; the wire adapter alone reads the body."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from aiohttp import web
 
@@ -24,6 +24,16 @@ if TYPE_CHECKING:
 
 # Lets the edge and the decision log read which error a response carried without parsing it.
 ERROR_CODE_KEY = web.ResponseKey("pinch_router_error_code", str)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Slot(Generic[T]):
+    """A stage's slot declared in its own module, typed as aiohttp's ``web.AppKey``: ``ctx[SLOT]`` reads it
+    (None until written), ``ctx[SLOT] = value`` writes it; ``name`` is what its stage ``provides``."""
+
+    name: str
+    type: type[T]
 
 
 @dataclass(slots=True)
@@ -60,6 +70,13 @@ class RequestContext:
     trace: list[StageRecord] = field(default_factory=list)
     upstream_wait: float = 0.0  # seconds spent waiting on upstreams, told apart from the proxy's own time
     overhead_ms: float | None = None  # the proxy's own time when the response head went out
+    declared: dict[Slot[Any], Any] | None = None  # the declared slots written so far (ctx[SLOT])
+
+    def __getitem__(self, slot: Slot[T]) -> T | None:
+        return None if self.declared is None else self.declared.get(slot)
+
+    def __setitem__(self, slot: Slot[T], value: T) -> None:
+        self.declared = {**(self.declared or {}), slot: value}  # a few slots, written once each
 
     def measured_prompt(self, estimator: TokenEstimator) -> PromptSize:
         """The prompt as the client sent it (the view's units + tool schemas), measured once per

@@ -1,8 +1,7 @@
-"""The stage contract (:class:`Stage`, built from the dependencies it names) and the one adapter that makes a
-stage a middleware: the only place that catches a stage's errors. On timeout or exception it calls
-the stage's ``fallback``, records the outcome and lets the request carry on (a fail-closed stage's
-fallback refuses it); ``CancelledError`` is never swallowed; the rest of the chain runs outside the
-stage's timeout. An :class:`~router.core.errors.InvalidRequest` is the client's 400, no fallback run."""
+"""The stage contract (:class:`Stage`) and the one adapter that makes a stage a middleware: the only place
+that catches a stage's errors. On timeout or exception it calls the stage's ``fallback``, records the outcome
+and lets the request carry on (a fail-closed stage's fallback refuses it); ``CancelledError`` is never
+swallowed; the rest of the chain runs outside the stage's timeout. An ``InvalidRequest`` is the client's 400."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable
 from time import perf_counter
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from aiohttp import web
 
@@ -39,12 +38,14 @@ class StageReport:
 
 
 class Stage(Protocol):
-    """One step of the chain. ``requires``: context fields set before it (start-up checks the order);
-    ``reads``: optional inputs, whose provider must come earlier; ``provides``: what it writes;
-    ``section``: its config section; ``timeout_seconds``: the bound of its own work (None: it bounds
-    finer parts itself). ``fallback`` is cheap and never raises; a fail-closed one sets ``ctx.response``.
-    Optional: ``after(ctx)``, awaited once the rest of the chain returned (bounded; errors logged);
-    ``carry_over(previous)``, on a reload, to take over what is still valid from the running stage."""
+    """One step of the chain, built with keyword arguments named after what it uses (``settings``: its config
+    ``section``, whose model is that argument's type; :class:`router.server.registry.Offered`). ``requires``:
+    context fields set before it (start-up checks the order); ``reads``: optional inputs, whose provider must
+    come earlier; ``provides``: what it writes (fields, or its own :class:`~router.contract.context.Slot` by
+    name; each has one writer); ``timeout_seconds``: the bound of its own work (None: it bounds finer parts
+    itself). ``fallback`` is cheap and never raises; a fail-closed one sets ``ctx.response``. Optional:
+    ``columns`` (its decision columns: name → what it reads of the context); ``after(ctx)``, awaited once
+    the rest of the chain returned (bounded; errors logged); ``carry_over(previous)``, on a reload."""
 
     name: ClassVar[str]
     section: ClassVar[str | None]
@@ -59,16 +60,7 @@ class Stage(Protocol):
     def fallback(self, ctx: RequestContext, reason: str) -> None: ...
 
 
-class StageClass(Protocol):
-    """A stage's class as the registry holds it: its declarations; built with keyword arguments named after
-    what it uses of ``settings`` (its config section) and :class:`router.server.registry.Offered`."""
-    name: str
-    section: str | None
-    requires: frozenset[str]
-    reads: frozenset[str]
-    provides: frozenset[str]
-
-    def __call__(self, **dependencies: Any) -> Stage: ...
+StageClass = type[Stage]  # as the registry holds a stage: its class, which carries its declarations
 
 
 _OK = StageReport()

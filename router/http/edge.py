@@ -69,7 +69,7 @@ def chat_edge(config: Config, recorder: Recorder, budget: BodyBudget | None = No
     key = wire.conversation_key
 
     def record_served(ctx: RequestContext, status: int, code: str | None) -> None:
-        recorder.record(decision_from_context(ctx, status, code))
+        recorder.record(decision_from_context(ctx, status, code, recorder.columns))
 
     @web.middleware
     async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -16,6 +16,9 @@ beyond 64 bits, such as a client's ``max_tokens`` of 2**63) is stored clipped,
 in that row alone; and a batch whose transaction fails all the same is written
 again row by row, so a row the database refuses is lost (logged as
 ``decision_log_rows_lost`` and counted in ``lost``) and the others are stored.
+
+The table's columns are the record's fields (:data:`COLUMNS`) and the stages' declared columns
+(``stage_columns``, from the stage registry), each added to a file that lacks it when it is opened.
 """
 
 from __future__ import annotations
@@ -76,8 +79,12 @@ class OutcomeUpdate:
 
 
 class DecisionLog:
-    def __init__(self, path: str, queue_size: int = 10_000, batch_size: int = 256, flush_interval: float = 0.5) -> None:
+    def __init__(
+        self, path: str, queue_size: int = 10_000, batch_size: int = 256, flush_interval: float = 0.5, stage_columns: tuple[str, ...] = ()
+    ) -> None:
         self.path = path
+        self.columns = (*COLUMNS, *stage_columns)
+        self.stage_columns = stage_columns
         self.batch_size = batch_size
         self.flush_interval = flush_interval
         self._write_now = asyncio.Event()
@@ -197,7 +204,7 @@ class DecisionLog:
         """A log file written by an older version lacks the newer columns: add them (old rows read NULL)."""
         assert self._conn is not None
         present = {row[1] for row in self._conn.execute("PRAGMA table_info(decisions)")}
-        for column in COLUMNS:
+        for column in self.columns:
             if column not in present:
                 self._conn.execute(f"ALTER TABLE decisions ADD COLUMN {column}")
 
@@ -224,13 +231,13 @@ class DecisionLog:
 
     def _write_together(self, batch: list[Decision | OutcomeUpdate]) -> None:
         assert self._conn is not None
-        rows = [_row(item) for item in batch if isinstance(item, Decision)]
+        rows = [_row(item, self.stage_columns) for item in batch if isinstance(item, Decision)]
         outcomes = [item for item in batch if isinstance(item, OutcomeUpdate)]
         with self._conn:  # one transaction per batch
             self._conn.execute("BEGIN")
             if rows:
-                placeholders = ", ".join("?" for _ in COLUMNS)
-                self._conn.executemany(f"INSERT OR REPLACE INTO decisions ({', '.join(COLUMNS)}) VALUES ({placeholders})", rows)
+                placeholders = ", ".join("?" for _ in self.columns)
+                self._conn.executemany(f"INSERT OR REPLACE INTO decisions ({', '.join(self.columns)}) VALUES ({placeholders})", rows)
             for o in outcomes:
                 self._conn.execute(
                     "UPDATE decisions SET outcome = ?, outcome_reason = ?, outcome_ts = ? WHERE request_id = ?",
@@ -279,8 +286,8 @@ def open_owner_only(path: Path) -> None:
             pass
 
 
-def _row(decision: Decision) -> list[Any]:
-    """The row's values in COLUMNS order.
+def _row(decision: Decision, stage_columns: tuple[str, ...] = ()) -> list[Any]:
+    """The row's values in COLUMNS order, then the ``stage_columns`` the decision carries (NULL where it has none).
 
     Read in one call (an attrgetter of every column), the nested ones then written
     by orjson, to the same JSON as ``dataclasses.asdict`` would give, without
@@ -294,7 +301,17 @@ def _row(decision: Decision) -> list[Any]:
             values[i] = min(max(value, INT64_MIN), INT64_MAX)
     for i in _JSON_AT:
         values[i] = orjson.dumps(values[i], default=_fields_of, option=orjson.OPT_PASSTHROUGH_DATACLASS).decode()
+    if stage_columns:
+        declared = dict(decision.stage_columns)
+        values += [_clipped(declared.get(column)) for column in stage_columns]
     return values
+
+
+def _clipped(value: Any) -> Any:
+    """A stage's column value as SQLite holds it: an integer beyond 64 bits clipped, as the fields' are."""
+    if isinstance(value, int) and not isinstance(value, bool) and not INT64_MIN <= value <= INT64_MAX:
+        return min(max(value, INT64_MIN), INT64_MAX)
+    return value
 
 
 def _fields_of(value: object) -> dict[str, Any]:

@@ -2,12 +2,16 @@
 
 Built once from the RequestContext when the response is done, then fed to the
 decision log, the metrics and the request log line. It holds no message text,
-no headers and no keys: only ids, names, numbers and the stage trace.
+no headers and no keys: only ids, names, numbers and the stage trace. Its fields
+are the built-in stages' figures; any other stage's are its declared columns
+(``stage_columns``, from the stage registry), each a key of the row like a field.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from time import perf_counter
 from typing import Any
@@ -15,6 +19,7 @@ from typing import Any
 from router.core.results import Attempt, Candidate, Rejection, Route, StageRecord, UpstreamResult
 
 from router.contract.context import RequestContext
+from router.core.errors import describe
 from router.core.frozen import frozen
 from router.core.redaction import clip
 from router.core.results import round_ms
@@ -22,6 +27,12 @@ from router.core.results import round_ms
 # Status recorded when the client went away before the answer was complete
 # (nginx's convention; no HTTP response carried it).
 CLIENT_CLOSED = 499
+
+log = logging.getLogger("pinch_router.decision")
+
+ColumnValue = int | float | str | bool | None
+# A stage's decision column: what it reads of the finished request's context (its own slot, mostly).
+Column = Callable[[RequestContext], ColumnValue]
 
 
 @frozen
@@ -84,6 +95,8 @@ class Decision:
     # messages (items, contents) taken from the body before, as sent again byte for byte (router.core.resent_prefix);
     # 0: parsed whole; None: the body was not kept (too small, written otherwise, refused)
     resumed_elements: int | None = None
+    # the stages' declared columns (router.server.registry.StageRegistry.columns): (name, value) each
+    stage_columns: tuple[tuple[str, ColumnValue], ...] = ()
 
     @property
     def pinch_saved(self) -> int:
@@ -92,7 +105,10 @@ class Decision:
         return self.tokens_before - self.tokens_after
 
     def as_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as its row reads: the stages' declared columns are keys like the fields."""
+        row = asdict(self)
+        row.update(row.pop("stage_columns"))
+        return row
 
 
 def rejected_request(request_id: str, started: float, status: int, error_code: str, client: str | None = None) -> Decision:
@@ -107,7 +123,8 @@ def rejected_request(request_id: str, started: float, status: int, error_code: s
     )
 
 
-def decision_from_context(ctx: RequestContext, status: int, error_code: str | None) -> Decision:
+def decision_from_context(ctx: RequestContext, status: int, error_code: str | None, columns: Sequence[tuple[str, Column]] = ()) -> Decision:
+    """The record of a served request; ``columns``: the stages' declared ones, read from ``ctx``."""
     classification, route, pinch, relevance, upstream = ctx.classification, ctx.route, ctx.pinch, ctx.relevance, ctx.upstream
     if pinch is not None and pinch.ranking is not None:  # a deferred ranking pinch awaited: what it came to
         relevance = pinch.ranking
@@ -170,7 +187,17 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         wire_out=upstream.wire_out if upstream else None,
         wire_dropped=clip(upstream.dropped_text, 1000) if upstream else "",
         resumed_elements=ctx.known_body.resumed if ctx.known_body is not None else None,
+        stage_columns=tuple((name, _read(name, read, ctx)) for name, read in columns) if columns else (),
     )
+
+
+def _read(name: str, read: Column, ctx: RequestContext) -> ColumnValue:
+    """A stage's column of this request; None (and a warning) when its reader fails: the row is kept."""
+    try:
+        return read(ctx)
+    except Exception as exc:  # a column a stage declared never costs the request its record
+        log.warning("decision_column_failed", extra={"column": name, "detail": describe(exc), "request_id": ctx.request_id})
+        return None
 
 
 def wire_route(wire_in: str, wire_out: str | None, dropped: str = "") -> str:

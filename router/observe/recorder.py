@@ -8,7 +8,7 @@ outcome may be reported to any replica — older ones from the log) and feeds es
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from aiohttp import web
@@ -16,7 +16,7 @@ from aiohttp import web
 from router.core.redaction import Redactor
 from router.core.tenants import Tenant, may_see
 from router.observe.decision_log import DecisionLog, OutcomeUpdate
-from router.observe.decision_record import CLIENT_CLOSED, Decision
+from router.observe.decision_record import CLIENT_CLOSED, Column, Decision
 from router.observe.logs import log_event
 from router.observe.metrics import Metrics
 from router.state.escalation import SessionEscalation
@@ -36,8 +36,11 @@ class Recorder:
         wall_clock: Callable[[], float],
         redactor: Redactor | None = None,
         state: SessionStore | None = None,
+        columns: Sequence[tuple[str, Column]] = (),
     ) -> None:
         self.redactor = redactor or Redactor(())
+        # the stages' declared decision columns (the stage registry's), read into every served request's record
+        self.columns = tuple(columns)
         self.metrics = metrics
         self.decision_log = decision_log
         self.escalation = escalation
@@ -109,6 +112,7 @@ def _foreign_texts(d: Decision) -> list[str | None]:
         *(a.error for a in d.attempts),
         *(s.detail for s in d.stages),
         *(reason for r in d.rejected for reason in r.reasons),
+        *(value for _, value in d.stage_columns if isinstance(value, str)),
     ]
 
 

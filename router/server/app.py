@@ -48,6 +48,7 @@ from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
 from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
+from router.server.registry import REGISTRY, StageRegistry
 from router.server.memory import CHECK_SECONDS as MEMORY_CHECK_SECONDS
 from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
@@ -64,8 +65,12 @@ async def create_app(
     *,
     http: aiohttp.ClientSession | None = None,
     clock: Callable[[], float] | None = None,
+    stages: StageRegistry = REGISTRY,
 ) -> web.Application:
     """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened).
+
+    ``stages``: the stages the chain is made of (``config`` is read with its schema,
+    :meth:`StageRegistry.config_schema`); their declared columns go into every decision record.
 
     ``clock`` times what the session state keeps: monotonic for the in-process
     store, the wall clock for Redis (replicas on other machines share its values).
@@ -92,7 +97,8 @@ async def create_app(
     )
     redactor = Redactor(config_secrets(config))
     settings = config.decision_log
-    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds) if settings.enabled else None
+    columns = tuple(name for name, _ in stages.columns)
+    decision_log = DecisionLog(settings.path, settings.queue_size, settings.batch_size, settings.flush_interval_seconds, columns) if settings.enabled else None
     recorder = Recorder(
         metrics,
         decision_log,
@@ -101,6 +107,7 @@ async def create_app(
         wall_clock=time.time,
         redactor=redactor,
         state=state,
+        columns=stages.columns,
     )
 
     # One per process (each worker of `serve --workers N` its own), kept across reloads; on monotonic time.
@@ -111,7 +118,7 @@ async def create_app(
     idle_checks = math.ceil(config.server.resent_bodies_idle_seconds / MEMORY_CHECK_SECONDS)
     memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES, idle_checks=idle_checks)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
-        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state, breakers=breakers)
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state, breakers=breakers, stages=stages)
     except Exception:
         await state.close()  # never started: this only releases the Redis client
         if owns_http:

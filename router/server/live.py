@@ -32,8 +32,8 @@ from aiohttp import web
 from prometheus_client import Gauge
 
 from router.contract.chain import ChainError, build_chain
-from router.server.registry import chain_stages, stage_builder
-from router.config import Config, ConfigError, config_secrets, load_config
+from router.server.registry import REGISTRY, StageRegistry, stage_builder
+from router.config import Config, ConfigError, config_secrets
 from router.core.breaker import ProviderBreakers
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
@@ -50,11 +50,12 @@ log = logging.getLogger("pinch_router.reload")
 RESTART_ONLY = ("server", "upstream.max_connections", "decision_log", "escalation", "state")
 
 
-def load_serving_config(path: str | Path) -> Config:
-    """Read and validate a config for serving: the file, the chain order, then the client keys' ``key_env``
-    variables (a key that cannot be read would lock its user out). Raises ConfigError or ChainError."""
-    config = load_config(path)
-    chain_stages(config.middlewares)
+def load_serving_config(path: str | Path, stages: StageRegistry = REGISTRY) -> Config:
+    """Read and validate a config for serving: the file (with ``stages``' schema), the chain order, then the
+    client keys' ``key_env`` variables (a key that cannot be read would lock its user out). Raises ConfigError
+    or ChainError."""
+    config = stages.load_config(path)
+    stages.chain(config.middlewares)
     config.server.client_keys()
     return config
 
@@ -94,8 +95,10 @@ class LiveChain:
         clock: Callable[[], float],
         state: SessionStore | None = None,
         breakers: ProviderBreakers | None = None,
+        stages: StageRegistry = REGISTRY,
     ) -> None:
         self.http = http
+        self.stage_registry = stages  # what every generation's chain is made of, a reload's too
         # the provider breakers are the process's too: a reload keeps what they know
         self.breakers = breakers if breakers is not None else ProviderBreakers()
         # the session state is the process's: every generation reads and writes the same one
@@ -175,7 +178,7 @@ class LiveChain:
             open_upstreams=self.recorder.metrics.upstream_open,
             breakers=self.breakers,
         )
-        stages, chain = build_chain(chain_stages(config.middlewares), build)
+        stages, chain = build_chain(self.stage_registry.chain(config.middlewares), build)
         if previous is not None:
             old = {stage.name: stage for stage in previous.stages}
             for stage in stages:
@@ -193,7 +196,7 @@ class LiveChain:
         """
         running = self.config
         try:
-            loaded = prepare(load_serving_config(path))
+            loaded = prepare(load_serving_config(path, self.stage_registry))
             config = _keep_restart_only(loaded, running)
             generation = self.build(config, previous=self.current)
         except (ConfigError, ChainError) as error:

@@ -45,7 +45,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.contract.chain import TERMINAL_STAGE, build_chain
-from router.server.registry import chain_stages, stage_builder
+from router.server.registry import REGISTRY, stage_builder
 from router.state.session_store import LocalStore
 from router.config import Config
 from router.contract.context import RequestContext
@@ -175,7 +175,7 @@ async def explain_request(
         where = f" ({ctx.param})" if ctx.param else ""
         raise ExplainError(f"the proxy would refuse this request with {ctx.status} {ctx.code}{where}: {ctx.message}")
     async with aiohttp.ClientSession(trace_configs=[offline_trace()] if offline else None) as http:
-        stages, _ = build_chain(chain_stages(config.middlewares), stage_builder(config, http=http, clock=time.monotonic, state=LocalStore()))
+        stages, _ = build_chain(REGISTRY.chain(config.middlewares), stage_builder(config, http=http, clock=time.monotonic, state=LocalStore()))
         for stage in stages:
             if stage.name == TERMINAL_STAGE:
                 break
@@ -209,7 +209,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     fields = [("request", f"{len(ctx.view.units)} messages, {len(tools)} tools{', stream' if ctx.view.stream else ''}")]
     refused = ctx.response
     # No answer was sent: the status is the refusal's, or 0 while the request would still go upstream.
-    row = decision_from_context(ctx, refused.status if refused is not None else 0, None).as_json()
+    row = decision_from_context(ctx, refused.status if refused is not None else 0, None, REGISTRY.columns).as_json()
     fields += decision_fields(row)
     if ctx.capabilities is not None:
         fields.append(("needs", describe_needs(ctx.capabilities)))

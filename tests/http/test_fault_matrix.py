@@ -41,7 +41,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from bench.harness import free_port
-from router.config import DEFAULT_CHAIN, Config
+from router.config import Config
+from router.server.registry import REGISTRY
 from router.wire.openai_chat.stream import is_usage_only_event
 from router.tools.mock_upstream import Behaviour, MockUpstream, stream_events
 from tests.support.classifier_fakes import CATEGORIES, ollama_reply, verdict
@@ -187,7 +188,7 @@ def full_chain_config(
     chat_providers["classifier"] = {"base_url": classifier_url or f"{neighbours_url}/classifier", "api": "ollama"}
     timeouts = {"connect_timeout_seconds": 1, "first_byte_timeout_seconds": HEALTHY_TIMEOUT, "idle_timeout_seconds": HEALTHY_TIMEOUT}
     return make_config(
-        middlewares=list(DEFAULT_CHAIN),  # every stage, in the documented order
+        middlewares=list(REGISTRY.default_chain),  # every stage, in the documented order
         providers=chat_providers,
         models=models,
         routing={"categories": CATEGORIES, "tiers": [1, 2, 3], "fallback_category": FALLBACK[0], "fallback_tier": FALLBACK[1]},

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bench.harness import ROOT
-from router.config import load_config
+from router.server.registry import REGISTRY
 
 DEPLOY = ROOT / "deploy"
 
@@ -52,7 +52,7 @@ def test_the_k8s_replicas_load_their_configmap_with_state_on_the_redis_service(t
     env = {item["name"]: item["value"] for item in container["env"]}
     config_file = tmp_path / "config.yaml"
     config_file.write_text(k8s("ConfigMap", "pinch-router-config")["data"]["config.yaml"])
-    config = load_config(config_file, environ=env)
+    config = REGISTRY.load_config(config_file, environ=env)
     redis_service = k8s("Service", "pinch-router-redis")
     assert config.state.backend == "redis"
     assert config.state.redis.url == f"redis://{redis_service['metadata']['name']}:{redis_service['spec']['ports'][0]['port']}/0"
@@ -64,11 +64,11 @@ def test_the_compose_replicas_run_the_shipped_config_on_redis_behind_nginx() -> 
     proxy = compose["pinch-router"]
     assert proxy["deploy"]["replicas"] == 2
     assert "ports" not in proxy  # only nginx is published
-    config = load_config(ROOT / "config.yaml", environ=proxy["environment"])
+    config = REGISTRY.load_config(ROOT / "config.yaml", environ=proxy["environment"])
     assert (config.state.backend, config.state.redis.url) == ("redis", "redis://redis:6379/0")
     assert "redis" in compose and "ollama" in compose
     assert "server pinch-router:8787" in (DEPLOY / "nginx.conf").read_text()
 
 
 def test_the_shipped_config_keeps_state_in_memory_unless_told() -> None:
-    assert load_config(ROOT / "config.yaml", environ={}).state.backend == "memory"
+    assert REGISTRY.load_config(ROOT / "config.yaml", environ={}).state.backend == "memory"

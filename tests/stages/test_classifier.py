@@ -14,7 +14,7 @@ from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
 from router.core.results import Classification, ClassificationSource, Outcome
 from router.core.tokens import TokenEstimator
-from router.server.registry import stage_registry
+from router.server.registry import REGISTRY
 from router.tools.mock_upstream import MockUpstream
 from tests.support.classifier_fakes import (
     OLLAMA_CHAT_URL,
@@ -322,13 +322,13 @@ def test_session_cache_is_off_by_default() -> None:
 def test_classifier_must_come_after_the_cache() -> None:
     order = ["session-fingerprint", "classifier", "classification-cache", "capability-gate", "upstream-forward"]
     with pytest.raises(ChainError, match="'classifier' reads 'cached_classification', but 'classification-cache'"):
-        validate_order(order, stage_registry())
+        validate_order(order, REGISTRY.by_name)
 
 
 def test_cache_needs_the_session_stage_first() -> None:
     order = ["classification-cache", "session-fingerprint", "classifier", "capability-gate", "upstream-forward"]
     with pytest.raises(ChainError, match="'classification-cache' requires 'session'"):
-        validate_order(order, stage_registry())
+        validate_order(order, REGISTRY.by_name)
 
 
 async def test_proxy_serves_when_the_classifier_is_unreachable(proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]) -> None:

@@ -25,7 +25,7 @@ from router.config import ConfigError
 from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
 from router.core.results import Outcome, RelevanceStatus
-from router.server.registry import stage_registry
+from router.server.registry import REGISTRY
 from router.tools.mock_upstream import MockUpstream
 from tests.support.config import make_config
 from tests.support.factories import assistant, make_ctx, system, tool
@@ -433,5 +433,5 @@ def test_bad_relevance_config_names_the_key(pinch: dict[str, Any], message: str)
 
 def test_relevance_must_come_before_prune() -> None:
     with pytest.raises(ChainError, match="'pinch-prune' reads 'relevance', but 'pinch-relevance'"):
-        validate_order(["pinch-prune", "pinch-relevance", "capability-gate", "upstream-forward"], stage_registry())
-    assert validate_order(CHAIN, stage_registry())[1] is PinchRelevance
+        validate_order(["pinch-prune", "pinch-relevance", "capability-gate", "upstream-forward"], REGISTRY.by_name)
+    assert validate_order(CHAIN, REGISTRY.by_name)[1] is PinchRelevance

@@ -20,7 +20,8 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestClient
 
-from router.config import DEFAULT_CHAIN, Config
+from router.config import Config
+from router.server.registry import REGISTRY
 from router.observe.recorder import RECORDER_KEY
 from router.tools.mock_upstream import MockUpstream
 from tests.support.config import make_config, model_entry
@@ -64,7 +65,7 @@ def every_provider_config(url: str) -> Config:
     names = {"chat-main": "chat", "claude-main": "anth", "ollama-main": "ollama", "responses-main": "resp", "gemini-main": "gem"}
     return make_config(
         url,
-        middlewares=list(DEFAULT_CHAIN),
+        middlewares=list(REGISTRY.default_chain),
         providers=providers,
         models=[model_entry(name, provider=provider, supports=supports, context_window=2_000_000, max_output_tokens=64_000) for name, provider in names.items()],
         classifier={"provider": "ollama", "model": "mock", "timeout_seconds": 2},

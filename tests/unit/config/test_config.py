@@ -9,6 +9,7 @@ import pytest
 
 from router.cli import main
 from router.config import ConfigError, load_config, parse_config
+from router.server.registry import REGISTRY
 from tests.support.config import model_entry
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,8 +26,9 @@ def base(**sections: Any) -> dict[str, Any]:
 
 
 def error_of(raw: Any, environ: dict[str, str] | None = None) -> str:
+    """What loading ``raw`` for serving says (the stage registry's schema, as ``serve`` reads a file)."""
     with pytest.raises(ConfigError) as info:
-        parse_config(raw, environ or {})
+        REGISTRY.parse_config(raw, environ or {})
     return str(info.value)
 
 
@@ -82,7 +84,7 @@ def test_missing_env_var_names_the_key_and_the_variable():
 
 def test_the_default_chain_needs_the_classifier_provider():
     raw = base()
-    del raw["middlewares"]
+    del raw["middlewares"]  # every registered stage, in the registry's order: the classifier among them
     assert "classifier.provider: unknown provider 'ollama' (known: mock)" in error_of(raw)
 
 

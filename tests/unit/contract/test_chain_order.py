@@ -10,12 +10,12 @@ import yaml
 
 from bench.harness import ROOT, free_port
 from router.cli import main
-from router.config import DEFAULT_CHAIN, parse_config
+from router.config import parse_config
 from router.contract.chain import ChainError, validate_order
 from router.server import registry as registry_module
 from router.server.app import create_app
 from router.server.live import LIVE_KEY
-from router.server.registry import chain_stages, stage_registry
+from router.server.registry import REGISTRY as PROXY
 from tests.support.config import chat_body
 from tests.support.processes import router, write_config
 
@@ -74,14 +74,14 @@ def test_a_broken_order_is_rejected_naming_the_stage_and_field(order, message):
 
 
 def test_the_real_registry_resolves_the_minimal_chain_to_the_gate_and_forward():
-    registry = stage_registry()
-    assert chain_stages(["capability-gate", "upstream-forward"]) == (registry["capability-gate"], registry["upstream-forward"])
-    assert [cls.__name__ for cls in chain_stages(["capability-gate", "upstream-forward"])] == ["CapabilityGate", "UpstreamForward"]
+    registry = PROXY.by_name
+    assert PROXY.chain(["capability-gate", "upstream-forward"]) == (registry["capability-gate"], registry["upstream-forward"])
+    assert [cls.__name__ for cls in PROXY.chain(["capability-gate", "upstream-forward"])] == ["CapabilityGate", "UpstreamForward"]
 
 
 def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
-    resolved = chain_stages(list(DEFAULT_CHAIN))
-    assert [cls.name for cls in resolved] == list(DEFAULT_CHAIN)
+    resolved = PROXY.chain(list(PROXY.default_chain))
+    assert [cls.name for cls in resolved] == list(PROXY.default_chain)
     assert [cls.__name__ for cls in resolved] == [
         "SessionFingerprint", "ClassificationCache", "Classifier", "PinchRelevance", "PinchPrune", "CapabilityGate", "UpstreamForward"
     ]
@@ -89,23 +89,23 @@ def test_the_real_registry_resolves_the_full_default_order_stage_by_stage():
 
 def test_the_real_gate_cannot_come_after_forward():
     with pytest.raises(ChainError, match="requires 'route'"):
-        chain_stages(["session-fingerprint", "upstream-forward"])
+        PROXY.chain(["session-fingerprint", "upstream-forward"])
 
 
 def test_each_order_is_checked_once_and_later_callers_trust_it(monkeypatch):
     checks: list[tuple[str, ...]] = []
 
-    def counting(names, registry):
+    def counting(names, by_name):
         checks.append(tuple(names))
-        return validate_order(names, registry)
+        return validate_order(names, by_name)
 
     monkeypatch.setattr(registry_module, "validate_order", counting)
     registry_module._checked.cache_clear()
     good = ["session-fingerprint", "capability-gate", "upstream-forward"]
-    assert chain_stages(good) == chain_stages(tuple(good))
+    assert PROXY.chain(good) == PROXY.chain(tuple(good))
     for _ in range(2):  # a bad order is not remembered as good: every caller gets the error
         with pytest.raises(ChainError, match="must end with"):
-            chain_stages(["capability-gate"])
+            PROXY.chain(["capability-gate"])
     assert checks == [tuple(good), ("capability-gate",), ("capability-gate",)]
     registry_module._checked.cache_clear()
 
@@ -172,7 +172,7 @@ async def test_a_reload_reports_a_bad_order_once_and_keeps_serving(proxy, mock_u
 
 def test_every_context_slot_has_one_writer_and_only_the_short_circuit_response_is_shared():
     writers: dict[str, list[str]] = {}
-    for stage in stage_registry().values():
+    for stage in PROXY.by_name.values():
         for slot in stage.provides:
             writers.setdefault(slot, []).append(stage.name)
     shared = {slot: names for slot, names in writers.items() if len(names) > 1}
