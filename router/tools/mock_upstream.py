@@ -38,8 +38,7 @@ from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.wire import adapters
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import RETRIEVE_LEAD_IN, retrieve_call
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
+from router.tools.mock_answers import RETRIEVE_LEAD_IN, retrieve_call, ONE_LISTING, FunctionTool, MockWire, example_of, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
 from router.tools.mock_classifier import classification
@@ -326,7 +325,7 @@ class MockUpstream:
         problem = ollama_request_error(body)
         if problem is not None:
             return web.json_response({"error": problem}, status=400)
-        text = json_answer(body, behaviour) if body.get("format") == "json" else behaviour.text
+        text = json_answer(body, behaviour) if body.get("format") == "json" or isinstance(body.get("format"), dict) else behaviour.text
         lines = ollama_answer(self._answerable(body), text, behaviour.tool_commands, behaviour.thinking)
         if body.get("stream") is False:
             return web.Response(body=orjson.dumps(ollama_whole(lines)), content_type="application/json", headers=behaviour.headers)
@@ -449,13 +448,27 @@ DEFAULT_JSON = '{"category": "coding_general", "tier": 2, "required_context_toke
 
 def json_answer(body: dict[str, Any], behaviour: Behaviour) -> str:
     """The answer to a request for JSON: the behaviour's, else a classification of the turn's words
-    when the request is the proxy's classifier prompt (:mod:`mock_classifier`), else :data:`DEFAULT_JSON`."""
+    when the request is the proxy's classifier prompt (:mod:`mock_classifier`), else an instance of the
+    JSON schema the request names (OpenAI's ``response_format.json_schema.schema``, Ollama's ``format``
+    object: what Gemini CLI's model-router call asks, translated), else :data:`DEFAULT_JSON`."""
     if behaviour.json_text is not None:
         return behaviour.json_text
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     system = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "system")
     user = "\n".join(str(m.get("content")) for m in messages if m.get("role") == "user")
-    return classification(system, user) or DEFAULT_JSON
+    found = classification(system, user)
+    if found is not None:
+        return found
+    schema = _json_schema(body)
+    return json.dumps(example_of(schema), separators=(",", ":")) if schema is not None else DEFAULT_JSON
+
+
+def _json_schema(body: dict[str, Any]) -> dict[str, Any] | None:
+    response_format = body.get("response_format")
+    if isinstance(response_format, dict) and isinstance(response_format.get("json_schema"), dict):
+        schema = response_format["json_schema"].get("schema")
+        return schema if isinstance(schema, dict) else None
+    return body.get("format") if isinstance(body.get("format"), dict) else None
 
 
 def _wants_json(body: dict[str, Any]) -> bool:

@@ -70,3 +70,22 @@ async def test_a_field_of_a_type_the_answer_cannot_read_is_the_apis_400_not_a_50
         answer = await resp.json()
     assert resp.status == 400, answer
     assert answer["error"]["type"] == "invalid_request_error" and "not iterable" in answer["error"]["message"]
+
+
+ROUTER_SCHEMA = {
+    "type": "object",
+    "properties": {"reasoning": {"type": "string"}, "model_choice": {"type": "string", "enum": ["flash", "pro"]}},
+    "required": ["reasoning", "model_choice"],
+}
+
+
+async def test_a_request_for_a_json_schema_gets_an_instance_of_it_on_chat_and_ollama() -> None:
+    """Gemini CLI's model-router call asks for a JSON schema (translated: chat's response_format, Ollama's
+    format object); answered with a classification object instead, it printed a 65-line ZodError (#47)."""
+    chat = chat_body(response_format={"type": "json_schema", "json_schema": {"name": "router", "schema": ROUTER_SCHEMA}})
+    ollama = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "format": ROUTER_SCHEMA, "stream": False}
+    async with TestClient(TestServer(MockUpstream(record=False).app(), host="127.0.0.1")) as client:
+        answered = await (await client.post("/v1/chat/completions", json=chat)).json()
+        native = await (await client.post("/api/chat", json=ollama)).json()
+    for text in (answered["choices"][0]["message"]["content"], native["message"]["content"]):
+        assert set(orjson.loads(text)) == {"reasoning", "model_choice"} and orjson.loads(text)["model_choice"] == "flash"
