@@ -207,21 +207,36 @@ def format_summary(result: DemoResult, config_path: str, out_dir: Path) -> str:
         "",
         "look closer:",
     ]
+    program = command_name()
     if result.explain_file is not None:
         lines.append(
-            f"  pinch-router explain --offline --config {shlex.quote(config_path)} {shlex.quote(str(result.explain_file))}"
-            "   # the chain's decision for the turn pinch saved most on"
+            f"  {program} explain --offline --config {shlex.quote(config_path)} {shlex.quote(str(result.explain_file))}"
+            "   # the chain's decision for the turn pinch saved most on, as a request alone: a new session"
+            " without the demo's ledger, so pinch prunes it afresh and may save more than the session did"
         )
     log_file = out_dir / SESSION_FILE
     query = "select model, source, tokens_before, tokens_after, cached_tokens, pinch_reason from decisions order by ts"
     lines += [
         f"  python3 -c \"import sqlite3; [print(*r) for r in sqlite3.connect('{log_file}').execute('{query}')]\""
         "   # the decision log of the pinch replay",
-        "  pinch-router top   # the same decisions, live, from a running proxy (pinch-router serve; extra [tui])",
-        f"  pinch-router eval-pinch --scenario {result.scenario.name} --budget {result.budget} {shlex.quote(str(result.transcript_file or DEFAULT_TRANSCRIPT))}"
+        f"  {program} top   # decisions live from a proxy you run ({program} serve; extra [tui]): the demo's"
+        " proxies are gone, so it shows requests from then on",
+        f"  {program} eval-pinch --scenario {result.scenario.name} --budget {result.budget} {shlex.quote(str(result.transcript_file or DEFAULT_TRANSCRIPT))}"
         "   # every pinch mode on this session",
     ]
     return "\n".join(lines)
+
+
+def command_name() -> str:
+    """How to run pinch-router as the user did: the script beside this Python (the README's set-up puts
+    it in .venv/bin, not on PATH), relative when under the working directory; else the bare name."""
+    script = Path(sys.executable).parent / "pinch-router"
+    if not script.exists():
+        return "pinch-router"
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
 
 
 def _reported_share(run: SessionRun, sent: int) -> float:

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from router.cli import main
 from router.config import load_config
-from router.tools.demo import DEFAULT_TRANSCRIPT, SESSION_FILE, TurnView, configured_mode, format_summary, run_demo
+from router.tools.demo import command_name, DEFAULT_TRANSCRIPT, SESSION_FILE, TurnView, configured_mode, format_summary, run_demo
 from router.tools.eval_pinch import MODES, NO_PINCH, SCENARIOS, SHARED_TRANSCRIPTS, Turn, run_eval
 from router.tools.transcripts import load_transcript
 
@@ -63,12 +64,17 @@ def test_the_command_shows_every_turn_a_summary_and_commands_that_work(tmp_path:
     assert len(re.findall(r"^turn +\d+/12 ", out, re.M)) == 12
     assert "summary — sweagent-gpt4__pydicom__pydicom-1458" in out and "cost, input-token units" in out
     commands = [line.split("   #")[0].strip() for line in out.split("look closer:")[1].splitlines() if line.strip()]
-    explain = next(c for c in commands if c.startswith("pinch-router explain"))
-    assert main(explain.split()[1:]) == 0  # the demo's explain command runs as printed
+    program = command_name()
+    assert program != "pinch-router" or shutil.which("pinch-router")  # the hints name a command that runs as printed
+    explain = next(c for c in commands if c.startswith(f"{program} explain"))
+    done = subprocess.run(explain, shell=True, capture_output=True, text=True)  # the demo's explain command, as printed
+    assert done.returncode == 0 and "pinch " in done.stdout, done.stderr
     query = next(c for c in commands if c.startswith("python3 -c"))
     rows = subprocess.run(query, shell=True, capture_output=True, text=True, check=True).stdout.splitlines()
     assert len(rows) == 12  # the decision log of the pinch replay: a row per turn
-    assert any(c.startswith("pinch-router top") for c in commands) and any(c.startswith("pinch-router eval-pinch") for c in commands)
+    assert any(c.startswith(f"{program} top") for c in commands) and any(c.startswith(f"{program} eval-pinch") for c in commands)
+    version = subprocess.run(f"{program} eval-pinch --help", shell=True, capture_output=True, text=True)
+    assert version.returncode == 0  # the eval-pinch hint's command is there too
 
 
 def test_a_terminal_sees_a_progress_bar_under_the_lines() -> None:
