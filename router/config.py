@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from router.core.first_sight import FirstSightSettings
+from router.core.limits import NO_LIMITS, KeyLimits
 from router.core.pinch import MIN_SUMMARIZE_CHARS
 from router.core.tenants import USER, Role, Tenant, plain_key_name
 from router.wire.anthropic_messages.thinking import binds_thinking
@@ -70,8 +71,21 @@ class _Strict(BaseModel):
 KeyName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")]
 
 
+class KeyLimitsSettings(_Strict):
+    """A client key's limits (docs/keys.md, router.core.limits), each optional: requests and tokens per
+    UTC minute, dollars per UTC day and calendar month (priced from the models' cost_per_mtok)."""
+
+    requests_per_minute: PositiveInt | None = None
+    tokens_per_minute: PositiveInt | None = None
+    usd_per_day: PositiveFloat | None = None
+    usd_per_month: PositiveFloat | None = None
+
+    def limits(self) -> KeyLimits:
+        return KeyLimits(self.requests_per_minute, self.tokens_per_minute, self.usd_per_day, self.usd_per_month)
+
+
 class ApiKeySettings(_Strict):
-    """One client key given as an object (docs/keys.md): a tenant with a name and a role."""
+    """One client key given as an object (docs/keys.md): a tenant with a name, a role and its limits."""
 
     name: KeyName
     # The key itself (may be ${ENV}), or the name of the variable holding it (read at start, never stored).
@@ -79,7 +93,8 @@ class ApiKeySettings(_Strict):
     key_env: str | None = None
     # user: sees and acts on its own decisions, outcomes and sessions only; admin: on everyone's.
     role: Role = USER
-    # Limits per key (requests and tokens per window) are to be declared here (issue #45).
+    # Checked before the upstream is called; over one ⇒ 429 with Retry-After (router.core.limits).
+    limits: KeyLimitsSettings | None = None
 
     @model_validator(mode="after")
     def _one_key(self) -> ApiKeySettings:
@@ -102,7 +117,7 @@ ApiKeyEntry = Annotated[
     Discriminator(
         lambda entry: _PLAIN if isinstance(entry, str) else _OBJECT if isinstance(entry, (dict, ApiKeySettings)) else None,
         custom_error_type="api_key_entry",
-        custom_error_message="a key, or an object {name, key | key_env, role}",
+        custom_error_message="a key, or an object {name, key | key_env, role, limits}",
     ),
 ]
 
@@ -173,6 +188,17 @@ class ServerSettings(_Strict):
                 raise ConfigError(f"server.api_keys: keys {same!r} and {entry.name!r} are the same key")
             keys.append((Tenant(entry.name, entry.role), secret))
         return keys
+
+    def tenants(self) -> list[Tenant]:
+        """The configured keys as tenants (names and roles), without reading any key."""
+        return [Tenant(_key_name(k)) if isinstance(k, str) else Tenant(k.name, k.role) for k in self.api_keys]
+
+    def key_limits(self) -> dict[str, KeyLimits]:
+        """Each configured key's limits by its name (a plain key, or an object without ``limits``: none)."""
+        return {
+            _key_name(k): k.limits.limits() if isinstance(k, ApiKeySettings) and k.limits is not None else NO_LIMITS
+            for k in self.api_keys
+        }
 
     def key_names(self) -> list[str]:
         """The configured keys' names (the only values of a metric's ``client`` label)."""

@@ -253,6 +253,11 @@ class ResilientStore:
         self.on_fallback()
         return await local()
 
+    async def call(self, remote: Callable[[], Awaitable[T]], local: Callable[[], Awaitable[T]]) -> T:
+        """``remote`` on Redis under this store's timeout and breaker, else ``local``: how another
+        user of the same Redis (the keys' limits, :mod:`router.state.limiter`) reaches it."""
+        return await self._call(remote, local)
+
     async def get(self, space: Space[V], key: str, now: float) -> V | None:
         return await self._call(lambda: self.redis.get(space, key, now), lambda: self.local.get(space, key, now))
 

@@ -79,7 +79,7 @@ def test_a_plain_key_is_a_user_named_after_a_digest_of_it():
         ([{"name": "alice", "key": "k1"}, {"name": "alice", "key": "k2"}], "server.api_keys: two keys are named 'alice'"),
         (["same-key", "same-key"], "server.api_keys: two keys are named"),
         ([{"name": "alice", "key": "k1"}, {"name": "bob", "key": "k1"}], "server.api_keys: the same key is listed twice"),
-        ([5], "server.api_keys[0]: a key, or an object {name, key | key_env, role}"),
+        ([5], "server.api_keys[0]: a key, or an object {name, key | key_env, role, limits}"),
         ([""], "server.api_keys: an API key is empty"),
     ],
 )

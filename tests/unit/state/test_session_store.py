@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import subprocess
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -26,23 +24,13 @@ from router.state.session_store import (
     without_password,
 )
 from tests.support.config import model_entry
-from tests.support.processes import redis_server_binary, running, start_redis
+from tests.support.processes import redis_server_binary
 
 needs_redis = pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
 
 
 def notes(version: int = 1, ttl: float = 60.0) -> Space[str]:
     return Space("notes", version, ttl, 100, lambda s: s.encode(), lambda b: b.decode())
-
-
-@pytest.fixture(scope="module")
-def redis_port() -> Iterator[int]:
-    if redis_server_binary() is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it)")
-    port = free_port()
-    process: subprocess.Popen[bytes] = start_redis(port)
-    with running(process, port):
-        yield port
 
 
 async def test_the_first_value_put_if_absent_stays_in_the_process() -> None:
