@@ -34,7 +34,7 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
-from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_input
+from router.translate.json_values import add_turn, checked_answer, request_object, stop_sequences, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds
 from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.gemini.adapter import GEMINI_ADAPTER
@@ -121,12 +121,7 @@ def chat_to_gemini_body(body: dict[str, Any]) -> dict[str, Any]:
     open_calls: list[str] = []  # the last assistant turn's call ids still waiting for their result
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"] += parts  # Gemini alternates roles: consecutive turns are one
-        else:
-            contents.append({"role": role, "parts": parts})
+        add_turn(contents, role, parts, "parts")
 
     def close_calls() -> None:
         add("user", [_response_part(call_id, names.get(call_id, ""), NO_RESULT) for call_id in open_calls])

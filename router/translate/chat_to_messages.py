@@ -20,7 +20,7 @@ import orjson
 
 from router.core.content import content_text
 from router.core.results import Candidate
-from router.translate.json_values import checked_answer, request_object, stop_sequences, tool_arguments, tool_input
+from router.translate.json_values import add_turn, checked_answer, request_object, stop_sequences, tool_arguments, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds
 from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
@@ -66,12 +66,7 @@ def chat_to_messages_body(body: dict[str, Any], upstream_model: str, default_max
     messages: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if messages and messages[-1]["role"] == role:
-            messages[-1]["content"] += blocks  # Anthropic alternates roles: consecutive turns are one
-        else:
-            messages.append({"role": role, "content": blocks})
+        add_turn(messages, role, blocks, "content")
 
     for message in body.get("messages") or []:
         role = message.get("role")

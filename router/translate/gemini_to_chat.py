@@ -36,7 +36,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object, tool_input
 from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
 from router.translate.sse_frames import FromChatStream
@@ -240,9 +240,7 @@ def gemini_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": json_schema(schema)}}
     elif isinstance(mime, str) and mime.lower().startswith("application/json"):
         out["response_format"] = {"type": "json_object"}
-    if body.get("stream") is True:
-        out["stream"] = True
-        out["stream_options"] = {"include_usage": True}  # the last chunk reports real usage
+    out.update(chat_stream(body))  # the last chunk reports real usage
     return out
 
 
@@ -311,9 +309,7 @@ def _response(parts: list[dict[str, Any]], model: str, response_id: str, finish:
 
 def chat_completion_to_gemini(completion: dict[str, Any], model: str, response_id: str, call_ids: str, thoughts: bool = False) -> dict[str, Any]:
     """A non-streamed chat completion as a ``GenerateContentResponse``."""
-    choices = completion.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    choice, message = first_choice(completion)
     parts: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
     if thoughts and isinstance(reasoning, str) and reasoning:

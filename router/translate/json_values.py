@@ -1,4 +1,5 @@
-"""JSON values the translations read alike: a request's body, a call's arguments and an answer's body as objects. Pure."""
+"""JSON values the translations read and write alike: a request's body, a call's arguments and an answer's body as
+objects, its stop sequences; turns of a format whose roles alternate, a translated stream's usage. Pure."""
 
 from __future__ import annotations
 
@@ -89,3 +90,28 @@ def stop_sequences(body: dict[str, Any]) -> list[Any] | None:
     if isinstance(stop, list):
         return stop
     raise InvalidRequest("'stop' must be a string or an array of strings", "stop")
+
+
+def add_turn(turns: list[dict[str, Any]], role: str, items: list[dict[str, Any]], key: str) -> None:
+    """Append ``items`` as a ``role`` turn (its ``key``: Anthropic's ``content``, Gemini's ``parts``), into the
+    last turn when that one has the role: those formats alternate roles, so consecutive turns are one."""
+    if not items:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][key] += items
+    else:
+        turns.append({"role": role, key: items})
+
+
+def chat_stream(body: dict[str, Any]) -> dict[str, Any]:
+    """What a chat request translated from ``body`` says of streaming: a stream asks for its usage chunk, so
+    that the answer translated back reports real usage (the client's format reports it at its end)."""
+    return {"stream": True, "stream_options": {"include_usage": True}} if body.get("stream") is True else {}
+
+
+def first_choice(completion: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A chat completion's first choice and that choice's ``message``, each {} where the answer has none."""
+    choices = completion.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    message = choice.get("message")
+    return choice, message if isinstance(message, dict) else {}

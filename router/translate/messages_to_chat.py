@@ -27,7 +27,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.json_values import checked_answer, request_object, tool_input
+from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
 from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.anthropic_messages.blocks import (
@@ -125,9 +125,7 @@ def messages_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasonin
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
     elif isinstance(fmt, dict) and fmt.get("type") in ("json", "json_object"):
         out["response_format"] = {"type": "json_object"}
-    if body.get("stream") is True:
-        out["stream"] = True
-        out["stream_options"] = {"include_usage": True}  # the closing message_delta reports real usage
+    out.update(chat_stream(body))  # the closing message_delta reports real usage
     return out
 
 
@@ -225,9 +223,7 @@ def chat_completion_to_message(
     completion: dict[str, Any], model: str, input_estimate: int, *, message_id: str, reasoning_content: bool = False
 ) -> dict[str, Any]:
     """A non-streamed chat completion as an Anthropic ``message``."""
-    choices = completion.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    choice, message = first_choice(completion)
     content: list[dict[str, Any]] = []
     reasoning = message.get("reasoning_content")
     if reasoning_content and isinstance(reasoning, str) and reasoning:

@@ -38,7 +38,7 @@ from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
 from router.translate.chat_to_ollama import OPTION_KEYS, chat_calls, native_call
-from router.translate.json_values import checked_answer, request_object
+from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object
 from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
 from router.translate.sse_frames import FromChatStream
@@ -75,9 +75,7 @@ class OllamaToChat(ToChat):
 
     def response(self, body: bytes | Any) -> bytes:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")
-        choices = completion.get("choices")
-        choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        choice, message = first_choice(completion)
         reasoning = message.get("reasoning_content")
         calls = [ollama_call(call, self.call_ids, n) for n, call in enumerate(c for c in message.get("tool_calls") or [] if isinstance(c, dict))]
         line = answer_line(
@@ -157,9 +155,7 @@ def ollama_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_
         out["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt}}
     if isinstance(body.get("think"), str):
         out["reasoning_effort"] = body["think"]
-    if body.get("stream") is True:
-        out["stream"] = True
-        out["stream_options"] = {"include_usage": True}  # the last line reports real counts
+    out.update(chat_stream(body))  # the last line reports real counts
     return out
 
 
