@@ -342,6 +342,22 @@ def cmd_top(args: argparse.Namespace) -> int:
     return run_top(args.url, args.api_key, args.interval, args.limit)
 
 
+def cmd_launch(args: argparse.Namespace) -> int:
+    from router.tools.launch import launch, list_agents
+
+    if args.list:
+        return list_agents(sys.stdout)
+    if not args.agent:
+        raise _fail("launch: name an agent (pinch-router launch --list shows them)")
+    try:
+        path = find_config(args.config, os.environ, Path.cwd())
+    except LocationError:
+        if args.config:
+            raise
+        path = Path(str(importlib.resources.files("router").joinpath(STARTER_CONFIG)))  # the shipped one
+    return launch(args.agent, args.args, _load(path), path, persist=args.persist, keep_proxy=args.keep_proxy)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     from router.tools.explain import ExplainError, run_explain
 
@@ -477,6 +493,17 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--interval", type=positive_float, default=1.0, help="seconds between polls (default 1)")
     top.add_argument("--limit", type=positive_int, default=200, help="decisions shown (default 200, at most 1000)")
     top.set_defaults(func=cmd_top)
+
+    launch = sub.add_parser(
+        "launch", help="run a coding agent through the proxy (started if none answers), wired for that run only"
+    )
+    launch.add_argument("--config", help=config_help + "; else the shipped one")
+    launch.add_argument("--list", action="store_true", help="the agents launch knows, whether each is installed and how it is wired")
+    launch.add_argument("--persist", action="store_true", help="let launch write an agent's own settings where it has no other way (Cline); it says what and how to undo")
+    launch.add_argument("--keep-proxy", action="store_true", help="leave running the proxy launch started")
+    launch.add_argument("agent", nargs="?", help="claude, codex, gemini, opencode, qwen, pi, aider, continue or cline")
+    launch.add_argument("args", nargs=argparse.REMAINDER, help="passed to the agent as given")
+    launch.set_defaults(func=cmd_launch)
 
     explain = sub.add_parser(
         "explain", help="run the chain on a saved request without calling the chat upstream, and print the decision"

@@ -1,0 +1,262 @@
+"""``pinch-router launch <agent> [agent args…]``: run a coding agent through the proxy, wired for that
+process only.
+
+Each agent is wired the way its own docs page (docs/agents.md) says, but never in the user's files:
+through its environment, its command-line flags, or a config file in a temporary folder that the
+agent is pointed at (:func:`wiring`, pure: the URL, the key and the folder in, the command line,
+environment and files out). The one agent that keeps its provider only in its own home folder,
+Cline, is wired only with ``--persist``, and launch then says what it wrote and how to undo it.
+
+:func:`launch` starts the proxy on the user's config (or the shipped one) when nothing answers at
+its address, waits for ``/healthz``, runs the agent with the user's arguments after launch's own,
+stops the proxy it started (``--keep-proxy`` leaves it running), and returns the agent's exit code.
+The key the agent sends is ``$PINCH_ROUTER_KEY``, else the config's first client key, else
+``unused`` (a proxy without ``server.api_keys`` takes any).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+import orjson
+import yaml
+
+from router.config import Config
+from router.server.locations import state_dir
+
+KEY_ENV = "PINCH_ROUTER_KEY"
+SERVE_LOG = "launch-serve.log"  # in the state directory: the output of a proxy launch started
+MODEL = "auto"
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """How one agent runs through the proxy: its command line before the user's arguments, the
+    environment it gets besides the user's, the files written for it (relative to the temporary
+    folder), and, with ``--persist`` only, a command that writes the agent's own settings first."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    persist: list[str] | None = None
+    undo: str = ""
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    program: str
+    how: str  # one line for --list
+    wire: Callable[[str, str, Path], Wiring]  # (the proxy's root URL, the key, the temporary folder)
+    needs_persist: bool = False
+
+
+def _claude(root: str, key: str, scratch: Path) -> Wiring:
+    return Wiring(["claude"], {"ANTHROPIC_BASE_URL": root, "ANTHROPIC_API_KEY": key})
+
+
+def _codex(root: str, key: str, scratch: Path) -> Wiring:
+    provider = {"name": '"pinch-router"', "base_url": f'"{root}/v1"', "wire_api": '"responses"', "env_key": f'"{KEY_ENV}"'}
+    flags = ["-c", 'model_provider="pinch"'] + [arg for k, v in provider.items() for arg in ("-c", f"model_providers.pinch.{k}={v}")]
+    return Wiring(["codex", *flags], {KEY_ENV: key})
+
+
+def _gemini(root: str, key: str, scratch: Path) -> Wiring:
+    return Wiring(["gemini"], {"GOOGLE_GEMINI_BASE_URL": root, "GEMINI_API_KEY": key})
+
+
+def _opencode(root: str, key: str, scratch: Path) -> Wiring:
+    provider = {
+        "npm": "@ai-sdk/openai-compatible",
+        "name": "pinch-router",
+        "options": {"baseURL": f"{root}/v1", "apiKey": key},
+        "models": {MODEL: {"limit": {"context": 40960, "output": 16384}}},
+    }
+    config = {"provider": {"pinch-router": provider}, "model": f"pinch-router/{MODEL}"}
+    return Wiring(["opencode"], {"OPENCODE_CONFIG": str(scratch / "opencode.json")}, {"opencode.json": orjson.dumps(config, option=orjson.OPT_INDENT_2).decode()})
+
+
+def _qwen(root: str, key: str, scratch: Path) -> Wiring:
+    return Wiring(["qwen"], {"OPENAI_BASE_URL": f"{root}/v1", "OPENAI_API_KEY": key, "OPENAI_MODEL": MODEL})
+
+
+def _pi(root: str, key: str, scratch: Path) -> Wiring:
+    models = {"providers": {"pinch-router": {"baseUrl": f"{root}/v1", "api": "openai-completions", "apiKey": key, "models": [{"id": MODEL}]}}}
+    return Wiring(
+        ["pi", "--provider", "pinch-router", "--model", MODEL],
+        {"PI_CODING_AGENT_DIR": str(scratch / "pi-agent")},
+        {"pi-agent/models.json": orjson.dumps(models).decode()},
+    )
+
+
+def _aider(root: str, key: str, scratch: Path) -> Wiring:
+    return Wiring(["aider", "--model", f"openai/{MODEL}"], {"OPENAI_API_BASE": f"{root}/v1", "OPENAI_API_KEY": key})
+
+
+def _continue(root: str, key: str, scratch: Path) -> Wiring:
+    model = {
+        "name": "pinch-router", "provider": "openai", "model": MODEL, "apiBase": f"{root}/v1", "apiKey": key,
+        "roles": ["chat", "edit", "apply"], "capabilities": ["tool_use"],
+    }  # fmt: skip
+    config = {"name": "pinch-router", "version": "1.0.0", "schema": "v1", "models": [model]}
+    path = scratch / "continue.yaml"
+    return Wiring(["cn", "--config", str(path)], files={"continue.yaml": yaml.safe_dump(config, sort_keys=False)})
+
+
+def _cline(root: str, key: str, scratch: Path) -> Wiring:
+    return Wiring(
+        ["cline"],
+        persist=["cline", "auth", "-p", "openai", "-k", key, "-m", MODEL, "-b", f"{root}/v1"],
+        undo="run `cline auth` again with your own provider (launch wrote its provider settings in ~/.cline)",
+    )
+
+
+AGENTS: dict[str, Agent] = {
+    agent.name: agent
+    for agent in (
+        Agent("claude", "claude", "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY in its environment", _claude),
+        Agent("codex", "codex", "a `pinch` model provider given with -c flags, its key in $PINCH_ROUTER_KEY", _codex),
+        Agent("gemini", "gemini", "GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY in its environment", _gemini),
+        Agent("opencode", "opencode", "a temporary opencode.json ($OPENCODE_CONFIG) with a pinch-router provider, model pinch-router/auto", _opencode),
+        Agent("qwen", "qwen", "OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL=auto in its environment", _qwen),
+        Agent("pi", "pi", "a temporary agent folder ($PI_CODING_AGENT_DIR) whose models.json names the proxy; --provider pinch-router --model auto", _pi),
+        Agent("aider", "aider", "OPENAI_API_BASE and OPENAI_API_KEY in its environment, --model openai/auto", _aider),
+        Agent("continue", "cn", "a temporary config.yaml given with --config", _continue),
+        Agent("cline", "cline", "only with --persist: `cline auth` writes the proxy into ~/.cline", _cline, needs_persist=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """Where the proxy answers: its root URL, and the key an agent sends it."""
+
+    root: str
+    key: str
+
+
+def proxy_of(config: Config, environ: Mapping[str, str]) -> Proxy:
+    """The address the config serves on (``$PINCH_ROUTER_HOST``/``_PORT`` win, as for ``serve``) and the key to send."""
+    host = environ.get("PINCH_ROUTER_HOST") or config.server.host
+    port = environ.get("PINCH_ROUTER_PORT") or str(config.server.port)
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # listening everywhere: reached on loopback
+    shown = f"[{host}]" if ":" in host else host
+    key = environ.get(KEY_ENV) or next((secret for _, secret in _client_keys(config)), None) or "unused"
+    return Proxy(f"http://{shown}:{port}", key)
+
+
+def _client_keys(config: Config) -> list[tuple[object, str]]:
+    try:
+        return list(config.server.client_keys())
+    except Exception:  # a key_env unset: the agent gets none of them; the proxy will say which
+        return []
+
+
+def answering(root: str, timeout: float = 1.0) -> bool:
+    """Whether a pinch-router answers ``/healthz`` at ``root``."""
+    try:
+        with urllib.request.urlopen(f"{root}/healthz", timeout=timeout) as response:  # noqa: S310 - loopback, the user's config
+            return response.status == 200 and b'"status"' in response.read(4096)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def list_agents(out: TextIO) -> int:
+    """``--list``: each agent, whether it is installed (found on PATH) and how it is wired."""
+    width = max(len(name) for name in AGENTS)
+    for agent in AGENTS.values():
+        found = shutil.which(agent.program)
+        out.write(f"{agent.name:<{width}}  {('installed: ' + found) if found else f'not found ({agent.program} is not on PATH)'}\n")
+        out.write(f"{'':<{width}}  {agent.how}\n")
+    return 0
+
+
+def launch(
+    name: str,
+    args: list[str],
+    config: Config,
+    config_path: Path,
+    *,
+    persist: bool = False,
+    keep_proxy: bool = False,
+    out: TextIO = sys.stderr,
+    environ: Mapping[str, str] | None = None,
+    startup_seconds: float = 30.0,
+) -> int:
+    """Run agent ``name`` with ``args`` through the proxy (module doc); the agent's exit code (2 when
+    launch itself cannot: an unknown agent, Cline without --persist, a proxy that does not start;
+    127 when the agent is not installed)."""
+    environ = dict(os.environ if environ is None else environ)
+    agent = AGENTS.get(name)
+    if agent is None:
+        out.write(f"pinch-router launch: no agent {name!r}; one of {', '.join(AGENTS)} (--list shows how each is wired)\n")
+        return 2
+    if agent.needs_persist and not persist:
+        out.write(
+            f"pinch-router launch: {agent.name} keeps its provider in its own settings only ({agent.how}); "
+            "run again with --persist to let launch write them (it says what it wrote and how to undo it)\n"
+        )
+        return 2
+    program = shutil.which(agent.program, path=environ.get("PATH"))
+    if program is None:
+        out.write(f"pinch-router launch: {agent.program} is not installed (not on PATH); see docs/agents.md for its package\n")
+        return 127
+    proxy = proxy_of(config, environ)
+    started = None
+    if not answering(proxy.root):
+        folder = state_dir(None, environ)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        log = folder / SERVE_LOG
+        out.write(f"pinch-router launch: starting the proxy on {config_path} at {proxy.root} (its log: {log})\n")
+        with open(log, "ab") as sink:  # its own session and output: a kept proxy outlives launch and holds no pipe of it
+            started = subprocess.Popen(
+                [sys.executable, "-m", "router", "serve", "--config", str(config_path)], env=environ, stdout=sink, stderr=sink, start_new_session=True
+            )
+        deadline = time.monotonic() + startup_seconds
+        while not answering(proxy.root):
+            if started.poll() is not None or time.monotonic() > deadline:
+                out.write(f"pinch-router launch: the proxy did not start at {proxy.root} (try `pinch-router serve --config {config_path}`)\n")
+                _stop(started)
+                return 2
+            time.sleep(0.1)
+    try:
+        with tempfile.TemporaryDirectory(prefix="pinch-launch-") as folder:
+            scratch = Path(folder)
+            wiring = agent.wire(proxy.root, proxy.key, scratch)
+            for relative, content in wiring.files.items():
+                path = scratch / relative
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(content, encoding="utf-8")
+                path.chmod(0o600)  # it may hold the key
+            env = {**environ, **wiring.env}
+            if persist and wiring.persist is not None:
+                shown = " ".join("<key>" if part == proxy.key and proxy.key != "unused" else part for part in wiring.persist)
+                out.write(f"pinch-router launch: --persist: running `{shown}`; to undo, {wiring.undo}\n")
+                done = subprocess.run(wiring.persist, env=env)
+                if done.returncode != 0:
+                    return done.returncode
+            return subprocess.run([program, *wiring.argv[1:], *args], env=env).returncode
+    finally:
+        if started is not None and not keep_proxy:
+            _stop(started)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -1,0 +1,74 @@
+"""``pinch-router launch``'s wiring with plain data (#47): every agent points at the proxy's address with
+the key, for its own process only (environment, flags, a temporary file), never the user's files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import orjson
+import pytest
+import yaml
+
+from router.tools.launch import AGENTS, KEY_ENV, launch, list_agents, proxy_of
+from tests.support.config import make_config
+
+ROOT, KEY = "http://127.0.0.1:9999", "sk-team-1"
+
+
+@pytest.mark.parametrize("name", sorted(AGENTS))
+def test_each_agent_is_pointed_at_the_proxy_with_the_key_and_nothing_outside_its_folder(name: str, tmp_path: Path) -> None:
+    wiring = AGENTS[name].wire(ROOT, KEY, tmp_path)
+    everything = " ".join([*wiring.argv, *wiring.env.values(), *wiring.files.values(), *(wiring.persist or [])])
+    assert ROOT in everything and KEY in everything
+    assert wiring.argv[0] == AGENTS[name].program
+    for path in [v for v in wiring.env.values() if v.startswith("/")]:
+        assert Path(path).is_relative_to(tmp_path)  # a file or folder of launch's own, in its temporary folder
+    assert (wiring.persist is not None) == AGENTS[name].needs_persist
+
+
+def test_the_agents_own_config_formats() -> None:
+    codex = AGENTS["codex"].wire(ROOT, KEY, Path("/t"))
+    assert codex.argv == [
+        "codex", "-c", 'model_provider="pinch"', "-c", 'model_providers.pinch.name="pinch-router"',
+        "-c", f'model_providers.pinch.base_url="{ROOT}/v1"', "-c", 'model_providers.pinch.wire_api="responses"',
+        "-c", f'model_providers.pinch.env_key="{KEY_ENV}"',
+    ]  # fmt: skip
+    assert codex.env == {KEY_ENV: KEY}
+    opencode = AGENTS["opencode"].wire(ROOT, KEY, Path("/t"))
+    config = orjson.loads(opencode.files["opencode.json"])
+    assert config["model"] == "pinch-router/auto" and config["provider"]["pinch-router"]["options"] == {"baseURL": f"{ROOT}/v1", "apiKey": KEY}
+    assert opencode.env == {"OPENCODE_CONFIG": "/t/opencode.json"}
+    cn = AGENTS["continue"].wire(ROOT, KEY, Path("/t"))
+    assert cn.argv == ["cn", "--config", "/t/continue.yaml"]
+    assert yaml.safe_load(cn.files["continue.yaml"])["models"][0] | {"roles": None} == {
+        "name": "pinch-router", "provider": "openai", "model": "auto", "apiBase": f"{ROOT}/v1", "apiKey": KEY, "roles": None, "capabilities": ["tool_use"],
+    }  # fmt: skip
+    pi = AGENTS["pi"].wire(ROOT, KEY, Path("/t"))
+    assert pi.env == {"PI_CODING_AGENT_DIR": "/t/pi-agent"} and "pi-agent/models.json" in pi.files
+
+
+def test_the_address_and_key_come_from_the_config_the_environment_winning() -> None:
+    config = make_config(server={"host": "0.0.0.0", "port": 8800, "api_keys": [{"name": "dev", "key": "k-dev"}], "allow_unauthenticated_remote": False})
+    assert proxy_of(config, {}) == proxy_of(config, {}).__class__("http://127.0.0.1:8800", "k-dev")
+    assert proxy_of(config, {"PINCH_ROUTER_PORT": "9000", KEY_ENV: "mine"}).root == "http://127.0.0.1:9000"
+    assert proxy_of(config, {KEY_ENV: "mine"}).key == "mine"
+    assert proxy_of(make_config(), {}).key == "unused"  # a proxy without keys takes any
+
+
+def test_launch_refuses_what_it_cannot_do_with_a_clear_word(tmp_path: Path) -> None:
+    config = make_config()
+    err = io.StringIO()
+    assert launch("vim", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": ""}) == 2 and "no agent 'vim'" in err.getvalue()
+    err = io.StringIO()
+    assert launch("cline", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": ""}) == 2 and "--persist" in err.getvalue()
+    err = io.StringIO()
+    assert launch("claude", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": str(tmp_path)}) == 127
+    assert "claude is not installed" in err.getvalue()
+
+
+def test_list_names_every_agent_and_how_it_is_wired() -> None:
+    out = io.StringIO()
+    assert list_agents(out) == 0
+    text = out.getvalue()
+    assert all(f"{name} " in text for name in AGENTS) and "ANTHROPIC_BASE_URL" in text and "--persist" in text
