@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from router.core.retrieve import RETRIEVE_TOOL, RetrieveCall
 from router.wire.anthropic_messages.retrieve import MESSAGES_RETRIEVE
@@ -260,3 +262,39 @@ def test_a_whole_responses_answer_loses_the_declaration_from_its_echo() -> None:
     answer = {"id": "resp_1", "output": [RETRIEVE_ITEM], "tools": DECLARED}
     assert RESPONSES_RETRIEVE.calls(answer) == ([RetrieveCall("call_r", '{"id":"call_1"}')], False)
     assert RESPONSES_RETRIEVE.without_calls(answer) == {"id": "resp_1", "output": [], "tools": [DECLARED[0]]}
+
+
+def _rounds() -> dict[str, tuple[Any, bytes]]:
+    """Each provider format's filter and one streamed round that calls only pinch_retrieve."""
+    gemini_call = {"functionCall": {"name": "pinch_retrieve", "args": {"id": "x"}}}
+    ollama_call = {"function": {"name": "pinch_retrieve", "arguments": {"id": "x"}}}
+    text_item = {"type": "message", "id": "m", "content": []}
+    return {
+        "chat": (CHAT_RETRIEVE, b"".join(retrieve_round())),
+        "messages": (MESSAGES_RETRIEVE, b"".join(messages_round())),
+        "gemini": (GEMINI_RETRIEVE, gemini_chunk([{"text": "Reading. "}]) + gemini_chunk([gemini_call], "STOP")),
+        "ollama": (OLLAMA_RETRIEVE, ollama_line({"content": "Reading. "}) + ollama_line({"tool_calls": [ollama_call]}) + ollama_line({}, done=True)),
+        "responses": (RESPONSES_RETRIEVE, b"".join([
+            responses_event("response.created", 0, response={"id": "r", "output": []}),
+            responses_event("response.output_item.added", 1, output_index=0, item=text_item),
+            responses_event("response.output_item.done", 2, output_index=0, item=text_item),
+            responses_event("response.output_item.added", 3, output_index=1, item=RETRIEVE_ITEM),
+            responses_event("response.output_item.done", 4, output_index=1, item=RETRIEVE_ITEM),
+            responses_event("response.completed", 5, response={"id": "r", "output": [text_item, RETRIEVE_ITEM]}),
+        ])),
+    }  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(_rounds())), st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=200))
+def test_a_round_split_anywhere_is_filtered_as_when_it_comes_whole(name: str, sizes: list[int]) -> None:
+    fmt, raw = _rounds()[name]
+    whole = fmt.stream()
+    expected = whole.feed(raw)
+    split = fmt.stream()
+    out, at, i = [], 0, 0
+    while at < len(raw):
+        size = sizes[i % len(sizes)]
+        out.append(split.feed(raw[at : at + size]))
+        at, i = at + size, i + 1
+    assert b"".join(out) == expected and split.calls == whole.calls and split.ended and whole.ended and len(whole.calls) == 1
