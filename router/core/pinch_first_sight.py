@@ -29,8 +29,9 @@ cache (ARCHITECTURE §5, "First sight"). :class:`FirstSight` is the session ledg
   break: the batch changes the prompt from the compressed result on, and what points at it comes
   later; the planner counts what it gives back (:meth:`~router.core.pinch_ledger._Rewrites.steps`).
 
-A result's text is a string content, or the one text part of a list (any other part kept as it is);
-a list with several text parts is left alone.
+A result's text is a string content, or the longest text part of a list (the first of the longest;
+every other part kept as it is): Codex's code-mode ``exec`` answers with a short header part ("Script
+completed…") before the command's output.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from router.core.tokens import CHARS_PER_TOKEN
 
 class FirstSightEntry(NamedTuple):
     """What the ledger records of a result reduced at first sight: the text sent for it (its string
-    content, or its one text part) and the earlier results it points at, as (result id, content digest)."""
+    content, or its longest text part) and the earlier results it points at, as (result id, content digest)."""
 
     text: str
     points_at: tuple[tuple[str, str], ...] = ()
@@ -75,8 +76,8 @@ def content_digest(content: Any) -> str:
 
 
 def text_of(content: Any) -> tuple[str, int] | None:
-    """A result's text for first sight and where it is: (the string, -1), or (the one text part's
-    text, its index in the list); None for anything else (no text, or several text parts)."""
+    """A result's text for first sight and where it is: (the string, -1), or (the longest text part's
+    text, its index in the list: the first of the longest); None for anything else (no text part)."""
     if type(content) is str:
         return content, -1
     if type(content) is not list:
@@ -84,9 +85,8 @@ def text_of(content: Any) -> tuple[str, int] | None:
     found: tuple[str, int] | None = None
     for index, part in enumerate(content):
         if type(part) is dict and part.get("type") in TEXT_PART_TYPES and type(text := part.get("text")) is str:
-            if found is not None:
-                return None
-            found = text, index
+            if found is None or len(text) > len(found[0]):
+                found = text, index
     return found
 
 

@@ -216,9 +216,11 @@ def retrieve_call(tool_names: list[str], results: list[str], call_id: str) -> To
 
 def shell_arguments(tool: FunctionTool, command: str) -> dict[str, Any]:
     """The arguments that make ``tool`` run ``command``: valid for its schema, the command where the
-    schema names one; for Codex's code-mode ``exec``, JavaScript that runs it and hands back its output."""
+    schema names one; for Codex's code-mode ``exec``, JavaScript that runs it and hands back its output
+    (the ``output`` of what ``exec_command`` returns, its lines as the command printed them, as a model
+    writes it; the whole result as JSON when it has none)."""
     if tool.runs_code:
-        script = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(typeof r === \"string\" ? r : JSON.stringify(r));"
+        script = f"const r = await tools.exec_command({{cmd: {orjson.dumps(command).decode()}}});\ntext(typeof r === \"string\" ? r : r.output ?? JSON.stringify(r));"
         return {"input": script}
     arguments = example_of(tool.schema, command=command)
     if not isinstance(arguments, dict):

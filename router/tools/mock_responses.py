@@ -77,8 +77,8 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
         tools = [t for t in tools if t.name == tool_choice.get("name")]
     latest: list[str] = []
-    for item in reversed(items):  # the outputs that end the input
-        if item.get("type") != "function_call_output":
+    for item in reversed(items):  # the outputs that end the input (a custom tool's too: Codex's code-mode exec)
+        if item.get("type") not in ("function_call_output", "custom_tool_call_output"):
             break
         latest.append(_output_text(item.get("output")))
     retrieve = retrieve_call([t.name for t in tools], latest, f"call_mock_{len(items)}_retrieve")

@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 
 from router.core.results import Candidate, Usage
+from router.core.retrieve import TOOL_NAME as RETRIEVE_TOOL_NAME
 from router.core.sse import SseRelay
 from router.translate.chat_to_responses import (
     ChatStreamTranslator,
@@ -179,12 +180,14 @@ def _text(content: str | list[Any]) -> str:
 
 
 def offered_tools(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any]]:
-    """The request's tools: ``tools``, then those of its ``additional_tools`` items (Codex's, on its default model)."""
+    """The request's tools: ``tools``, then those of its ``additional_tools`` items (Codex's, on its default
+    model); the proxy's ``pinch_retrieve``, declared last in ``tools`` (router.core.retrieve), after them all."""
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
+    proxys = [tools.pop()] if tools and tools[-1].get("type") == "function" and tools[-1].get("name") == RETRIEVE_TOOL_NAME else []
     for item in items:
         if item_type(item) == "additional_tools" and isinstance(item.get("tools"), list):
             tools += [t for t in item["tools"] if isinstance(t, dict)]
-    return tools
+    return tools + proxys
 
 
 CUSTOM_INPUT = "input"  # the one argument a custom (freeform) tool is given as a chat function

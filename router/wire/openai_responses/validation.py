@@ -36,6 +36,10 @@ Item = dict[str, Any]
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 _ROLE_SET = frozenset(MESSAGE_ROLES)
 TEXT_PARTS = ("input_text", "output_text")
+# A tool's result: a function's output, or a custom (freeform) tool's (Codex's code-mode ``exec``), each
+# answering the call of the same ``call_id``; the calls, whose ``name`` a result's tool is.
+RESULT_ITEM_TYPES = ("function_call_output", "custom_tool_call_output")
+CALL_ITEM_TYPES = ("function_call", "custom_tool_call")
 # Fields that name state kept on a server; each gets a 400 naming it.
 STATEFUL_FIELDS = {
     "previous_response_id": "it names a response stored on the server",
@@ -65,8 +69,9 @@ def validate_responses_body(body: Any) -> ResponsesRequest:
 @dataclass(slots=True)
 class ItemScan:
     """What one pass over the items found for the view: the index of each ``function_call_output``
-    (the results), each call's name by its ``call_id``, a call or output in the history, an image,
-    and the index of each user message (where the turn text's task is looked for)."""
+    and ``custom_tool_call_output`` (the results), each call's name by its ``call_id``, a call or
+    output in the history, an image, and the index of each user message (where the turn text's task
+    is looked for)."""
 
     results: list[int] = field(default_factory=list)
     names: dict[str, Any] = field(default_factory=dict)
@@ -220,7 +225,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan = seen.scan
     if type(item) is dict:
         kind = item.get("type")
-        if kind == "function_call_output":
+        if kind == "function_call_output" or kind == "custom_tool_call_output":
             output = item.get("output")
             if type(item.get("call_id")) is str:
                 if type(output) is str:  # type, call_id, output: counted
@@ -267,6 +272,9 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                         seen.unproven.append(item)
                     return False
         elif type(kind) is str and kind != "item_reference":  # reasoning and the other kinds: walked
+            if kind == "custom_tool_call" and type(item.get("call_id")) is str:  # a custom tool's call: its name
+                scan.names.setdefault(item["call_id"], item.get("name"))
+                scan.history_tools = True
             if not nests_within(item, seen.levels):
                 seen.unproven.append(item)
             return kind == "reasoning" and is_proxy_reasoning(item)
@@ -274,11 +282,11 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     kind = item_type(item)
     if kind == "message" and item.get("role") == "user":
         scan.users.append(i)
-    if kind == "function_call_output":
+    if is_result_item(item):
         scan.results.append(i)
-    elif kind == "function_call" and isinstance(item.get("call_id"), str):
+    elif kind in CALL_ITEM_TYPES and isinstance(item.get("call_id"), str):
         scan.names.setdefault(item["call_id"], item.get("name"))
-    scan.history_tools |= kind in ("function_call", "function_call_output")
+    scan.history_tools |= kind in CALL_ITEM_TYPES or kind in RESULT_ITEM_TYPES
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
     return proxy_reasoning
@@ -290,10 +298,20 @@ def _beside_id(item: dict[str, Any]) -> int:
     return len(item) - (type(item.get("id")) is str) - (type(item.get("status")) is str)
 
 
+def is_result_item(item: Item) -> bool:
+    """A tool's result pinch may read and rewrite: a ``function_call_output`` (checked valid), or a
+    ``custom_tool_call_output`` with a string ``call_id`` and an ``output`` that is a string or a list
+    (the item passes as sent otherwise: :func:`_check_item` does not judge it)."""
+    kind = item.get("type")
+    if kind == "function_call_output":
+        return True
+    return kind == "custom_tool_call_output" and type(item.get("call_id")) is str and isinstance(item.get("output"), (str, list))
+
+
 def has_image(item: Item) -> bool:
     """A message's content or a call output holds an image part."""
     kind = item_type(item)
-    content = item.get("content") if kind == "message" else item.get("output") if kind == "function_call_output" else None
+    content = item.get("content") if kind == "message" else item.get("output") if kind in RESULT_ITEM_TYPES else None
     return isinstance(content, list) and any(isinstance(p, dict) and p.get("type") in IMAGE_PART_TYPES for p in content)
 
 

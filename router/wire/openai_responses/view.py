@@ -1,13 +1,17 @@
 """OpenAI Responses input items as the neutral view (:mod:`router.core.request_view`). Pure.
 
-A unit is an input item. A tool result is a ``function_call_output`` item (its
-id the ``call_id``), so a unit holds at most one result and pinch can only
+A unit is an input item. A tool result is a ``function_call_output`` item, or a
+``custom_tool_call_output`` (a custom tool's, as Codex's code-mode ``exec``), its
+id the ``call_id``, so a unit holds at most one result and pinch can only
 ever rewrite an output: ``reasoning`` items, their ``encrypted_content``, the
 messages and the calls are never candidates and go out as they came. An
 assistant turn starts at each run of the model's own items (``reasoning``,
 ``function_call``, an ``assistant`` message, …) — what one chat assistant
-message holds. A result's tool is the ``name`` of the ``function_call`` with
-its ``call_id``.
+message holds. A result's tool is the ``name`` of the ``function_call`` (or
+``custom_tool_call``) with its ``call_id``.
+
+The client offers tools when its ``tools`` holds any, or an ``additional_tools``
+input item does (Codex on its default model offers its tools there, and no ``tools``).
 
 ``instructions`` count as the opening system part and are sent as they are
 (the view's ``tools`` carries them for counting, since they are no item).
@@ -22,6 +26,7 @@ from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
 from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, rewritten_array, tool_results_of, units_with
 from router.wire.openai_responses.validation import (
+    CALL_ITEM_TYPES,
     TEXT_PARTS,
     CheckedResponses,
     Item,
@@ -30,6 +35,7 @@ from router.wire.openai_responses.validation import (
     has_image,
     is_model_item,
     is_proxy_reasoning,
+    is_result_item,
     item_type,
 )
 
@@ -47,7 +53,7 @@ class ResponsesConversation(Conversation):
         ``scan``: the results and the calls' names as the fused check found them (else found when asked)."""
         self.items = items
         self.proxy_reasoning = proxy_reasoning
-        # the index of each function_call_output item
+        # the index of each result item (function_call_output, custom_tool_call_output)
         self._units: list[int] | None = scan.results if scan is not None else None
         self._names: dict[str, Any] = scan.names if scan is not None else {}
         self._results: list[ToolResult] | None = None
@@ -63,9 +69,9 @@ class ResponsesConversation(Conversation):
         units: list[int] = []
         for index, item in enumerate(self.items):
             kind = item_type(item)
-            if kind == "function_call_output":
+            if is_result_item(item):
                 units.append(index)
-            elif kind == "function_call" and isinstance(item.get("call_id"), str):
+            elif kind in CALL_ITEM_TYPES and isinstance(item.get("call_id"), str):
                 self._names.setdefault(item["call_id"], item.get("name"))
         self._units = units
         return units
@@ -106,10 +112,11 @@ class ResponsesConversation(Conversation):
             # first sight only: the calls by call_id, the first of each as for the names (the scan keeps names alone)
             calls = self._calls = {}
             for item in self.items:
-                if item_type(item) == "function_call" and isinstance(item.get("call_id"), str):
+                if item_type(item) in CALL_ITEM_TYPES and isinstance(item.get("call_id"), str):
                     calls.setdefault(item["call_id"], item)
         call = calls.get(self.items[unit].get("call_id")) or {}
-        return self.tool_name(unit), call_arguments(call.get("arguments"))
+        # a custom tool's call carries its freeform ``input`` instead of ``arguments``
+        return self.tool_name(unit), call_arguments(call.get("arguments", call.get("input")))
 
 
 def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: int, checked: CheckedResponses | None = None) -> RequestView:
@@ -119,11 +126,12 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
     items = list(parsed.items)
     scan = checked.scan if checked is not None else None
     if scan is None:
-        history_tools = any(item_type(i) in ("function_call", "function_call_output") for i in items)
+        history_tools = any(item_type(i) in CALL_ITEM_TYPES or is_result_item(i) for i in items)
         has_images = any(has_image(i) for i in items)
     else:
         history_tools, has_images = scan.history_tools, scan.has_images
     tools = list(parsed.tools)
+    offers = bool(tools) or _additional_tools(items)
     format_ = body["text"].get("format") if isinstance(body.get("text"), dict) else None
     instructions = parsed.instructions
     opening = opening_parts(items)
@@ -136,8 +144,8 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         stream=parsed.stream,
         conversation=ResponsesConversation(items, parsed.proxy_reasoning, scan),
         tools=_counted_extras(tools, instructions),
-        offers_tools=bool(tools),
-        tools_present=bool(tools) or history_tools,
+        offers_tools=offers,
+        tools_present=offers or history_tools,
         has_images=has_images,
         json_output=isinstance(format_, dict) and format_.get("type") in JSON_OUTPUT_FORMATS,
         output_limit=parsed.output_limit,
@@ -146,6 +154,12 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         usage_requested=True,  # a Responses stream always reports usage, in response.completed
         reused_units=checked.reused if checked is not None else 0,  # a unit is an item
     )
+
+
+def _additional_tools(items: list[Item]) -> bool:
+    """An ``additional_tools`` input item offers tools (Codex on its default model: it sends no ``tools``).
+    Asked only of a request whose ``tools`` offer none; stops at the first (Codex sends it first)."""
+    return any(type(item) is dict and item.get("type") == "additional_tools" and item.get("tools") for item in items)
 
 
 def _counted_extras(tools: list[dict[str, Any]], instructions: str | None) -> Any:

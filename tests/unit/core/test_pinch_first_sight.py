@@ -15,7 +15,7 @@ import pytest
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.first_sight import FirstSightSettings
 from router.core.pinch import is_compressed
-from router.core.pinch_first_sight import FirstSightEntry, content_digest
+from router.core.pinch_first_sight import FirstSightEntry, content_digest, text_of
 from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, SessionPinch, WindowLimit
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.wire.openai_chat.pinch import pinch_session
@@ -122,6 +122,25 @@ def test_a_list_of_parts_with_one_text_part_keeps_its_other_parts() -> None:
     done = pinch(messages, replay(READS[:3])[-1].ledger)
     assert content_of(done, "call_3") == [{"type": "text", "text": f'{SAME_OUTPUT}{command("cat src/app.py")}]', "cache_control": {"type": "ephemeral"}}]
     assert done.stats.final_tokens == tokens(done.messages)
+
+
+def test_a_list_of_several_text_parts_has_its_longest_reduced_and_the_others_kept() -> None:
+    # Codex's code-mode exec: a short header part, then the command's output (issue #44)
+    header = {"type": "input_text", "text": "Script completed\nWall time 0.1 seconds\nOutput:\n"}
+    messages = conversation(READS[:4])
+    messages[-1] = tool("call_3", [header, {"type": "input_text", "text": SOURCE}])
+    done = pinch(messages, replay(READS[:3])[-1].ledger)
+    assert content_of(done, "call_3") == [header, {"type": "input_text", "text": f'{SAME_OUTPUT}{command("cat src/app.py")}]'}]
+    assert done.stats.final_tokens == tokens(done.messages)
+    # resent as the same bytes on the next request, from the ledger
+    later = pinch(messages, done.ledger)
+    assert content_of(later, "call_3") == content_of(done, "call_3") and later.stats.first_sight_reapplied == 1
+
+
+def test_text_of_reads_the_longest_text_part_the_first_of_equals() -> None:
+    assert text_of("plain") == ("plain", -1)
+    assert text_of([{"type": "text", "text": "ab"}, {"type": "image_url"}, {"type": "text", "text": "abcd"}, {"type": "text", "text": "wxyz"}]) == ("abcd", 2)
+    assert text_of([{"type": "image_url"}]) is None and text_of({"text": "x"}) is None
 
 
 # --- only what was never sent ---------------------------------------------------------------------

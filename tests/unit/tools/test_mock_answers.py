@@ -233,7 +233,8 @@ def test_codex_code_mode_exec_is_its_shell_and_is_given_javascript_that_runs_the
 
     exec_tool = FunctionTool("exec", {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}, "await tools.exec_command(...)")
     assert shell_tool([FunctionTool("wait", {"type": "object"}), exec_tool]) is exec_tool
-    assert shell_arguments(exec_tool, "ls")["input"].startswith('const r = await tools.exec_command({cmd: "ls"});')
+    # the command's output as it printed it (what exec_command returns holds it as ``output``), as a model writes it
+    assert shell_arguments(exec_tool, "ls")["input"] == 'const r = await tools.exec_command({cmd: "ls"});\ntext(typeof r === "string" ? r : r.output ?? JSON.stringify(r));'
     body = {"model": "m", "input": [
         {"type": "additional_tools", "role": "developer", "tools": [{"type": "namespace", "name": "functions", "tools": [
             {"type": "custom", "name": "exec", "description": "await tools.exec_command(...)"}]}]},

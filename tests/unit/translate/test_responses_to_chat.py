@@ -201,6 +201,17 @@ ADDITIONAL = {"type": "additional_tools", "role": "developer", "tools": [
 ]}  # fmt: skip
 
 
+def test_the_proxys_pinch_retrieve_stays_after_the_tools_of_additional_tools_items() -> None:
+    # declared last in ``tools`` (router.core.retrieve), it follows Codex's code-mode tools in chat too (issue #44)
+    from router.core.retrieve import RETRIEVE_TOOL
+
+    declared = {"type": "function", "name": RETRIEVE_TOOL.name, "description": RETRIEVE_TOOL.description, "parameters": RETRIEVE_TOOL.parameters}
+    chat, _ = translate({**responses_body(ADDITIONAL, input_message("user", "list the files")), "tools": [declared]})
+    assert [t["function"]["name"] for t in chat["tools"]] == ["exec", "wait", "pinch_retrieve"]
+    chat, _ = translate({**responses_body(ADDITIONAL, input_message("user", "x")), "tools": [WAIT | {"name": "own"}, declared]})
+    assert [t["function"]["name"] for t in chat["tools"]] == ["own", "exec", "wait", "pinch_retrieve"]
+
+
 def test_codex_code_mode_tools_and_calls_reach_chat_as_functions_and_come_back_as_custom_calls() -> None:
     from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, completion_to_response, custom_tool_names
 

@@ -76,6 +76,47 @@ def test_tool_history_without_tools_offered_still_needs_a_tool_model() -> None:
     assert view.tools_present and not view.offers_tools
 
 
+def checked_view(body: dict[str, Any]) -> Any:
+    checked = check_responses_body(body, 64)
+    assert checked.request is not None
+    return responses_view(body, checked.request, 2000, checked)
+
+
+def test_codex_code_mode_offers_its_tools_in_additional_tools_and_its_custom_outputs_are_results() -> None:
+    # Codex on its default model: no tools, its exec (a custom tool) in an additional_tools item; its
+    # outputs custom_tool_call_output items of text parts (issue #44: pinch saw neither)
+    body = load("on-defaults/codex/0002-POST-v1-responses.json")["body"]
+    assert not body.get("tools") and body["input"][0]["type"] == "additional_tools"
+    for view in (view_of(body), checked_view(body)):  # the view's own scan, and the fused check's
+        conversation = view.conversation
+        assert view.offers_tools and view.tools_present
+        assert [(r.unit, r.id) for r in conversation.tool_results()] == [(9, "call_mock_7")]
+        assert conversation.tool_results()[0].content == body["input"][9]["output"]
+        assert conversation.tool_name(9) == "exec"
+        assert conversation.tool_call(9) == ("exec", body["input"][8]["input"])  # its freeform input for arguments
+    # without the additional_tools item: no tools offered, the history still needs a tool model
+    view = checked_view({**body, "input": body["input"][1:]})
+    assert not view.offers_tools and view.tools_present and [r.id for r in view.conversation.tool_results()] == ["call_mock_7"]
+
+
+def test_a_custom_output_is_a_result_on_every_path_of_the_check_and_only_with_a_call_id_and_an_output() -> None:
+    call = {"type": "custom_tool_call", "call_id": "c1", "name": "exec", "input": "text(1)"}
+    outputs = [
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "plain"},  # the short path: a string
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "a"}]},  # usual parts
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": [input_image(), {"type": "input_text", "text": "a"}]},  # the long path
+    ]
+    for output in outputs:
+        body = responses_body(input_message("user", "x"), call, output)
+        for view in (view_of(body), checked_view(body)):
+            assert [r.id for r in view.conversation.tool_results()] == ["c1"] and view.tools_present
+            assert view.conversation.tool_name(2) == "exec"
+    assert view_of(responses_body(input_message("user", "x"), call, outputs[2])).has_images
+    for odd in ({"type": "custom_tool_call_output", "call_id": 7, "output": "x"}, {"type": "custom_tool_call_output", "call_id": "c1", "output": {"x": 1}}):
+        body = responses_body(input_message("user", "x"), call, odd)  # passes as sent, as before, but is no result
+        assert view_of(body).conversation.tool_results() == [] and checked_view(body).conversation.tool_results() == []
+
+
 def test_the_output_limit_is_max_output_tokens() -> None:
     assert view_of(responses_body(max_output_tokens=300)).output_limit == 300
     assert view_of(responses_body()).output_limit is None
