@@ -283,8 +283,14 @@ class ModelSupports(_Strict):
 
 
 class Cost(_Strict):
+    """Dollars per million tokens: prompt (``input``), answer (``output``), and the prompt tokens a
+    provider reads from its prompt cache (``cache_read``) or writes to it (``cache_write``); either
+    unset: the ``input`` price (docs/dashboard.md)."""
+
     input: Annotated[float, Field(ge=0)] = 0.0
     output: Annotated[float, Field(ge=0)] = 0.0
+    cache_read: Annotated[float, Field(ge=0)] | None = None
+    cache_write: Annotated[float, Field(ge=0)] | None = None
 
 
 class ModelSettings(_Strict):
@@ -595,6 +601,18 @@ class StateSettings(_Strict):
     redis: RedisSettings = Field(default_factory=RedisSettings)
 
 
+class DashboardSettings(_Strict):
+    """The web dashboard under /ui/ (docs/dashboard.md): read-only, from the decision log, with the client keys."""
+
+    enabled: bool = True
+    # What routing's saving is measured against when the client asked for no priced model (an alias,
+    # an agent's default name): a catalogue model's name or a name in reference_prices; none: not measured.
+    reference_model: str | None = None
+    # Prices of models clients ask for by name that the catalogue does not have (e.g. claude-opus-4-5:
+    # the model Claude Code would have used); a name also prices the names that start with it.
+    reference_prices: dict[str, Cost] = Field(default_factory=dict)
+
+
 class LoggingSettings(_Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -619,6 +637,7 @@ class Config(_Strict):
     escalation: EscalationSettings = Field(default_factory=EscalationSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)
     state: StateSettings = Field(default_factory=StateSettings)
+    dashboard: DashboardSettings = Field(default_factory=DashboardSettings)
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:
@@ -652,6 +671,9 @@ class Config(_Strict):
         elif relevance_provider is not None and self.providers[relevance_provider].api in ("anthropic", "gemini"):
             api = self.providers[relevance_provider].api
             problems.append(f"pinch.relevance.provider: {relevance_provider!r} is `api: {api}`, which has no embeddings API the proxy speaks")
+        reference = self.dashboard.reference_model
+        if reference is not None and reference not in seen and reference not in self.dashboard.reference_prices:
+            problems.append(f"dashboard.reference_model: {reference!r} is neither a model of the catalogue nor a name in dashboard.reference_prices")
         problems += providers_looping_back(self.server.host, self.server.port, self.providers)
         if problems:
             raise ValueError("; ".join(problems))

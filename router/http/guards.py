@@ -59,8 +59,11 @@ def redact_answers(recorder: Recorder) -> Middleware:
     return redact
 
 
-def client_auth(client_keys: list[tuple[Tenant, str]], metrics: Metrics | None = None) -> Middleware:
+def client_auth(client_keys: list[tuple[Tenant, str]], metrics: Metrics | None = None, pages: frozenset[str] = frozenset()) -> Middleware:
     """Bearer-key check on every path but /healthz, when keys are configured; each refusal is logged and counted.
+
+    ``pages``: paths that hold no data and need no key either — the dashboard's pages, which a browser
+    loads before anyone typed a key (their figures come from endpoints that need one).
 
     ``client_keys``: each key with the tenant it authenticates as (``ServerSettings.client_keys``).
     The key may come as ``Authorization: Bearer``, or where a wire format's clients send it
@@ -69,6 +72,7 @@ def client_auth(client_keys: list[tuple[Tenant, str]], metrics: Metrics | None =
     log line has the path only.
     A request let through carries the tenant of the key it matched (``TENANT_KEY``): its sessions,
     decisions and outcomes are its own (:mod:`router.core.tenants`)."""
+    open_paths = UNAUTHENTICATED_PATHS | pages
     keys = [secret.encode() for _, secret in client_keys]
     tenants = [tenant for tenant, _ in client_keys]
     sources = tuple(adapter.api_key for adapter in adapters().values())
@@ -76,7 +80,7 @@ def client_auth(client_keys: list[tuple[Tenant, str]], metrics: Metrics | None =
 
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if keys and request.path not in UNAUTHENTICATED_PATHS:
+        if keys and request.path not in open_paths:
             scheme, _, token = request.headers.get("Authorization", "").partition(" ")
             if not scheme and (wire_key := offered_key(sources, request.headers, request.query, request.path)) is not None:
                 scheme, token = "bearer", wire_key

@@ -29,6 +29,7 @@ SUPPORTED_ENDPOINTS = (
     "GET /v1/decisions",
     "GET /metrics",
     "GET /healthz",
+    "GET /ui/",
 )
 # The APIs a format's vendor has that the proxy does not serve, by path: (metric label, name). Matched with and without /v1.
 KNOWN_APIS = {path: (label, title) for adapter in adapters().values() for path, label, title in adapter.api.not_served}

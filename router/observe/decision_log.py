@@ -56,6 +56,14 @@ COLUMNS = (
     "resumed_elements", "providers_down", "pinch_first_sight_new", "pinch_first_sight_reapplied", "pinch_first_sight_saved",
     "retrieve_calls", "retrieve_tokens",
 )  # fmt: skip
+# What the dashboard sums over a window (router.core.usage_summary): no JSON column but the attempts' count.
+SUMMARY_COLUMNS = (
+    "request_id", "ts", "status", "error_code", "session", "client", "requested_model", "model", "source", "wire_in",
+    "tokens_before", "tokens_after", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens",
+    "pinch_newly_compressed", "pinch_restored",
+)  # fmt: skip
+_SUMMARY_NAMES = (*SUMMARY_COLUMNS, "attempt_count")
+_SUMMARY_SELECT = ", ".join(SUMMARY_COLUMNS) + ", json_array_length(attempts)"
 OPEN_RETRY_SECONDS = 10.0  # how long start-up waits out another process setting up the same file
 JSON_COLUMNS = frozenset({"candidates", "attempts", "rejected", "stages", "providers_down"})
 SCHEMA = f"""
@@ -138,6 +146,18 @@ class DecisionLog:
         ``client`` only when given (a user key's own: :func:`router.core.tenants.owner_scope`)."""
         await self.flush()
         return await self._on_db(self._select, limit, sessions, client)
+
+    async def rows_since(self, since: float, client: str | None = None) -> list[dict[str, Any]]:
+        """Every row from ``since`` on, oldest first, in the columns the dashboard sums
+        (:data:`SUMMARY_COLUMNS`, ``attempts`` as ``attempt_count``); of the client key named ``client``
+        only when given (:func:`router.core.tenants.owner_scope`)."""
+        await self.flush()
+        return await self._on_db(self._select_since, since, client)
+
+    async def one(self, request_id: str, client: str | None = None) -> dict[str, Any] | None:
+        """The row of ``request_id``, if it is logged (and, when ``client`` is given, that key's)."""
+        await self.flush()
+        return await self._on_db(self._select_one, request_id, client)
 
     async def request_of(self, request_id: str) -> RecentRequest | None:
         """The logged request's session key and client key name; None when it is not logged."""
@@ -257,6 +277,19 @@ class DecisionLog:
         cursor = self._conn.execute(f"SELECT * FROM decisions {where} ORDER BY ts DESC, rowid DESC LIMIT ?", [*args, limit])
         names = [d[0] for d in cursor.description]
         return [_decode(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+    def _select_since(self, since: float, client: str | None) -> list[dict[str, Any]]:
+        assert self._conn is not None
+        where, args = ("ts >= ? AND client = ?", (since, client)) if client is not None else ("ts >= ?", (since,))
+        cursor = self._conn.execute(f"SELECT {_SUMMARY_SELECT} FROM decisions WHERE {where} ORDER BY ts, rowid", args)
+        return [dict(zip(_SUMMARY_NAMES, row, strict=True)) for row in cursor.fetchall()]
+
+    def _select_one(self, request_id: str, client: str | None) -> dict[str, Any] | None:
+        assert self._conn is not None
+        where, args = ("request_id = ? AND client = ?", (request_id, client)) if client is not None else ("request_id = ?", (request_id,))
+        cursor = self._conn.execute(f"SELECT * FROM decisions WHERE {where}", args)
+        row = cursor.fetchone()
+        return None if row is None else _decode(dict(zip([d[0] for d in cursor.description], row, strict=True)))
 
     def _lookup(self, request_id: str) -> RecentRequest | None:
         assert self._conn is not None

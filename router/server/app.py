@@ -40,6 +40,7 @@ from router.http.endpoints import (
     prometheus_metrics,
 )
 from router.http.connections import ConnectionGuard
+from router.http.dashboard import OPEN_PATHS, add_dashboard
 from router.http.framing_errors import use_proxy_request_handler
 from router.http.guards import client_auth, error_boundary, redact_answers
 from router.http.request_body import LARGE_BODY_BYTES, SERVER_HANDLER_ARGS, BodyBudget
@@ -125,7 +126,7 @@ async def create_app(
             await http.close()
         raise
     app = web.Application(
-        middlewares=[redact_answers(recorder), error_boundary, client_auth(client_keys, metrics), unknown_paths(metrics)],
+        middlewares=[redact_answers(recorder), error_boundary, client_auth(client_keys, metrics, OPEN_PATHS), unknown_paths(metrics)],
         client_max_size=max_bytes,
         # every server of the app, the test server's too
         handler_args={**SERVER_HANDLER_ARGS, "keepalive_timeout": config.server.keepalive_timeout_seconds},
@@ -145,6 +146,7 @@ async def create_app(
     app.router.add_get("/v1/models/{model:[^/:]+}", get_model)
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
+    add_dashboard(app)  # /ui/: the pages, and their figures from the decision log
     wires = adapters().values()
     # each wire format's endpoints outside the chain (a token count, its model list), routed before
     # its chain endpoints, whose sub-applications take every path under their fixed start

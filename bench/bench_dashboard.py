@@ -1,0 +1,170 @@
+"""The dashboard's overview and sessions list over a large decision log: how long each answer takes.
+
+Writes ``--rows`` decision rows (default 100,000: a week of a busy team, ``--sessions`` sessions of
+40-turn agent loops on two priced models, pinch on, cache figures reported, a few errors and
+fallbacks) into a SQLite decision log through :class:`~router.observe.decision_log.DecisionLog`, then
+times, in this process, what ``GET /ui/api/overview`` and ``GET /ui/api/sessions`` do for the week's
+window: read the rows (:meth:`DecisionLog.rows_since`), price them
+(:func:`router.core.pricing.price_rows`) and sum them (:mod:`router.core.usage_summary`), each
+phase on its own, as the median of ``--repeats`` runs; then the same through the proxy over HTTP on
+loopback. The target: each answer under 300 ms.
+
+    .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--save]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from time import perf_counter
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from bench.harness import print_table
+from router.config import parse_config
+from router.core.pricing import price_rows
+from router.core.results import Attempt
+from router.core.usage_summary import overview, session_summaries
+from router.http.dashboard import MAX_SESSIONS, WINDOWS, prices_of
+from router.observe.decision_log import DecisionLog
+from router.observe.decision_record import Decision
+from router.server.app import create_app
+
+TARGET_MS = 300.0
+WEEK = WINDOWS["week"][0]
+
+
+def config(log_path: str):
+    model = {"provider": "cloud", "context_window": 200_000, "max_output_tokens": 8_000, "tiers": [1, 2, 3]}
+    return parse_config(
+        {
+            "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
+            "providers": {"cloud": {"base_url": "http://127.0.0.1:9/v1"}},
+            "models": [
+                {**model, "name": "sonnet", "upstream_model": "s", "cost_per_mtok": {"input": 3, "output": 15, "cache_read": 0.3, "cache_write": 3.75}},
+                {**model, "name": "haiku", "upstream_model": "h", "cost_per_mtok": {"input": 1, "output": 5, "cache_read": 0.1, "cache_write": 1.25}},
+            ],
+            "dashboard": {"reference_prices": {"claude-opus-4-5": {"input": 5, "output": 25, "cache_read": 0.5, "cache_write": 6.25}}, "reference_model": "claude-opus-4-5"},
+            "decision_log": {"path": log_path},
+        },
+        environ={},
+    )
+
+
+def generated_rows(count: int, sessions: int, now: float) -> list[Decision]:
+    """``count`` rows spread over the last week, in sessions of consecutive turns whose prompts grow."""
+    rng = random.Random(46)
+    rows = []
+    per_session = max(1, count // sessions)
+    for s in range(sessions):
+        start = now - WEEK + rng.random() * (WEEK - per_session * 20)
+        prompt = 2_000
+        model = "sonnet" if s % 3 else "haiku"
+        for turn in range(per_session):
+            if len(rows) == count:
+                break
+            prompt += rng.randint(200, 2_000)
+            saved = rng.randint(0, prompt // 3) if prompt > 20_000 else 0
+            failed = rng.random() < 0.01
+            rows.append(
+                Decision(
+                    request_id=f"req_{s}_{turn}", ts=start + turn * 20, status=502 if failed else 200, duration_ms=800.0,
+                    error_code="upstream_failed" if failed else None, session=f"{s:024x}", session_source="header",
+                    client=f"key-{s % 7}", requested_model="claude-opus-4-5" if s % 2 else "auto", category="coding_general",
+                    tier=2, source="cached" if turn else "classifier", model=None if failed else model, provider="cloud",
+                    attempts=(Attempt(model, "cloud", 200),) * (2 if rng.random() < 0.02 else 1), pinch_mode="uniform",
+                    tokens_before=prompt + saved, tokens_after=prompt, pinch_newly_compressed=int(saved > 0 and turn % 10 == 0),
+                    pinch_restored=0, prompt_tokens=None if failed else prompt, completion_tokens=None if failed else rng.randint(50, 800),
+                    cached_tokens=None if failed else prompt - rng.randint(200, 2_000), cache_write_tokens=None if failed else rng.randint(0, 2_000),
+                    wire_in="anthropic-messages", wire_out="openai-chat",
+                )  # fmt: skip
+            )
+    return rows
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+async def run(rows: int, sessions: int, repeats: int) -> list[str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "decisions.sqlite3")
+        settings = config(path)
+        now = time.time()
+        log = DecisionLog(path, queue_size=rows + 1, batch_size=5_000)
+        await log.start()
+        for row in generated_rows(rows, sessions, now):
+            log.submit(row)
+        await log.close()
+
+        log = DecisionLog(path)
+        await log.start()
+        prices = prices_of(settings)
+        since = time.time() - WEEK
+        read, priced, summed, listed = [], [], [], []
+        for _ in range(repeats):
+            started = perf_counter()
+            window = await log.rows_since(since - prices.longest_lifetime)
+            read.append(perf_counter() - started)
+            started = perf_counter()
+            costs = price_rows(window, prices)
+            priced.append(perf_counter() - started)
+            started = perf_counter()
+            totals = overview(window, costs, since, time.time(), WINDOWS["week"][1])
+            summed.append(perf_counter() - started)
+            started = perf_counter()
+            session_summaries(window, costs, since, MAX_SESSIONS)
+            listed.append(perf_counter() - started)
+        await log.close()
+
+        app = await create_app(settings)
+        client = TestClient(TestServer(app, host="127.0.0.1"))
+        await client.start_server()
+        http: dict[str, list[float]] = {"overview": [], "sessions": []}
+        try:
+            for _ in range(repeats):
+                for name in http:
+                    started = perf_counter()
+                    response = await client.get(f"/ui/api/{name}", params={"window": "week"})
+                    await response.read()
+                    assert response.status == 200
+                    http[name].append(perf_counter() - started)
+        finally:
+            await client.close()
+
+    lines = [
+        f"dashboard over {len(window):,} rows in the week's window ({totals['requests']:,} requests, {sessions:,} sessions); median of {repeats} runs",
+        "",
+        "| phase | ms |",
+        "|---|---:|",
+        f"| read the window (SQLite, one query) | {median_ms(read):.0f} |",
+        f"| price the rows | {median_ms(priced):.0f} |",
+        f"| sum the overview | {median_ms(summed):.0f} |",
+        f"| sum the sessions list | {median_ms(listed):.0f} |",
+        f"| GET /ui/api/overview over HTTP | {median_ms(http['overview']):.0f} |",
+        f"| GET /ui/api/sessions over HTTP | {median_ms(http['sessions']):.0f} |",
+    ]
+    worst = max(median_ms(http["overview"]), median_ms(http["sessions"]))
+    lines.append(f"target: each answer < {TARGET_MS:.0f} ms: {'met' if worst < TARGET_MS else 'MISSED'} ({worst:.0f} ms)")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--sessions", type=int, default=2_500)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--save", action="store_true", help="write the table to bench/results/")
+    args = parser.parse_args(argv)
+    table = asyncio.run(run(args.rows, args.sessions, args.repeats))
+    return print_table(__file__, table, args.save, argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
