@@ -105,9 +105,9 @@ class PinchRelevance:
         # api local without its extra: relevance is skipped with the reason (doctor warns once at start-up)
         self.missing: str | None = None
         if self.settings.api == "local" and self.settings.provider is None:
-            self.client = LocalEmbedder(self.settings.local_model_path)
+            self.client = LocalEmbedder(self.settings.local_model_path, self.settings.local_model)
             self.model = self.client.model
-            self.missing = local_missing(self.settings.local_model_path)
+            self.missing = local_missing(self.settings.local_model_path, self.settings.local_model)
         else:
             self.client = EmbeddingsClient(http, self.settings, catalogue.max_response_bytes, catalogue.embeddings_provider)
             self.model = self.settings.model

@@ -408,9 +408,12 @@ class RelevanceSettings(_Strict):
     # the older base_url / api / api_key_env below, kept working (README: migration note).
     provider: str | None = None
     base_url: AnyHttpUrl = AnyHttpUrl("http://localhost:11434/v1")
-    # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed; `local`: all-MiniLM-L6-v2
-    # (int8 ONNX) in-process on the CPU, from the `local-embeddings` extra or local_model_path (docs/relevance.md).
+    # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed; `local`: in-process on the
+    # CPU from all-MiniLM-L6-v2's files (the `local-embeddings` extra, or local_model_path), see local_model.
     api: Literal["openai", "ollama", "local"] = "openai"
+    # api local: `static` averages the model's token embedding table (~20 ms a batch of 31 results, ~40 MB);
+    # `minilm` runs the whole int8 network (~100× the time, ~1 GB while it runs). docs/relevance.md: the figures.
+    local_model: Literal["static", "minilm"] = "static"
     # api local: a folder with model.onnx and tokenizer.json instead of the packaged model.
     local_model_path: str | None = None
     # Name of the environment variable holding the endpoint's key (sent as a Bearer token).

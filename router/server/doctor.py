@@ -33,7 +33,7 @@ from router.config import Config, ProviderSettings, env_secret
 from router.core.classification import InvalidAnswer, classifier_messages, parse_classifier_answer
 from router.core.turn_text import TurnText
 from router.clients.embeddings import EmbeddingsClient, EmbeddingsError
-from router.clients.local_embeddings import INSTALL_HINT, MODEL_ID, LocalEmbedder
+from router.clients.local_embeddings import INSTALL_HINT, MODEL_IDS, LocalEmbedder
 from router.clients.local_embeddings import missing as local_missing
 from router.server.locations import LocationError, prepare_state
 from router.state.session_store import redis_store
@@ -142,9 +142,9 @@ async def provider_findings(config: Config, http: aiohttp.ClientSession) -> list
     ]
     relevance = config.pinch.relevance
     if config.pinch.enabled and relevance.enabled and _in_process(config):
-        problem = local_missing(relevance.local_model_path)
+        problem = local_missing(relevance.local_model_path, relevance.local_model)
         if problem is None:
-            findings.append(Finding("embeddings (pinch.relevance)", True, f"{MODEL_ID} in-process (api: local), installed"))
+            findings.append(Finding("embeddings (pinch.relevance)", True, f"{MODEL_IDS[relevance.local_model]} in-process (api: local), installed"))
         else:
             fix = f"{INSTALL_HINT}, or set pinch.relevance.enabled: false (until then old tool results are pruned uniformly)"
             findings.append(Finding("embeddings (pinch.relevance)", False, problem, fix))
@@ -193,7 +193,7 @@ async def call_findings(config: Config, http: aiohttp.ClientSession, timeout: fl
     relevance = config.pinch.relevance
     if config.pinch.enabled and relevance.enabled:
         local = _in_process(config)
-        embedder = LocalEmbedder(relevance.local_model_path) if local else EmbeddingsClient(http, relevance, provider=config.embeddings_provider())
+        embedder = LocalEmbedder(relevance.local_model_path, relevance.local_model) if local else EmbeddingsClient(http, relevance, provider=config.embeddings_provider())
         name = embedder.model if isinstance(embedder, LocalEmbedder) else relevance.model
         try:
             async with asyncio.timeout(timeout):

@@ -139,7 +139,12 @@ async def test_doctor_checks_the_local_embedder_in_process_and_names_the_fix_whe
     path.write_text(yaml.safe_dump(config))
     code, out, err = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
     assert code == 0, out + err
-    assert re.search(r"ok    embeddings \(pinch.relevance\) +all-MiniLM-L6-v2-int8 in-process \(api: local\), installed", out)
+    assert re.search(r"ok    embeddings \(pinch.relevance\) +all-MiniLM-L6-v2-static in-process \(api: local\), installed", out)
+    assert re.search(r"ok    embeddings +all-MiniLM-L6-v2-static: 384 dimensions", out)
+    config["pinch"]["relevance"]["local_model"] = "minilm"
+    path.write_text(yaml.safe_dump(config))
+    code, out, err = await run_cli("doctor", "--config", str(path), "--state-dir", str(tmp_path), env={"OLLAMA_URL": url})
+    assert code == 0, out + err
     assert re.search(r"ok    embeddings +all-MiniLM-L6-v2-int8: 384 dimensions", out)
     config["pinch"]["relevance"]["local_model_path"] = str(tmp_path / "no-model")
     path.write_text(yaml.safe_dump(config))
