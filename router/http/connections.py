@@ -22,6 +22,13 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   was the oldest waiting before its head came, and was closed while a thousand stalled half-heads
   were there to close instead.
 
+A connection whose deadline comes while bytes it sent wait in its socket unread (the proxy's loop
+was late to read them: a loaded machine) is judged on what they hold: it gets one read, and is
+closed after it unless that read completed its head (or at a second deadline should the read not
+come). The head timeout is the client's to meet, not the proxy's loop's: under load the loop's
+timers ran before its reads, and a head that had arrived was closed unread, silently, as if
+nothing had come.
+
 An answer the guard sends (the ``408``, the ``503``) is followed by a half-close: the proxy ends
 its side of the stream after the answer, then reads and drops what the client still sends, until
 the client closes its side, for ``LINGER_SECONDS`` and ``LINGER_BYTES`` at most (``LINGER_MAX``
@@ -40,6 +47,7 @@ one timer, at the earliest deadline, expires them.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -48,6 +56,12 @@ from aiohttp.web_protocol import RequestHandler
 
 from router.core.errors import ApiError
 from router.wire import own_format
+
+try:
+    import fcntl
+    import termios
+except ImportError:  # Windows: no asking a socket what waits unread, so no late-read grace
+    fcntl = termios = None  # type: ignore[assignment]
 
 HEAD, BUSY, IDLE = "head", "busy", "idle"
 EXPIRE_SLICE = 32  # late connections closed per turn of the loop
@@ -91,6 +105,7 @@ class ConnectionGuard:
         # those of them that have sent part of a head, in the order its first byte came: evicted first
         self.partial: OrderedDict[RequestHandler, None] = OrderedDict()
         self.idle: OrderedDict[RequestHandler, None] = OrderedDict()  # kept alive between requests, oldest first
+        self.read_late: set[RequestHandler] = set()  # past its deadline with bytes unread: judged on its next read
         self.parsed: dict[RequestHandler, int] = {}  # heads parsed on each connection, as aiohttp counts them
         self.answered: dict[RequestHandler, int] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -132,6 +147,8 @@ class ConnectionGuard:
             self.heads[handler] = (deadline, got + data_size)
             if not got:
                 self.partial[handler] = None
+            if handler in self.read_late:  # its late bytes are read, and its head is still not whole
+                self._close(handler, HEAD_TIMEOUT, self._timeout_answer)
 
     def finished(self, handler: RequestHandler) -> None:
         """An answer is written; idle (evictable) again once every parsed head has been answered."""
@@ -147,6 +164,7 @@ class ConnectionGuard:
         self.heads.pop(handler, None)
         self.partial.pop(handler, None)
         self.idle.pop(handler, None)
+        self.read_late.discard(handler)
         self.parsed.pop(handler, None)
         self.answered.pop(handler, None)
         self.open -= 1
@@ -158,6 +176,7 @@ class ConnectionGuard:
         self.heads.pop(handler, None)
         self.partial.pop(handler, None)
         self.idle.pop(handler, None)
+        self.read_late.discard(handler)
         self.state[handler] = state
         if state == IDLE:
             self.idle[handler] = None
@@ -187,6 +206,13 @@ class ConnectionGuard:
             if deadline > now:
                 self._arm(deadline)
                 return
+            if handler not in self.read_late and handler.unread():  # type: ignore[attr-defined]  # a GuardedRequestHandler
+                # what it sent waits unread: judged once it is read (the next turn of the loop), or at
+                # a second deadline, the latest of all, so the order holds
+                self.read_late.add(handler)
+                self.heads.move_to_end(handler)
+                self.heads[handler] = (now + self.head_timeout, received)
+                continue
             self._close(handler, HEAD_TIMEOUT, self._timeout_answer if received else None)
         if self.heads:
             self._arm(now)  # the rest on the next turn of the loop, after what waits meanwhile
@@ -239,6 +265,17 @@ class GuardedRequestHandler(RequestHandler):
         transport.write(answer)
         transport.write_eof()  # sent once the answer is
         self._linger_handle = asyncio.get_running_loop().call_later(LINGER_SECONDS, self.force_close)
+
+    def unread(self) -> int:
+        """How many bytes the client has sent that wait in the socket, not yet read (0 where the
+        socket cannot be asked)."""
+        sock = self.transport.get_extra_info("socket") if self.transport is not None else None
+        if sock is None or fcntl is None:
+            return 0
+        try:
+            return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+        except (OSError, ValueError):
+            return 0
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)

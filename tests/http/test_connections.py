@@ -96,6 +96,21 @@ async def test_a_byte_that_comes_as_the_head_times_out_does_not_cost_the_client_
     writer.close()
 
 
+async def test_a_head_that_came_in_time_but_waits_unread_when_the_timeout_falls_due_is_served(proxy, mock_upstream):
+    """The proxy's loop late to read (a loaded machine): a whole request waits in the socket when
+    the head timeout falls due. It was closed, silently, as if nothing had come; it is read, and
+    served."""
+    _, url = mock_upstream
+    client = await proxy(guarded(url))  # a head timeout of 0.5 s
+    reader, writer = await asyncio.open_connection("127.0.0.1", client.port)
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.45, writer.write, request_bytes())  # due before the timeout ...
+    loop.call_later(0.35, time.sleep, 0.3)  # ... and run in the same turn of the loop, just before it
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    writer.close()
+
+
 async def test_a_kept_alive_connection_may_idle_longer_than_the_head_timeout_and_is_served_again(proxy, mock_upstream):
     _, url = mock_upstream
     client = await proxy(guarded(url))

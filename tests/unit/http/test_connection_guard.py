@@ -18,6 +18,10 @@ class Connection:
         self.name = name
         self.closed = False
         self.answer = b""
+        self.waiting = 0  # bytes it sent that wait in its socket, unread
+
+    def unread(self) -> int:
+        return self.waiting
 
     def force_close(self) -> None:
         self.closed = True
@@ -109,3 +113,20 @@ async def test_the_head_timeout_closes_connections_that_sent_nothing_or_half_a_h
     assert silent.closed and partial.closed and not busy.closed
     assert silent.answer == b"" and partial.answer.startswith(b"HTTP/1.1 408 ")  # a 408 when part of a head came
     assert reasons == [HEAD_TIMEOUT, HEAD_TIMEOUT] and g.open == 1 and not g.heads
+
+
+async def test_a_head_that_waits_unread_when_its_deadline_comes_is_read_before_it_is_judged():
+    """The proxy's loop late to read (a loaded machine): at the deadline what a client sent waits in
+    its socket. Before, the timer closed it as if nothing had come: silently, its head unread."""
+    g, reasons = guard(cap=16, head_timeout=0.05)
+    whole, half, never_read = Connection("whole"), Connection("half"), Connection("never read")
+    for conn in (whole, half, never_read):
+        g.opened(conn)
+        conn.waiting = 120
+    await asyncio.sleep(0.08)  # past the deadline: nothing closed, each waits for its read
+    assert not any(conn.closed for conn in (whole, half, never_read))
+    g.received(whole, 120, 1)  # its head, whole: served
+    g.received(half, 71, 0)  # half a head: closed on that read, with the 408
+    assert g.state[whole] == "busy" and half.closed and half.answer.startswith(b"HTTP/1.1 408 ")
+    await asyncio.sleep(0.1)  # a read that never comes: closed at a second deadline, no third
+    assert never_read.closed and not whole.closed and reasons == [HEAD_TIMEOUT, HEAD_TIMEOUT]
