@@ -14,7 +14,7 @@ config serving then (the models' ``cost_per_mtok``, docs/dashboard.md). Three fi
   cache accounting, none either way. Where it does, the unpinched prompt's cached part is the one
   sent's plus what pinch removed from it (old results sit in the cached prefix), except on a request
   where pinch rewrote the prefix (newly compressed or restored results) while the session's cache
-  was warm (its previous priced request went to the same model within the provider's cache
+  was warm (its previous request was answered by the same model within the provider's cache
   lifetime): unpinched, the provider would have read the whole previous prompt from its cache. Its
   written part keeps the request's own share of fresh tokens written. A request pinch left alone
   prices exactly as it was billed, so pinch's saving is 0 there, and a rewrite shows as what it cost.
@@ -119,28 +119,32 @@ UNPRICED = RowCost()
 
 @frozen
 class _Previous:
-    """A session's previous priced request: when, on which model, its prompt sent and unpinched."""
+    """A session's previous request: when, the model that answered (None: none), its prompt as sent and
+    unpinched (None: not reported)."""
 
     ts: float
-    model: str
-    prompt: int
-    unpinched_prompt: int
+    model: str | None
+    prompt: int | None
+    unpinched_prompt: int | None
 
 
 def price_rows(rows: Sequence[Mapping[str, Any]], prices: Prices) -> list[RowCost]:
     """Each row's :class:`RowCost`, in order. ``rows`` are decision rows (dicts with the log's column
-    names) in the order they arrived (``ts``); rows of several sessions may interleave."""
+    names) in the order they arrived (``ts``); rows of several sessions may interleave. A row's
+    previous one is its session's previous row, whatever became of it (an error in between: the
+    cache is not taken as warm)."""
     previous: dict[str, _Previous] = {}
     priced = []
     for row in rows:
-        model, prompt = row.get("model"), row.get("prompt_tokens")
+        model, prompt, session = row.get("model"), row.get("prompt_tokens"), row.get("session")
+        before = previous.get(session) if session is not None else None
+        if session is not None:
+            previous[session] = _Previous(row["ts"], model, prompt, None if prompt is None else prompt + _removed(row))
         price = prices.models.get(model) if model is not None else None
         if price is None or prompt is None:
             priced.append(UNPRICED)
             continue
-        session = row.get("session")
-        before = previous.get(session) if session is not None else None
-        cost, unpinched, now = _priced(row, price, prompt, before)
+        cost, unpinched = _priced(row, price, prompt, before)
         reference = prices.reference_for(row.get("requested_model"))
         if reference is None:
             reference_cost = None
@@ -149,31 +153,29 @@ def price_rows(rows: Sequence[Mapping[str, Any]], prices: Prices) -> list[RowCos
         else:
             reference_cost = _reference_cost(row, reference[1], prompt, before)
         priced.append(RowCost(cost, unpinched, reference_cost, reference[0] if reference is not None else None))
-        if session is not None:
-            previous[session] = now
     return priced
 
 
-def _priced(row: Mapping[str, Any], price: ModelPrice, prompt: int, before: _Previous | None) -> tuple[float, float, _Previous]:
+def _priced(row: Mapping[str, Any], price: ModelPrice, prompt: int, before: _Previous | None) -> tuple[float, float]:
     completion = row.get("completion_tokens") or 0
     cached, written = row.get("cached_tokens"), row.get("cache_write_tokens") or 0
     removed = _removed(row)
     unpinched_prompt = prompt + removed
-    now = _Previous(row["ts"], row["model"], prompt, unpinched_prompt)
     if cached is None:  # no cache accounting: every prompt token at the input price, either way
-        return price.cost(prompt, 0, written, completion), price.cost(unpinched_prompt, 0, 0, completion), now
+        return price.cost(prompt, 0, written, completion), price.cost(unpinched_prompt, 0, 0, completion)
     cost = price.cost(prompt, cached, written, completion)
     rewrote = (row.get("pinch_newly_compressed") or 0) + (row.get("pinch_restored") or 0) > 0
     if rewrote and _warm(row, price, before):
         assert before is not None
-        cached_unpinched = min(unpinched_prompt, max(cached, before.unpinched_prompt))
+        cached_unpinched = min(unpinched_prompt, max(cached, before.unpinched_prompt or 0))
     elif cached > 0:
         cached_unpinched = max(min(unpinched_prompt, cached + removed), 0)
     else:
         cached_unpinched = 0
-    fresh = prompt - cached
-    written_unpinched = min(round((unpinched_prompt - cached_unpinched) * written / fresh), unpinched_prompt - cached_unpinched) if fresh > 0 else 0
-    return cost, price.cost(unpinched_prompt, cached_unpinched, written_unpinched, completion), now
+    fresh, fresh_unpinched = prompt - cached, max(unpinched_prompt - cached_unpinched, 0)
+    # the request's own share of fresh tokens written, in whole tokens (as the SQL sums round it)
+    written_unpinched = min(fresh_unpinched * written // fresh, fresh_unpinched) if fresh > 0 else 0
+    return cost, price.cost(unpinched_prompt, cached_unpinched, written_unpinched, completion)
 
 
 def _reference_cost(row: Mapping[str, Any], price: ModelPrice, prompt: int, before: _Previous | None) -> float:
@@ -181,7 +183,7 @@ def _reference_cost(row: Mapping[str, Any], price: ModelPrice, prompt: int, befo
     cached = row.get("cached_tokens")
     if cached is not None:  # the provider's own cache figures stand for the reference's
         return price.cost(prompt, cached, row.get("cache_write_tokens") or 0, completion)
-    cached = min(prompt, before.prompt) if before is not None and row["ts"] - before.ts <= price.cache_lifetime_seconds else 0
+    cached = min(prompt, before.prompt or 0) if before is not None and row["ts"] - before.ts <= price.cache_lifetime_seconds else 0
     written = prompt - cached if price.cache_write is not None else 0
     return price.cost(prompt, cached, written, completion)
 

@@ -23,10 +23,9 @@ from aiohttp import web
 from router.config import Config, Cost
 from router.core.cache_timing import cache_lifetime
 from router.core.errors import invalid_request
-from router.core.frozen import frozen
-from router.core.pricing import DEFAULT_CACHE_LIFETIME_SECONDS, ModelPrice, Prices, RowCost, price_rows
+from router.core.pricing import DEFAULT_CACHE_LIFETIME_SECONDS, ModelPrice, Prices, price_rows
 from router.core.tenants import owner_scope
-from router.core.usage_summary import overview, session_summaries, session_turns
+from router.core.usage_summary import overview_of_groups, session_turns, sessions_of_groups
 from router.http.endpoints import BREAKERS_KEY, CURRENT_CONFIG_KEY, STATE_KEY
 from router.http.errors import own_error
 from router.http.guards import TENANT_KEY
@@ -187,50 +186,36 @@ async def viewer(request: web.Request) -> web.Response:
     )
 
 
-@frozen
-class _Window:
-    """A window's rows as the overview and the sessions list read them: priced, with what was asked."""
-
-    name: str
-    since: float
-    until: float
-    bucket: int
-    prices: Prices
-    rows: list[dict[str, Any]]
-    costs: list[RowCost]
-
-
-async def _window_rows(request: web.Request, now: float) -> _Window | web.Response:
-    """The rows of the ``window`` asked for (and those of the last cache lifetime before it, which price
-    its first requests), of the key's own requests only for a user key, priced."""
+def _window_of(request: web.Request, now: float) -> tuple[DecisionLog, str, float, int, Prices] | web.Response:
+    """What a window's view reads: the log, the window asked for (its name, start and bucket), the prices."""
     log, window = _log(request), _window(request)
     if isinstance(log, web.Response):
         return log
     if isinstance(window, web.Response):
         return window
     name, seconds, bucket = window
-    since = now - seconds
-    prices = prices_of(_config(request))
-    rows = await log.rows_since(since - prices.longest_lifetime, _scope(request))
-    return _Window(name, since, now, bucket, prices, rows, price_rows(rows, prices))
+    return log, name, now - seconds, bucket, prices_of(_config(request))
 
 
 async def overview_api(request: web.Request, now: float) -> web.Response:
-    """``?window=hour|day|week``: the window's totals, dollars, mix and timeline (:func:`overview`)."""
-    w = await _window_rows(request, now)
-    if isinstance(w, web.Response):
-        return w
-    summary = overview(w.rows, w.costs, w.since, w.until, w.bucket)
-    return _json({"window": w.name, "reference_model": w.prices.reference_name, **summary})
+    """``?window=hour|day|week``: the window's totals, dollars, mix and timeline (:func:`overview_of_groups`),
+    summed in SQL: the key's own requests only for a user key."""
+    window = _window_of(request, now)
+    if isinstance(window, web.Response):
+        return window
+    log, name, since, bucket, prices = window
+    groups = await log.overview_groups(prices, since, now, bucket, _scope(request))
+    return _json({"window": name, "reference_model": prices.reference_name, **overview_of_groups(groups, since, now, bucket)})
 
 
 async def sessions_api(request: web.Request, now: float) -> web.Response:
-    """``?window=``: the sessions with requests in the window, latest first (:func:`session_summaries`)."""
-    w = await _window_rows(request, now)
-    if isinstance(w, web.Response):
-        return w
-    sessions = session_summaries(w.rows, w.costs, w.since, MAX_SESSIONS)
-    return _json({"window": w.name, "since": w.since, "until": w.until, "wires": _wires(), "data": sessions})
+    """``?window=``: the sessions with requests in the window, latest first (:func:`sessions_of_groups`)."""
+    window = _window_of(request, now)
+    if isinstance(window, web.Response):
+        return window
+    log, name, since, _, prices = window
+    groups = await log.session_groups(prices, since, now, _scope(request))
+    return _json({"window": name, "since": since, "until": now, "wires": _wires(), "data": sessions_of_groups(groups, MAX_SESSIONS)})
 
 
 async def session_api(request: web.Request) -> web.Response:

@@ -39,6 +39,9 @@ from typing import Any
 
 import orjson
 
+from router.core.pricing import Prices
+from router.core.usage_summary import Group, SessionGroup
+from router.observe import decision_sums
 from router.observe.decision_record import Decision
 from router.state.remembered import RecentRequest
 
@@ -153,6 +156,16 @@ class DecisionLog:
         only when given (:func:`router.core.tenants.owner_scope`)."""
         await self.flush()
         return await self._on_db(self._select_since, since, client)
+
+    async def overview_groups(self, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
+        """The window's sums for the dashboard's overview, priced and summed in SQL (:mod:`router.observe.decision_sums`)."""
+        await self.flush()
+        return await self._on_db(self._summed, decision_sums.overview_groups, prices, since, until, bucket_seconds, client)
+
+    async def session_groups(self, prices: Prices, since: float, until: float, client: str | None = None) -> list[SessionGroup]:
+        """The window's sums for the dashboard's sessions list (:mod:`router.observe.decision_sums`)."""
+        await self.flush()
+        return await self._on_db(self._summed, decision_sums.session_groups, prices, since, until, client)
 
     async def one(self, request_id: str, client: str | None = None) -> dict[str, Any] | None:
         """The row of ``request_id``, if it is logged (and, when ``client`` is given, that key's)."""
@@ -277,6 +290,10 @@ class DecisionLog:
         cursor = self._conn.execute(f"SELECT * FROM decisions {where} ORDER BY ts DESC, rowid DESC LIMIT ?", [*args, limit])
         names = [d[0] for d in cursor.description]
         return [_decode(dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+
+    def _summed(self, query: Callable[..., Any], *args: Any) -> Any:
+        assert self._conn is not None
+        return query(self._conn, *args)
 
     def _select_since(self, since: float, client: str | None) -> list[dict[str, Any]]:
         assert self._conn is not None

@@ -120,6 +120,17 @@ def test_a_cache_is_warm_for_the_same_model_and_session_only(later):
     assert rewrite.unpinched == pytest.approx(dollars(42_000, 0, 42_000, 500))
 
 
+def test_an_error_in_between_leaves_the_cache_cold_for_the_counterfactual():
+    """A request's previous one is its session's previous row, whatever became of it (as the SQL sums take it)."""
+    rows = [
+        row(0, prompt_tokens=40_000, cached_tokens=0, cache_write_tokens=40_000),
+        row(30, model=None, status=502, prompt_tokens=None, completion_tokens=None),
+        row(60, prompt_tokens=20_000, cached_tokens=0, cache_write_tokens=20_000, tokens_before=42_000, tokens_after=20_000, pinch_newly_compressed=1),
+    ]
+    *_, rewrite = price_rows(rows, PRICES)
+    assert rewrite.unpinched == pytest.approx(dollars(42_000, 0, 42_000, 500))
+
+
 def test_interleaved_sessions_each_keep_their_own_previous_request():
     rows = [
         row(0, session="a", prompt_tokens=40_000, cached_tokens=0, cache_write_tokens=40_000),

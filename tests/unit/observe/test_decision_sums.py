@@ -1,0 +1,122 @@
+"""The dashboard's sums in SQL (router/observe/decision_sums.py) equal the core's, row by row in Python
+(router/core/pricing.py, router/core/usage_summary.py), on generated decision logs: every case the
+pricing tells apart — cache figures or none, rewrites in warm and cold sessions, model switches,
+sessions interleaved or missing, unpriced answers, errors and fallbacks, every kind of reference."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from router.core.pricing import ModelPrice, Prices, price_rows
+from router.core.results import Attempt
+from router.core.usage_summary import overview, overview_of_groups, session_summaries, sessions_of_groups
+from router.observe.decision_log import DecisionLog
+from router.observe.decision_record import Decision
+
+NOW = 1_800_000_000.0
+HOUR = 3_600.0
+PRICES = Prices(
+    {
+        "sonnet": ModelPrice(3.0, 15.0, 0.3, 3.75, cache_lifetime_seconds=300),
+        "haiku": ModelPrice(1.0, 5.0, cache_lifetime_seconds=600),
+        "local": ModelPrice(cache_lifetime_seconds=0),
+    },
+    {"claude-opus-4": ModelPrice(15.0, 75.0, 1.5, 18.75), "claude-opus-4-5": ModelPrice(5.0, 25.0, 0.5, 6.25), "gpt-5": ModelPrice(1.25, 10.0, 0.125)},
+    "claude-opus-4-5",
+    ModelPrice(5.0, 25.0, 0.5, 6.25),
+)
+REQUESTED = ["auto", None, "", "sonnet", "haiku", "claude-opus-4-5-20251101", "claude-opus-4-1", "gpt-5", "gemini-2.5-pro"]
+
+
+def generated(seed: int, count: int = 600) -> list[Decision]:
+    rng = random.Random(seed)
+    sessions = [f"s{i:02d}" for i in range(12)] + [None]
+    prompts: dict[str | None, int] = {}
+    ts = NOW - 1.5 * HOUR
+    rows = []
+    for i in range(count):
+        ts += rng.choice([0.0, 1.0, 5.0, 10.0, 20.0, 60.0]) * rng.random()  # ~1.7 hours in all, sessions idle now and then
+        session = rng.choice(sessions)
+        prompt = prompts[session] = prompts.get(session, 1_000) + rng.randint(-500, 3_000)
+        status = rng.choice([200] * 12 + [400, 429, 499, 502])
+        answered = status in (200, 499) or (status == 502 and rng.random() < 0.3)
+        model = rng.choice(["sonnet", "haiku", "local", "retired"]) if answered else None
+        reported = answered and rng.random() < 0.9
+        cached = rng.choice([None, 0, prompt // 2, prompt - 10, prompt]) if reported else None
+        before = rng.choice([None, prompt, prompt + rng.randint(0, 20_000), prompt - rng.randint(0, 300)])
+        rows.append(
+            Decision(
+                request_id=f"req_{seed}_{i}", ts=ts, status=status, duration_ms=1.0,
+                error_code=rng.choice([None, "upstream_failed", "no_capable_model"]) if status >= 400 else None,
+                # a session is one key's: its key's name is part of the session key
+                session=session, client=["alice", "bob", None][sessions.index(session) % 3], requested_model=rng.choice(REQUESTED),
+                source=rng.choice([None, "classifier", "cached", "fallback", "override"]), model=model,
+                attempts=tuple(Attempt("sonnet", "p", 200) for _ in range(rng.choice([0, 1, 1, 2, 3]))),
+                tokens_before=before, tokens_after=prompt if before is not None else None,
+                pinch_newly_compressed=rng.choice([None, 0, 0, 3]), pinch_restored=rng.choice([None, 0, 0, 1]),
+                prompt_tokens=prompt if reported else None, completion_tokens=rng.choice([None, rng.randint(0, 900)]) if reported else None,
+                cached_tokens=cached, cache_write_tokens=rng.choice([None, 0, rng.randint(0, max(0, prompt - (cached or 0)))]) if cached is not None else None,
+                wire_in=rng.choice(["openai-chat", "anthropic-messages"]),
+            )  # fmt: skip
+        )
+    return rows
+
+
+def close(a: Any, b: Any) -> None:
+    """Equal, floats to the nano-dollar (the two sum in another order)."""
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            close(a[key], b[key])
+    elif isinstance(a, list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b, strict=True):
+            close(x, y)
+    elif isinstance(a, float) or isinstance(b, float):
+        assert a == pytest.approx(b, abs=2e-9)
+    else:
+        assert a == b
+
+
+@pytest.fixture
+async def log():
+    decisions = DecisionLog(":memory:")
+    await decisions.start()
+    yield decisions
+    await decisions.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("client", [None, "alice"])
+async def test_the_sql_sums_equal_the_cores_row_by_row(log, seed, client):
+    for row in generated(seed):
+        log.submit(row)
+    since, until, bucket = NOW - HOUR, NOW, 120
+    rows = await log.rows_since(since - PRICES.longest_lifetime, client)
+    rows = [r for r in rows if r["ts"] < until]
+    costs = price_rows(rows, PRICES)
+    assert sum(c.cost is not None for c in costs) > 80 and sum(c.pinch_saved != 0 for c in costs) > 20
+
+    expected = overview(rows, costs, since, until, bucket)
+    got = overview_of_groups(await log.overview_groups(PRICES, since, until, bucket, client), since, until, bucket)
+    close(got, expected)
+    assert expected["saved_by_routing"] and expected["saved_by_pinch"] and expected["errors"] and expected["fallbacks"]
+
+    close(sessions_of_groups(await log.session_groups(PRICES, since, until, client)), session_summaries(rows, costs, since))
+
+
+async def test_an_empty_log_and_no_prices(log):
+    empty = Prices({})
+    got = overview_of_groups(await log.overview_groups(empty, NOW - HOUR, NOW, 600), NOW - HOUR, NOW, 600)
+    close(got, overview([], [], NOW - HOUR, NOW, 600))
+    for row in generated(9, 50):
+        log.submit(row)
+    rows = [r for r in await log.rows_since(NOW - 2 * HOUR) if r["ts"] < NOW]
+    close(
+        overview_of_groups(await log.overview_groups(empty, NOW - 2 * HOUR, NOW, 600), NOW - 2 * HOUR, NOW, 600),
+        overview(rows, price_rows(rows, empty), NOW - 2 * HOUR, NOW, 600),
+    )
+    assert sessions_of_groups(await log.session_groups(empty, NOW - 2 * HOUR, NOW, "nobody")) == []
