@@ -322,6 +322,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         transcript_file=args.transcript,
         scenario=args.scenario,
         budget=args.budget,
+        keep=args.keep,
     )
 
 
@@ -483,6 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario", default="cold", choices=["warm", "cold", "nocache", "window", "gemini"], help="how time passes and what the provider caches (default cold)"
     )
     show.add_argument("--budget", type=positive_int, help="pinch.budget_tokens (default: the config's)")
+    show.add_argument("--keep", action="store_true", help="after the summary, keep a proxy up on the demo's decision log and print its dashboard's URL (until Ctrl-C)")
     show.set_defaults(func=cmd_demo)
 
     top = sub.add_parser("top", help="follow a running proxy's routing decisions live (terminal UI)")

@@ -21,7 +21,9 @@ pass without waiting; both servers live on this event loop, so Ctrl-C (or any er
 before the command returns, and nothing outlives it.
 
 The pinch replay's decision rows go to ``decisions.sqlite3`` in the output directory (the state
-directory's ``demo/``), beside the request of the turn pinch saved most on, for ``explain``.
+directory's ``demo/``), beside the request of the turn pinch saved most on, for ``explain``. With
+``--keep`` a proxy on that log stays up after the summary, on a free loopback port, and the summary
+ends with its dashboard's URL for the session (:func:`keep_dashboard`), until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import asyncio
 import io
 import logging
 import shlex
+import sqlite3
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -41,6 +44,7 @@ import orjson
 
 from router.config import Config
 from router.core.tokens import TokenEstimator
+from router.server.app import create_app
 from router.tools.eval_pinch import (
     MODES,
     NO_PINCH,
@@ -221,10 +225,30 @@ def format_summary(result: DemoResult, config_path: str, out_dir: Path) -> str:
         "   # the decision log of the pinch replay",
         f"  {program} top   # decisions live from a proxy you run ({program} serve; extra [tui]): the demo's"
         " proxies are gone, so it shows requests from then on",
+        f"  {program} demo --keep   # the same, then a proxy stays up on its decision log: the dashboard of the session, in a browser",
         f"  {program} eval-pinch --scenario {result.scenario.name} --budget {result.budget} {shlex.quote(str(result.transcript_file or DEFAULT_TRANSCRIPT))}"
         "   # every pinch mode on this session",
     ]
     return "\n".join(lines)
+
+
+async def keep_dashboard(config: Config, log_file: Path, out: TextIO, stop: asyncio.Event | None = None) -> str:
+    """A proxy on the demo's decision log (``config`` otherwise), on a free loopback port, until ``stop``
+    is set (or Ctrl-C): its dashboard shows the demo's session. Its URL is printed, and returned."""
+    raw = config.model_dump(mode="json")
+    raw["decision_log"] = {**raw["decision_log"], "enabled": True, "path": str(log_file)}
+    raw["server"] = {**raw["server"], "host": "127.0.0.1"}
+    with sqlite3.connect(log_file) as db:
+        row = db.execute("SELECT session FROM decisions ORDER BY ts DESC LIMIT 1").fetchone()
+    runner, base = await serve(await create_app(type(config).model_validate(raw)))
+    url = f"{base}/ui/" + (f"#/session/{row[0]}" if row and row[0] else "")
+    try:
+        out.write(f"\ndashboard: {url}   (a proxy on the demo's decision log; Ctrl-C stops it)\n")
+        out.flush()
+        await (stop or asyncio.Event()).wait()
+    finally:
+        await runner.cleanup()
+    return url
 
 
 def command_name() -> str:
@@ -256,8 +280,10 @@ def demo(
     scenario: str = DEFAULT_SCENARIO,
     budget: int | None = None,
     out: TextIO | None = None,
+    keep: bool = False,
 ) -> int:
-    """The command: 0 after the summary, 2 when the transcript cannot be read, 130 on Ctrl-C."""
+    """The command: 0 after the summary, 2 when the transcript cannot be read, 130 on Ctrl-C. ``keep``:
+    after the summary, a proxy on the demo's decision log serves its dashboard until Ctrl-C (then 0)."""
     out = out or sys.stdout
     path = Path(transcript_file) if transcript_file else DEFAULT_TRANSCRIPT
     try:
@@ -288,4 +314,10 @@ def demo(
     finally:
         stage_logs.setLevel(level)
     out.write(format_summary(result, config_path, out_dir) + "\n")
+    if keep:
+        try:
+            asyncio.run(keep_dashboard(config, out_dir / SESSION_FILE, out))
+        except KeyboardInterrupt:
+            out.write("pinch-router demo: the dashboard's proxy is stopped\n")
+            out.flush()
     return 0
