@@ -102,11 +102,11 @@ unpinched_writes AS (
         CASE WHEN NOT priced OR c IS NULL OR p - c <= 0 THEN 0 ELSE MIN(MAX(u - cu, 0) * w / (p - c), MAX(u - cu, 0)) END AS wu
     FROM unpinched_cache
 ),
-costed AS MATERIALIZED (
+costed AS (
     SELECT *, CASE WHEN priced THEN (MAX(p - c0 - w, 0) * pin + c0 * pread + w * pwrite + COALESCE(o, 0) * pout) / {PER_MTOK}.0 END AS cost
     FROM unpinched_writes
 ),
-priced_rows AS MATERIALIZED (
+priced_rows AS MATERIALIZED (  -- computed once: the sums read its figures several times
 SELECT ts, status, error_code, session, client, model, source, wire_in, p, o, c, removed, attempt_count, cost,
     CASE WHEN priced THEN (MAX(u - cu - wu, 0) * pin + cu * pread + wu * pwrite + COALESCE(o, 0) * pout) / {PER_MTOK}.0 END AS unpinched,
     CASE WHEN NOT priced OR ref IS NULL THEN NULL

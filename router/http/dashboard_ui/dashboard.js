@@ -11,6 +11,7 @@ const state = {
   live: true,
   viewer: null,
   loading: false,
+  again: false,
   sessionSort: { key: "last_seen", desc: true },
   filters: { wire: "", model: "", client: "" },
 };
@@ -512,8 +513,12 @@ function route() {
 }
 
 async function render() {
-  if (state.loading) return;
+  if (state.loading) {
+    state.again = true; // a navigation (or a refresh) during a load: render once more when it ends
+    return;
+  }
   state.loading = true;
+  state.again = false;
   const { page, arg } = route();
   for (const link of document.querySelectorAll("#nav a")) link.classList.toggle("current", link.dataset.page === page);
   const status = document.getElementById("status");
@@ -533,6 +538,7 @@ async function render() {
   } finally {
     state.loading = false;
   }
+  if (state.again) await render();
 }
 
 function askForKey(message) {
