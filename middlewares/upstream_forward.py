@@ -12,6 +12,12 @@ the gate), and a stream asks for its usage chunk even when the client did not
 after the first byte a failure ends the stream with an SSE error event and
 ``[DONE]``. One attempt, end to end, is :mod:`router.clients.attempt`'s; the
 loop over candidates, the Retry-After waits and the providers' breakers are this stage's.
+
+With client keys that have limits (docs/keys.md), the request's key is admitted here, before any
+upstream is called — once the gate chose the candidates, so the request's price is known — holding
+its estimate (router.core.limits); over a limit, it is answered 429 in the client's format. When
+the answer ends (a stream relayed to its end, or the client gone), the hold is settled with the
+usage the upstream reported.
 """
 
 from __future__ import annotations
@@ -34,8 +40,10 @@ from router.contract.context import RequestContext
 from router.contract.stage import FailMode, StageReport
 from router.core.breaker import Down, Pass, ProviderBreakers
 from router.core.errors import ApiError, internal_failure
-from router.core.results import Attempt, Candidate, UpstreamResult
+from router.core.limits import Offer, Price, Refused, answer_charge, estimate
+from router.core.results import Attempt, Candidate, Route, UpstreamResult
 from router.observe.metrics import OpenCount
+from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
 from router.state.remembered import remember_request
 
@@ -46,7 +54,7 @@ class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
     section: ClassVar[str] = "upstream"
     requires: ClassVar[frozenset[str]] = frozenset({"route", "view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"session", "client_id"})
+    reads: ClassVar[frozenset[str]] = frozenset({"session", "client_id", "capabilities"})
     provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
@@ -60,8 +68,10 @@ class UpstreamForward:
         clock: Callable[[], float],
         open_upstreams: OpenCount | None = None,
         breakers: ProviderBreakers | None = None,
+        limiter: KeyLimiter | None = None,
     ) -> None:
         self.settings = settings
+        self.catalogue, self.limiter = catalogue, limiter
         self.timeout_seconds: float | None = None  # per-phase timeouts instead of one total
         self.state, self.clock = state, clock
         # the process's (the app's, across reloads); a stage built alone gets its own
@@ -70,6 +80,34 @@ class UpstreamForward:
 
     async def run(self, ctx: RequestContext) -> StageReport:
         assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
+        limiter, key = self.limiter, ctx.client_id
+        if limiter is None or key is None:
+            return await self._forward(ctx, ctx.route)
+        offers = self._offers(ctx.route)
+        prompt = ctx.capabilities.prompt_tokens if ctx.capabilities is not None else 0
+        hold = await limiter.reserve(key, ctx.request_id, estimate(prompt, offers.values()))
+        if isinstance(hold, Refused):
+            error, headers = hold.error(key)
+            ctx.response = ctx.error_response(error, headers)
+            return StageReport(detail=f"key {key} over its limit {hold.limit}")
+        ended = False  # the answer reached its client whole
+        try:
+            report = await self._forward(ctx, ctx.route)
+            ended = ctx.upstream is not None and not ctx.upstream.client_gone and not ctx.upstream.stream_error
+            return report
+        finally:  # also when the client left (CancelledError): it is charged what was reported, or the estimate
+            limiter.settle(hold, answer_charge(ctx.upstream, offers, prompt, ended))
+
+    def _offers(self, route: Route) -> dict[str, Offer]:
+        """Each candidate's output limit and price, by model: what the request may cost."""
+        offers = {}
+        for c in route.candidates:
+            model = self.catalogue.model_by_name(c.model)
+            cost = model.cost_per_mtok if model is not None else None
+            offers[c.model] = Offer(c.output_tokens or c.max_output_tokens or 0, Price(cost.input, cost.output) if cost is not None else Price())
+        return offers
+
+    async def _forward(self, ctx: RequestContext, route: Route) -> StageReport:
         # The request's session-state writes (its pinch ledger, its id for POST /v1/outcome) leave in
         # one round trip now, not waited for: before its client can have the answer and send the
         # session's next turn, to whichever replica.
@@ -82,7 +120,7 @@ class UpstreamForward:
         # and the breakers' reasons for the providers skipped as marked down
         silent: set[str] = set()
         down: dict[str, Down] = {}
-        queue = deque(ctx.route.candidates)
+        queue = deque(route.candidates)
         tried = 0
         while queue and tried < self.settings.max_attempts:
             candidate = queue.popleft()

@@ -137,6 +137,7 @@ class StreamRelay:
         streams = ctx.client.config_dict.get(OPEN_STREAMS_KEY)
         if streams is not None:
             streams.add(self)
+        result = ctx.upstream
         try:
             failure = await self._pump(response)
         finally:
@@ -144,9 +145,9 @@ class StreamRelay:
                 streams.discard(self)
             if self.upstream is not self.first_upstream:  # a retrieve round's (the attempt releases the first)
                 self.upstream.release()
-        result = ctx.upstream
+            if result is not None:  # also when the client's leaving cancelled the relay: its key is charged what was reported
+                result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
         if result is not None:
-            result.usage = self.events.usage if self.translate is None or self.translate.usage is None else self.translate.usage
             result.stream_error = failure
             result.client_gone = self.client_gone
         if self.client_gone:

@@ -27,11 +27,12 @@ of Redis); :mod:`router.state.limiter` keeps the same counts on Redis for every 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from router.core.errors import ApiError
 from router.core.frozen import frozen
+from router.core.results import UpstreamResult
 
 NANO_USD = 1_000_000_000  # nano-dollars in a dollar: dollars are counted in whole nano-dollars
 LIMIT_NAMES = ("requests_per_minute", "tokens_per_minute", "usd_per_day", "usd_per_month")
@@ -111,6 +112,18 @@ def charge(offer: Offer, prompt_tokens: int, reported_prompt: int | None, report
     prompt = prompt_tokens if reported_prompt is None else reported_prompt
     completion = offer.output_tokens if reported_completion is None else reported_completion
     return Amount(prompt + completion, offer.price.nano_usd(prompt, completion))
+
+
+def answer_charge(result: UpstreamResult | None, offers: Mapping[str, Offer], prompt_tokens: int, ended: bool) -> Amount:
+    """What a request is charged (its upstream's ``result``; ``offers`` by model; ``ended``: the answer
+    reached its client whole): nothing unless a model began to answer it; else what its upstream
+    reported, the estimate for what it did not — and for the output of an answer that did not end
+    (the client left, the stream broke), whose count so far says nothing of what the provider bills."""
+    if result is None or result.model is None or result.status is None or result.status >= 400 or result.model not in offers:
+        return NOTHING
+    usage = result.usage
+    completion = usage.completion_tokens if usage is not None and ended else None
+    return charge(offers[result.model], prompt_tokens, usage.prompt_tokens if usage is not None else None, completion)
 
 
 @frozen

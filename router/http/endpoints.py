@@ -18,6 +18,7 @@ from router.contract.context import ERROR_CODE_KEY, error_response
 from router.core.breaker import ProviderBreakers
 from router.core.errors import ApiError, InvalidRequest, invalid_request
 from router.core.fingerprint import header_session_key
+from router.core.limits import usage_report
 from router.core.redaction import clip
 from router.core.tenants import owner_scope
 from router.http.guards import TENANT_KEY
@@ -32,6 +33,7 @@ from router.http.request_body import (
 from router.http.request_ids import new_request_id
 from router.observe.metrics import CONTENT_TYPE
 from router.observe.recorder import RECORDER_KEY
+from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
 from router.wire import WireAdapter, adapters, own_format
 from router.wire.routes import CountTokens, Endpoint, FixedAnswer, ListedModel, ModelList, ModelLookup, ModelLookupByBody, Refused
@@ -41,6 +43,8 @@ BODY_BUDGET_KEY = web.AppKey("body_budget", BodyBudget)
 STATE_KEY = web.AppKey("session_state", SessionStore)  # type: ignore[type-abstract]
 # The process's provider circuit breakers (upstream.breaker), shared with upstream-forward.
 BREAKERS_KEY = web.AppKey("provider_breakers", ProviderBreakers)
+# The client keys' limits and their counts (router.state.limiter); absent without client keys.
+LIMITER_KEY = web.AppKey("key_limiter", KeyLimiter)
 # The config serving now: the reloaded one once there is one (the composition root holds the live chain).
 CURRENT_CONFIG_KEY = web.AppKey("current_config", Callable[[], Config])
 
@@ -253,6 +257,23 @@ async def list_decisions(request: web.Request) -> web.Response:
     sessions = (session, header_session_key(session, tenant.name if tenant else None)) if session else ()
     rows = await log.recent(int(raw_limit), sessions, owner_scope(tenant))
     return _json({"object": "list", "data": rows})
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    """The client keys by name and role, with their usage against their limits in the current windows
+    (``pinch-router keys``): a user key its own only, an admin key every one. ``counts``: where the
+    figures come from — ``redis`` (every worker's and replica's), or ``process`` (this process's: the
+    memory backend, or Redis unreachable); ``none`` without client keys (an empty list)."""
+    limiter = request.app.get(LIMITER_KEY)
+    if limiter is None:
+        return _json({"object": "list", "counts": "none", "data": []})
+    scope = owner_scope(request.get(TENANT_KEY))
+    rows = []
+    for tenant in request.app[CONFIG_KEY].server.tenants():
+        if scope is None or scope == tenant.name:
+            report = usage_report(limiter.limits[tenant.name], await limiter.spent(tenant.name))
+            rows.append({"name": tenant.name, "role": tenant.role, **report})
+    return _json({"object": "list", "counts": "redis" if limiter.shared else "process", "data": rows})
 
 
 async def prometheus_metrics(request: web.Request) -> web.Response:

@@ -27,6 +27,7 @@ SUPPORTED_ENDPOINTS = (
     "GET /v1/models",
     "POST /v1/outcome",
     "GET /v1/decisions",
+    "GET /v1/keys",
     "GET /metrics",
     "GET /healthz",
     "GET /ui/",

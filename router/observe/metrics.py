@@ -42,6 +42,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from router.core.limits import NANO_USD, Amount
 from router.observe.decision_record import Decision
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -83,6 +84,13 @@ class Metrics:
         # With server.api_keys: by the name of the key each request came with (docs/keys.md).
         self.client_requests = Counter("pinch_router_client_requests", "Requests by the name of the client key they came with and HTTP status", ["client", "status"], registry=r)
         self.client_usage = Counter("pinch_router_client_usage_tokens", "Tokens reported by upstreams, by the name of the client key the request came with", ["client", "kind"], registry=r)
+        # The keys' limits (router.core.limits): what each key was charged, what it was refused.
+        self.client_cost = Counter(
+            "pinch_router_client_cost_usd", "Dollars charged to each client key: its answers' usage at the answering model's cost_per_mtok", ["client"], registry=r
+        )
+        self.client_limited = Counter(
+            "pinch_router_client_limited", "Requests answered 429 because their client key was over a limit, by key name and limit", ["client", "limit"], registry=r
+        )
         self.prompt_cache = Counter(
             "pinch_router_prompt_cache_tokens",
             "Prompt tokens of answers whose upstream reported cache accounting: served from its prompt cache "
@@ -206,6 +214,18 @@ class Metrics:
             if amount < 0:
                 raise ValueError(f"a counter only goes up, not by {amount}")
         self._add(ones, amounts, times)
+
+    def _client(self, name: str) -> str:
+        return name if name in self._clients else "other"
+
+    def key_charged(self, client: str, amount: Amount) -> None:
+        """A request of the key ``client`` was charged ``amount`` when its answer ended."""
+        if amount.nano_usd > 0:
+            self._add([], [((self.client_cost, self._client(client)), amount.nano_usd / NANO_USD)], [])
+
+    def key_limited(self, client: str, limit: str) -> None:
+        """A request of the key ``client`` was refused, over its ``limit``."""
+        self._add([(self.client_limited, self._client(client), limit)], [], [])
 
     def _tally(self, ones: list[Series], amounts: list[tuple[Series, float]], times: list[tuple[Series, float]]) -> None:
         """One process: plain dict updates, handed to prometheus-client when the metrics are read."""

@@ -30,11 +30,13 @@ from router.http.endpoints import (
     BREAKERS_KEY,
     CONFIG_KEY,
     CURRENT_CONFIG_KEY,
+    LIMITER_KEY,
     STATE_KEY,
     format_endpoint,
     get_model,
     healthz,
     list_decisions,
+    list_keys,
     list_models,
     post_outcome,
     prometheus_metrics,
@@ -53,7 +55,8 @@ from router.server.registry import REGISTRY, StageRegistry
 from router.server.memory import CHECK_SECONDS as MEMORY_CHECK_SECONDS
 from router.server.memory import MEMORY_RETURN_AFTER_BYTES, MemoryReturn
 from router.state.escalation import SessionEscalation
-from router.state.session_store import LocalStore, SessionStore, redis_store
+from router.state.limiter import KeyLimiter, RedisLimits
+from router.state.session_store import LocalStore, ResilientStore, SessionStore, redis_store
 from router.wire import adapters
 
 log = logging.getLogger("pinch_router.app")
@@ -67,6 +70,7 @@ async def create_app(
     http: aiohttp.ClientSession | None = None,
     clock: Callable[[], float] | None = None,
     stages: StageRegistry = REGISTRY,
+    wall_clock: Callable[[], float] = time.time,
 ) -> web.Application:
     """Build the proxy. Raises ChainError for an unusable middleware order (before anything is opened).
 
@@ -75,6 +79,7 @@ async def create_app(
 
     ``clock`` times what the session state keeps: monotonic for the in-process
     store, the wall clock for Redis (replicas on other machines share its values).
+    ``wall_clock``: the time of the decision rows, and of the windows of the keys' limits (UTC).
     Raises ConfigError when a client key's ``key_env`` variable is unset (before anything is opened).
     """
     client_keys = config.server.client_keys()
@@ -105,7 +110,7 @@ async def create_app(
         decision_log,
         escalation,
         clock=clock,
-        wall_clock=time.time,
+        wall_clock=wall_clock,
         redactor=redactor,
         state=state,
         columns=stages.columns,
@@ -118,8 +123,9 @@ async def create_app(
     budget = BodyBudget(config.server.max_bodies_in_flight_bytes, max_bytes)  # one per process, kept across reloads
     idle_checks = math.ceil(config.server.resent_bodies_idle_seconds / MEMORY_CHECK_SECONDS)
     memory = MemoryReturn(budget, after_bytes=MEMORY_RETURN_AFTER_BYTES, quiet_bytes=LARGE_BODY_BYTES, idle_checks=idle_checks)
+    limiter = key_limiter(config, state, metrics, wall_clock)  # one per process, kept across reloads (server is read at start)
     try:  # the stages (and edges), swapped on reload; an unusable order raises ChainError here
-        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state, breakers=breakers, stages=stages)
+        live = LiveChain(config, http=http, recorder=recorder, clock=clock, state=state, breakers=breakers, limiter=limiter, stages=stages)
     except Exception:
         await state.close()  # never started: this only releases the Redis client
         if owns_http:
@@ -146,6 +152,7 @@ async def create_app(
     app.router.add_get("/v1/models/{model:[^/:]+}", get_model)
     app.router.add_post("/v1/outcome", post_outcome)
     app.router.add_get("/v1/decisions", list_decisions)
+    app.router.add_get("/v1/keys", list_keys)
     add_dashboard(app)  # /ui/: the pages, and their figures from the decision log
     wires = adapters().values()
     # each wire format's endpoints outside the chain (a token count, its model list), routed before
@@ -168,11 +175,15 @@ async def create_app(
     )
     app[STATE_KEY] = state
     app[BREAKERS_KEY] = breakers
+    if limiter is not None:
+        app[LIMITER_KEY] = limiter
 
     async def connect_state(_: web.Application) -> None:
         await state.start()  # never fails: an unreachable Redis means serving in fallback
 
     async def close_state(_: web.Application) -> None:
+        if limiter is not None:
+            await limiter.settled()  # the last charges on their way to Redis
         await state.close()
 
     app.on_startup.append(connect_state)
@@ -236,3 +247,13 @@ def session_store(config: Config, metrics: Metrics) -> SessionStore:
         metrics.state_up.set(1)
         return LocalStore()
     return redis_store(config.state.redis, on_fallback=metrics.state_fallback.inc, on_state=lambda up: metrics.state_up.set(int(up)))
+
+
+def key_limiter(config: Config, state: SessionStore, metrics: Metrics, clock: Callable[[], float] = time.time) -> KeyLimiter | None:
+    """The client keys' limits and their counts: on Redis when the session state is, this process's
+    otherwise (and while Redis is down); None without client keys."""
+    limits = config.server.key_limits()
+    if not limits:
+        return None
+    redis, store = (RedisLimits(state.redis.client, state.redis.namespace), state) if isinstance(state, ResilientStore) else (None, None)
+    return KeyLimiter(limits, redis=redis, store=store, clock=clock, on_charged=metrics.key_charged, on_refused=metrics.key_limited)

@@ -39,6 +39,7 @@ from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.observe.metrics import MULTIPROCESS_DIR_ENV
 from router.observe.recorder import Recorder
+from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
 from router.contract.stage import Handler, Middleware, Stage
 
@@ -95,9 +96,12 @@ class LiveChain:
         clock: Callable[[], float],
         state: SessionStore | None = None,
         breakers: ProviderBreakers | None = None,
+        limiter: KeyLimiter | None = None,
         stages: StageRegistry = REGISTRY,
     ) -> None:
         self.http = http
+        # the keys' limits are read at start (server is restart-only), their counts the process's
+        self.limiter = limiter
         self.stage_registry = stages  # what every generation's chain is made of, a reload's too
         # the provider breakers are the process's too: a reload keeps what they know
         self.breakers = breakers if breakers is not None else ProviderBreakers()
@@ -177,6 +181,7 @@ class LiveChain:
             escalation=self.recorder.escalation,
             open_upstreams=self.recorder.metrics.upstream_open,
             breakers=self.breakers,
+            limiter=self.limiter,
         )
         stages, chain = build_chain(self.stage_registry.chain(config.middlewares), build)
         if previous is not None:

@@ -52,6 +52,7 @@ from router.core.tokens import TokenEstimator
 from router.observe.decision_record import Column, Decision
 from router.observe.metrics import OpenCount
 from router.state.escalation import SessionEscalation
+from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
 
 # The chain list: every stage the proxy knows, in the default order.
@@ -182,6 +183,7 @@ class Offered:
     escalation: SessionEscalation | None = None  # shared with POST /v1/outcome
     open_upstreams: OpenCount | None = None  # the answers being relayed right now
     breakers: ProviderBreakers | None = None  # the providers' circuit breakers (the app's, across reloads)
+    limiter: KeyLimiter | None = None  # the client keys' limits and their counts (the app's, across reloads)
 
 
 OFFERED_NAMES = frozenset(f.name for f in fields(Offered)) | {"settings"}
@@ -207,6 +209,7 @@ def stage_builder(
     open_upstreams: OpenCount | None = None,
     breakers: ProviderBreakers | None = None,
     estimator: TokenEstimator | None = None,
+    limiter: KeyLimiter | None = None,
 ) -> Callable[[StageClass], Stage]:
     """How each stage of one generation is built: with what it names of the offered dependencies,
     and its own section of ``config`` (its class's ``section``) as ``settings``. One
@@ -221,6 +224,7 @@ def stage_builder(
         escalation=escalation,
         open_upstreams=open_upstreams,
         breakers=breakers,
+        limiter=limiter,
     )
 
     def build(stage: StageClass) -> Stage:

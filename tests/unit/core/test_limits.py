@@ -19,11 +19,13 @@ from router.core.limits import (
     Price,
     Refused,
     Spent,
+    answer_charge,
     charge,
     estimate,
     verdict,
     windows_at,
 )
+from router.core.results import UpstreamResult, Usage
 from tests.support.config import model_entry
 
 
@@ -87,6 +89,25 @@ def test_an_answer_is_charged_what_its_upstream_reported_and_the_estimate_for_th
     assert charged.tokens == charged_tokens
     prompt = 1200 if reported[0] is None else reported[0]
     assert charged.nano_usd == offer.price.nano_usd(prompt, charged_tokens - prompt)
+
+
+def answered(status: int | None = 200, usage: Usage | None = None, model: str | None = "main") -> UpstreamResult:
+    return UpstreamResult(model=model, status=status, usage=usage)
+
+
+@pytest.mark.parametrize(
+    ("result", "ended", "charged_tokens"),
+    [
+        (None, False, 0),  # no attempt at all
+        (answered(model=None, status=None), False, 0),  # no model began to answer
+        (answered(status=429), True, 0),  # the provider's refusal, relayed
+        (answered(usage=Usage(900, 50, 950)), True, 950),
+        (answered(usage=Usage(900, 50, 950)), False, 900 + 1000),  # the client left: the output so far says nothing
+        (answered(usage=None), True, 1200 + 1000),
+    ],
+)
+def test_a_request_is_charged_only_once_a_model_began_to_answer_it(result, ended, charged_tokens):
+    assert answer_charge(result, {"main": Offer(1000, Price())}, 1200, ended).tokens == charged_tokens
 
 
 def test_a_request_is_admitted_while_charges_and_holds_stay_below_the_limit():
