@@ -1,4 +1,4 @@
-"""The `pinch-router` command: init, serve, doctor, check-config, mock-upstream, eval-pinch, top, explain."""
+"""The `pinch-router` command: init, serve, doctor, check-config, mock-upstream, eval-pinch, top, keys, explain."""
 
 from __future__ import annotations
 
@@ -343,6 +343,12 @@ def cmd_top(args: argparse.Namespace) -> int:
     return run_top(args.url, args.api_key, args.interval, args.limit)
 
 
+def cmd_keys(args: argparse.Namespace) -> int:
+    from router.tools.keys_report import run_keys
+
+    return run_keys(args.url, args.api_key, args.json, sys.stdout, sys.stderr)
+
+
 def cmd_launch(args: argparse.Namespace) -> int:
     from router.tools.launch import launch, list_agents
 
@@ -495,6 +501,14 @@ def build_parser() -> argparse.ArgumentParser:
     top.add_argument("--interval", type=positive_float, default=1.0, help="seconds between polls (default 1)")
     top.add_argument("--limit", type=positive_int, default=200, help="decisions shown (default 200, at most 1000)")
     top.set_defaults(func=cmd_top)
+
+    keys = sub.add_parser("keys", help="a running proxy's client keys by name and role, with their usage against their limits")
+    keys.add_argument("--url", default="http://127.0.0.1:8787", help="the proxy (default http://127.0.0.1:8787)")
+    keys.add_argument(
+        "--api-key", default=os.environ.get("PINCH_ROUTER_API_KEY"), help="a server.api_keys key: an admin's lists every key, a user's its own (default: $PINCH_ROUTER_API_KEY)"
+    )
+    keys.add_argument("--json", action="store_true", help="the proxy's answer (GET /v1/keys) as JSON")
+    keys.set_defaults(func=cmd_keys)
 
     launch = sub.add_parser(
         "launch", help="run a coding agent through the proxy (started if none answers), wired for that run only"
