@@ -171,9 +171,9 @@ def row(concurrency: str, name: str, load: LoadResult, added: str, cpu: str) -> 
     return f"{concurrency:>5} {name:<17} {p50:>8.3f} {p99:>8.3f} {added:>26} {own:>8.3f} {cpu:>10} {load.rps:>7.0f} {load.errors:>4}"
 
 
-async def interleaved(urls: dict[str, str], body: bytes, requests: int) -> dict[str, LoadResult]:
+async def interleaved(urls: dict[str, str], body: bytes, requests: int, extra_headers: dict[str, str] | None = None) -> dict[str, LoadResult]:
     """One client, one request at a time: each of ``requests`` turns sends one request to every target, the order rotating."""
-    headers = {"Content-Type": "application/json", "x-router-session": "bench-session"}
+    headers = {"Content-Type": "application/json", "x-router-session": "bench-session", **(extra_headers or {})}
     names = list(urls)
     latencies: dict[str, list[float]] = {name: [] for name in names}
     overheads: dict[str, list[float]] = {name: [] for name in names}
