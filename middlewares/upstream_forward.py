@@ -40,7 +40,8 @@ from router.contract.context import RequestContext
 from router.contract.stage import FailMode, StageReport
 from router.core.breaker import Down, Pass, ProviderBreakers
 from router.core.errors import ApiError, internal_failure
-from router.core.limits import Offer, Price, Refused, answer_charge, estimate
+from router.core.limits import Offer, Refused, answer_charge, estimate
+from router.core.pricing import ModelPrice
 from router.core.results import Attempt, Candidate, Route, UpstreamResult
 from router.observe.metrics import OpenCount
 from router.state.limiter import KeyLimiter
@@ -104,7 +105,8 @@ class UpstreamForward:
         for c in route.candidates:
             model = self.catalogue.model_by_name(c.model)
             cost = model.cost_per_mtok if model is not None else None
-            offers[c.model] = Offer(c.output_tokens or c.max_output_tokens or 0, Price(cost.input, cost.output) if cost is not None else Price())
+            price = ModelPrice(cost.input, cost.output, cost.cache_read, cost.cache_write) if cost is not None else ModelPrice()
+            offers[c.model] = Offer(c.output_tokens or c.max_output_tokens or 0, price)
         return offers
 
     async def _forward(self, ctx: RequestContext, route: Route) -> StageReport:

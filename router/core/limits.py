@@ -1,7 +1,8 @@
 """Limits per client key (issue #45): the windows, the reserve-then-charge arithmetic, the verdict. Pure.
 
 A key object in ``server.api_keys`` may carry limits (docs/keys.md): requests and tokens per minute,
-dollars per day and per month, priced from the models' ``cost_per_mtok``. Every counter is an
+dollars per day and per month, priced from the models' ``cost_per_mtok`` as the dashboard prices a
+row (:mod:`router.core.pricing`: the prompt's cached and written parts at their own prices). Every counter is an
 integer (Redis adds integers atomically): requests, tokens, and dollars in nano-dollars.
 
 **Windows** are fixed and in UTC: the minute, the day, the calendar month. A window's counts start
@@ -32,7 +33,8 @@ from dataclasses import dataclass
 
 from router.core.errors import ApiError
 from router.core.frozen import frozen
-from router.core.results import UpstreamResult
+from router.core.pricing import ModelPrice
+from router.core.results import UpstreamResult, Usage
 
 NANO_USD = 1_000_000_000  # nano-dollars in a dollar: dollars are counted in whole nano-dollars
 LIMIT_NAMES = ("requests_per_minute", "tokens_per_minute", "usd_per_day", "usd_per_month")
@@ -65,16 +67,17 @@ class KeyLimits:
 NO_LIMITS = KeyLimits()
 
 
-@frozen
-class Price:
-    """A model's ``cost_per_mtok``: dollars per million prompt (input) and completion (output) tokens."""
+def nano_usd(price: ModelPrice, prompt: int, completion: int, cached: int = 0, written: int = 0) -> int:
+    """What tokens cost at ``price`` (a model's ``cost_per_mtok``, as the dashboard prices a row:
+    :class:`~router.core.pricing.ModelPrice`), in whole nano-dollars, rounded up — but for the last
+    bits of floating point (0.00015 dollars is 150,000.00000000003 nano-dollars)."""
+    return math.ceil(price.cost(prompt, cached, written, completion) * NANO_USD - 1e-6)
 
-    input: float = 0.0
-    output: float = 0.0
 
-    def nano_usd(self, prompt_tokens: int, completion_tokens: int) -> int:
-        """What the tokens cost, in nano-dollars, rounded up ($ per Mtok x tokens x 1000)."""
-        return math.ceil((prompt_tokens * self.input + completion_tokens * self.output) * 1000)
+def dearest_prompt(price: ModelPrice, prompt: int, completion: int) -> int:
+    """The most ``prompt`` and ``completion`` tokens may cost at ``price``, whatever the provider's cache
+    does with the prompt (all of it read, written, or neither)."""
+    return max(nano_usd(price, prompt, completion, cached, written) for cached, written in ((0, 0), (prompt, 0), (0, prompt)))
 
 
 @frozen
@@ -93,37 +96,39 @@ class Offer:
     """Where a request may go: a candidate's output limit and price (its first, most likely, and the others)."""
 
     output_tokens: int
-    price: Price
+    price: ModelPrice
 
 
 def estimate(prompt_tokens: int, offers: Iterable[Offer]) -> Amount:
     """What a request holds while it runs: its prompt and the largest output limit it may be sent, in
-    tokens; the dearest of its candidates' prices for them, in nano-dollars."""
+    tokens; the dearest of its candidates' prices for them (and of their cache prices), in nano-dollars."""
     offers = tuple(offers)
     output = max((o.output_tokens for o in offers), default=0)
-    cost = max((o.price.nano_usd(prompt_tokens, o.output_tokens) for o in offers), default=0)
+    cost = max((dearest_prompt(o.price, prompt_tokens, o.output_tokens) for o in offers), default=0)
     return Amount(prompt_tokens + output, cost)
 
 
-def charge(offer: Offer, prompt_tokens: int, reported_prompt: int | None, reported_completion: int | None) -> Amount:
-    """What an answer from ``offer`` costs: the figures the upstream reported; for one it did not
-    (a stream the client left before its usage came: the caller passes no completion figure for an
-    answer that did not end), the estimate — the prompt as measured, the whole output limit."""
-    prompt = prompt_tokens if reported_prompt is None else reported_prompt
-    completion = offer.output_tokens if reported_completion is None else reported_completion
-    return Amount(prompt + completion, offer.price.nano_usd(prompt, completion))
+def charge(offer: Offer, prompt_tokens: int, reported: Usage | None, ended: bool) -> Amount:
+    """What an answer from ``offer`` costs: the figures the upstream ``reported`` (the prompt's cached
+    and written parts at their prices); for one it did not, the estimate — the prompt as measured, at
+    the dearest of its prices, and the whole output limit. The output of an answer that did not end
+    (``ended`` false: the client left, the stream broke) is always the estimate: its count so far
+    says nothing of what the provider bills."""
+    completion = reported.completion_tokens if reported is not None and ended else None
+    if completion is None:
+        completion = offer.output_tokens
+    if reported is None or reported.prompt_tokens is None:
+        return Amount(prompt_tokens + completion, dearest_prompt(offer.price, prompt_tokens, completion))
+    prompt = reported.prompt_tokens
+    return Amount(prompt + completion, nano_usd(offer.price, prompt, completion, reported.cached_tokens or 0, reported.cache_write_tokens or 0))
 
 
 def answer_charge(result: UpstreamResult | None, offers: Mapping[str, Offer], prompt_tokens: int, ended: bool) -> Amount:
     """What a request is charged (its upstream's ``result``; ``offers`` by model; ``ended``: the answer
-    reached its client whole): nothing unless a model began to answer it; else what its upstream
-    reported, the estimate for what it did not — and for the output of an answer that did not end
-    (the client left, the stream broke), whose count so far says nothing of what the provider bills."""
+    reached its client whole): nothing unless a model began to answer it; else :func:`charge`."""
     if result is None or result.model is None or result.status is None or result.status >= 400 or result.model not in offers:
         return NOTHING
-    usage = result.usage
-    completion = usage.completion_tokens if usage is not None and ended else None
-    return charge(offers[result.model], prompt_tokens, usage.prompt_tokens if usage is not None else None, completion)
+    return charge(offers[result.model], prompt_tokens, result.usage, ended)
 
 
 @frozen

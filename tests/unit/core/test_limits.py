@@ -16,7 +16,7 @@ from router.core.limits import (
     KeyLimits,
     LimitCounters,
     Offer,
-    Price,
+    nano_usd,
     Refused,
     Spent,
     answer_charge,
@@ -25,6 +25,7 @@ from router.core.limits import (
     verdict,
     windows_at,
 )
+from router.core.pricing import ModelPrice
 from router.core.results import UpstreamResult, Usage
 from tests.support.config import model_entry
 
@@ -59,36 +60,39 @@ def test_the_month_is_the_calendars_every_day_of_two_centuries():
     assert wrong == []
 
 
-def test_a_price_is_dollars_per_million_tokens_counted_in_nano_dollars_rounded_up():
-    price = Price(input=3.0, output=15.0)
-    assert price.nano_usd(1_000_000, 0) == 3 * NANO_USD
-    assert price.nano_usd(1000, 100) == (3000 + 1500) * 1000  # $0.0045
-    assert Price(0.1, 0).nano_usd(1, 0) == 100  # a tenth of a micro-dollar is still counted
-    assert Price().nano_usd(10**6, 10**6) == 0
+def test_a_price_is_the_dashboards_counted_in_nano_dollars_rounded_up():
+    price = ModelPrice(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
+    assert nano_usd(price, 1_000_000, 0) == 3 * NANO_USD
+    assert nano_usd(price, 1000, 100) == (3000 + 1500) * 1000  # $0.0045
+    assert nano_usd(price, 1000, 0, cached=800, written=100) == round((100 * 3 + 800 * 0.3 + 100 * 3.75) * 1000)
+    assert nano_usd(ModelPrice(1.0, 2.0), 50, 50) == 150_000  # not 150,001: floating point's last bits are not a charge
+    assert nano_usd(ModelPrice(0.1, 0), 1, 0) == 100  # a tenth of a micro-dollar is still counted
+    assert nano_usd(ModelPrice(), 10**6, 10**6) == 0
 
 
-def test_the_hold_is_the_prompt_and_the_largest_output_limit_at_the_dearest_candidate():
-    cheap, dear = Offer(4000, Price(0.1, 0.4)), Offer(1000, Price(3, 15))
+def test_the_hold_is_the_prompt_and_the_largest_output_limit_at_the_dearest_candidate_and_cache_price():
+    cheap, dear = Offer(4000, ModelPrice(0.1, 0.4)), Offer(1000, ModelPrice(3, 15, cache_write=3.75))
     held = estimate(2000, [cheap, dear])
     assert held.tokens == 2000 + 4000
-    assert held.nano_usd == max(cheap.price.nano_usd(2000, 4000), dear.price.nano_usd(2000, 1000))
+    assert held.nano_usd == nano_usd(dear.price, 2000, 1000, written=2000)  # the whole prompt written to the cache
     assert estimate(100, []) == Amount(100, 0)
 
 
+PRICE = ModelPrice(1.0, 2.0, cache_read=0.1, cache_write=1.25)
+
+
 @pytest.mark.parametrize(
-    ("reported", "charged_tokens"),
+    ("reported", "ended", "tokens", "nano"),
     [
-        ((900, 50), 950),  # what the upstream reported
-        ((900, None), 900 + 1000),  # the client left before the usage came: the output limit
-        ((None, None), 1200 + 1000),  # nothing reported: the whole estimate
+        (Usage(900, 50, 950), True, 950, nano_usd(PRICE, 900, 50)),  # what the upstream reported
+        (Usage(900, 50, 950, cached_tokens=600, cache_write_tokens=200), True, 950, nano_usd(PRICE, 900, 50, 600, 200)),
+        (Usage(900, 50, 950), False, 900 + 1000, nano_usd(PRICE, 900, 1000)),  # the answer did not end: the output limit
+        (Usage(900, None, None), True, 900 + 1000, nano_usd(PRICE, 900, 1000)),
+        (None, True, 1200 + 1000, nano_usd(PRICE, 1200, 1000, written=1200)),  # nothing reported: the estimate, at its dearest
     ],
 )
-def test_an_answer_is_charged_what_its_upstream_reported_and_the_estimate_for_the_rest(reported, charged_tokens):
-    offer = Offer(1000, Price(1, 2))
-    charged = charge(offer, 1200, *reported)
-    assert charged.tokens == charged_tokens
-    prompt = 1200 if reported[0] is None else reported[0]
-    assert charged.nano_usd == offer.price.nano_usd(prompt, charged_tokens - prompt)
+def test_an_answer_is_charged_what_its_upstream_reported_and_the_estimate_for_the_rest(reported, ended, tokens, nano):
+    assert charge(Offer(1000, PRICE), 1200, reported, ended) == Amount(tokens, nano)
 
 
 def answered(status: int | None = 200, usage: Usage | None = None, model: str | None = "main") -> UpstreamResult:
@@ -107,7 +111,7 @@ def answered(status: int | None = 200, usage: Usage | None = None, model: str | 
     ],
 )
 def test_a_request_is_charged_only_once_a_model_began_to_answer_it(result, ended, charged_tokens):
-    assert answer_charge(result, {"main": Offer(1000, Price())}, 1200, ended).tokens == charged_tokens
+    assert answer_charge(result, {"main": Offer(1000, ModelPrice())}, 1200, ended).tokens == charged_tokens
 
 
 def test_a_request_is_admitted_while_charges_and_holds_stay_below_the_limit():
