@@ -13,6 +13,7 @@ import yaml
 from router.cli import main
 from router.config import ConfigError, config_secrets, parse_config
 from router.core.fingerprint import client_key_id
+from router.core.limits import KeyLimits
 from router.core.tenants import Tenant, may_see, owner_scope, plain_key_name
 from router.server.doctor import key_findings
 from tests.support.config import model_entry
@@ -50,6 +51,12 @@ def test_the_keys_pages_team_example_loads_as_it_says(monkeypatch):
         (Tenant("ops", "admin"), "ops-secret"),
     ]
     assert config.server.key_names() == ["alice", "bob", "ci", "ops"]
+    assert config.server.key_limits() == {
+        "alice": KeyLimits(usd_per_day=5, usd_per_month=60),
+        "bob": KeyLimits(usd_per_day=5, usd_per_month=60),
+        "ci": KeyLimits(requests_per_minute=30, tokens_per_minute=400_000, usd_per_day=20),
+        "ops": KeyLimits(),
+    }
     assert {"alice-secret", "ops-secret", "ci-secret-123"} <= set(config_secrets(config))  # redacted wherever the proxy writes
     monkeypatch.delenv("BOB_ROUTER_KEY")
     with pytest.raises(ConfigError, match=r"key 'bob': \$BOB_ROUTER_KEY is not set"):
