@@ -42,7 +42,8 @@ async def test_two_replicas_on_one_redis_share_one_budget(proxy, mock_upstream, 
         statuses = [answer.status for answer in answers]
         served = statuses.count(200)
         assert 5 <= served <= 11 and statuses.count(429) == 50 - served, statuses
-        assert {answer.status for answer in answers[0::2]} == {answer.status for answer in answers[1::2]} == {200, 429}  # each replica served and refused
+        # one count: with one each, the two replicas would have served up to 20
+        assert all(429 in {answer.status for answer in answers[i::2]} for i in (0, 1))  # each refuses
         for replica in (one, two):
             while (await counts(replica))[1]["held"]["tokens"]:  # the last charges on their way
                 await asyncio.sleep(0.05)
