@@ -161,7 +161,8 @@ async def test_doctor_says_whether_the_configured_redis_answers(redis_port: int)
     def config(url: str) -> Config:
         state = {"backend": "redis", "redis": {"url": url, "timeout_ms": 200}}
         providers = {"mock": {"base_url": "http://127.0.0.1:9/v1"}}
-        return parse_config({"providers": providers, "models": [model_entry("m")], "classifier": {"provider": "mock"}, "state": state}, {})
+        chain = ["session-fingerprint", "capability-gate", "upstream-forward"]
+        return parse_config({"middlewares": chain, "providers": providers, "models": [model_entry("m")], "classifier": {"provider": "mock"}, "state": state}, {})
 
     url = f"redis://127.0.0.1:{redis_port}/0"
     assert await state_backend_findings(config(url)) == [Finding("state backend", True, f"redis at {url} answers")]
