@@ -8,7 +8,8 @@ burst of load on the shared machine hits them alike:
 
 * **batch ms p50 / p99**: wall time of one batch (``--batches`` per round, each a
   different window of results), and **cpu ms**: the process's CPU time for it (what
-  the batch costs where the core is shared); **ms/text**: the p50 over 31;
+  the batch costs where the core is shared); **ms/text**: the p50 over 31; **1st cpu**:
+  the CPU time of a process's first batch (the static embedder's word memory empty);
 * **cold s**: from nothing loaded (libraries not imported) to the first vector;
 * **RSS MB**: what the loaded embedder adds to the process, and **peak MB**: the
   most it adds while embedding the batches.
@@ -263,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     table = [
         f"{BATCH_TEXTS} texts of {TEXT_CHARS:,} characters a batch (one query, 30 tool results of the shared transcripts); "
         f"{args.rounds} rounds × {args.batches} batches, each candidate in its own process{f' on CPU {cpu}' if cpu is not None else ''}",
-        f"{'embedder':<11} {'dims':>4} {'batch ms p50':>12} {'p99':>7} {'cpu ms p50':>10} {'ms/text':>7} {'× static':>8} {'cold s':>6} {'cpu s':>5} {'RSS MB':>6} {'peak MB':>7}",
+        f"{'embedder':<11} {'dims':>4} {'batch ms p50':>12} {'p99':>7} {'cpu ms p50':>10} {'1st cpu':>7} {'ms/text':>7} {'× static':>8} {'cold s':>6} {'cpu s':>5} {'RSS MB':>6} {'peak MB':>7}",
     ]
     static_cpu = statistics.median(x for r in runs.get("static", []) for x in r["cpu_ms"]) if "static" in runs else None
     for name in names:
@@ -272,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         p50 = statistics.median(wall)
         times = f"{cpu_ms / static_cpu:>8.0f}" if static_cpu else f"{'-':>8}"
         table.append(
-            f"{name:<11} {runs[name][0]['dimensions']:>4} {p50:>12.1f} {percentile(wall, 99):>7.1f} {cpu_ms:>10.1f} {p50 / BATCH_TEXTS:>7.2f} {times} "
+            f"{name:<11} {runs[name][0]['dimensions']:>4} {p50:>12.1f} {percentile(wall, 99):>7.1f} {cpu_ms:>10.1f} {statistics.median(r['cpu_ms'][0] for r in runs[name]):>7.1f} {p50 / BATCH_TEXTS:>7.2f} {times} "
             f"{statistics.median(r['cold_s'] for r in runs[name]):>6.2f} {statistics.median(r['cold_cpu_s'] for r in runs[name]):>5.2f} "
             f"{statistics.median(r['rss_mb'] for r in runs[name]):>6.0f} "
             f"{statistics.median(r['peak_mb'] for r in runs[name]):>7.0f}"

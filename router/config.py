@@ -411,8 +411,8 @@ class RelevanceSettings(_Strict):
     # `openai`: POST {base_url}/embeddings; `ollama`: POST {base_url root}/api/embed; `local`: in-process on the
     # CPU from all-MiniLM-L6-v2's files (the `local-embeddings` extra, or local_model_path), see local_model.
     api: Literal["openai", "ollama", "local"] = "openai"
-    # api local: `static` averages the model's token embedding table (~20 ms a batch of 31 results, ~40 MB);
-    # `minilm` runs the whole int8 network (~100× the time, ~1 GB while it runs). docs/relevance.md: the figures.
+    # api local: `static` averages the model's token embedding table (~7 ms a batch of 31 results, ~40 MB);
+    # `minilm` runs the whole int8 network (~400× the time, ~1 GB while it runs). docs/relevance.md: the figures.
     local_model: Literal["static", "minilm"] = "static"
     # api local: a folder with model.onnx and tokenizer.json instead of the packaged model.
     local_model_path: str | None = None

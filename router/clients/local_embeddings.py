@@ -4,11 +4,11 @@ Two, chosen by ``pinch.relevance.local_model`` (docs/relevance.md: the figures a
 
 * ``static`` (the default): the token embedding table of all-MiniLM-L6-v2, averaged over a
   text's WordPiece tokens (:mod:`router.clients.static_embeddings`) — numpy and ``tokenizers``,
-  ~20 ms of one core for 31 results of 2,000 characters, loaded in well under a second;
+  ~7 ms of one core for 31 results of 2,000 characters, loaded in well under a second;
 * ``minilm``: the whole model — the ONNX export of sentence-transformers' all-MiniLM-L6-v2
   with int8 weights (23 MB, 384 dimensions), run by ONNX Runtime; mean-pooled over the
   attention mask and L2-normalised, as sentence-transformers does; texts truncated to the
-  model's 256 tokens. ~100× the static embedder's time and ~1 GB of memory while it runs.
+  model's 256 tokens. ~400× the static embedder's time and ~1 GB of memory while it runs.
 
 Both read the same files. The tokenizer (``tokenizer.json``, WordPiece) is read by Hugging Face
 ``tokenizers`` (Rust, the reference implementation of that very file format); ONNX Runtime

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 from router.clients.embeddings import EmbeddingsError
 from router.clients.local_embeddings import LocalEmbedder, load_encoder, missing, packaged_files, shared_encoder
-from router.clients.static_embeddings import TokenTable, onnx_initializers
+from router.clients import static_embeddings
+from router.clients.static_embeddings import StaticEncoder, TokenTable, onnx_initializers
 from router.core.relevance import order_by_relevance
 
 KINDS = ["static", "minilm"]
@@ -85,6 +87,24 @@ def test_the_static_embedder_needs_no_onnxruntime() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert done.stdout.split() == ["(1,", "384)", "False"]
+
+
+def test_word_by_word_the_static_embedder_gets_the_tokenizers_own_ids_on_real_tool_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It splits into words and remembers each word's ids; on every tool result of the shared transcripts that gives
+    exactly what the tokenizer gives for the whole text, also when the word memory fills up and starts afresh."""
+    from bench.harness import TRANSCRIPTS, load_bodies
+
+    monkeypatch.setattr(static_embeddings, "WORD_CACHE", 500)
+    encoder = load_encoder(None, "static")
+    assert isinstance(encoder, StaticEncoder)
+    tokenizer = Tokenizer.from_file(str(packaged_files()[1]))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    results = [m["content"] for body in load_bodies(TRANSCRIPTS).values() for m in body["messages"] if m.get("role") == "tool" and isinstance(m.get("content"), str)]
+    assert len(results) > 200
+    for text in [*results, "naïve café – 東京 x_y"]:  # accents stripped, CJK one token a character, _ punctuation
+        assert encoder.token_ids(text).tolist() == tokenizer.encode(text, add_special_tokens=False).ids
+    assert 0 < len(encoder.words) <= 500
 
 
 def test_the_static_table_is_the_models_token_table_centred() -> None:
