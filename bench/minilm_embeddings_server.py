@@ -65,7 +65,7 @@ def torch_encoder() -> Encode:
 def local_encoder(model_dir: str | None) -> Encode:
     from router.clients.local_embeddings import load_encoder  # the proxy's own encoder
 
-    return load_encoder(model_dir)
+    return load_encoder(model_dir, "minilm")
 
 
 class VectorCache:

@@ -91,7 +91,7 @@ def missing(model_path: str | None = None, local_model: LocalModel = DEFAULT_MOD
     return f"the local embedder's file {absent} is missing" if absent is not None else None
 
 
-def load_encoder(model_path: str | None = None, local_model: LocalModel = "minilm") -> Encode:
+def load_encoder(model_path: str | None = None, local_model: LocalModel = DEFAULT_MODEL) -> Encode:
     """Load the model (from ``model_path``'s folder, else the packages) and return its encoder; raises EmbeddingsError."""
     if model_path is None:
         model, tokenizer_file = packaged_files()
@@ -149,7 +149,7 @@ def _minilm_encoder(model: Path, tokenizer_file: Path, data: bytes) -> Encode:
 
 
 @functools.lru_cache(maxsize=4)
-def shared_encoder(model_path: str | None = None, local_model: LocalModel = "minilm") -> Encode:
+def shared_encoder(model_path: str | None = None, local_model: LocalModel = DEFAULT_MODEL) -> Encode:
     """The process's one loaded encoder per kind and model folder (None: the packaged model): a
     MiniLM load takes ~220 MB that ONNX Runtime does not give back, and every stage built (one per
     reload, one per session eval-pinch replays) would load its own. A failed load is not cached."""
