@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
 import os
 import re
@@ -106,19 +107,30 @@ def test_the_configured_mode_is_eval_pinchs_row() -> None:
 
 @pytest.mark.system
 def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
+    """Ctrl-C mid-replay. The replay takes well under a second, and a loaded machine delayed the test's
+    signal past its end (the demo done, exit 0), so the demo is held mid-replay: its output goes to a
+    pipe of one page that the test stops reading at the first turn, and a full pipe stops the demo at
+    its next line, some 40 turns of 80 in at most."""
+    read_end, write_end = os.pipe()
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux; elsewhere a pipe holds 64 KiB, the demo's output whole
+        fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
     process = subprocess.Popen(
         [sys.executable, "-m", "router", "demo", "--state-dir", str(tmp_path)],
-        stdout=subprocess.PIPE,
+        stdout=write_end,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("turn "):
-            break  # mid-replay: both servers are up
+    os.close(write_end)
+    seen = b""
+    while not re.search(rb"(^|\n)turn [^\n]*\n", seen):  # mid-replay: both servers are up
+        chunk = os.read(read_end, 256)
+        assert chunk, seen.decode(errors="replace")
+        seen += chunk
     process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=30)
+    with os.fdopen(read_end, "rb") as rest:
+        out = (seen + rest.read()).decode()
+    err = process.communicate(timeout=30)[1]
     assert process.returncode == 130, err
     assert "stopped (Ctrl-C)" in out and "summary" not in out
     assert "Traceback" not in err
