@@ -223,7 +223,9 @@ async def test_the_dashboard_shows_the_decision_logs_figures_in_a_real_browser(t
 
                 # a requested model name of markup and quotes is text
                 await page.goto(f"{url}#/decision/{evil_id}")
-                await loaded(page, "decision", "#trace")
+                # its own heading: the decision page before it matches the same page name and selectors, and on
+                # a loaded machine it was still the one shown when a wait for those alone returned
+                await loaded(page, "decision", f'h2:has-text("Request {evil_id}")')
                 assert EVIL_MODEL in await page.inner_text("#page dl")
                 assert await page.locator("#page img, #page script").count() == 0
                 assert watch.dialogs == []
