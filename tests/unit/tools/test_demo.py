@@ -120,6 +120,9 @@ def test_ctrl_c_stops_the_demo_cleanly(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C as a terminal delivers it, however the suite was started: a process started in the
+        # background by a script inherits SIGINT ignored, and a demo that ignores it runs to its end
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     os.close(write_end)
     seen = b""
