@@ -40,6 +40,24 @@ ONE_LISTING = (LIST_FILES,)
 SUBMIT_COMMANDS = ("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "echo MINI_SWE_AGENT_FINAL_OUTPUT")
 # The tool result quoted in the final answer is cut here: a huge listing should not make a huge answer.
 MAX_QUOTED_RESULT_CHARS = 2000
+# What an agent that compacts its session asks for, by its words: Codex's summarising prompt (on a
+# custom provider), the proxy's own for a Responses compaction trigger (router.translate.compaction),
+# Claude Code's /compact and auto-compact, Gemini CLI's history compression.
+SUMMARY_REQUESTS = (
+    "CONTEXT CHECKPOINT COMPACTION",
+    "is about to be replaced by a summary",
+    "Your task is to create a detailed summary of",
+    "summarizes internal chat history",
+)
+# The mock's summary. Once a user turn carries it (the agent's history after the compaction), that
+# turn's commands count as run: the mock answers instead of calling them again, as a model reading
+# the summary would — else a session compacted mid-turn would run its commands and compact forever.
+MOCK_SUMMARY = "Summary by the mock upstream: the user's request was worked on; its commands ran and their output came back. Nothing is left to run."
+
+
+def asks_for_summary(text: str) -> bool:
+    """Whether ``text`` (the request's last user turn, or its system prompt) asks for a summary of the conversation."""
+    return any(words in text for words in SUMMARY_REQUESTS)
 
 
 @dataclass(frozen=True, slots=True)

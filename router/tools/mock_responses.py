@@ -10,6 +10,10 @@ stream is ``response.created``, ``response.in_progress``, per item
 content-part, text, reasoning-summary and function-call-arguments events in
 between), and ``response.completed`` with usage, every event numbered by
 ``sequence_number``. Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``.
+An input ending with a ``compaction_trigger`` (Codex compacting its session on OpenAI's provider)
+gets one ``compaction`` item holding the mock's summary, in the form the proxy gives its own
+(:mod:`router.translate.compaction`), so a session captured here replays through the proxy's
+translation; after a compaction item the turn's commands count as run.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
+from router.tools.mock_answers import MOCK_SUMMARY, ONE_LISTING, asks_for_summary, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
+
+from router.translate import compaction
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -72,8 +78,11 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     outputs = [item for item in items[last_user + 1 :] if item.get("type") in ("function_call_output", "custom_tool_call_output")]
     tool_choice = body.get("tool_choice")
     tools = _function_tools(_offered(body))
-    if tool_choice == "none":
-        tools = []
+    said = _output_text(items[last_user].get("content")) if last_user >= 0 else ""
+    if compaction.asks_compaction(items) or asks_for_summary(said):  # the agent compacts its session: the mock's summary
+        return ScriptedAnswer(text=MOCK_SUMMARY)
+    if tool_choice == "none" or MOCK_SUMMARY in said or any(item.get("type") == compaction.ITEM for item in items):
+        tools = []  # after a compaction, the turn's commands count as run (mock_answers.MOCK_SUMMARY)
     elif isinstance(tool_choice, dict) and tool_choice.get("type") == "function":  # the client names the function
         tools = [t for t in tools if t.name == tool_choice.get("name")]
     latest: list[str] = []
@@ -100,7 +109,9 @@ def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[st
         if ENCRYPTED_REASONING in (body.get("include") or []):
             reasoning["encrypted_content"] = seal(scripted.reasoning)
         items.append(reasoning)
-    if scripted.tool_call is not None and scripted.tool_call.name in _custom_names(body):
+    if compaction.asks_compaction(_items(body)):
+        items.append(compaction.compaction_item(f"cmp_mock_{n}", scripted.text))
+    elif scripted.tool_call is not None and scripted.tool_call.name in _custom_names(body):
         call = scripted.tool_call  # a custom (freeform) tool takes its input as raw text
         items.append({"id": f"ctc_mock_{n}", "type": "custom_tool_call", "status": "completed", "call_id": call.id, "name": call.name,
                       "input": str(call.arguments.get("input", ""))})  # fmt: skip
@@ -149,6 +160,8 @@ def _item_events(index: int, item: dict[str, Any]) -> list[dict[str, Any]]:
         opened = {**item, "status": "in_progress", "input": ""}
         middle = [{"type": "response.custom_tool_call_input.delta", **at, "delta": piece} for piece in chunks(item["input"], 7)]
         middle.append({"type": "response.custom_tool_call_input.done", **at, "input": item["input"]})
+    elif item["type"] == compaction.ITEM:
+        opened, middle = item, []
     elif item["type"] == "function_call":
         opened = {**item, "status": "in_progress", "arguments": ""}
         middle = [{"type": "response.function_call_arguments.delta", **at, "delta": piece} for piece in chunks(item["arguments"], 7)]

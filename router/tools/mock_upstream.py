@@ -38,7 +38,7 @@ from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.wire import adapters
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import RETRIEVE_LEAD_IN, retrieve_call, ONE_LISTING, FunctionTool, MockWire, example_of, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
+from router.tools.mock_answers import MOCK_SUMMARY, RETRIEVE_LEAD_IN, asks_for_summary, retrieve_call, ONE_LISTING, FunctionTool, MockWire, example_of, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
 from router.tools.mock_classifier import classification
@@ -480,10 +480,30 @@ def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | N
     """The command of the next tool call (:func:`next_command`), None when it is time to answer: tools
     offered, and fewer tool results since the user's last message than there are commands."""
     messages = body.get("messages") or []
-    if not body.get("tools") or not messages:
+    if not body.get("tools") or not messages or body.get("tool_choice") == "none" or _summarising(body) or _after_summary(messages):
         return None
     prompts = "".join(str(m.get("content")) for m in messages if isinstance(m, dict) and m.get("role") in ("system", "user"))
     return next_command(commands, len(_turn_results(messages)), submit_command(prompts))
+
+
+def _summarising(body: dict[str, Any]) -> bool:
+    """The request asks for a summary of the conversation (an agent compacting it, :func:`asks_for_summary`):
+    in its last user message, or in its system prompt (Gemini CLI's compression)."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    system = "".join(str(m.get("content")) for m in messages if m.get("role") == "system")
+    return bool(users) and asks_for_summary(str(users[-1].get("content"))) or asks_for_summary(system[:2000])
+
+
+def _after_summary(messages: list[dict[str, Any]]) -> bool:
+    """The user turn holds the mock's summary (:data:`MOCK_SUMMARY`): the conversation was compacted, its commands ran."""
+    own = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    return bool(own) and MOCK_SUMMARY in str(own[-1].get("content"))
+
+
+def answer_text(body: dict[str, Any], text: str) -> str:
+    """The text the mock answers with: its summary when the request asks for one, else ``text``."""
+    return MOCK_SUMMARY if _summarising(body) else text
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -545,7 +565,8 @@ def completion(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_
         finish = "tool_calls"
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
+        text = answer_text(body, text)
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results and not _summarising(body) else text
         message = {"role": "assistant", "content": reply}
         finish = "stop"
     return chat_completion("chatcmpl-mock", 0, model, message, finish, _usage(body, 7))
@@ -582,7 +603,7 @@ def stream_events(body: dict[str, Any], text: str, usage: dict[str, Any] | None 
                     events.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[start : start + 3]}}]}))
         events.append(chunk({}, "tool_calls"))
     else:
-        for word in text.split(" "):
+        for word in answer_text(body, text).split(" "):
             events.append(chunk({"content": word + " "}))
         events.append(chunk({}, "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
@@ -656,7 +677,8 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
         lines.append(line({"tool_calls": calls}))
     else:
         results = _turn_results(body.get("messages") or [])
-        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results else text
+        text = answer_text(body, text)
+        reply = quoting_tool_result(text, str(results[-1].get('content'))) if results and not _summarising(body) else text
         words = reply.split(" ")
         lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
     prompt = len(orjson.dumps(body.get("messages", []))) // 4

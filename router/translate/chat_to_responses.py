@@ -22,6 +22,10 @@ per upstream fragment, never merged or re-chunked (WHAT-USERS-HIT #2). An
 upstream that breaks mid-stream ends the sequence with ``response.failed``
 carrying the error. Ids (``response_id``, item ids) and ``created_at`` come
 from the caller: nothing here reads a clock or a random source.
+
+The answer to a compaction trigger (:mod:`router.translate.compaction`) is one ``compaction``
+item holding the model's text, added and done once the text is whole; a tool call in it (which
+the request ruled out) is left out.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 import orjson
 
 from router.core.retrieve import TOOL_NAME
+from router.translate import compaction
 from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
 from router.wire.usage import token_count
@@ -75,6 +80,7 @@ class ResponseFrame:
     request: dict[str, Any]  # the client's Responses body
     # the request's custom (freeform) tools: a chat call of one comes back as a custom_tool_call item
     custom_tools: frozenset[str] = frozenset()
+    compaction: bool = False  # the request ends with a compaction trigger: the answer is a compaction item
 
     def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None, model: Any = None, **extra: Any) -> dict[str, Any]:
         body = self.request
@@ -191,6 +197,10 @@ def completion_to_response(completion: Any, frame: ResponseFrame) -> dict[str, A
     if thinking:
         output.append(_reasoning_item(frame.item_id(PROXY_REASONING_ID_PREFIX, 0), thinking))
     text = message.get("content")
+    if frame.compaction:
+        output.append(compaction.compaction_item(frame.item_id("cmp", 0), text if isinstance(text, str) else ""))
+        status, extra = _status(choice.get("finish_reason") if choice else None)
+        return frame.response(status, output, responses_usage(completion.get("usage")), completion.get("model"), **extra)
     if isinstance(text, str) and text:
         output.append(_message_item(frame.item_id("msg", 0), text))
     refusal = message.get("refusal")
@@ -237,6 +247,7 @@ class ChatStreamTranslator:
     reasoning: list[str] | None = None  # the open reasoning item's summary text so far
     reasoning_index: int = -1
     calls: dict[int, _OpenCall] = field(default_factory=dict)  # upstream tool-call index → its open item
+    summary: list[str] = field(default_factory=list)  # a compaction's text so far (frame.compaction)
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     model: str | None = None
@@ -270,7 +281,7 @@ class ChatStreamTranslator:
         content = delta.get("content")
         if isinstance(content, str) and content:
             events += self._text_delta(content)
-        calls = delta.get("tool_calls")
+        calls = delta.get("tool_calls") if not self.frame.compaction else None
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
                 events += self._call_delta(call)
@@ -282,7 +293,7 @@ class ChatStreamTranslator:
         """Close every open item and complete the response (usage included when reported)."""
         if self.ended:
             return []
-        events = self._close_reasoning() + self._close_text() + self._close_calls()
+        events = self._close_reasoning() + self._close_text() + self._close_calls() + self._compaction()
         self.ended = True
         status, extra = _status(self.finish_reason)
         kind = "response.completed" if status == "completed" else "response.incomplete"
@@ -332,7 +343,19 @@ class ChatStreamTranslator:
             self._event("response.output_item.done", output_index=at["output_index"], item=item),
         ]
 
+    def _compaction(self) -> list[Event]:
+        """The compaction item, once its text is whole (a compaction's answer: none otherwise)."""
+        if not self.frame.compaction:
+            return []
+        n = self._next_index()
+        item = compaction.compaction_item(self.frame.item_id("cmp", n), "".join(self.summary))
+        self.output[n] = item
+        return [self._event("response.output_item.added", output_index=n, item=item), self._event("response.output_item.done", output_index=n, item=item)]
+
     def _text_delta(self, content: str) -> list[Event]:
+        if self.frame.compaction:
+            self.summary.append(content)
+            return []
         events: list[Event] = []
         if self.text is None:
             events += self._close_reasoning() + self._close_calls()

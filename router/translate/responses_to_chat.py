@@ -18,7 +18,10 @@ Conversation, in order:
   are matched per call, as some servers reuse them from turn to turn;
 * ``reasoning`` items are never sent: a chat server cannot take them back, and
   their ``encrypted_content`` only means something to the provider that made it.
-  Other item types a chat request cannot express are dropped and reported.
+  Other item types a chat request cannot express are dropped and reported;
+* a ``compaction_trigger`` (Codex on OpenAI's provider compacting its session) → a user message
+  asking for a summary, tools ruled out, and a ``compaction`` item the proxy made → a user message
+  holding that summary (:mod:`router.translate.compaction`).
 
 Fields: function tools are kept, and so are ``custom`` (freeform) tools, as a function of one
 string argument ``input`` — Codex on its default model offers its shell only as the custom tool
@@ -48,6 +51,7 @@ import orjson
 from router.core.results import Candidate, Usage
 from router.core.retrieve import TOOL_NAME as RETRIEVE_TOOL_NAME
 from router.core.sse import SseRelay
+from router.translate import compaction
 from router.translate.chat_to_responses import (
     ChatStreamTranslator,
     ResponseFrame,
@@ -89,7 +93,9 @@ def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]
     tools = _function_tools(offered_tools(body, items), dropped)
     if tools:
         chat["tools"] = tools
-        if "tool_choice" in body:
+        if compaction.asks_compaction(items):  # the summary is text: the tools stay declared for the calls in the history
+            chat["tool_choice"] = "none"
+        elif "tool_choice" in body:
             choice = _tool_choice(body["tool_choice"])
             if choice is not None:
                 chat["tool_choice"] = choice
@@ -142,6 +148,12 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
             unanswered.discard(item["call_id"])
             output = item.get("output")
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
+        elif kind == compaction.TRIGGER and item is items[-1]:
+            calls_open = False
+            messages.append({"role": "user", "content": compaction.PROMPT})
+        elif kind == compaction.ITEM and (summary := compaction.summary_message(item)) is not None:
+            calls_open = False
+            messages.append(summary)
         elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
             dropped.append(f"item {kind}")
     return messages
@@ -245,7 +257,8 @@ class ResponsesToChat(ToChat):
         self.dropped: tuple[str, ...] = ()
 
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
-        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body))
+        items = body.get("input") if isinstance(body.get("input"), list) else []
+        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body), compaction.asks_compaction(items))
 
     def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         """The chat body, before it is written (a chained translation hands it on as it is)."""

@@ -22,6 +22,8 @@ import pytest
 
 from bench.harness import free_port, wait_for_port
 from router.config import load_config
+from router.tools.mock_answers import MOCK_SUMMARY
+from router.translate.compaction import decode_summary
 from tests.support.agent_captures import CAPTURES, captured, client_headers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,3 +207,60 @@ async def test_claude_code_on_its_default_model_routes_to_the_top_tier(shipped_p
                 session = response.headers["x-router-session"]
     rows = await decisions(shipped_proxy, session)
     assert {(row["model_family"], row["routed_tier"], row["model"]) for row in rows} == {("claude-*opus* → tier 3", 3, "local-reasoner")}
+
+
+# --- compaction: an agent summarising its session through the proxy (captured with mock-upstream --record) --------
+
+COMPACTION = CAPTURES / "compaction"
+
+
+def _events(body: bytes) -> list[dict]:
+    return [orjson.loads(line[6:]) for line in body.splitlines() if line.startswith(b"data: {")]
+
+
+async def _replay_records(base_url: str, folder: Path) -> list[bytes]:
+    answers = []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        for record in _records(folder):
+            async with http.post(f"{base_url}{record['path']}", params=record["query"], json=record["body"], headers=_replayable(record)) as response:
+                assert response.status == 200, await response.text()
+                answers.append(await response.read())
+    return answers
+
+
+async def test_codex_on_openais_provider_compacts_through_a_chat_model(shipped_proxy):
+    """Codex 0.171.0 pointed at the proxy as OpenAI's own provider compacts with a compaction_trigger item and wants
+    exactly one compaction item back (else it fails the turn): the chat model writes the summary, the proxy hands it
+    over as that item, and Codex's next request, holding it, reaches the chat model as the summary."""
+    records = _records(COMPACTION / "codex-openai-provider")
+    assert records[1]["body"]["input"][-1] == {"type": "compaction_trigger"}
+    assert any(item.get("type") == "compaction" for item in records[2]["body"]["input"])
+    tool_turn, compacting, after = await _replay_records(shipped_proxy, COMPACTION / "codex-openai-provider")
+    assert _answered_calls("/v1/responses", tool_turn) == ["exec"]
+    done = [e["response"] for e in _events(compacting) if e["type"] == "response.completed"]
+    assert len(done) == 1 and [item["type"] for item in done[0]["output"] if item["type"] != "reasoning"] == ["compaction"]
+    assert decode_summary(done[0]["output"][-1]["encrypted_content"]).strip() == MOCK_SUMMARY
+    # the mock answers rather than running the turn's command again only when it reads its summary in the request
+    assert _answered_calls("/v1/responses", after) == []
+    assert any(e["type"] == "response.output_text.done" for e in _events(after))
+
+
+async def test_codex_on_a_custom_provider_compacts_with_a_summarising_request(shipped_proxy):
+    """Codex on a custom provider (`launch codex`'s wiring) compacts with a normal request whose last user message asks
+    for a summary; the answer is that summary, and the turn goes on after it without running its command again."""
+    tool_turn, compacting, after = await _replay_records(shipped_proxy, COMPACTION / "codex-custom-provider")
+    assert _answered_calls("/v1/responses", tool_turn) == ["exec"]
+    texts = ["".join(e["delta"] for e in _events(answer) if e["type"] == "response.output_text.delta") for answer in (compacting, after)]
+    assert texts[0].strip() == MOCK_SUMMARY and _answered_calls("/v1/responses", compacting) == []
+    assert texts[1].strip() and _answered_calls("/v1/responses", after) == []
+
+
+async def test_claude_codes_compact_gets_a_summary_through_a_chat_model(shipped_proxy):
+    """Claude Code 2.1.332's /compact (`claude -p /compact --continue`): the summarising request, which forbids tool
+    calls in words only, gets the summary as text, no tool call."""
+    records = _records(COMPACTION / "claude-code")
+    answers = await _replay_records(shipped_proxy, COMPACTION / "claude-code")
+    for record, answer in zip(records[2:], answers[2:], strict=True):
+        assert "Your task is to create a detailed summary" in json.dumps(record["body"]["messages"][-1])
+        text = "".join(e["delta"].get("text", "") for e in _events(answer) if e["type"] == "content_block_delta")
+        assert text.strip() == MOCK_SUMMARY and _answered_calls("/v1/messages", answer) == []

@@ -15,6 +15,7 @@ from router.translate.chat_to_responses import (
     responses_usage,
 )
 from router.translate.chat_to_messages import chat_usage
+from router.translate.compaction import decode_summary
 from router.wire.openai_responses.stream import sse_event
 from tests.support.wire_factories import EXEC_COMMAND, input_message, responses_body
 
@@ -247,3 +248,18 @@ def test_a_completions_thinking_is_the_first_output_item() -> None:
     response = completion_to_response(completion({"role": "assistant", "content": "Hi", "reasoning_content": "Hmm."}), FRAME)
     assert response is not None and [o["type"] for o in response["output"]] == ["reasoning", "message"]
     assert response["output"][0]["summary"] == [{"type": "summary_text", "text": "Hmm."}]
+
+
+def test_the_answer_to_a_compaction_trigger_is_one_compaction_item_holding_the_text() -> None:
+    request = responses_body(input_message("user", "list the files"), {"type": "compaction_trigger"}, tools=[EXEC_COMMAND], stream=True)
+    frame = ResponseFrame("resp_abc", 1700000000, request, compaction=True)
+    translator = ChatStreamTranslator(frame)
+    events = translator.start()
+    for delta in ({"content": "The user asked "}, {"content": "for the files."}, {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "exec_command", "arguments": "{}"}}]}):
+        events += translator.feed(chunk(delta))
+    events += translator.feed(chunk(finish="stop")) + translator.finish()
+    assert [e["type"] for e in events] == ["response.created", "response.in_progress", "response.output_item.added", "response.output_item.done", "response.completed"]
+    (item,) = events[-1]["response"]["output"]
+    assert item["type"] == "compaction" and decode_summary(item["encrypted_content"]) == "The user asked for the files."
+    whole = completion_to_response({"choices": [{"message": {"role": "assistant", "content": "All done."}, "finish_reason": "stop"}]}, frame)
+    assert [(i["type"], decode_summary(i["encrypted_content"])) for i in whole["output"]] == [("compaction", "All done.")]
