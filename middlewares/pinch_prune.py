@@ -64,7 +64,7 @@ from router.core.cache_timing import CacheVerdict, cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
 from router.core.pinch import RelevanceOrderError, prune_results
 from router.core.model_families import ModelFamilies, hinted_tier
-from router.core.pinch_ledger import PinchPolicy, PinchSession, WindowLimit, pinch_conversation
+from router.core.pinch_ledger import PinchNote, PinchPolicy, PinchSession, WindowLimit, pinch_conversation
 from router.core.request_view import Rewrites
 from router.core.routing import detect_capabilities, pinch_windows
 from router.core.retrieve import declaration_tokens
@@ -207,6 +207,7 @@ class PinchPrune:
             now=now, last_seen=session.last_seen, last_provider=session.provider, provider=provider, lifetime_seconds=lifetime, requests=session.requests
         )
         conversation, known = ctx.view.conversation, ctx.known_body
+        prior: PinchNote | None = known.prior_pinch if known is not None else None
         retrieve = self._offers_retrieve(ctx, windows)
         declared = declaration_tokens(tools) if retrieve else 0
         result = pinch_conversation(
@@ -223,13 +224,14 @@ class PinchPrune:
             # a batch only the budget calls for may wait, for a model that checks the signed reasoning
             soft_hold=conversation.batch_hold(bool(windows) and windows[0].thinking_binding),
             # the decisions on the old results this body shares with the one it resumed
-            memo=known.prior_pinch if known is not None else None,
+            memo=prior.memo if prior is not None else None,
             shared_units=ctx.view.reused_units,
             query=(ctx.view.turn_text.task, ctx.view.turn_text.step),
             retrieve=retrieve,
+            earlier=prior.earlier if prior is not None else None,
         )
         if known is not None:
-            known.pinch = result.memo  # for the next turn's body (the kept body's one note from this stage)
+            known.pinch = PinchNote(result.memo, result.earlier)  # for the next turn's body (the kept body's one note from this stage)
         stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
         if retrieve:  # counted in what is sent

@@ -121,6 +121,8 @@ class FirstSight:
         self.reverted: list[int] = []  # their positions
         self.pointers: dict[int, list[int]] = {}  # result position → the positions whose text sent points at it
         self._in_progress = len(self.result_units)  # the first result of the in-progress turn
+        # the earlier results indexed as this request reduced against them, for the next (reduce)
+        self.earlier: EarlierIndex | None = None
 
     def digest_at(self, position: int) -> str:
         known = self._digests.get(position)
@@ -179,17 +181,27 @@ class FirstSight:
         return None
 
     def reduce(
-        self, taken: Collection[int], seen: Collection[str], settings: FirstSightSettings | None, query: Sequence[str] = (), *, lossy: bool = False
+        self,
+        taken: Collection[int],
+        seen: Collection[str],
+        settings: FirstSightSettings | None,
+        query: Sequence[str] = (),
+        *,
+        lossy: bool = False,
+        earlier: EarlierIndex | None = None,
     ) -> None:
         """Reduce the in-progress turn's results never sent (not ``taken``, not resent, not in ``seen``:
         sent verbatim by the previous request), each against the results before it as the model sees
         them, the ``taken`` ones left out. ``settings`` None: none is reduced. ``query``: the task and
         the current step (what a lossy cut keeps; the lossless rules do not read it). ``lossy``: the
-        model can call ``pinch_retrieve`` (the long-output cut is made when ``settings.lossy`` too)."""
+        model can call ``pinch_retrieve`` (the long-output cut is made when ``settings.lossy`` too).
+        ``earlier``: the index of the earlier results an earlier request of the conversation left
+        (:attr:`earlier`): extended when this conversation continues it, else built anew."""
         conversation, result_units, ids = self.conversation, self.result_units, self.ids
         count = len(result_units)
         start = conversation.last_turns_start(1)
         self._in_progress = new_from = bisect_left(result_units, start) if start else count
+        self.earlier = earlier
         if settings is None:
             return
         # a result shorter than the least saving worth making cannot be reduced: the earlier results
@@ -201,7 +213,7 @@ class FirstSight:
             if p not in self.rewrites and p not in taken and ids[p] not in seen and p not in self.reverted and self._long_enough(p, least)
         ]
         if fresh:
-            self._reduce(fresh, taken, settings, query, lossy and settings.lossy)
+            self.earlier = self._reduce(fresh, taken, settings, query, lossy and settings.lossy, earlier)
 
     def _long_enough(self, position: int, chars: int) -> bool:
         found = text_of(self.units[self.result_units[position]].get(self.key))
@@ -236,39 +248,64 @@ class FirstSight:
         if self.rewrites.pop(position, None) is not None:
             del self.saved[position]
 
-    def _reduce(self, fresh: list[int], taken: Collection[int], settings: FirstSightSettings, query: Sequence[str], lossy: bool) -> None:
-        conversation, result_units, units, key, ids = self.conversation, self.result_units, self.units, self.key, self.ids
-        index = EarlierIndex(settings=settings)
+    def _reduce(
+        self, fresh: list[int], taken: Collection[int], settings: FirstSightSettings, query: Sequence[str], lossy: bool, earlier: EarlierIndex | None
+    ) -> EarlierIndex:
+        """Reduce the ``fresh`` results, each against the ones before it as sent; the index of them all."""
         new = set(fresh)
         latest: dict[str, int] = {}  # result id → its latest position in the index (a pointer names the latest)
-        for position in range(fresh[-1] + 1):
-            if position in taken:
-                continue
-            unit = result_units[position]
-            content = units[unit].get(key)
-            found = text_of(content)
-            if found is None:
-                continue
-            text, where = found
-            name, arguments = conversation.tool_call(unit)
+        before: list[EarlierResult] = []  # the results before the first new one, as sent: one request's index holds them
+        for position in range(fresh[0]):
+            result = self._as_sent(position, taken)
+            if result is not None:
+                before.append(result)
+                latest[result.call_id] = position
+        # On a long session indexing them again on every turn was most of first sight's time (O(session) a request)
+        index = earlier if earlier is not None and earlier.continued_by(before, settings) else EarlierIndex(settings=settings)
+        for result in before[len(index) :]:
+            index.add(result)
+        for position in range(fresh[0], fresh[-1] + 1):
             if position in new:
-                reduction = reduce_at_first_sight(
-                    NewResult(text, name, arguments), index, query, settings, allow_lossy=lossy, retrieve_id=ids[position]
-                )
-                if reduction is not None:
-                    targets = [latest[pid] for pid in reduction.points_at]
-                    self.new[position] = FirstSightEntry(reduction.text, tuple((ids[t], self.digest_at(t)) for t in targets))
-                    self.rewrites[position] = reduction.text if where < 0 else with_text(content, where, reduction.text)
-                    self.saved[position] = _saving(self.sizes[unit], len(reduction.text) - len(text))
-                    for target in targets:
-                        self.pointers.setdefault(target, []).append(position)
-                    text = reduction.text
-            else:
-                sent = self.rewrites.get(position)
-                if sent is not None:
-                    text = sent if where < 0 else sent[where]["text"]
-            index.add(EarlierResult(ids[position], name, arguments, text))
-            latest[ids[position]] = position
+                self._reduce_one(position, index, latest, query, settings, lossy)
+            result = self._as_sent(position, taken)  # a new one as this request sends it: reduced, or not
+            if result is not None:
+                index.add(result)
+                latest[result.call_id] = position
+        return index
+
+    def _reduce_one(
+        self, position: int, index: EarlierIndex, latest: Mapping[str, int], query: Sequence[str], settings: FirstSightSettings, lossy: bool
+    ) -> None:
+        """Reduce the new result at ``position`` against ``index`` (``latest``: where each result it holds is)."""
+        unit = self.result_units[position]
+        content = self.units[unit].get(self.key)
+        text, where = text_of(content)  # type: ignore[misc]  # a new result has a text (reduce)
+        name, arguments = self.conversation.tool_call(unit)
+        reduction = reduce_at_first_sight(NewResult(text, name, arguments), index, query, settings, allow_lossy=lossy, retrieve_id=self.ids[position])
+        if reduction is None:
+            return
+        targets = [latest[pid] for pid in reduction.points_at]
+        self.new[position] = FirstSightEntry(reduction.text, tuple((self.ids[t], self.digest_at(t)) for t in targets))
+        self.rewrites[position] = reduction.text if where < 0 else with_text(content, where, reduction.text)
+        self.saved[position] = _saving(self.sizes[unit], len(reduction.text) - len(text))
+        for target in targets:
+            self.pointers.setdefault(target, []).append(position)
+
+    def _as_sent(self, position: int, taken: Collection[int]) -> EarlierResult | None:
+        """An earlier result as this request sends it (its first-sight text, if any); None for one sent
+        compressed (``taken``) or with no text."""
+        if position in taken:
+            return None
+        unit = self.result_units[position]
+        content = self.units[unit].get(self.key)
+        found = text_of(content)
+        if found is None:
+            return None
+        text, where = found
+        sent = self.rewrites.get(position)
+        if sent is not None:
+            text = sent if where < 0 else sent[where]["text"]
+        return EarlierResult(self.ids[position], *self.conversation.tool_call(unit), text)
 
 
 def _saving(size: int, delta: int) -> int:

@@ -84,14 +84,14 @@ import enum
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from xxhash import xxh3_64_hexdigest
 
 from router.core.cache_timing import CacheState, CacheVerdict, rewrite_pays
 from router.core.content import Message
-from router.core.first_sight import FirstSightSettings
+from router.core.first_sight import EarlierIndex, FirstSightSettings
 from router.core.frozen import frozen
 from router.core.pinch import (
     _ELIDED,
@@ -279,6 +279,16 @@ class SessionRewrites:
     ledger: Ledger
     first_changed: int | None = None
     memo: LedgerMemo | None = None  # step 1 on this conversation, for the next request that resumes it
+    earlier: EarlierIndex | None = None  # first sight's index of the results, for the next request (pinch_conversation)
+
+
+class PinchNote(NamedTuple):
+    """What pinch-prune keeps on a body kept for the next request (``KnownBody.pinch``,
+    :mod:`router.core.resent_prefix`): the answer's ``memo`` and ``earlier``, which the next request
+    that resumes the body passes to :func:`pinch_conversation`."""
+
+    memo: LedgerMemo | None
+    earlier: EarlierIndex | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -362,6 +372,7 @@ def pinch_conversation(
     shared_units: int = 0,
     query: Sequence[str] = (),
     retrieve: bool = False,
+    earlier: EarlierIndex | None = None,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -380,7 +391,8 @@ def pinch_conversation(
     results, and the ledger's first-sight texts are resent, before the batch is planned
     (:mod:`router.core.pinch_first_sight`); ``query``: the task and the current step; ``retrieve``: the
     model can call ``pinch_retrieve`` on this request (a lossy cut is made only then, and only when
-    ``policy.first_sight.lossy``).
+    ``policy.first_sight.lossy``). ``earlier``: the answer's ``earlier`` of the conversation's previous
+    request (the index of the results first sight reduced against, extended when this one continues it).
     """
     budget_tokens, keep_last_turns, max_summarize_chars = policy.budget_tokens, policy.keep_last_turns, policy.max_summarize_chars
     low_watermark, cold_batch_from, no_cache_watermark, batch_order = (
@@ -475,7 +487,7 @@ def pinch_conversation(
         # first sight: the ledger's texts resent (the protected turns too), the in-progress turn's new results reduced
         sight = FirstSight(conversation, sizes)
         sight.resend(ledger.first_sight, kinds)
-        sight.reduce(kinds, ledger.first_seen, policy.first_sight, query, lossy=retrieve)
+        sight.reduce(kinds, ledger.first_seen, policy.first_sight, query, lossy=retrieve, earlier=earlier)
         work.first_sight(sight)
     work.total_saved = sum(saved_at.values())
     current = original - work.total_saved
@@ -692,7 +704,7 @@ class _Rewrites:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
         reverted = sight.reverted if sight is not None else ()
         first_changed = min([*self.new, *(position for position, _ in restored), *reverted], default=None)
-        return SessionRewrites(self.rewrites, stats, ledger, first_changed, self.memo)
+        return SessionRewrites(self.rewrites, stats, ledger, first_changed, self.memo, self.sight.earlier if self.sight is not None else None)
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
         """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""

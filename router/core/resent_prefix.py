@@ -76,7 +76,7 @@ class KnownBody:
     nothing). ``measured``: the estimator's measurement of this body once measured (:class:`Measured`);
     ``prior``: the ``measured`` of the body this one resumed, whose first units it shares. ``pinch``:
     what pinch decided on this body's old results, for the next body to resume it
-    (:class:`router.core.pinch_ledger.LedgerMemo`, set by pinch-prune; None: nothing);
+    (:class:`router.core.pinch_ledger.PinchNote`, set by pinch-prune; None: nothing);
     ``prior_pinch``: the ``pinch`` of the body this one resumed. ``sent``: its array as pinch's
     rewrites made it and as it was written upstream (:class:`Sent`), once it was; ``prior_sent``: the
     ``sent`` of the body this one resumed, whose rewritten elements and bytes the next

@@ -18,12 +18,15 @@ number: ``(its 2nd run)`` is added when several earlier calls read the same. A f
 same output holding one is pointed at run by run around it, and a diff must show it.
 :class:`EarlierIndex` holds the earlier results' lines by content (line → its latest places),
 built once per conversation and extended result by result, so finding the runs of a
-40,000-line output costs a dictionary lookup a line.
+40,000-line output costs a dictionary lookup a line. The index of one request serves the next
+request of the conversation (:meth:`EarlierIndex.continued_by`): only the results sent since are
+indexed, not the whole conversation again on every turn.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import operator
+from collections.abc import Iterable, Sequence
 
 from router.core.first_sight.errors import FAILURE_LINE
 from router.core.first_sight.line_diff import unified_diff
@@ -98,6 +101,14 @@ class EarlierIndex:
 
     def __len__(self) -> int:
         return len(self.results)
+
+    def continued_by(self, results: Sequence[EarlierResult], settings: FirstSightSettings) -> bool:
+        """Whether ``results`` begin with every result this index holds, in its order, under the same
+        ``settings``: then this index, extended with the rest of them (:meth:`add`), is the one they
+        make. An index is extended in place, so one that another request extended past them holds a
+        result they do not begin with, and is not theirs (build a new one)."""
+        held = len(self.results)
+        return settings == self.settings and held <= len(results) and all(map(operator.eq, self.results, results[:held]))
 
     def same_text(self, text: str) -> int | None:
         """The latest earlier result whose visible text is ``text``, if any."""

@@ -155,3 +155,14 @@ def test_a_line_key_is_the_line_without_its_number(line, key):
 )
 def test_how_a_run_is_numbered_is_said_exactly_or_not_at_all(lines, note):
     assert numbering_note(lines) == note
+
+
+def test_an_index_serves_results_that_begin_with_all_it_holds_under_the_same_settings():
+    results = [EarlierResult(f"c{i}", "bash", "{}", f"output {i}\nsecond line of {i}") for i in range(4)]
+    index = EarlierIndex(results[:2])
+    assert index.continued_by(results, FirstSightSettings())
+    assert index.continued_by(results[:2], FirstSightSettings())
+    assert not index.continued_by(results[:1], FirstSightSettings())  # it holds one they do not
+    assert not index.continued_by([results[0], results[2], *results[3:]], FirstSightSettings())
+    assert not index.continued_by([results[0], EarlierResult("c1", "bash", "{}", "changed"), *results[2:]], FirstSightSettings())
+    assert not index.continued_by(results, FirstSightSettings(min_anchor_chars=99))

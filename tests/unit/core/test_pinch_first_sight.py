@@ -16,9 +16,10 @@ from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.first_sight import FirstSightSettings
 from router.core.pinch import is_compressed
 from router.core.pinch_first_sight import FirstSightEntry, content_digest, text_of
-from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchSession, SessionPinch, WindowLimit
+from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchPolicy, PinchSession, SessionPinch, WindowLimit, pinch_conversation
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.wire.openai_chat.pinch import pinch_session
+from router.wire.openai_chat.view import ChatConversation
 from tests.support.factories import assistant, system, tool, user
 
 WARM = CacheState(CacheVerdict.WARM, "warm cache (idle 20s <= 300s)", requests=3)
@@ -305,3 +306,44 @@ def test_a_cut_is_resent_byte_for_byte_on_every_later_request() -> None:
         later = pinch(messages[:end], ledger, first_sight=lossy, retrieve=True)
         assert later.messages[3]["content"] == cut and later.messages[:4] == first.messages
         ledger = later.ledger
+
+
+# --- the index of earlier results, carried from one request to the next ---------------------------
+
+
+def _requests(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [messages[:end] for end in range(4, len(messages) + 1, 2)]
+
+
+def _with_and_without_earlier(requests: list[list[dict[str, Any]]]) -> list[tuple[Any, Any, Any]]:
+    """Each request pinched twice, the ledgers carried: once given the previous answer's index, once
+    without; (with it, without it, the index it was given)."""
+    policy = PinchPolicy(budget_tokens=10**9, keep_last_turns=KEEP, max_summarize_chars=MAX_CHARS, first_sight=SETTINGS)
+    ledger_with = ledger_without = EMPTY_LEDGER
+    earlier = None
+    done = []
+    for messages in requests:
+        given = earlier
+        with_it = pinch_conversation(ChatConversation(messages), ledger_with, policy, WARM, earlier=given)
+        without_it = pinch_conversation(ChatConversation(messages), ledger_without, policy, WARM)
+        done.append((with_it, without_it, given))
+        ledger_with, ledger_without, earlier = with_it.ledger, without_it.ledger, with_it.earlier
+    return done
+
+
+def test_the_next_request_extends_the_index_it_is_given_and_reduces_as_one_built_anew() -> None:
+    done = _with_and_without_earlier(_requests(conversation(READS)))
+    assert any(with_it.earlier is not None and with_it.earlier is given for with_it, _, given in done)  # extended, not rebuilt
+    for with_it, without_it, _ in done:
+        assert with_it.rewrites == without_it.rewrites and with_it.ledger == without_it.ledger and with_it.stats == without_it.stats
+
+
+def test_an_index_another_request_extended_is_not_taken_and_the_reductions_are_the_same() -> None:
+    policy = PinchPolicy(budget_tokens=10**9, keep_last_turns=KEEP, max_summarize_chars=MAX_CHARS, first_sight=SETTINGS)
+    requests = _requests(conversation(READS))
+    first = pinch_conversation(ChatConversation(requests[2]), EMPTY_LEDGER, policy, WARM)
+    onward = pinch_conversation(ChatConversation(requests[3]), first.ledger, policy, WARM, earlier=first.earlier)
+    assert onward.earlier is first.earlier  # extended in place, past what requests[3]'s retry begins with
+    retried = pinch_conversation(ChatConversation(requests[3]), first.ledger, policy, WARM, earlier=onward.earlier)
+    assert retried.earlier is not onward.earlier
+    assert retried.rewrites == onward.rewrites and retried.ledger == onward.ledger
