@@ -5,17 +5,23 @@ chain: session-fingerprint, capability-gate, upstream-forward), every request se
 client key: on the memory backend and on Redis, each once with a key without limits (the baseline:
 the limiter only counts the key when its answer ends) and once with a key whose four limits are set
 (too high to refuse anything: every request is admitted against them, holds its estimate and is
-settled). For scale, the benchmark then times one Redis round trip from its own process: a GET,
-and the admission script. One client sends each request to every target in turn, the order rotating, so a busy
+settled; on Redis, the settling admits the key's next request ahead, which that request then takes
+without a round trip of its own, router.state.limiter). For scale, the benchmark then times one
+Redis round trip from its own process: a GET, and the admission script. One client sends each request to every target in turn, the order rotating, so a busy
 machine slows them alike (bench_state's ``interleaved``); each round's difference is that round's
 medians', the table gives the median over the rounds with their min–max. "own" is the proxy's own
-time (``x-router-overhead-ms``), which holds the admission (on Redis, its script's round trip); the
-settling is not waited for by the request.
+time (``x-router-overhead-ms``), which holds the admission (on Redis, a round trip when no request
+was admitted ahead: the first of a minute); the settling is not waited for by the request.
 
 Targets: the limiter adds < 0.1 ms per request without Redis and < 0.5 ms with it (own p50, each
 against its backend's baseline). The table is printed, not asserted.
 
-    .venv/bin/python -m bench.bench_limits [--requests 400] [--rounds 5] [--save]
+"CPU µs/req" is the CPU (user + system, /proc) each proxy process spent per answered request over
+the measured rounds: what the limiter costs the process whether or not a request waits for it (the
+settling included). ``--pin`` runs the four proxies on one CPU alone (``taskset``) and this process,
+the mock upstream and redis-server on the others, so that no load shares the proxies' core.
+
+    .venv/bin/python -m bench.bench_limits [--requests 400] [--rounds 5] [--pin] [--save]
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +41,7 @@ import orjson
 from redis.asyncio import Redis
 
 from bench.bench_state import interleaved, pool, redis_server
-from bench.harness import LoadResult, free_port, mock_upstream, percentile, print_table, proxy, spawn, write_config
+from bench.harness import LoadResult, cpu_seconds, free_port, mock_upstream, percentile, print_table, proxy, spawn, write_config
 from router.core.limits import Amount, KeyLimits
 from router.state.limiter import Hold, RedisLimits
 
@@ -76,9 +84,10 @@ async def redis_round_trips(port: int, calls: int) -> tuple[float, float]:
             await client.get("bench-round-trips:nothing")
             gets.append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            await limits.admit("bench", ceilings, Amount(1000, 1000), f"r{i}", time.time())
+            hold = Hold("bench", Amount(1000, 1000), f"r{i}", on_redis=True, counted=True)
+            await limits.admit("bench", ceilings, hold, time.time())
             admits.append((time.perf_counter() - started) * 1000)
-            await limits.settle("bench", Hold("bench", Amount(1000, 1000), f"r{i}", on_redis=True, counted=True), Amount(100, 100), False, time.time())
+            await limits.settle("bench", hold, Amount(100, 100), 0, time.time())
     finally:
         await client.aclose()
     return percentile(gets, 50), percentile(admits, 50)
@@ -88,8 +97,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400, help="requests per target and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--pin", action="store_true", help="the proxies alone on one CPU (taskset), the load, mock upstream and redis-server on the others")
     parser.add_argument("--save", action="store_true", help="also write the table to bench/results/bench_limits.txt")
     args = parser.parse_args()
+    on_proxy_core: list[str] = []
+    placement = "not pinned"
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2 or shutil.which("taskset") is None:
+            print("--pin needs two CPUs and taskset", file=sys.stderr)
+            return 2
+        os.sched_setaffinity(0, cpus[:-1])  # this process and its children (mock upstream, redis-server) off the proxies' core
+        on_proxy_core = ["taskset", "-c", str(cpus[-1])]
+        placement = f"proxies pinned to CPU {cpus[-1]}, load, mock upstream and redis-server to CPU {','.join(map(str, cpus[:-1]))}"
 
     up_port, redis_port = free_port(), free_port()
     upstream = f"http://127.0.0.1:{up_port}/v1"
@@ -99,24 +119,33 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as directory, spawn(mock_upstream(up_port), up_port), redis_server(redis_port):
         tmp = Path(directory)
         with contextlib.ExitStack() as stack:
+            pids = {}
             for name, port in ports.items():
                 config = write_config(tmp / f"{name.replace(', ', '-').replace(' ', '-')}.yaml", port, upstream, **sections(name, port, tmp, redis_port))
-                stack.enter_context(spawn(proxy(config), port))
+                pids[name] = stack.enter_context(spawn(on_proxy_core + proxy(config), port)).pid
             urls = {name: f"http://127.0.0.1:{port}/v1/chat/completions" for name, port in ports.items()}
             asyncio.run(interleaved(urls, body, 50, auth))  # warm-up: connections, the scripts loaded on Redis
+            cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             rounds: list[dict[str, LoadResult]] = [asyncio.run(interleaved(urls, body, args.requests, auth)) for _ in range(args.rounds)]
+            cpu_after = {name: cpu_seconds(pid) for name, pid in pids.items()}
             round_trips = asyncio.run(redis_round_trips(redis_port, 1000))
     table = [
-        f"cores: {os.cpu_count()}; {args.requests} requests per target × {args.rounds} rounds, concurrency 1, interleaved; one client key",
+        f"cores: {os.cpu_count()}; {placement}; {args.requests} requests per target × {args.rounds} rounds, concurrency 1, interleaved; one client key",
         "",
-        f"{'target':<18} {'p50 ms':>8} {'own p50':>8} {'own p99':>8} {'+own p50 vs baseline (min–max)':>32} {'aim':>12} {'err':>4}",
+        f"{'target':<18} {'p50 ms':>8} {'own p50':>8} {'own p99':>8} {'+own p50 vs baseline (min–max)':>32} {'aim':>12} {'CPU µs/req':>11} {'+CPU µs':>8} {'err':>4}",
     ]
     table.append("-" * len(table[-1]))
     verdicts = []
+    cpu_us = {}
+    for name in TARGETS:
+        answered = sum(len(r[name].latencies_ms) for r in rounds)
+        before, after = cpu_before[name], cpu_after[name]
+        cpu_us[name] = 1e6 * (after - before) / answered if before is not None and after is not None and answered else float("nan")
     for name in TARGETS:
         load = pool([r[name] for r in rounds])
-        added, aim = "baseline", ""
+        added, aim, added_cpu = "baseline", "", ""
         if name in BASELINE:
+            added_cpu = f"{cpu_us[name] - cpu_us[BASELINE[name]]:+.0f}"
             base = BASELINE[name]
             diffs = [percentile(r[name].overhead_ms, 50) - percentile(r[base].overhead_ms, 50) for r in rounds]
             median = statistics.median(diffs)
@@ -125,10 +154,11 @@ def main() -> int:
             verdicts.append(f"{name.split(',')[0]} {median:+.3f} ms ({aim})")
         own = load.overhead_ms
         table.append(
-            f"{name:<18} {percentile(load.latencies_ms, 50):>8.3f} {percentile(own, 50):>8.3f} {percentile(own, 99):>8.3f} {added:>32} {aim:>12} {load.errors:>4}"
+            f"{name:<18} {percentile(load.latencies_ms, 50):>8.3f} {percentile(own, 50):>8.3f} {percentile(own, 99):>8.3f} {added:>32} {aim:>12} {cpu_us[name]:>11.0f} {added_cpu:>8} {load.errors:>4}"
         )
     table.append("")
     table.append("own: the proxy's own time (x-router-overhead-ms); + vs baseline: each round's own p50 against the same backend's key without limits, median over the rounds")
+    table.append("CPU µs/req: the proxy process's CPU over the measured rounds per answered request (the settling off the response path included); +: against its baseline")
     get, admit = round_trips
     table.append(f"one Redis round trip from the benchmark's own process, same run: GET p50 {get:.3f} ms, the admission script p50 {admit:.3f} ms")
     table.append(f"target: what the limiter adds per request at concurrency 1 — {'; '.join(verdicts)}")

@@ -183,7 +183,7 @@ async def create_app(
 
     async def close_state(_: web.Application) -> None:
         if limiter is not None:
-            await limiter.settled()  # the last charges on their way to Redis
+            await limiter.close()  # the requests admitted ahead given back, the last charges on their way to Redis
         await state.close()
 
     app.on_startup.append(connect_state)

@@ -4,6 +4,7 @@ falls back to this process's counts without an error."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -142,3 +143,93 @@ async def test_a_restarted_redis_without_the_scripts_is_sent_them_again(redis_po
         assert isinstance(await made.reserve("alice", "r2", Amount(1, 0)), Hold) and made.shared
     finally:
         await store.close()
+
+
+@contextlib.asynccontextmanager
+async def two_on_redis(redis_port: int, tmp_path, clock: FakeClock, limits: KeyLimits) -> AsyncIterator[tuple[KeyLimiter, KeyLimiter, Redis]]:
+    """Two processes' limiters on one Redis (one namespace), alice's limits ``limits``; and a client of that Redis."""
+    made = [await shared(redis_port, f"t-{tmp_path.name}", clock) for _ in range(2)]
+    for limiter, _ in made:
+        limiter.limits = {"alice": limits}
+    try:
+        yield made[0][0], made[1][0], made[0][1].redis.client
+    finally:
+        for _, store in made:
+            await store.close()
+
+
+async def minute_count(client: Redis, tmp_path, clock: FakeClock) -> int:
+    """alice's requests counted on Redis in the current minute (those admitted ahead included)."""
+    return int(await client.hget(f"t-{tmp_path.name}:limits:v1:alice:m:{int(clock() // 60)}", "requests") or 0)
+
+
+@pytest.mark.system  # starts a process
+async def test_on_redis_the_settling_admits_the_next_request_ahead_and_every_process_counts_it(redis_port, tmp_path):
+    clock = FakeClock(NOON + 10)
+    async with two_on_redis(redis_port, tmp_path, clock, KeyLimits(requests_per_minute=2, tokens_per_minute=10_000)) as (one, two, client):
+        first = await one.reserve("alice", "r1", Amount(400, 0))
+        assert isinstance(first, Hold) and not first.ahead
+        one.settle(first, Amount(100, 0))
+        await one.settled()
+        # the settling admitted the next request ahead: counted, holding 400 and a quarter more ...
+        assert await minute_count(client, tmp_path, clock) == 2
+        # ... which another process counts: the minute's two requests are taken
+        refused = await two.reserve("alice", "r2", Amount(1, 0))
+        assert isinstance(refused, Refused) and refused.limit == "requests_per_minute"
+        # what keys shows leaves it out: one request sent, nothing in flight
+        assert await one.spent("alice") == Spent(requests=1, tokens=100)
+        # the next request of the first process takes it: no second count, its hold is the one ahead
+        second = await one.reserve("alice", "r3", Amount(450, 0))
+        assert isinstance(second, Hold) and second.ahead and second.amount == Amount(500, 0) and second.asked == Amount(450, 0)
+        assert await minute_count(client, tmp_path, clock) == 2
+        one.settle(second, Amount(100, 0))
+        await one.settled()
+        assert await one.spent("alice") == Spent(requests=2, tokens=200)  # nothing more admitted ahead: the minute's two are used
+        assert isinstance(await one.reserve("alice", "r4", Amount(1, 0)), Refused)
+
+
+@pytest.mark.system  # starts a process
+async def test_a_request_admitted_ahead_and_not_used_is_given_back_uncounted(redis_port, tmp_path):
+    clock = FakeClock(NOON + 10)
+    async with two_on_redis(redis_port, tmp_path, clock, KeyLimits(requests_per_minute=3, tokens_per_minute=10_000)) as (one, two, client):
+        first = await one.reserve("alice", "r1", Amount(400, 0))
+        assert isinstance(first, Hold)
+        one.settle(first, Amount(100, 0))
+        await one.settled()
+        # a request that does not fit in it (its estimate grew past the margin) gives it back with its own admission
+        bigger = await one.reserve("alice", "r2", Amount(600, 0))
+        assert isinstance(bigger, Hold) and not bigger.ahead
+        assert await minute_count(client, tmp_path, clock) == 2
+        assert await one.spent("alice") == Spent(requests=2, tokens=100, held_tokens=600)
+        one.settle(bigger, Amount(100, 0))
+        await one.settled()
+        assert await minute_count(client, tmp_path, clock) == 3  # the third, admitted ahead
+        assert isinstance(await two.reserve("alice", "r3", Amount(1, 0)), Refused)
+        await one.close()  # at shutdown: given back, uncounted, so that another process may use it
+        assert await minute_count(client, tmp_path, clock) == 2
+        third = await two.reserve("alice", "r4", Amount(1, 0))
+        assert isinstance(third, Hold)
+        clock.advance(60)  # the next minute
+        two.settle(third, Amount(1, 0))
+        await two.settled()
+        assert await minute_count(client, tmp_path, clock) == 1  # admitted ahead in this minute
+        two._expire("alice")  # what the minute's end does
+        await two.settled()
+        assert await minute_count(client, tmp_path, clock) == 0
+        assert await client.zcard(f"t-{tmp_path.name}:limits:v1:alice:held") == 0
+
+
+@pytest.mark.system  # starts a process
+async def test_a_request_admitted_ahead_in_a_minute_that_ended_is_given_back_and_not_taken(redis_port, tmp_path):
+    clock = FakeClock(NOON + 50)
+    async with two_on_redis(redis_port, tmp_path, clock, KeyLimits(requests_per_minute=5)) as (one, _, client):
+        first = await one.reserve("alice", "r1", Amount(10, 0))
+        assert isinstance(first, Hold)
+        one.settle(first, Amount(10, 0))
+        await one.settled()
+        assert await minute_count(client, tmp_path, clock) == 2
+        clock.advance(15)  # the next minute: its requests are counted in it
+        second = await one.reserve("alice", "r2", Amount(10, 0))
+        assert isinstance(second, Hold) and not second.ahead
+        assert await minute_count(client, tmp_path, clock) == 1
+        assert await one.spent("alice") == Spent(requests=1, held_tokens=10)  # the one ahead holds nothing any more
