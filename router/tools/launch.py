@@ -60,6 +60,11 @@ class Agent:
     how: str  # one line for --list
     wire: Callable[[str, str, Path], Wiring]  # (the proxy's root URL, the key, the temporary folder)
     needs_persist: bool = False
+    # the variable that tells the agent the context window it may fill before it compacts its session, set to
+    # the largest window of the config's models (:func:`context_window`) unless the user set it, when that is
+    # at least ``window_floor`` (Claude Code 2.1.332 reads a smaller one as its 100k minimum, and says so)
+    window_env: str | None = None
+    window_floor: int = 0
 
 
 def _claude(root: str, key: str, scratch: Path) -> Wiring:
@@ -73,7 +78,12 @@ def _codex(root: str, key: str, scratch: Path) -> Wiring:
 
 
 def _gemini(root: str, key: str, scratch: Path) -> Wiring:
-    return Wiring(["gemini"], {"GOOGLE_GEMINI_BASE_URL": root, "GEMINI_API_KEY": key})
+    # With GOOGLE_GEMINI_BASE_URL set and no auth type in its settings, Gemini CLI 0.61.0 picks "gateway"
+    # auth and refuses to run ("Invalid auth method selected.", exit 41): a system settings file of launch's
+    # (the layer above the user's own) selects API-key auth for this run.
+    settings = {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    env = {"GOOGLE_GEMINI_BASE_URL": root, "GEMINI_API_KEY": key, "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(scratch / "gemini-settings.json")}
+    return Wiring(["gemini"], env, {"gemini-settings.json": orjson.dumps(settings).decode()})
 
 
 def _opencode(root: str, key: str, scratch: Path) -> Wiring:
@@ -125,9 +135,12 @@ def _cline(root: str, key: str, scratch: Path) -> Wiring:
 AGENTS: dict[str, Agent] = {
     agent.name: agent
     for agent in (
-        Agent("claude", "claude", "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY in its environment", _claude),
+        Agent(
+            "claude", "claude", "ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY in its environment; CLAUDE_CODE_AUTO_COMPACT_WINDOW the largest context window of the config's models (from 100k up)",
+            _claude, window_env="CLAUDE_CODE_AUTO_COMPACT_WINDOW", window_floor=100_000,
+        ),
         Agent("codex", "codex", "a `pinch` model provider given with -c flags, its key in $PINCH_ROUTER_KEY", _codex),
-        Agent("gemini", "gemini", "GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY in its environment", _gemini),
+        Agent("gemini", "gemini", "GOOGLE_GEMINI_BASE_URL and GEMINI_API_KEY in its environment, API-key auth in a temporary system settings file ($GEMINI_CLI_SYSTEM_SETTINGS_PATH)", _gemini),
         Agent("opencode", "opencode", "a temporary opencode.json ($OPENCODE_CONFIG) with a pinch-router provider, model pinch-router/auto", _opencode),
         Agent("qwen", "qwen", "OPENAI_BASE_URL, OPENAI_API_KEY and OPENAI_MODEL=auto in its environment", _qwen),
         Agent("pi", "pi", "a temporary agent folder ($PI_CODING_AGENT_DIR) whose models.json names the proxy; --provider pinch-router --model auto", _pi),
@@ -162,6 +175,13 @@ def _client_keys(config: Config) -> list[tuple[object, str]]:
         return list(config.server.client_keys())
     except Exception:  # a key_env unset: the agent gets none of them; the proxy will say which
         return []
+
+
+def context_window(config: Config) -> int | None:
+    """The largest context window of the config's models: past it no model can take the session (below it the
+    proxy moves a prompt that outgrows a model's window to one it fits, docs/routing.md), so an agent that
+    assumes a window for a model name it does not know (Claude Code: 200k) should compact before it."""
+    return max((model.context_window for model in config.models), default=None)
 
 
 def answering(root: str, timeout: float = 1.0) -> bool:
@@ -232,7 +252,9 @@ def launch(
                 return 2
             time.sleep(0.1)
     try:
-        with tempfile.TemporaryDirectory(prefix="pinch-launch-") as folder:
+        folder_root = state_dir(None, environ)  # the user's own (0700), not /tmp: Gemini CLI refuses a settings file below a world-writable folder
+        folder_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="launch-", dir=folder_root) as folder:
             scratch = Path(folder)
             wiring = agent.wire(proxy.root, proxy.key, scratch)
             for relative, content in wiring.files.items():
@@ -241,6 +263,9 @@ def launch(
                 path.write_text(content, encoding="utf-8")
                 path.chmod(0o600)  # it may hold the key
             env = {**environ, **wiring.env}
+            window = context_window(config)
+            if agent.window_env is not None and window is not None and window >= agent.window_floor and agent.window_env not in environ:
+                env[agent.window_env] = str(window)
             if persist and wiring.persist is not None:
                 shown = " ".join("<key>" if part == proxy.key and proxy.key != "unused" else part for part in wiring.persist)
                 out.write(f"pinch-router launch: --persist: running `{shown}`; to undo, {wiring.undo}\n")

@@ -10,7 +10,8 @@ import orjson
 import pytest
 import yaml
 
-from router.tools.launch import AGENTS, KEY_ENV, launch, list_agents, proxy_of
+from router.tools.launch import AGENTS, KEY_ENV, context_window, launch, list_agents, proxy_of
+from router.config import load_config
 from tests.support.config import make_config
 
 ROOT, KEY = "http://127.0.0.1:9999", "sk-team-1"
@@ -46,6 +47,10 @@ def test_the_agents_own_config_formats() -> None:
     }  # fmt: skip
     pi = AGENTS["pi"].wire(ROOT, KEY, Path("/t"))
     assert pi.env == {"PI_CODING_AGENT_DIR": "/t/pi-agent"} and "pi-agent/models.json" in pi.files
+    # without an auth type, Gemini CLI 0.61.0 takes GOOGLE_GEMINI_BASE_URL for "gateway" auth and exits 41
+    gemini = AGENTS["gemini"].wire(ROOT, KEY, Path("/t"))
+    assert gemini.env["GEMINI_CLI_SYSTEM_SETTINGS_PATH"] == "/t/gemini-settings.json"
+    assert orjson.loads(gemini.files["gemini-settings.json"]) == {"security": {"auth": {"selectedType": "gemini-api-key"}}}
 
 
 def test_the_address_and_key_come_from_the_config_the_environment_winning() -> None:
@@ -72,3 +77,11 @@ def test_list_names_every_agent_and_how_it_is_wired() -> None:
     assert list_agents(out) == 0
     text = out.getvalue()
     assert all(f"{name} " in text for name in AGENTS) and "ANTHROPIC_BASE_URL" in text and "--persist" in text
+
+
+def test_claude_code_compacts_before_the_largest_window_of_the_configs_models() -> None:
+    """Claude Code assumes 200k tokens for a model name it does not know; launch tells it the routed models' window."""
+    shipped = load_config(Path(__file__).resolve().parents[3] / "config.yaml", environ={})
+    assert context_window(shipped) == max(m.context_window for m in shipped.models) == 40960
+    # Claude Code 2.1.332 reads a window under 100k as 100k (and prints so): launch leaves the shipped 40,960 unsaid
+    assert (AGENTS["claude"].window_env, AGENTS["claude"].window_floor) == ("CLAUDE_CODE_AUTO_COMPACT_WINDOW", 100_000)
