@@ -47,7 +47,7 @@ SUMMARY_REQUESTS = (
     "CONTEXT CHECKPOINT COMPACTION",
     "is about to be replaced by a summary",
     "Your task is to create a detailed summary of",
-    "summarizes internal chat history",
+    "distilling chat history into a structured XML",
 )
 # The mock's summary. Once a user turn carries it (the agent's history after the compaction), that
 # turn's commands count as run: the mock answers instead of calling them again, as a model reading
