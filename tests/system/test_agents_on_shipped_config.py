@@ -264,3 +264,15 @@ async def test_claude_codes_compact_gets_a_summary_through_a_chat_model(shipped_
         assert "Your task is to create a detailed summary" in json.dumps(record["body"]["messages"][-1])
         text = "".join(e["delta"].get("text", "") for e in _events(answer) if e["type"] == "content_block_delta")
         assert text.strip() == MOCK_SUMMARY and _answered_calls("/v1/messages", answer) == []
+
+
+async def test_gemini_clis_compression_gets_a_summary_through_a_chat_model(shipped_proxy):
+    """Gemini CLI 0.61.0's history compression (on `--resume`, past model.compressionThreshold): a generateContent
+    whose system instruction asks for a <state_snapshot> — to a model name of its own, and with each function
+    response twice, as 0.61.0 resumes a session — gets the summary as text."""
+    records = _records(COMPACTION / "gemini-cli")
+    assert "<state_snapshot>" in json.dumps(records[-1]["body"]["systemInstruction"])
+    *turn, compressing = await _replay_records(shipped_proxy, COMPACTION / "gemini-cli")
+    assert _answered_calls(records[1]["path"], turn[1]) == ["run_shell_command"]
+    parts = orjson.loads(compressing)["candidates"][0]["content"]["parts"]
+    assert "".join(p.get("text", "") for p in parts).strip() == MOCK_SUMMARY and not any("functionCall" in p for p in parts)
