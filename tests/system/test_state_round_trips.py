@@ -12,16 +12,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 
 from bench.harness import free_port
 from router.http.endpoints import STATE_KEY
+from router.state.limiter import ADMIT, SETTLE
 from router.state.session_store import ResilientStore
+from tests.support.classifier_fakes import FakeClock
 from tests.support.config import make_config, model_entry
 from tests.support.factories import assistant, system, tool, user
 from tests.support.processes import redis_server_binary, running, start_redis
 
 pytestmark = pytest.mark.skipif(redis_server_binary() is None, reason="redis-server is not installed (.ci/run installs it)")
+NOON = 1_741_953_600.0  # 2025-03-14T12:00:00Z
 
 
 @pytest.fixture
@@ -108,3 +112,34 @@ async def test_a_sessions_turn_reads_redis_once_and_writes_once(proxy: Any, mock
     assert sorted(key.split(":")[1] for key in read[1:]) == ["classification", "escalation", "pinch"]
     for n in (3, 4):  # a classified session: one read, one write
         assert await trips.of_request(lambda n=n: turn(n)) == [["MGET"], ["SET", "SET"]]
+
+
+async def test_a_key_with_limits_adds_one_script_call_a_request_not_waited_for(
+    proxy: Any, mock_upstream: Any, redis_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its admission, the first time, is a round trip of its own (awaited, before the request's writes
+    leave); after that each request's settling admits the next one ahead, in the one call it makes
+    once its answer is in (router.state.limiter)."""
+    _, upstream = mock_upstream
+    key = "alice-key-0123456789"
+    config = make_config(
+        upstream,
+        server={"api_keys": [{"name": "alice", "key": key, "limits": {"requests_per_minute": 100, "usd_per_day": 10}}]},
+        models=[model_entry("main", cost_per_mtok={"input": 1.0, "output": 2.0})],
+        state={"backend": "redis", "redis": {"url": f"redis://127.0.0.1:{redis_port}/0", "timeout_ms": 3000}},
+    )
+    client = await proxy(config, wall_clock=FakeClock(NOON))  # every request in one minute
+    redis = Redis.from_url(f"redis://127.0.0.1:{redis_port}/0")
+    for script in (ADMIT, SETTLE):  # loaded, as after the proxy's first calls: no NOSCRIPT round trip to log
+        await redis.script_load(script)
+    await redis.aclose()
+    trips = RoundTrips(monkeypatch)
+
+    async def request() -> None:
+        body = {"model": "auto", "messages": [{"role": "user", "content": "fix the test"}], "max_tokens": 100}
+        response = await client.post("/v1/chat/completions", json=body, headers={"x-router-session": "s1", "Authorization": f"Bearer {key}"})
+        assert response.status == 200, await response.text()
+
+    assert await trips.of_request(request) == [["MGET"], ["EVALSHA"], ["SET"], ["EVALSHA"]]
+    for _ in range(2):
+        assert await trips.of_request(request) == [["MGET"], ["SET"], ["EVALSHA"]]
