@@ -42,7 +42,7 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
   skipped, unavailable or absent) ⇒ uniform / oldest first. A deferred ranking
   (``ctx.relevance.rank``: pinch-relevance with the ledger) is awaited only when the
-  plan without it makes a batch or re-plans the ledger at a cold moment; the plan is
+  plan without it makes a batch or re-plans the ledger at a cold moment (``relevance.restore``); the plan is
   then made again with the order, and the ranking kept in ``ctx.pinch.ranking``. An order that does
   not fit the candidate list is a bug upstream of us: pinch goes on without it
   and records a fallback.
@@ -126,6 +126,7 @@ class PinchPrune:
         self.policy = PinchPolicy(
             settings.budget_tokens, settings.keep_last_turns, settings.max_summarize_chars, settings.low_watermark,
             settings.cold_batch_from, settings.no_cache_watermark, first_sight=settings.first_sight.core(),
+            restore=settings.relevance.restore,
         )
 
     async def run(self, ctx: RequestContext) -> StageReport:
@@ -236,7 +237,7 @@ class PinchPrune:
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
         if retrieve:  # counted in what is sent
             stats = replace(stats, offers_retrieve=True, final_tokens=stats.final_tokens + declared)
-        order_matters = stats.newly_compressed > 0 or (cache.verdict is CacheVerdict.COLD and len(session.ledger) > 0)
+        order_matters = stats.newly_compressed > 0 or (self.policy.restore and cache.verdict is CacheVerdict.COLD and len(session.ledger) > 0)
         if not ctx.view.offers_tools and not ctx.view.conversation.result_units():
             # A side request (opencode's title, a summary): its prompt is its own, so it neither warms nor
             # cools the cache of the session's loop, and it has nothing for the ledger. Recorded as a visit,

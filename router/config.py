@@ -426,6 +426,10 @@ class RelevanceSettings(_Strict):
     max_candidate_chars: PositiveInt = 4000
     # Embeddings kept in memory (LRU), keyed by model and content hash.
     cache_entries: PositiveInt = 20_000
+    # At a cold-cache moment, plan the ledger afresh in relevance order: results it compressed come back
+    # verbatim when the order wants them and the budget allows. Off: measured at cold gaps, the uniform
+    # prune kept more of what later steps refer to (docs/relevance.md, "Restore at cold moments").
+    restore: bool = False
 
 
 Count = Annotated[int, Field(ge=0)]

@@ -52,18 +52,20 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   most likely while the cache is warm, where a rewrite does not pay and the
   request would go out over budget until the next cold moment. Now the rewrite
   costs nothing extra.
-* **Restore when it is free.** When the cache is cold (its lifetime exceeded) the
-  whole prefix is prefilled anyway, so rewriting it costs nothing extra: with a
-  relevance order the ledger is not reapplied but planned afresh, its results
-  joining the new candidates where the order ranks them. Those the batch does not
-  compress again (the budget allows them) go verbatim and leave the ledger; the
-  stats count them as ``restored``. With a warm cache nothing compressed returns,
-  and neither with a provider that caches nothing: there every request is a cold
-  moment, so restoring would re-plan the prompt on every request, each restored
-  result pushing another one out at the same budget, for no saving — the prompt
-  would churn (measured: no cache at 20k, 79.9 % of each request an unchanged
-  prefix instead of 84.4 %) without keeping more of what the next step refers to
-  on the shared transcripts (docs/relevance.md).
+* **Restore when it is free** (``policy.restore``, off by default). When the cache is cold (its
+  lifetime exceeded) the whole prefix is prefilled anyway, so rewriting it costs nothing extra: with
+  a relevance order the ledger is not reapplied but planned afresh, its results joining the new
+  candidates where the order ranks them. Those the batch does not compress again (the budget allows
+  them) go verbatim and leave the ledger; the stats count them as ``restored``. With a warm cache
+  nothing compressed returns, and neither with a provider that caches nothing: there every request is
+  a cold moment, so restoring would re-plan the prompt on every request, each restored result pushing
+  another one out at the same budget, for no saving — the prompt would churn (measured: no cache at
+  20k, 79.9 % of each request an unchanged prefix instead of 84.4 %) without keeping more of what the
+  next step refers to on the shared transcripts (docs/relevance.md). Off (the default), a cold moment
+  reapplies the ledger as any request does: measured at cold gaps, the re-plan brought back old
+  results that the current step's evidence pointed at and, to pay for them, compressed results that
+  had come since the last batch, mostly large and recent, which are what the next steps refer to;
+  the uniform prune kept more of them (docs/decisions.md, #49).
 * **First sight** (``policy.first_sight``; :mod:`router.core.pinch_first_sight`). Before anything
   is decided, the ledger's first-sight texts are resent (every tool result, the protected turns
   too) and the in-progress turn's new results reduced once, losslessly; the budget and the batch
@@ -343,7 +345,8 @@ class PinchPolicy:
     an early batch (None: never early); ``no_cache_watermark``: where a batch stops when the
     provider caches nothing; ``batch_order``: which new results a batch takes first without a
     relevance order; ``first_sight``: the thresholds of first sight (:mod:`router.core.pinch_first_sight`),
-    None when it is off.
+    None when it is off; ``restore``: a cold moment with a relevance order plans the ledger afresh
+    (restore, module doc).
     """
 
     budget_tokens: int
@@ -354,6 +357,7 @@ class PinchPolicy:
     no_cache_watermark: float = 1.0
     batch_order: BatchOrder = BatchOrder.OLDEST
     first_sight: FirstSightSettings | None = None
+    restore: bool = False
 
 
 def pinch_conversation(
@@ -383,7 +387,7 @@ def pinch_conversation(
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
     only when a batch is made). ``soft_hold``: why a batch only the budget calls for
     waits (None: it does not; the window always forces one). A cold cache with a relevance order
-    re-plans the ledger (restore, module doc). Returns the
+    re-plans the ledger when ``policy.restore`` says so (restore, module doc). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
     not made) and the session's new ledger. ``memo``: the :class:`LedgerMemo` of an earlier request whose
     conversation's first ``shared_units`` units are this one's very objects; the answer's ``memo`` is this
@@ -423,9 +427,9 @@ def pinch_conversation(
     # every old result (84 on the 224 KB transcript), so it is kept flat: stable_id and
     # content_digest inline, the counters local.
     held, saved_at, rewrites, kinds = ledger.compressed, work.saved, work.rewrites, work.kinds
-    # a cold cache (its lifetime exceeded, not a provider that caches nothing): the ledger is planned afresh
+    # a cold cache (its lifetime exceeded, not a provider that caches nothing): the ledger is planned afresh, when asked
     restoring: Collection[int] = ()
-    if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD:
+    if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD and policy.restore:
         restoring = frozenset(candidates)
     named = False  # a placeholder was made again, naming its tool: the memo would depend on later units
     if not held:

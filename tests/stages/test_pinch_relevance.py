@@ -27,6 +27,7 @@ from router.contract.stage import run_stage
 from router.core.results import Outcome, RelevanceStatus
 from router.server.registry import REGISTRY
 from router.tools.mock_upstream import MockUpstream
+from tests.support.classifier_fakes import FakeClock
 from tests.support.config import make_config
 from tests.support.factories import assistant, make_ctx, system, tool
 from tests.support.http_mocks import MockedResponse
@@ -128,6 +129,35 @@ async def test_with_a_provider_that_caches_nothing_a_compressed_view_the_agent_p
         # the agent now edits a function only the old view shows; the budget has room for the view
         await send(client, restore_history("sed -i s/render_page_7/render_home/ src/app/views.py && grep -n handler_7 src/app/views.py"))
     assert upstream.received[-1].body["messages"][3]["content"] != FILE_VIEW
+
+
+@pytest.mark.parametrize("restore", [False, True])
+async def test_at_a_cold_moment_restore_brings_the_view_back_only_when_it_is_on(
+    proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str], restore: bool
+) -> None:
+    """``pinch.relevance.restore`` (off by default, #49): on, the cold moment re-plans the ledger in
+    relevance order and the view the agent points at again comes back verbatim; off, the ledger is
+    resent as it was and, nothing new being compressed, the cold moment asks the embedder nothing."""
+    upstream, url = mock_upstream
+    clock = FakeClock()
+    relevance = {"enabled": True, "model": "fake-embed", "base_url": EMBED_BASE, "api": "openai", "min_candidates": 2, "restore": restore}
+    pinch = {"enabled": True, "budget_tokens": 3200, "keep_last_turns": 2, "max_summarize_chars": 400, "relevance": relevance, "first_sight": {"enabled": False}}
+    config = make_config(url, middlewares=CHAIN, pinch=pinch, providers={"mock": {"base_url": url, "cache_lifetime_seconds": 300}})
+    client = await proxy(config, clock=clock)
+    fake = FakeEmbedder("openai")
+    with mocked_embeddings(url, client.make_url("/")) as mock:
+        mock.post(EMBED_URL["openai"], callback=fake.answer, repeat=True)
+        await send(client, restore_history("ls docs"))  # nothing points at the file view yet: compressed
+        assert upstream.received[-1].body["messages"][3]["content"] != FILE_VIEW
+        calls = len(fake.calls)
+        clock.advance(400)  # idle beyond the provider's 300 s: the cache is cold
+        await send(client, restore_history("sed -i s/render_page_7/render_home/ src/app/views.py && grep -n handler_7 src/app/views.py"))
+        rows = (await (await client.get("/v1/decisions")).json())["data"]
+    cold = max(rows, key=lambda row: row["ts"])
+    assert (upstream.received[-1].body["messages"][3]["content"] == FILE_VIEW) is restore
+    assert cold["pinch_restored"] == int(restore)
+    if not restore:
+        assert cold["pinch_newly_compressed"] == 0 and cold["relevance_status"] == "deferred" and len(fake.calls) == calls
 
 
 @pytest.mark.parametrize("api", ["openai", "ollama"])

@@ -266,7 +266,7 @@ def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[Ca
     ]
     keep, max_chars, watermark = draw(st.integers(1, 3)), draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), draw(st.sampled_from([0.3, 0.6, 1.0]))
     cold_batch_from, no_cache_watermark = draw(st.none() | st.sampled_from([0.5, 0.9, 1.0])), draw(st.sampled_from([0.6, 1.0]))
-    return requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark
+    return requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, draw(st.booleans())
 
 
 def turn_limits(messages: list[dict[str, Any]], keep: int, seed: int | None, window_percent: int | None) -> tuple[list[int] | None, int, list[WindowLimit]]:
@@ -298,7 +298,7 @@ def most_compressed(messages: list[dict[str, Any]], keep: int, max_chars: int) -
 @settings(max_examples=150, deadline=None)
 @given(sessions())
 def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(session) -> None:
-    requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark = session
+    requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, restore = session
     ledger = EMPTY_LEDGER
     sent_before: dict[str, tuple[bytes, bytes]] = {}  # tool_call_id -> (its content, the compressed bytes sent for it)
     for messages, (verdict, budget_percent, window_percent, seed) in zip(requests, turns, strict=True):
@@ -316,6 +316,7 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
             relevance_order=order,
             cold_batch_from=cold_batch_from,
             no_cache_watermark=no_cache_watermark,
+            restore=restore,
         )
         sent, stats = result.messages, result.stats
         over_window = bool(windows) and total > windows[0].prompt_limit
@@ -336,8 +337,8 @@ def test_every_pinch_invariant_holds_on_every_turn_of_a_session_with_a_ledger(se
                 assert index in candidates
             previous = sent_before.get(new["tool_call_id"])
             if previous is not None and index in candidates and previous[0] == orjson.dumps(old["content"]):
-                if order is not None and verdict is CacheVerdict.COLD:
-                    # a cold moment with a relevance order plans the ledger afresh: the result may come back
+                if restore and order is not None and verdict is CacheVerdict.COLD:
+                    # a cold moment with a relevance order plans the ledger afresh (restore on): the result may come back
                     if new is old:
                         del sent_before[new["tool_call_id"]]
                         returned += 1
@@ -382,8 +383,8 @@ def test_a_request_given_the_memo_of_the_one_it_resumed_decides_exactly_as_witho
     """The ledger memo (LedgerMemo) carried from each request to the next, which shares its first
     messages (the same objects), against the same session pinched without it: every answer the same.
     Some requests are sent twice, as an agent retrying, so that the memo covers all of them."""
-    requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark = session
-    policy = PinchPolicy(0, keep, max_chars, watermark, cold_batch_from, no_cache_watermark)
+    requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, restore = session
+    policy = PinchPolicy(0, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, restore=restore)
     plain_ledger = memo_ledger = EMPTY_LEDGER
     memo, before = None, None
     schedule = [(request, turn) for i, (request, turn) in enumerate(zip(requests, turns)) for _ in range(1 + (i < len(repeats) and repeats[i]))]

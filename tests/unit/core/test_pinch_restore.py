@@ -1,5 +1,6 @@
-"""Restore when it is free (issue #26): a result the ledger compressed comes back verbatim at a cold-cache
-moment when the relevance ranking wants it and the budget allows; with a warm cache it stays compressed."""
+"""Restore when it is free (issue #26; ``pinch.relevance.restore``, off by default since #49): with it on, a
+result the ledger compressed comes back verbatim at a cold-cache moment when the relevance ranking wants it
+and the budget allows; with a warm cache it stays compressed. Off, a cold moment reapplies the ledger."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def ranked(messages: list[dict[str, Any]]) -> list[int]:
     return list(rank_results(texts, others, extract_turn_text(messages, 2000), MAX_CHARS))
 
 
-def pinch(messages: list[dict[str, Any]], ledger: Ledger, verdict: CacheVerdict, budget: int) -> Any:
+def pinch(messages: list[dict[str, Any]], ledger: Ledger, verdict: CacheVerdict, budget: int, *, restore: bool = True) -> Any:
     return pinch_session(
         messages,
         ledger,
@@ -36,6 +37,7 @@ def pinch(messages: list[dict[str, Any]], ledger: Ledger, verdict: CacheVerdict,
         keep_last_turns=KEEP,
         max_summarize_chars=MAX_CHARS,
         relevance_order=ranked(messages),
+        restore=restore,
     )
 
 
@@ -80,3 +82,19 @@ def test_the_budget_decides_a_view_too_large_to_fit_stays_compressed() -> None:
     ledger, again = compressed_view()
     done = pinch(again, ledger, CacheVerdict.COLD, 400)
     assert done.messages[3]["content"] != FILE_VIEW and done.stats.restored == 0
+
+
+def test_with_restore_off_the_default_a_cold_moment_resends_the_ledger_as_it_was() -> None:
+    ledger, again = compressed_view()
+    compressed = pinch(again, ledger, CacheVerdict.WARM, 3200).messages[3]["content"]
+    done = pinch_session(
+        again,
+        ledger,
+        cache=CacheState(CacheVerdict.COLD, "cold", requests=5),
+        budget_tokens=3200,
+        keep_last_turns=KEEP,
+        max_summarize_chars=MAX_CHARS,
+        relevance_order=ranked(again),
+    )
+    assert done.messages[3]["content"] == compressed != FILE_VIEW
+    assert done.stats.restored == 0 and done.ledger.holds(again[3], 3)
