@@ -168,6 +168,7 @@ class SessionRun:
     reported_cached: int = 0  # cached prompt tokens the upstream reported, as the decision rows recorded them
     first_sight_new: int = 0  # results reduced at first sight (the decision rows' pinch_first_sight_new)
     first_sight_saved: int = 0  # tokens first sight saved over every request (pinch_first_sight_saved)
+    relevance_ranked: int = 0  # requests a relevance order was computed for (decision rows' relevance_status ok)
     relevance_unavailable: Counter[str] = field(default_factory=Counter)  # why ranking failed (uniform instead)
     reasons: Counter[str] = field(default_factory=Counter)  # why requests did or did not compress, numbers as N
     quality: Quality = field(default_factory=Quality)
@@ -420,6 +421,7 @@ async def _read_decisions(client: aiohttp.ClientSession, proxy_url: str, run: Se
         run.reported_cached += row.get("cached_tokens") or 0
         if row.get("overhead_ms") is not None:
             run.overhead_ms.append(row["overhead_ms"])
+        run.relevance_ranked += row.get("relevance_status") == "ok"
         if row.get("relevance_status") == "unavailable":
             run.relevance_unavailable[row.get("relevance_reason") or "?"] += 1
         if row.get("pinch_reason"):
@@ -623,12 +625,23 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
     if refusals:
         lines.append(f"  refused: {'; '.join(refusals)} (no pinch's figures cover only the requests it could send)")
     for mode in results.modes:
+        if not mode.relevance:
+            continue
+        runs = [results.run(transcript, scenario, budget, mode) for transcript in transcripts]
         unavailable: Counter[str] = Counter()
-        for transcript in transcripts:
-            unavailable.update(results.run(transcript, scenario, budget, mode).relevance_unavailable)
+        for run in runs:
+            unavailable.update(run.relevance_unavailable)
+        # counted even when none failed: a run under load says how many rankings it made and none timed out
+        ranked = sum(run.relevance_ranked for run in runs)
         if unavailable:
             reason, _ = unavailable.most_common(1)[0]
-            lines.append(f"  relevance UNAVAILABLE ({mode.name}) on {unavailable.total()} requests, pruned uniformly instead: {reason}")
+            timed_out = sum(n for why, n in unavailable.items() if "timed out" in why)
+            lines.append(
+                f"  relevance UNAVAILABLE ({mode.name}) on {unavailable.total()} requests ({timed_out} timed out), "
+                f"pruned uniformly instead: {reason}; {ranked} ranked"
+            )
+        else:
+            lines.append(f"  relevance ({mode.name}): ranked {ranked} request{'' if ranked == 1 else 's'}, none unavailable (0 timed out)")
     for mode in results.modes:
         reasons: Counter[str] = Counter()
         for transcript in transcripts:
