@@ -4,8 +4,9 @@ process only.
 Each agent is wired the way its own docs page (docs/agents.md) says, but never in the user's files:
 through its environment, its command-line flags, or a config file in a temporary folder that the
 agent is pointed at (:func:`wiring`, pure: the URL, the key and the folder in, the command line,
-environment and files out). The one agent that keeps its provider only in its own home folder,
-Cline, is wired only with ``--persist``, and launch then says what it wrote and how to undo it.
+environment and files out). Cline, which keeps its provider in its own settings folder, is set up by
+``cline auth --config`` in a temporary one; with ``--persist`` launch writes ``~/.cline`` instead (its
+sessions then stay where Cline keeps them), and says what it wrote and how to undo it.
 
 :func:`launch` starts the proxy on the user's config (or the shipped one) when nothing answers at
 its address, waits for ``/healthz``, runs the agent with the user's arguments after launch's own,
@@ -44,12 +45,15 @@ MODEL = "auto"
 class Wiring:
     """How one agent runs through the proxy: its command line before the user's arguments, the
     environment it gets besides the user's, the files written for it (relative to the temporary
-    folder), and, with ``--persist`` only, a command that writes the agent's own settings first."""
+    folder), a command run first that writes settings there (``setup``), and the command that writes the
+    agent's own settings instead, with ``--persist`` (then the agent runs as ``persisted_argv``)."""
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    setup: list[str] | None = None
     persist: list[str] | None = None
+    persisted_argv: list[str] | None = None
     undo: str = ""
 
 
@@ -59,7 +63,6 @@ class Agent:
     program: str
     how: str  # one line for --list
     wire: Callable[[str, str, Path], Wiring]  # (the proxy's root URL, the key, the temporary folder)
-    needs_persist: bool = False
     # the variable that tells the agent the context window it may fill before it compacts its session, set to
     # the largest window of the config's models (:func:`context_window`) unless the user set it, when that is
     # at least ``window_floor`` (Claude Code 2.1.332 reads a smaller one as its 100k minimum, and says so)
@@ -125,9 +128,13 @@ def _continue(root: str, key: str, scratch: Path) -> Wiring:
 
 
 def _cline(root: str, key: str, scratch: Path) -> Wiring:
+    auth = ["cline", "auth", "-p", "openai", "-k", key, "-m", MODEL, "-b", f"{root}/v1"]
+    folder = str(scratch / "cline")  # Cline 3.0.65's --config: its settings (and sessions) folder, ~/.cline by default
     return Wiring(
-        ["cline"],
-        persist=["cline", "auth", "-p", "openai", "-k", key, "-m", MODEL, "-b", f"{root}/v1"],
+        ["cline", "--config", folder],
+        setup=[*auth, "--config", folder],
+        persist=auth,
+        persisted_argv=["cline"],
         undo="run `cline auth` again with your own provider (launch wrote its provider settings in ~/.cline)",
     )
 
@@ -146,7 +153,7 @@ AGENTS: dict[str, Agent] = {
         Agent("pi", "pi", "a temporary agent folder ($PI_CODING_AGENT_DIR) whose models.json names the proxy; --provider pinch-router --model auto", _pi),
         Agent("aider", "aider", "OPENAI_API_BASE and OPENAI_API_KEY in its environment, --model openai/auto", _aider),
         Agent("continue", "cn", "a temporary config.yaml given with --config", _continue),
-        Agent("cline", "cline", "only with --persist: `cline auth` writes the proxy into ~/.cline", _cline, needs_persist=True),
+        Agent("cline", "cline", "`cline auth` writes the proxy into a temporary settings folder given with --config (with --persist: into ~/.cline)", _cline),
     )
 }
 
@@ -216,18 +223,12 @@ def launch(
     startup_seconds: float = 30.0,
 ) -> int:
     """Run agent ``name`` with ``args`` through the proxy (module doc); the agent's exit code (2 when
-    launch itself cannot: an unknown agent, Cline without --persist, a proxy that does not start;
+    launch itself cannot: an unknown agent, a proxy that does not start;
     127 when the agent is not installed)."""
     environ = dict(os.environ if environ is None else environ)
     agent = AGENTS.get(name)
     if agent is None:
         out.write(f"pinch-router launch: no agent {name!r}; one of {', '.join(AGENTS)} (--list shows how each is wired)\n")
-        return 2
-    if agent.needs_persist and not persist:
-        out.write(
-            f"pinch-router launch: {agent.name} keeps its provider in its own settings only ({agent.how}); "
-            "run again with --persist to let launch write them (it says what it wrote and how to undo it)\n"
-        )
         return 2
     program = shutil.which(agent.program, path=environ.get("PATH"))
     if program is None:
@@ -266,13 +267,17 @@ def launch(
             window = context_window(config)
             if agent.window_env is not None and window is not None and window >= agent.window_floor and agent.window_env not in environ:
                 env[agent.window_env] = str(window)
+            argv, first = wiring.argv, wiring.setup
             if persist and wiring.persist is not None:
                 shown = " ".join("<key>" if part == proxy.key and proxy.key != "unused" else part for part in wiring.persist)
                 out.write(f"pinch-router launch: --persist: running `{shown}`; to undo, {wiring.undo}\n")
-                done = subprocess.run(wiring.persist, env=env)
+                argv, first = wiring.persisted_argv or argv, wiring.persist
+            if first is not None:
+                done = subprocess.run([program, *first[1:]], env=env, stdout=subprocess.DEVNULL)
                 if done.returncode != 0:
+                    out.write(f"pinch-router launch: setting up {agent.name} failed (exit {done.returncode})\n")
                     return done.returncode
-            return subprocess.run([program, *wiring.argv[1:], *args], env=env).returncode
+            return subprocess.run([program, *argv[1:], *args], env=env).returncode
     finally:
         if started is not None and not keep_proxy:
             _stop(started)

@@ -20,12 +20,13 @@ ROOT, KEY = "http://127.0.0.1:9999", "sk-team-1"
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_each_agent_is_pointed_at_the_proxy_with_the_key_and_nothing_outside_its_folder(name: str, tmp_path: Path) -> None:
     wiring = AGENTS[name].wire(ROOT, KEY, tmp_path)
-    everything = " ".join([*wiring.argv, *wiring.env.values(), *wiring.files.values(), *(wiring.persist or [])])
+    everything = " ".join([*wiring.argv, *wiring.env.values(), *wiring.files.values(), *(wiring.setup or [])])
     assert ROOT in everything and KEY in everything
     assert wiring.argv[0] == AGENTS[name].program
     for path in [v for v in wiring.env.values() if v.startswith("/")]:
         assert Path(path).is_relative_to(tmp_path)  # a file or folder of launch's own, in its temporary folder
-    assert (wiring.persist is not None) == AGENTS[name].needs_persist
+    for path in [*wiring.argv, *(wiring.setup or [])]:
+        assert not path.startswith("/") or Path(path).is_relative_to(tmp_path)  # a folder given on the command line: launch's
 
 
 def test_the_agents_own_config_formats() -> None:
@@ -45,6 +46,10 @@ def test_the_agents_own_config_formats() -> None:
     assert yaml.safe_load(cn.files["continue.yaml"])["models"][0] | {"roles": None} == {
         "name": "pinch-router", "provider": "openai", "model": "auto", "apiBase": f"{ROOT}/v1", "apiKey": KEY, "roles": None, "capabilities": ["tool_use"],
     }  # fmt: skip
+    # Cline keeps its provider in its settings folder: set up in a temporary one, or (--persist) in ~/.cline
+    cline = AGENTS["cline"].wire(ROOT, KEY, Path("/t"))
+    assert cline.argv == ["cline", "--config", "/t/cline"] and cline.setup == [*cline.persist, "--config", "/t/cline"]
+    assert cline.persist == ["cline", "auth", "-p", "openai", "-k", KEY, "-m", "auto", "-b", f"{ROOT}/v1"] and cline.persisted_argv == ["cline"]
     pi = AGENTS["pi"].wire(ROOT, KEY, Path("/t"))
     assert pi.env == {"PI_CODING_AGENT_DIR": "/t/pi-agent"} and "pi-agent/models.json" in pi.files
     # without an auth type, Gemini CLI 0.61.0 takes GOOGLE_GEMINI_BASE_URL for "gateway" auth and exits 41
@@ -66,8 +71,6 @@ def test_launch_refuses_what_it_cannot_do_with_a_clear_word(tmp_path: Path) -> N
     err = io.StringIO()
     assert launch("vim", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": ""}) == 2 and "no agent 'vim'" in err.getvalue()
     err = io.StringIO()
-    assert launch("cline", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": ""}) == 2 and "--persist" in err.getvalue()
-    err = io.StringIO()
     assert launch("claude", [], config, tmp_path / "c.yaml", out=err, environ={"PATH": str(tmp_path)}) == 127
     assert "claude is not installed" in err.getvalue()
 
@@ -76,7 +79,7 @@ def test_list_names_every_agent_and_how_it_is_wired() -> None:
     out = io.StringIO()
     assert list_agents(out) == 0
     text = out.getvalue()
-    assert all(f"{name} " in text for name in AGENTS) and "ANTHROPIC_BASE_URL" in text and "--persist" in text
+    assert all(f"{name} " in text for name in AGENTS) and "ANTHROPIC_BASE_URL" in text and "--persist" in text  # Cline's
 
 
 def test_claude_code_compacts_before_the_largest_window_of_the_configs_models() -> None:
