@@ -122,7 +122,7 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
             overview_of_groups(await log.overview_groups(prices, since, until, bucket), since, until, bucket)
             sql_overview.append((perf_counter() - started, process_time() - cpu))
             started, cpu = perf_counter(), process_time()
-            sessions_of_groups(await log.session_groups(prices, since, until), MAX_SESSIONS)
+            sessions_of_groups(await log.session_groups(prices, since, until, limit=MAX_SESSIONS), MAX_SESSIONS)
             sql_sessions.append((perf_counter() - started, process_time() - cpu))
         await log.close()
 

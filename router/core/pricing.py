@@ -56,9 +56,14 @@ class ModelPrice:
     def cost(self, prompt: int, cached: int, written: int, completion: int) -> float:
         """Dollars for a prompt of ``prompt`` tokens of which ``cached`` were read from the cache and
         ``written`` written to it, and ``completion`` tokens of answer."""
+        return self.dollars(max(prompt - cached - written, 0), cached, written, completion)
+
+    def dollars(self, fresh: int, cached: int, written: int, completion: int) -> float:
+        """Dollars for ``fresh`` prompt tokens at ``input``, ``cached`` at ``cache_read``, ``written`` at
+        ``cache_write`` and ``completion`` at ``output``: linear, so a sum of token counts of many requests
+        at one price is priced in one call (:mod:`router.observe.decision_sums`)."""
         read = self.input if self.cache_read is None else self.cache_read
         write = self.input if self.cache_write is None else self.cache_write
-        fresh = max(prompt - cached - written, 0)
         return (fresh * self.input + cached * read + written * write + completion * self.output) / PER_MTOK
 
 

@@ -238,7 +238,7 @@ def sessions_of_groups(groups: Iterable[SessionGroup], limit: int | None = None)
                 **totals.as_json(brief=True),
             }
         )
-    summaries.sort(key=lambda s: -s["last_seen"])
+    summaries.sort(key=lambda s: (-s["last_seen"], s["session"]))  # ties (one clock tick) in a stable order
     return summaries if limit is None else summaries[:limit]
 
 

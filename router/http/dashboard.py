@@ -214,7 +214,7 @@ async def sessions_api(request: web.Request, now: float) -> web.Response:
     if isinstance(window, web.Response):
         return window
     log, name, since, _, prices = window
-    groups = await log.session_groups(prices, since, now, _scope(request))
+    groups = await log.session_groups(prices, since, now, _scope(request), MAX_SESSIONS)
     return _json({"window": name, "since": since, "until": now, "wires": _wires(), "data": sessions_of_groups(groups, MAX_SESSIONS)})
 
 

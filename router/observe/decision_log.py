@@ -162,10 +162,11 @@ class DecisionLog:
         await self.flush()
         return await self._on_db(self._summed, decision_sums.overview_groups, prices, since, until, bucket_seconds, client)
 
-    async def session_groups(self, prices: Prices, since: float, until: float, client: str | None = None) -> list[SessionGroup]:
-        """The window's sums for the dashboard's sessions list (:mod:`router.observe.decision_sums`)."""
+    async def session_groups(self, prices: Prices, since: float, until: float, client: str | None = None, limit: int | None = None) -> list[SessionGroup]:
+        """The window's sums for the dashboard's sessions list, of its ``limit`` latest sessions when given
+        (:mod:`router.observe.decision_sums`)."""
         await self.flush()
-        return await self._on_db(self._summed, decision_sums.session_groups, prices, since, until, client)
+        return await self._on_db(self._summed, decision_sums.session_groups, prices, since, until, client, limit)
 
     async def one(self, request_id: str, client: str | None = None) -> dict[str, Any] | None:
         """The row of ``request_id``, if it is logged (and, when ``client`` is given, that key's)."""

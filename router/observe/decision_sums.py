@@ -3,17 +3,31 @@
 :mod:`router.core.usage_summary` sums rows one by one, priced by :func:`router.core.pricing.price_rows`:
 the spec, tested with plain data, and what one session's page uses. A week of a team's requests is
 100,000 rows and more; read and priced in Python they took seconds. Here one query per view does the
-same in SQLite: each row priced as :func:`~router.core.pricing.price_rows` prices it — the session's
-previous request found by a window function (``LAG`` over the session's rows in arrival order, read
-in the order of the session index: no sort) — and summed into the very groups the core assembles its answer from
+same in SQLite and sums into the very groups the core assembles its answer from
 (:class:`~router.core.usage_summary.Group`, :class:`~router.core.usage_summary.SessionGroup`).
 ``tests/unit/observe/test_decision_sums.py`` holds the two equal on generated logs.
 
-The prices go in as ``VALUES`` tables: one row per priced model (its cache prices resolved: unset is
-the input price), and one per requested model name found in the window with what it is compared with
-(:meth:`~router.core.pricing.Prices.reference_for`, decided in Python: names match by prefix).
-Integers stay integers to the last step (a written share is divided as integers, as the core does),
-dollars are summed as floats (``TOTAL``), so the two sums differ in their last bits at most.
+What makes it fast (``bench/bench_dashboard.py``: ~0.8 s of CPU a view at 100,000 rows before, a
+fraction now):
+
+* **Token counts are summed, not dollars.** A price is linear in the tokens it prices
+  (:meth:`~router.core.pricing.ModelPrice.dollars`), so the query sums each row's tokens by the part
+  they are priced as — fresh, read from the cache, written to it, answer; sent, and unpinched — per
+  group and answering model, and Python prices each group's sums once. The rows' counts stay
+  integers to the end (more exact than summing a float a row), and SQLite evaluates a few integer
+  expressions a row instead of a tree of dollar expressions that its flattening of the steps repeated.
+* **A row's previous one is looked up only where its price depends on it**: a rewrite by pinch on a
+  provider that reports cache figures (was the cache warm?), and a row without cache figures compared
+  with a reference (what would its cache have served?) — by a seek in the session index, in arrival
+  order (``ts``, then ``rowid``). A window function (``LAG``) over every row of the window carried
+  every column the sums read through its partition buffer and cost more than all the rest.
+* The query reads the window's rows only: a previous row before the window is found in the index
+  whatever its age (it counts only within a cache lifetime, as in the spec).
+
+The prices go in as ``VALUES`` tables: one row per priced model (its cache lifetime), and one per
+requested model name found in the window with the reference it is compared with
+(:meth:`~router.core.pricing.Prices.reference_for`, decided in Python: names match by prefix),
+numbered so that each group is priced at exactly its reference's price.
 """
 
 from __future__ import annotations
@@ -22,158 +36,174 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from router.core.pricing import PER_MTOK, ModelPrice, Prices
+from router.core.pricing import ModelPrice, Prices
 from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums
 
-_SUMS = f"""
-    COUNT(*),
-    TOTAL(status >= 400 AND status != {CLIENT_CLOSED}),
-    TOTAL(status = {CLIENT_CLOSED}),
-    TOTAL(COALESCE(attempt_count, 0) > 1),
-    TOTAL(COALESCE(p, 0)),
-    TOTAL(COALESCE(o, 0)),
-    TOTAL(CASE WHEN c IS NOT NULL AND p IS NOT NULL THEN c ELSE 0 END),
-    TOTAL(CASE WHEN c IS NOT NULL AND p IS NOT NULL THEN p ELSE 0 END),
-    TOTAL(COALESCE(removed, 0)),
-    TOTAL(cost IS NULL AND model IS NOT NULL),
-    TOTAL(cost),
-    TOTAL(COALESCE(unpinched, cost)),
-    TOTAL(reference),
-    TOTAL(CASE WHEN reference IS NOT NULL THEN cost END),
-    TOTAL(reference IS NOT NULL)
-"""
-_INTEGER_SUMS = 10  # the first ten of _SUMS are counts of requests or tokens
+# Per group: the counts of requests and tokens (Sums' first nine fields, in order), then the token
+# counts its dollars are priced from (_priced_sums). A group's rows were all answered by one model and
+# compared with one reference: the figures of a group without a price or a reference are not read, so
+# none of them asks whether its row is priced (a row without a prompt figure sums to NULL: skipped).
+_FIGURES = (
+    "COUNT(*)",
+    f"TOTAL(status >= 400 AND status != {CLIENT_CLOSED})",
+    f"TOTAL(status = {CLIENT_CLOSED})",
+    "TOTAL(COALESCE(attempt_count, 0) > 1)",
+    "TOTAL(COALESCE(p, 0))",
+    "TOTAL(COALESCE(o, 0))",
+    "TOTAL(CASE WHEN p IS NOT NULL THEN c0 ELSE 0 END)",  # the cached part: read from the cache, for the cost too
+    "TOTAL(CASE WHEN c IS NOT NULL AND p IS NOT NULL THEN p ELSE 0 END)",
+    "TOTAL(COALESCE(removed, 0))",
+    "TOTAL(p IS NOT NULL)",  # priced, where the model is
+    "TOTAL(MAX(p - c0 - w, 0))",
+    "TOTAL(CASE WHEN p IS NOT NULL THEN w END)",
+    "TOTAL(o * (p IS NOT NULL))",
+    "TOTAL(x)",
+    "TOTAL(cu)",
+    # the request's share of its fresh tokens written: x * w / (p - c), at most x (x evaluated once: it is dear)
+    "TOTAL(CASE WHEN w > 0 AND c IS NOT NULL AND p - c > 0 THEN (CASE WHEN w < p - c THEN x * w / (p - c) ELSE x END) ELSE 0 END)",
+    # the reference's: what the provider reported (the cost's figures), or what rc says where it reported none
+    "TOTAL(CASE WHEN c IS NULL THEN MAX(p - rc - rw, 0) ELSE MAX(p - c - w, 0) END)",
+    "TOTAL(CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rc ELSE c END)",
+    "TOTAL(CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rw ELSE w END)",
+)
+_SUMS = ",\n    ".join(_FIGURES)
+_COUNTS = 9
+_SUM_COUNT = len(_FIGURES)
 
 
 def _priced_rows(client: str | None, models: int, requested: int) -> str:
-    """The common table expressions ending in ``priced_rows``: the window's rows (from ``:lookback``),
-    each with its dollars — ``cost``, ``unpinched``, ``reference`` (NULL: unpriced, or no reference)."""
-    model_values = ", ".join(f"(:m{i}, :m{i}_in, :m{i}_out, :m{i}_read, :m{i}_write, :m{i}_life)" for i in range(models)) or "(NULL, 0, 0, 0, 0, 0)"
-    requested_values = (
-        ", ".join(f"(:r{i}, :r{i}_ref, :r{i}_in, :r{i}_out, :r{i}_read, :r{i}_write, :r{i}_life, :r{i}_writes)" for i in range(requested))
-        or "(NULL, NULL, 0, 0, 0, 0, 0, 0)"
-    )
+    """The common table expressions ending in ``priced_rows``: the window's rows, each with the token
+    counts its dollars are priced from (``cu``, ``x``: the unpinched prompt's cached part and the rest;
+    ``rc``: the reference's cached part where the provider reported none)."""
+    model_values = ", ".join(f"(:m{i}, :m{i}_life)" for i in range(models)) or "(NULL, 0)"
+    requested_values = ", ".join(f"(:r{i}, {i}, :r{i}_ref, :r{i}_life, :r{i}_writes)" for i in range(requested)) or "(NULL, NULL, NULL, 0, 0)"
     scope = "AND d.client = :client" if client is not None else ""
+    previous_scope = "AND e.client = :client" if client is not None else ""
     return f"""
-prices(model, pin, pout, pread, pwrite, life) AS (VALUES {model_values}),
-refs(requested, ref, rin, rout, rread, rwrite, rlife, rwrites) AS (VALUES {requested_values}),
-lagged AS (
-    -- a row's previous one: its session's previous row, in arrival order (read in the order of the
-    -- session index, so the rows need no sort), whatever became of it, as price_rows takes it; only
-    -- the row id and what the previous row says, so that the window function carries few columns
-    SELECT d.rowid AS rid, LAG(d.ts) OVER previous AS prev_ts, LAG(d.model) OVER previous AS prev_model,
-        LAG(d.prompt_tokens) OVER previous AS prev_p,
-        LAG(d.prompt_tokens + COALESCE(d.tokens_before - d.tokens_after, 0)) OVER previous AS prev_u
-    FROM decisions d INDEXED BY decisions_session
-    WHERE d.ts >= :lookback AND d.ts < :until {scope}
-    WINDOW previous AS (PARTITION BY d.session ORDER BY d.ts, d.rowid)
-),
+prices(model, life) AS (VALUES {model_values}),
+refs(requested, rid, ref, rlife, rwrites) AS (VALUES {requested_values}),
 window_rows AS (
     SELECT d.ts, d.status, d.error_code, d.session, d.client, d.model, d.source, d.wire_in,
         d.prompt_tokens AS p, d.completion_tokens AS o, d.cached_tokens AS c, COALESCE(d.cache_write_tokens, 0) AS w,
-        d.tokens_before - d.tokens_after AS removed, json_array_length(d.attempts) AS attempt_count,
+        COALESCE(d.cached_tokens, 0) AS c0, d.tokens_before - d.tokens_after AS removed,
+        d.prompt_tokens + COALESCE(d.tokens_before - d.tokens_after, 0) AS u,
+        json_array_length(d.attempts) AS attempt_count,
         COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0 AS rewrote,
-        l.prev_ts, l.prev_model, l.prev_p, l.prev_u,
-        prices.model IS NOT NULL AND d.prompt_tokens IS NOT NULL AS priced,
-        prices.pin, prices.pout, prices.pread, prices.pwrite, prices.life,
-        refs.ref, refs.rin, refs.rout, refs.rread, refs.rwrite, refs.rlife, refs.rwrites
-    FROM lagged l
-    JOIN decisions d ON d.rowid = l.rid
+        before.ts AS prev_ts, before.model AS prev_model, before.prompt_tokens AS prev_p,
+        before.prompt_tokens + COALESCE(before.tokens_before - before.tokens_after, 0) AS prev_u,
+        prices.life,
+        refs.rid, refs.ref, refs.rlife, refs.rwrites
+    FROM decisions d
     LEFT JOIN prices ON prices.model = d.model
     LEFT JOIN refs ON refs.requested = COALESCE(d.requested_model, '')
+    -- the session's previous row, for the rows whose price depends on it only
+    LEFT JOIN decisions before ON before.rowid = CASE
+        WHEN d.session IS NOT NULL AND prices.model IS NOT NULL AND d.prompt_tokens IS NOT NULL
+            AND (d.cached_tokens IS NULL OR COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0)
+        THEN (
+            SELECT e.rowid FROM decisions e INDEXED BY decisions_session
+            WHERE e.session = d.session AND e.ts <= d.ts AND (e.ts < d.ts OR e.rowid < d.rowid) {previous_scope}
+            ORDER BY e.ts DESC, e.rowid DESC LIMIT 1) END
+    WHERE d.ts >= :since AND d.ts < :until {scope}
 ),
-steps AS (
-    SELECT *, p + COALESCE(removed, 0) AS u,
-        session IS NOT NULL AND prev_ts IS NOT NULL AS has_previous,
-        COALESCE(c, 0) AS c0
-    FROM window_rows
-),
-unpinched_cache AS (
+cached AS (
     SELECT *,
-        CASE WHEN NOT priced OR c IS NULL THEN 0
-             WHEN rewrote AND has_previous AND prev_model = model AND ts - prev_ts <= life THEN MIN(u, MAX(c, COALESCE(prev_u, 0)))
+        CASE WHEN c IS NULL THEN 0
+             WHEN prev_ts IS NOT NULL AND rewrote AND prev_model = model AND ts - prev_ts <= life THEN MIN(u, MAX(c, COALESCE(prev_u, 0)))
              WHEN c > 0 THEN MAX(MIN(u, c + COALESCE(removed, 0)), 0)
              ELSE 0 END AS cu,
-        CASE WHEN has_previous AND ts - prev_ts <= rlife THEN MIN(p, COALESCE(prev_p, 0)) ELSE 0 END AS rc
-    FROM steps
+        CASE WHEN prev_ts IS NOT NULL AND ts - prev_ts <= rlife THEN MIN(p, COALESCE(prev_p, 0)) ELSE 0 END AS rc
+    FROM window_rows
 ),
-unpinched_writes AS (
-    SELECT *,
-        CASE WHEN NOT priced OR c IS NULL OR p - c <= 0 THEN 0 ELSE MIN(MAX(u - cu, 0) * w / (p - c), MAX(u - cu, 0)) END AS wu
-    FROM unpinched_cache
+reference_cached AS (
+    SELECT *, CASE WHEN rwrites THEN p - rc ELSE 0 END AS rw FROM cached
 ),
-costed AS (
-    SELECT *, CASE WHEN priced THEN (MAX(p - c0 - w, 0) * pin + c0 * pread + w * pwrite + COALESCE(o, 0) * pout) / {PER_MTOK}.0 END AS cost
-    FROM unpinched_writes
-),
-priced_rows AS MATERIALIZED (  -- computed once: the sums read its figures several times
-SELECT ts, status, error_code, session, client, model, source, wire_in, p, o, c, removed, attempt_count, cost,
-    CASE WHEN priced THEN (MAX(u - cu - wu, 0) * pin + cu * pread + wu * pwrite + COALESCE(o, 0) * pout) / {PER_MTOK}.0 END AS unpinched,
-    CASE WHEN NOT priced OR ref IS NULL THEN NULL
-         WHEN ref = model THEN cost
-         WHEN c IS NOT NULL THEN (MAX(p - c - w, 0) * rin + c * rread + w * rwrite + COALESCE(o, 0) * rout) / {PER_MTOK}.0
-         ELSE (MAX(p - rc - (CASE WHEN rwrites THEN p - rc ELSE 0 END), 0) * rin + rc * rread
-               + (CASE WHEN rwrites THEN p - rc ELSE 0 END) * rwrite + COALESCE(o, 0) * rout) / {PER_MTOK}.0 END AS reference
-FROM costed
+priced_rows AS (
+    SELECT *, MAX(u - cu, 0) AS x FROM reference_cached
 )
 """
 
 
-def _parameters(prices: Prices, requested: Iterable[str | None], since: float, until: float, client: str | None) -> tuple[dict[str, Any], int, int]:
-    parameters: dict[str, Any] = {"lookback": since - prices.longest_lifetime, "since": since, "until": until, "client": client}
+def _parameters(prices: Prices, requested: Iterable[str | None], since: float, until: float, client: str | None) -> tuple[dict[str, Any], int, list[tuple[str, ModelPrice]]]:
+    parameters: dict[str, Any] = {"since": since, "until": until, "client": client}
     models = list(prices.models.items())
     for i, (name, price) in enumerate(models):
-        parameters |= {f"m{i}": name, **{f"m{i}_{k}": v for k, v in _resolved(price).items()}}
+        parameters |= {f"m{i}": name, f"m{i}_life": price.cache_lifetime_seconds}
     compared = []
     for name in dict.fromkeys(n or "" for n in requested):
         reference = prices.reference_for(name or None)
         if reference is not None:
             compared.append((name, reference))
     for i, (name, (ref, price)) in enumerate(compared):
-        parameters |= {f"r{i}": name, f"r{i}_ref": ref, **{f"r{i}_{k}": v for k, v in _resolved(price).items()}, f"r{i}_writes": price.cache_write is not None}
-    return parameters, len(models), len(compared)
+        parameters |= {f"r{i}": name, f"r{i}_ref": ref, f"r{i}_life": price.cache_lifetime_seconds, f"r{i}_writes": price.cache_write is not None}
+    return parameters, len(models), [reference for _, reference in compared]
 
 
-def _resolved(price: ModelPrice) -> dict[str, float]:
-    return {
-        "in": price.input,
-        "out": price.output,
-        "read": price.input if price.cache_read is None else price.cache_read,
-        "write": price.input if price.cache_write is None else price.cache_write,
-        "life": price.cache_lifetime_seconds,
-    }
-
-
-def _requested_models(conn: sqlite3.Connection, lookback: float, until: float, client: str | None) -> list[str | None]:
-    scope, args = ("AND client = ?", (lookback, until, client)) if client is not None else ("", (lookback, until))
+def _requested_models(conn: sqlite3.Connection, since: float, until: float, client: str | None) -> list[str | None]:
+    scope, args = ("AND client = ?", (since, until, client)) if client is not None else ("", (since, until))
     return [row[0] for row in conn.execute(f"SELECT DISTINCT requested_model FROM decisions WHERE ts >= ? AND ts < ? {scope}", args)]
 
 
 def _query(conn: sqlite3.Connection, prices: Prices, since: float, until: float, client: str | None, select: str) -> list[tuple[Any, ...]]:
-    requested = _requested_models(conn, since - prices.longest_lifetime, until, client)
-    parameters, models, compared = _parameters(prices, requested, since, until, client)
-    return conn.execute(f"WITH {_priced_rows(client, models, compared).strip()} {select}", parameters).fetchall()
+    """``select`` over the window's priced rows: its columns the reference's number, the answering
+    model, any others, then ``_SUMS``; each result row as the model, the others and its priced :class:`Sums`."""
+    requested = _requested_models(conn, since, until, client)
+    parameters, models, references = _parameters(prices, requested, since, until, client)
+    rows = conn.execute(f"WITH {_priced_rows(client, models, len(references)).strip()} {select}", parameters).fetchall()
+    priced = []
+    for rid, model, *others in rows:
+        price = prices.models.get(model) if model is not None else None
+        reference = None if rid is None else references[rid]
+        others, values = others[: -_SUM_COUNT], others[-_SUM_COUNT:]
+        priced.append((model, *others, _priced_sums(values, model, price, reference)))
+    return priced
 
 
-def _sums(values: tuple[Any, ...]) -> Sums:
-    counts = [int(v) for v in values[:_INTEGER_SUMS]]
-    return Sums(*counts, *values[_INTEGER_SUMS:-1], int(values[-1]))
+def _priced_sums(values: tuple[Any, ...], model: str | None, price: ModelPrice | None, reference: tuple[str, ModelPrice] | None) -> Sums:
+    """A group's :class:`Sums` from its counts and token sums: all its rows answered by ``model`` (at
+    ``price``; None: unpriced) and compared with one reference (its name and price; None: none)."""
+    sums = Sums(*(int(v) for v in values[:_COUNTS]))
+    priced, fresh, written, out, unpinched_rest, unpinched_cached, unpinched_written, ref_fresh, ref_cached, ref_written = (int(v) for v in values[_COUNTS:])
+    if price is None:  # a model the config does not price: each of its answers is unpriced
+        sums.unpriced = sums.requests if model is not None else 0
+        return sums
+    sums.unpriced = sums.requests - priced
+    if not priced:
+        return sums
+    sums.spent = price.dollars(fresh, sums.cached_tokens, written, out)
+    # the unpinched prompt: its cached part, and the rest, of which the request's share was written
+    sums.unpinched = price.dollars(unpinched_rest - unpinched_written, unpinched_cached, unpinched_written, out)
+    if reference is not None:
+        if reference[0] == model:  # the model asked for answered: routing changed nothing
+            sums.reference = sums.spent
+        else:
+            sums.reference = reference[1].dollars(ref_fresh, ref_cached, ref_written, out)
+        sums.referenced_spent, sums.routing_priced = sums.spent, priced
+    return sums
 
 
 def overview_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
     """The groups of :func:`router.core.usage_summary.overview` for ``[since, until)`` (the client key
-    named ``client``'s rows only, when given)."""
+    named ``client``'s rows only, when given); a group may come in parts (one per reference compared with)."""
     rows = _query(conn, prices, since, until, client, f"""
-        SELECT CAST((ts - :since) / {float(bucket_seconds)!r} AS INTEGER), model, source,
+        SELECT rid, model, CAST((ts - :since) / {float(bucket_seconds)!r} AS INTEGER), source,
             CASE WHEN status >= 400 AND status != {CLIENT_CLOSED} THEN COALESCE(error_code, 'http_' || status) END,
             {_SUMS}
-        FROM priced_rows WHERE ts >= :since GROUP BY 1, 2, 3, 4""")  # fmt: skip
-    return [Group(bucket, model, source, error, _sums(values)) for bucket, model, source, error, *values in rows]
+        FROM priced_rows GROUP BY 3, 1, 2, 4, 5""")  # fmt: skip
+    return [Group(bucket, model, source, error, sums) for model, bucket, source, error, sums in rows]
 
 
-def session_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, client: str | None = None) -> list[SessionGroup]:
-    """The groups of :func:`router.core.usage_summary.session_summaries` for ``[since, until)``."""
+def session_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, client: str | None = None, limit: int | None = None) -> list[SessionGroup]:
+    """The groups of :func:`router.core.usage_summary.session_summaries` for ``[since, until)``, of its
+    ``limit`` latest sessions only when given (latest request first, then by key, as the list is
+    sorted); a group may come in parts, as in :func:`overview_groups`."""
+    chosen = ""
+    if limit is not None:  # a list shows the latest sessions: the others' rows are not priced at all
+        scope = "AND client = :client" if client is not None else ""
+        chosen = f"""AND session IN (
+            SELECT session FROM decisions WHERE ts >= :since AND ts < :until AND session IS NOT NULL {scope}
+            GROUP BY session ORDER BY MAX(ts) DESC, session LIMIT {int(limit)})"""
     rows = _query(conn, prices, since, until, client, f"""
-        SELECT session, MIN(client), wire_in, model, MIN(ts), MAX(ts), {_SUMS}
-        FROM priced_rows WHERE ts >= :since AND session IS NOT NULL GROUP BY session, wire_in, model""")  # fmt: skip
-    return [SessionGroup(session, owner, wire, model, first, last, _sums(values)) for session, owner, wire, model, first, last, *values in rows]
+        SELECT rid, model, session, wire_in, MIN(client), MIN(ts), MAX(ts), {_SUMS}
+        FROM priced_rows WHERE session IS NOT NULL {chosen} GROUP BY 3, 1, 2, 4""")  # fmt: skip
+    return [SessionGroup(session, owner, wire, model, first, last, sums) for model, session, wire, owner, first, last, sums in rows]
