@@ -263,6 +263,17 @@ def test_an_unreachable_embeddings_endpoint_is_reported_not_hidden(tmp_path: Pat
     assert main(args) == 0
     out = capsys.readouterr().out
     assert f"relevance UNAVAILABLE ({RELEVANCE.name}) on " in out and "pruned uniformly instead" in out
+    assert " timed out), pruned uniformly instead" in out and "; 0 ranked" in out
+
+
+def test_the_rankings_are_counted_when_none_failed(capsys: pytest.CaptureFixture[str]) -> None:
+    """A run under load says how many requests it ranked and that none fell back or timed out."""
+    args = ["eval-pinch", "--config", str(SHIPPED_CONFIG), "--budget", str(BUDGET_SMALL), "--scenario", "nocache", str(SMALL)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith(f"  relevance ({RELEVANCE.name}): "))
+    assert line.endswith("none unavailable (0 timed out)") and int(line.split("ranked ")[1].split()[0]) > 0
+    assert "relevance UNAVAILABLE" not in out
 
 
 def test_the_quality_target_judges_relevance_only_and_only_where_references_were_at_stake() -> None:
