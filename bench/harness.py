@@ -224,6 +224,19 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime in clock ticks
 
 
+def tree_cpu_seconds(pid: int) -> float | None:
+    """:func:`cpu_seconds` of ``pid`` and of every process it started that still runs (a server that forks workers)."""
+    own = cpu_seconds(pid)
+    if own is None:
+        return None
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                children += [int(child) for child in (task / "children").read_text().split()]
+    return own + sum(filter(None, (tree_cpu_seconds(child) for child in children)))
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of process ``pid`` in KiB (VmRSS of /proc/<pid>/status)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -317,11 +330,12 @@ class Cell:
         return cls(len(load.latencies_ms), load.errors, load.seconds, percentile(load.latencies_ms, 50), percentile(load.latencies_ms, 99))
 
 
-def wrk_cell(url: str, body: bytes, seconds: float, concurrency: int) -> Cell:
-    """``seconds`` of POSTs of ``body`` with ``concurrency`` connections, by wrk (one thread)."""
+def wrk_cell(url: str, body: bytes, seconds: float, concurrency: int, headers: dict[str, str] | None = None) -> Cell:
+    """``seconds`` of POSTs of ``body`` with ``concurrency`` connections, by wrk (one thread), with ``headers`` too."""
     with tempfile.TemporaryDirectory() as tmp:
         script, body_file = Path(tmp) / "post.lua", Path(tmp) / "body.json"
-        script.write_text(WRK_SCRIPT)
+        extra = "".join(f"wrk.headers[{orjson.dumps(name).decode()}] = {orjson.dumps(value).decode()}\n" for name, value in (headers or {}).items())
+        script.write_text(WRK_SCRIPT + extra)
         body_file.write_bytes(body)
         run = subprocess.run(
             ["wrk", "-t1", f"-c{concurrency}", f"-d{seconds:g}s", "--timeout", "30s", "-s", str(script), url],
