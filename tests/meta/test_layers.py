@@ -25,6 +25,7 @@ PURE_MODULES = sorted(
 # What a pure module may import besides the pure folders: the standard library's pure parts and three data libraries.
 PURE_MAY_IMPORT = {"orjson", "xxhash", "numpy", "__future__", "collections", "dataclasses", "enum", "typing", "re", "math",
                    "hashlib", "email", "types", "itertools", "functools", "operator", "bisect", "json", "heapq", "statistics", "string", "fnmatch",
+                   "base64", "binascii",
                    # the redactor's log filter rewrites records (and their tracebacks); no core emits a log line
                    "logging", "traceback"}
 FORMAT_WORDS = re.compile(r"anthropic|responses|openai|chat|ollama|gemini", re.IGNORECASE)
