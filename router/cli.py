@@ -515,7 +515,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     launch.add_argument("--config", help=config_help + "; else the shipped one")
     launch.add_argument("--list", action="store_true", help="the agents launch knows, whether each is installed and how it is wired")
-    launch.add_argument("--persist", action="store_true", help="let launch write an agent's own settings where it has no other way (Cline); it says what and how to undo")
+    launch.add_argument("--persist", action="store_true", help="write the agent's own settings instead of a temporary folder's (Cline: ~/.cline); launch says what and how to undo")
     launch.add_argument("--keep-proxy", action="store_true", help="leave running the proxy launch started")
     launch.add_argument("agent", nargs="?", help="claude, codex, gemini, opencode, qwen, pi, aider, continue or cline")
     launch.add_argument("args", nargs=argparse.REMAINDER, help="passed to the agent as given")

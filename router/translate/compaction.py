@@ -19,13 +19,13 @@ neither item, so the translation does what OpenAI's server does, in the open:
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
+
+import orjson
 
 TRIGGER = "compaction_trigger"
 ITEM = "compaction"
-# The encrypted_content of a compaction item the proxy made: this prefix, then the summary in base64.
+# The encrypted_content of a compaction item the proxy made: this prefix, then the summary as a JSON string.
 MARKER = "pinch-router.summary.v1:"
 
 PROMPT = (
@@ -44,7 +44,7 @@ def asks_compaction(items: list[Any] | tuple[Any, ...]) -> bool:
 
 
 def encode_summary(summary: str) -> str:
-    return MARKER + base64.b64encode(summary.encode("utf-8")).decode("ascii")
+    return MARKER + orjson.dumps(summary).decode()
 
 
 def decode_summary(encrypted: Any) -> str | None:
@@ -52,9 +52,10 @@ def decode_summary(encrypted: Any) -> str | None:
     if not isinstance(encrypted, str) or not encrypted.startswith(MARKER):
         return None
     try:
-        return base64.b64decode(encrypted[len(MARKER) :], validate=True).decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError):
+        summary = orjson.loads(encrypted[len(MARKER) :])
+    except orjson.JSONDecodeError:
         return None
+    return summary if isinstance(summary, str) else None
 
 
 def compaction_item(item_id: str, summary: str) -> dict[str, Any]:
