@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from docs.gen_benchmarks import RESULTS, ResultsError, read_result, render
+from docs.gen_benchmarks import RESULTS, Result, ResultsError, read_result, render
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,17 +17,37 @@ def test_every_results_file_has_its_header_and_a_table() -> None:
     for path in files:
         result = read_result(path)
         assert result.command.startswith(".venv/bin/python -m bench.") and result.bench in result.command
-        assert "machine: " in result.measured and result.headline
+        assert "machine: " in result.measured and result.headline and result.verdict and result.figure
 
 
 def test_the_page_has_one_summary_row_and_the_table_of_each_benchmark(tmp_path: Path) -> None:
     (tmp_path / "bench_a.txt").write_text("# .venv/bin/python -m bench.bench_a — 2026-12-02, machine: 2 CPUs, load average 0.5\nx  y\n1  2\ntarget met\n")
     (tmp_path / "bench_b.txt").write_text("# .venv/bin/python -m bench.bench_b — 2026-12-01, machine: 2 CPUs, load 3\n| a | b |\n|---|---|\n| 1 | 2 |\n")
     page = render(tmp_path)
-    assert "| [bench_a](#bench_a) | `.venv/bin/python -m bench.bench_a` | 2026-12-02, machine: 2 CPUs, load average 0.5 | target met |" in page
-    assert "| [bench_b](#bench_b) | `.venv/bin/python -m bench.bench_b` | 2026-12-01, machine: 2 CPUs, load 3 | 1 2 |" in page
+    assert "| [bench_a](#bench_a) | **met** | target met | 2026-12-02, machine: 2 CPUs, load average 0.5 |" in page
+    assert "| [bench_b](#bench_b) | **no target** | 1: b 2 | 2026-12-01, machine: 2 CPUs, load 3 |" in page
     assert "## bench_a\n\n`.venv/bin/python -m bench.bench_a` — 2026-12-02, machine: 2 CPUs, load average 0.5\n\n```\nx  y\n1  2\ntarget met\n```" in page
     assert "\n| a | b |\n|---|---|\n| 1 | 2 |\n" in page  # a markdown table stays a table
+
+
+@pytest.mark.parametrize(
+    ("table", "verdict", "figure"),
+    [
+        (  # a row of numbers under names a space apart (right-aligned): each figure named
+            ["session        turns calls off saved ms", "one                8         8     2120", "ALL               32        32     8488"],
+            "no target", "ALL: turns 32, calls off 32, saved ms 8488",
+        ),
+        (  # a target per row, one missed; a note beside a value stays with it
+            ["transcript  prune  ledger  target", "a           0.2    0.1     met (0.5×)", "b           0.3  [4]  0.4  MISSED (1.3×)"],
+            "1 of 2 targets met", "b: prune 0.3 [4], ledger 0.4, target MISSED (1.3×)",
+        ),
+        (["| case | ms |", "|---|---|", "| all | 12 |", "5 of 9 target cells met"], "5 of 9 targets met", "5 of 9 target cells met"),
+        (["x  y", "1  2", "target: under 3 ms: 2.1 ms — met"], "met", "target: under 3 ms: 2.1 ms — met"),
+    ],
+)
+def test_each_benchmark_has_its_verdict_in_words_and_the_figure_it_rests_on(table: list[str], verdict: str, figure: str) -> None:
+    result = Result("bench_x", ".venv/bin/python -m bench.bench_x", "today", table)
+    assert (result.verdict, result.figure) == (verdict, figure)
 
 
 @pytest.mark.parametrize(("content", "message"), [("no header\n| a |\n", "first line"), ("# cmd — today, machine: 1\n\n", "no table")])
