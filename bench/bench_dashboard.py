@@ -32,7 +32,8 @@ from router.config import parse_config
 from router.core.pricing import price_rows
 from router.core.results import Attempt
 from router.core.usage_summary import overview, overview_of_groups, session_summaries, sessions_of_groups
-from router.http.dashboard import MAX_SESSIONS, WINDOWS, prices_of
+from router.http.dashboard import MAX_SESSIONS, WINDOWS
+from router.observe.prices import prices_of
 from router.observe.decision_log import DecisionLog
 from router.observe.decision_record import Decision
 from router.server.app import create_app

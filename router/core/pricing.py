@@ -41,6 +41,7 @@ from router.core.frozen import frozen
 
 PER_MTOK = 1_000_000
 DEFAULT_CACHE_LIFETIME_SECONDS = 300.0  # the common providers' (router.core.cache_timing)
+REMEMBERED_REFERENCES = 1_000  # the requested model names a RowPricer keeps the reference of
 
 
 @frozen
@@ -138,27 +139,51 @@ def price_rows(rows: Sequence[Mapping[str, Any]], prices: Prices) -> list[RowCos
     names) in the order they arrived (``ts``); rows of several sessions may interleave. A row's
     previous one is its session's previous row, whatever became of it (an error in between: the
     cache is not taken as warm)."""
-    previous: dict[str, _Previous] = {}
-    priced = []
-    for row in rows:
+    pricer = RowPricer(prices)
+    return [pricer.price(row) for row in rows]
+
+
+class RowPricer:
+    """:func:`price_rows` one row at a time, as rows arrive (the proxy's metrics price each request as
+    it ends): each session's previous row is remembered — of the ``sessions`` latest sessions only when
+    given, so that a process that runs for months holds a bounded memory (a session idle for longer
+    than that many others' requests has a cold cache anyway)."""
+
+    def __init__(self, prices: Prices, sessions: int | None = None) -> None:
+        self.prices = prices
+        self._sessions = sessions
+        self._previous: dict[str, _Previous] = {}
+        self._references: dict[str | None, tuple[str, ModelPrice] | None] = {}  # by requested model: a few names
+
+    def price(self, row: Mapping[str, Any]) -> RowCost:
+        """``row``'s dollars (a mapping with the decision log's column names), after every row before it."""
+        prices = self.prices
         model, prompt, session = row.get("model"), row.get("prompt_tokens"), row.get("session")
-        before = previous.get(session) if session is not None else None
+        before = None
         if session is not None:
+            previous = self._previous
+            before = previous.pop(session, None)  # re-inserted last: the dict is in order of use
             previous[session] = _Previous(row["ts"], model, prompt, None if prompt is None else prompt + _removed(row))
+            if self._sessions is not None and len(previous) > self._sessions:
+                del previous[next(iter(previous))]
         price = prices.models.get(model) if model is not None else None
         if price is None or prompt is None:
-            priced.append(UNPRICED)
-            continue
+            return UNPRICED
         cost, unpinched = _priced(row, price, prompt, before)
-        reference = prices.reference_for(row.get("requested_model"))
+        requested = row.get("requested_model")
+        if requested in self._references:
+            reference = self._references[requested]
+        else:
+            if len(self._references) >= REMEMBERED_REFERENCES:  # names are the clients': bounded
+                self._references.clear()
+            reference = self._references[requested] = prices.reference_for(requested)
         if reference is None:
             reference_cost = None
         elif reference[0] == model:  # the model asked for answered: routing changed nothing
             reference_cost = cost
         else:
             reference_cost = _reference_cost(row, reference[1], prompt, before)
-        priced.append(RowCost(cost, unpinched, reference_cost, reference[0] if reference is not None else None))
-    return priced
+        return RowCost(cost, unpinched, reference_cost, reference[0] if reference is not None else None)
 
 
 def _priced(row: Mapping[str, Any], price: ModelPrice, prompt: int, before: _Previous | None) -> tuple[float, float]:

@@ -20,16 +20,16 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from router.config import Config, Cost
-from router.core.cache_timing import cache_lifetime
+from router.config import Config
 from router.core.errors import invalid_request
-from router.core.pricing import DEFAULT_CACHE_LIFETIME_SECONDS, ModelPrice, Prices, price_rows
+from router.core.pricing import Prices, price_rows
 from router.core.tenants import owner_scope
 from router.core.usage_summary import overview_of_groups, session_turns, sessions_of_groups
 from router.http.endpoints import BREAKERS_KEY, CURRENT_CONFIG_KEY, STATE_KEY
 from router.http.errors import own_error
 from router.http.guards import TENANT_KEY
 from router.observe.decision_log import DecisionLog
+from router.observe.prices import prices_of
 from router.observe.recorder import RECORDER_KEY
 from router.wire import adapters
 
@@ -101,23 +101,6 @@ def _clocked(handler: Callable[[web.Request, float], Awaitable[web.Response]], c
         return await handler(request, clock())
 
     return serve
-
-
-def prices_of(config: Config) -> Prices:
-    """The catalogue's prices (each with its provider's cache lifetime), the prices of the names clients
-    ask for, and the reference model's (``dashboard``)."""
-    models = {}
-    for model in config.models:
-        provider = config.providers[model.provider]
-        models[model.name] = _price(model.cost_per_mtok, cache_lifetime(provider.api, provider.cache_lifetime_seconds))
-    requested = {name: _price(cost, DEFAULT_CACHE_LIFETIME_SECONDS) for name, cost in config.dashboard.reference_prices.items()}
-    name = config.dashboard.reference_model
-    reference = None if name is None else models.get(name, requested.get(name))
-    return Prices(models, requested, name if reference is not None else None, reference)
-
-
-def _price(cost: Cost, lifetime: float) -> ModelPrice:
-    return ModelPrice(cost.input, cost.output, cost.cache_read, cost.cache_write, lifetime)
 
 
 def _json(payload: object) -> web.Response:

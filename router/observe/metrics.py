@@ -43,13 +43,21 @@ from prometheus_client import values
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from router.core.limits import NANO_USD, Amount
+from router.core.pricing import Prices, RowPricer
 from router.observe.decision_record import Decision
+from router.observe.prices import priced
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _BOUNDS = (*LATENCY_BUCKETS, float("inf"))  # as prometheus-client completes them
 _FIRST, _INF = _BOUNDS[0], _BOUNDS[-1]
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"  # set by `serve --workers N` for its workers
+# What a request is priced from (router.core.pricing), and how many sessions' previous requests are kept.
+PRICED_FIELDS = (
+    "ts", "session", "model", "requested_model", "prompt_tokens", "completion_tokens", "cached_tokens", "cache_write_tokens",
+    "tokens_before", "tokens_after", "pinch_newly_compressed", "pinch_restored",
+)  # fmt: skip
+PRICED_SESSIONS = 10_000
 Series = tuple[Any, ...]  # (a metric, then its label values as the decision holds them)
 
 
@@ -91,6 +99,18 @@ class Metrics:
         self.client_limited = Counter(
             "pinch_router_client_limited", "Requests answered 429 because their client key was over a limit, by key name and limit", ["client", "limit"], registry=r
         )
+        # Dollars as the dashboard counts them (router.core.pricing, the serving config's prices): spent,
+        # and saved by pinch and by routing, which can fall (a rewrite costs once; a dearer model answered).
+        self.cost = Counter("pinch_router_cost_usd", "Dollars spent: answers' usage at the answering model's cost_per_mtok, by model and client key name", ["model", "client"], registry=r)
+        self.saved = Gauge(
+            "pinch_router_saved_usd",
+            "Dollars saved against the same requests without pinch (by=pinch) or on the model asked for or the reference model (by=routing), "
+            "as the dashboard counts them; falls when a request cost more than its counterfactual",
+            ["model", "client", "by"],
+            registry=r,
+            multiprocess_mode="sum",
+        )
+        self._pricer: RowPricer | None = None
         self.prompt_cache = Counter(
             "pinch_router_prompt_cache_tokens",
             "Prompt tokens of answers whose upstream reported cache accounting: served from its prompt cache "
@@ -151,6 +171,10 @@ class Metrics:
         self._models = frozenset(models)
         self._categories = frozenset(categories)
         self._breakers_shown.update(providers or ())
+
+    def set_prices(self, prices: Prices) -> None:
+        """Price each request from now on at ``prices`` (the serving config's; none: no dollar series)."""
+        self._pricer = RowPricer(prices, sessions=PRICED_SESSIONS) if priced(prices) else None
 
     def _model(self, name: str | None) -> str:
         return name if name in self._models else ("none" if name is None else "other")
@@ -213,7 +237,22 @@ class Metrics:
         for _, amount in amounts:  # refused when observed, as prometheus-client does, not when handed over
             if amount < 0:
                 raise ValueError(f"a counter only goes up, not by {amount}")
+        if self._pricer is not None:
+            self._dollars(d, model, amounts)
         self._add(ones, amounts, times)
+
+    def _dollars(self, d: Decision, model: str, amounts: list[tuple[Series, float]]) -> None:
+        """What the request cost and saved (after the counters' check: a saving may be negative)."""
+        assert self._pricer is not None
+        row = {name: getattr(d, name) for name in PRICED_FIELDS}
+        cost = self._pricer.price(row)
+        if cost.cost is None:
+            return
+        client = "none" if d.client is None else self._client(d.client)
+        amounts.append(((self.cost, model, client), cost.cost))
+        amounts.append(((self.saved, model, client, "pinch"), cost.pinch_saved))
+        if cost.routing_saved is not None:
+            amounts.append(((self.saved, model, client, "routing"), cost.routing_saved))
 
     def _client(self, name: str) -> str:
         return name if name in self._clients else "other"

@@ -49,6 +49,7 @@ from router.http.request_body import LARGE_BODY_BYTES, SERVER_HANDLER_ARGS, Body
 from router.http.unknown_paths import root, unknown_paths
 from router.observe.decision_log import DecisionLog
 from router.observe.metrics import MULTIPROCESS_DIR_ENV, Metrics, sample_worker_gauges
+from router.observe.prices import prices_of
 from router.observe.recorder import RECORDER_KEY, Recorder
 from router.server.live import LIVE_KEY, LiveChain
 from router.server.registry import REGISTRY, StageRegistry
@@ -93,6 +94,7 @@ async def create_app(
             cookie_jar=aiohttp.DummyCookieJar(),
         )
     metrics = Metrics([m.name for m in config.models], list(config.routing.categories), list(config.providers), clients=config.server.key_names())
+    metrics.set_prices(prices_of(config))
     state = session_store(config, metrics)
     if clock is None:
         clock = time.time if config.state.backend == "redis" else time.monotonic

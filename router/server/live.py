@@ -38,6 +38,7 @@ from router.core.breaker import ProviderBreakers
 from router.core.config_diff import changed_paths
 from router.core.redaction import Redactor
 from router.observe.metrics import MULTIPROCESS_DIR_ENV
+from router.observe.prices import prices_of
 from router.observe.recorder import Recorder
 from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
@@ -221,6 +222,7 @@ class LiveChain:
         # keys the new config names are redacted from now on; the old ones stay redacted too
         self.recorder.redactor = Redactor([*self.recorder.redactor.secrets, *config_secrets(config)])
         self.recorder.metrics.set_catalogue([m.name for m in config.models], list(config.routing.categories), list(config.providers))
+        self.recorder.metrics.set_prices(prices_of(config))
         logging.getLogger().setLevel(config.logging.level.upper())
         self._reload_time.set(time.time())
         if MULTIPROCESS_DIR_ENV in os.environ:  # a worker's file cannot drop a series: zero it

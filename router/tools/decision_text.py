@@ -12,6 +12,8 @@ models, attempts) is left blank.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
@@ -31,6 +33,18 @@ def format_ms(ms: float | None) -> str:
     if ms >= 100:
         return f"{ms:.0f} ms"
     return f"{ms:.1f} ms"
+
+
+def format_dollars(value: float) -> str:
+    """A total in dollars as the dashboard shows it (dashboard.js ``fmtUsd``): to the cent, an amount
+    under a cent to two significant digits."""
+    size = abs(value)
+    if size == 0:
+        return "$0.00"
+    sign = "-" if value < 0 else ""
+    if size < 0.01:
+        return f"{sign}${size:.{1 - math.floor(math.log10(size))}f}"
+    return f"{sign}${size:,.2f}"
 
 
 def format_tokens(tokens: int | None) -> str:

@@ -43,7 +43,11 @@ import aiohttp
 import orjson
 
 from router.config import Config
+from router.core.pricing import Prices
 from router.core.tokens import TokenEstimator
+from router.core.usage_summary import Sums
+from router.observe.decision_sums import overview_groups
+from router.observe.prices import prices_of
 from router.server.app import create_app
 from router.tools.eval_pinch import (
     MODES,
@@ -58,6 +62,7 @@ from router.tools.eval_pinch import (
     serve,
     turn_truths,
 )
+from router.tools.decision_text import format_dollars
 from router.tools.mock_upstream import MockUpstream
 from router.tools.transcripts import RequestFileError, Transcript, load_transcript
 
@@ -89,6 +94,7 @@ class DemoResult:
     ratios: Ratios  # eval-pinch's figures for the pinched run against the baseline
     explain_file: Path | None  # the request of the turn pinch saved most on
     transcript_file: Path | None = None  # where the transcript was read from
+    dollars: Sums | None = None  # the pinch replay's decision rows at the config's prices, as the dashboard sums them
 
 
 class TurnView:
@@ -176,7 +182,23 @@ async def run_demo(
         index = max(saved)[1]
         explain_file = out_dir / f"turn-{index + 1}.json"
         explain_file.write_bytes(orjson.dumps(transcript.body(truths[index].messages), option=orjson.OPT_INDENT_2))
-    return DemoResult(transcript.name, scenario, budget, mode, pinched, baseline, Ratios.of([pinched], [baseline], scenario), explain_file)
+    ratios = Ratios.of([pinched], [baseline], scenario)
+    return DemoResult(transcript.name, scenario, budget, mode, pinched, baseline, ratios, explain_file, dollars=session_dollars(log_file, prices_of(config)))
+
+
+def session_dollars(log_file: Path, prices: Prices) -> Sums | None:
+    """What a decision log's rows add up to in dollars at ``prices``: the dashboard's own sums
+    (:func:`router.observe.decision_sums.overview_groups`) over every row; None without rows."""
+    with sqlite3.connect(log_file) as db:
+        first, last = db.execute("SELECT MIN(ts), MAX(ts) FROM decisions").fetchone()
+        if first is None:
+            return None
+        until = last + 1.0
+        groups = overview_groups(db, prices, first, until, until - first)
+    totals = Sums()
+    for group in groups:
+        totals.add(group.sums)
+    return totals
 
 
 def format_summary(result: DemoResult, config_path: str, out_dir: Path) -> str:
@@ -207,6 +229,7 @@ def format_summary(result: DemoResult, config_path: str, out_dir: Path) -> str:
         row("fresh tokens / request", f"{with_pinch.fresh_per_request:,.0f}", f"{without.fresh_per_request:,.0f}", f"{r.fresh_ratio:.2f}×"),
         row("cost, input-token units", f"{with_pinch.cost:,.0f}", f"{without.cost:,.0f}", f"{r.cost_ratio:.2f}×"),
         f"  prices: {prices}; pinch batches {r.batches}, restored results {r.restored}",
+        *_dollar_lines(result.dollars),
         f"  models: {_counts(models)}; classification: {_counts(sources)}",
         "",
         "look closer:",
@@ -249,6 +272,21 @@ async def keep_dashboard(config: Config, log_file: Path, out: TextIO, stop: asyn
     finally:
         await runner.cleanup()
     return url
+
+
+def _dollar_lines(dollars: Sums | None) -> list[str]:
+    """The pinch replay in dollars at the config's prices, as its dashboard shows them (docs/dashboard.md)."""
+    if dollars is None:
+        return []
+    if not dollars.spent and not dollars.routing_priced:
+        return ["  dollars: the config prices its models at $0 (set their cost_per_mtok to see what a session costs)"]
+    figures = dollars.as_json()
+    routing = figures["saved_by_routing"]
+    return [
+        f"  dollars, at the config's prices (as the dashboard): {format_dollars(figures['spent'])} spent with pinch; "
+        f"saved {format_dollars(figures['saved_by_pinch'])} by pinch"
+        + (f", {format_dollars(routing)} by routing" if routing is not None else " (routing: no reference model priced)")
+    ]
 
 
 def command_name() -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, ClassVar
 
@@ -35,7 +36,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from router.tools.decision_text import Row, decision_detail, format_ms, format_tokens, pinch_saved
+from router.tools.decision_text import Row, decision_detail, format_dollars, format_ms, format_tokens, pinch_saved
 
 DEFAULT_URL = "http://127.0.0.1:8787"
 DEFAULT_LIMIT = 200
@@ -110,8 +111,23 @@ def decision_cells(row: Row, tz: tzinfo | None = None) -> tuple[str, ...]:
     )
 
 
-def summary_line(rows: Sequence[Row]) -> str:
-    """One line over the rows shown: volume, errors, pinch savings, latency and overhead."""
+@dataclass(frozen=True, slots=True)
+class WindowDollars:
+    """The dashboard's dollars over the last hour (``GET /ui/api/overview?window=hour``)."""
+
+    spent: float
+    saved_by_pinch: float
+    saved_by_routing: float | None  # None: no reference priced
+
+
+def dollars_text(dollars: WindowDollars) -> str:
+    routing = f", {format_dollars(dollars.saved_by_routing)} by routing" if dollars.saved_by_routing is not None else ""
+    return f"last hour {format_dollars(dollars.spent)} spent, saved {format_dollars(dollars.saved_by_pinch)} by pinch{routing}"
+
+
+def summary_line(rows: Sequence[Row], dollars: WindowDollars | None = None) -> str:
+    """One line over the rows shown: volume, errors, pinch savings, latency and overhead; then the last
+    hour's dollars as the proxy's dashboard counts them, when it has them."""
     if not rows:
         return "no decisions yet"
     errors = sum(1 for r in rows if not isinstance(r.get("status"), int) or r["status"] >= 400)
@@ -134,6 +150,8 @@ def summary_line(rows: Sequence[Row]) -> str:
     if models:
         top = sorted(models.items(), key=lambda item: (-item[1], item[0]))[:3]
         parts.append(" ".join(f"{name}×{count}" for name, count in top))
+    if dollars is not None:
+        parts.append(dollars_text(dollars))
     return " · ".join(parts)
 
 
@@ -159,6 +177,23 @@ def parse_decisions(status: int, body: bytes) -> list[Row]:
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise FeedError("the answer has no list of decisions (is this a pinch-router?)")
     return data
+
+
+def parse_dollars(status: int, body: bytes) -> WindowDollars | None:
+    """The dollars of an overview answer; None for anything else (the dashboard off, an older proxy,
+    no model priced): ``top`` then shows tokens only."""
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if status != 200 or not isinstance(payload, dict):
+        return None
+    spent, pinch, routing = payload.get("spent"), payload.get("saved_by_pinch"), payload.get("saved_by_routing")
+    if not isinstance(spent, (int, float)) or not isinstance(pinch, (int, float)) or not isinstance(routing, (int, float, type(None))):
+        return None
+    if not spent and not pinch and routing is None:
+        return None  # nothing priced
+    return WindowDollars(float(spent), float(pinch), None if routing is None else float(routing))
 
 
 class DecisionFeed:
@@ -188,6 +223,16 @@ class DecisionFeed:
         except aiohttp.ClientError as exc:
             raise FeedError(f"cannot read from {self.url}: {type(exc).__name__}: {exc}") from None
         return parse_decisions(status, body)
+
+    async def fetch_dollars(self) -> WindowDollars | None:
+        """The last hour's dollars from the proxy's dashboard; None when it has none to give."""
+        if self._http is None:
+            self._http = aiohttp.ClientSession(timeout=self.timeout)
+        try:
+            async with self._http.get(f"{self.url}/ui/api/overview", params={"window": "hour"}, headers=self.headers) as resp:
+                return parse_dollars(resp.status, await resp.read())
+        except (TimeoutError, aiohttp.ClientError):
+            return None
 
     async def close(self) -> None:
         if self._http is not None:
@@ -250,6 +295,7 @@ class TopApp(App[None]):
         self.tz = tz
         self.rows: dict[str, Row] = {}
         self.last_error: str | None = None
+        self.dollars: WindowDollars | None = None  # the last hour's, from the dashboard (fetched with the rows)
         self._shown: tuple[tuple[str, Any], ...] = ()
         self._poll_lock = asyncio.Lock()
 
@@ -287,6 +333,7 @@ class TopApp(App[None]):
                 self._set_status(f"⚠ {exc} — retrying every {self.interval:g}s", error=True)
                 return
             self.last_error = None
+            self.dollars = await self.feed.fetch_dollars()
             self._show(rows)
             self._set_status(f"{self.feed.url} · {len(rows)} rows · updated {format_time(datetime.now().timestamp(), self.tz)}")
 
@@ -297,7 +344,7 @@ class TopApp(App[None]):
 
     def _show(self, rows: list[Row]) -> None:
         shown = tuple((str(r.get("request_id")), r.get("outcome")) for r in rows)
-        self.query_one("#summary", Static).update(Text(summary_line(rows)))
+        self.query_one("#summary", Static).update(Text(summary_line(rows, self.dollars)))
         if shown == self._shown:
             return
         self._shown = shown

@@ -244,3 +244,40 @@ async def test_the_figures_follow_a_reloaded_configs_prices(proxy, mock_upstream
     path.write_text(yaml.safe_dump(doubled.model_dump(mode="json")))
     assert client.app[LIVE_KEY].reload(path).ok
     assert (await get(client, "/ui/api/overview"))["spent"] == pytest.approx(2 * before)
+
+
+def scraped(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """A metric's samples in a /metrics text, by their labels."""
+    samples = {}
+    for line in text.splitlines():
+        match = re.fullmatch(rf"{name}\{{(.*)\}} (\S+)", line)
+        if match:
+            samples[tuple(sorted(re.findall(r'(\w+)="([^"]*)"', match[1])))] = float(match[2])
+    return samples
+
+
+async def test_the_metrics_count_the_dollars_the_dashboard_shows(proxy, mock_upstream):
+    """One pricing serves both: /metrics' dollars spent and saved, by model and key name, add up to the overview's."""
+    _, url = mock_upstream
+    client = await proxy(dashboard_config(url, server={"api_keys": KEYS}))
+    for i in range(3):
+        await send(client, ALICE, "one", "fix the failing test " * (20 + i))
+    await send(client, BOB, "two", "write the docs", model="main")
+    text = await (await client.get("/metrics", headers=auth(ADMIN))).text()
+    o = await get(client, "/ui/api/overview", ADMIN, window="hour")
+    cost = scraped(text, "pinch_router_cost_usd_total")
+    saved = scraped(text, "pinch_router_saved_usd")
+    assert set(cost) == {(("client", "alice"), ("model", "main")), (("client", "bob"), ("model", "main"))}
+    assert o["spent"] > 0 and sum(cost.values()) == pytest.approx(o["spent"], abs=1e-9)
+    routing = {labels: v for labels, v in saved.items() if ("by", "routing") in labels}
+    assert o["saved_by_routing"] > 0 and sum(routing.values()) == pytest.approx(o["saved_by_routing"], abs=1e-9)
+    assert routing[(("by", "routing"), ("client", "bob"), ("model", "main"))] == 0  # it asked for main
+    assert sum(v for labels, v in saved.items() if ("by", "pinch") in labels) == pytest.approx(o["saved_by_pinch"], abs=1e-9)
+
+
+async def test_without_prices_the_metrics_have_no_dollars(proxy, mock_upstream):
+    _, url = mock_upstream
+    client = await proxy(make_config(url))
+    await send(client, None, "one")
+    text = await (await client.get("/metrics")).text()
+    assert scraped(text, "pinch_router_cost_usd_total") == {} and scraped(text, "pinch_router_saved_usd") == {}

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from router.config import ConfigError, parse_config
-from router.http.dashboard import prices_of
+from router.observe.prices import prices_of
 from tests.support.config import make_config, model_entry
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,6 +8,7 @@ import pytest
 from textual.widgets import DataTable, Static
 
 from bench.harness import free_port  # a loopback port where nothing listens
+from router.tools.decision_text import format_dollars
 from router.tools.top import (
     COLUMNS,
     DecisionFeed,
@@ -149,6 +150,34 @@ async def test_the_table_fills_with_the_proxys_decisions_newest_first(proxy, moc
         await app.poll()
         assert table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value == resp.headers["x-router-request-id"]
         assert table.row_count == 4
+
+
+async def test_the_summary_shows_the_last_hours_dollars_as_the_dashboard_counts_them(proxy, mock_upstream):
+    _, upstream = mock_upstream
+    price = {"input": 3.0, "output": 15.0}
+    config = make_config(upstream, models=[model_entry("main", cost_per_mtok=price)], dashboard={"reference_prices": {"opus": {"input": 15.0, "output": 75.0}}, "reference_model": "opus"})
+    client = await proxy(config)
+    for text in ("one", "two two two"):
+        await client.post(URL, json=chat_body(text), headers={"x-session-id": "s"})
+    overview = await (await client.get("/ui/api/overview", params={"window": "hour"})).json()
+    assert overview["spent"] > 0 and overview["saved_by_routing"] > 0
+    app = TopApp(DecisionFeed(str(client.make_url("")).rstrip("/")), interval=60, tz=UTC)
+    async with app.run_test(size=(300, 30)) as pilot:
+        await app.poll()
+        await pilot.pause()
+        summary = visible_text(app.query_one("#summary", Static))
+    spent, pinch, routing = (format_dollars(overview[k]) for k in ("spent", "saved_by_pinch", "saved_by_routing"))
+    assert f"last hour {spent} spent, saved {pinch} by pinch, {routing} by routing" in summary
+
+
+async def test_without_prices_the_summary_shows_no_dollars(proxy, mock_upstream):
+    client, url = await start_proxy(proxy, mock_upstream)
+    await client.post(URL, json=chat_body("one"))
+    app = TopApp(DecisionFeed(url), interval=60, tz=UTC)
+    async with app.run_test(size=(300, 30)) as pilot:
+        await app.poll()
+        await pilot.pause()
+        assert "$" not in visible_text(app.query_one("#summary", Static))
 
 
 async def test_a_row_opens_its_trace_and_rejections_and_escape_closes_it(proxy, mock_upstream):
