@@ -24,7 +24,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from router.config import Config, load_config
+from router.core.pricing import RowCost, price_rows
 from router.core.tokens import TokenEstimator
+from router.observe.prices import prices_of
 from router.server.app import create_app
 from router.tools.demo import DEFAULT_SCENARIO, DEFAULT_TRANSCRIPT
 from router.tools.eval_pinch import MODES, SCENARIOS, replay_config, serve, turn_truths
@@ -39,6 +41,7 @@ ALICE, BOB, ADMIN = "alice-key-0123456789", "bob-key-9876543210", "ops-key-55555
 KEYS = [{"name": "alice", "key": ALICE}, {"name": "bob", "key": BOB}, {"name": "ops", "key": ADMIN, "role": "admin"}]
 # Every model priced alike (Anthropic-like, cache reads at a tenth), and Claude Code's model as the reference.
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+OPUS = {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25}
 EVIL_MODEL = """<img src=x onerror="alert('xss')"><script>alert("x")</script>'"&amp;"""
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="no chromium on this machine (.ci/run installs it)")
@@ -55,7 +58,7 @@ def dashboard_config(upstream_url: str, log_path: Path) -> Config:
     raw["server"]["api_keys"] = KEYS
     raw["models"] = [{**m, "cost_per_mtok": PRICE} for m in raw["models"]]
     raw["routing"]["aliases"] = [*raw["routing"]["aliases"], "*"]
-    raw["dashboard"] = {"reference_prices": {"claude-opus-4-5": {"input": 5.0, "output": 25.0, "cache_read": 0.5, "cache_write": 6.25}}, "reference_model": "claude-opus-4-5"}
+    raw["dashboard"] = {"reference_prices": {"claude-opus-4-5": OPUS}, "reference_model": "claude-opus-4-5"}
     return Config.model_validate(raw)
 
 
@@ -72,9 +75,24 @@ async def replay(client: TestClient, key: str, session: str, turns: int | None =
     return answers
 
 
-def bill(row: dict[str, Any]) -> float:
+def bill(row: dict[str, Any], price: dict[str, float] = PRICE) -> float:
+    """A row's dollars written out (the mock's cache reports reads, no writes)."""
     cached = row["cached_tokens"] or 0
-    return ((row["prompt_tokens"] - cached) * PRICE["input"] + cached * PRICE["cache_read"] + row["completion_tokens"] * PRICE["output"]) / 1e6
+    return ((row["prompt_tokens"] - cached) * price["input"] + cached * price["cache_read"] + row["completion_tokens"] * price["output"]) / 1e6
+
+
+def saved(costs: list[RowCost]) -> tuple[float, float, float]:
+    """Spent, saved by pinch, saved by routing: the core's spec (router.core.pricing) over the rows."""
+    return (
+        sum(c.cost or 0 for c in costs),
+        sum(c.pinch_saved for c in costs),
+        sum(c.routing_saved or 0 for c in costs),
+    )
+
+
+def cents(text: str, value: float) -> bool:
+    """The page's dollars are ``value`` to the cent."""
+    return abs(dollars(text) - value) < 0.005
 
 
 def dollars(text: str) -> float:
@@ -153,6 +171,15 @@ async def test_the_dashboard_shows_the_decision_logs_figures_in_a_real_browser(t
         evil_id = evil.headers["x-router-request-id"]
         rows = (await (await client.get("/v1/decisions", params={"limit": "1000"}, headers={"Authorization": f"Bearer {ADMIN}"})).json())["data"]
         assert len(rows) == len(alice) + 4 == 84
+        # what the decision log says in dollars, row by row (the core's spec, in arrival order), for everyone and for alice's session
+        prices = prices_of(dashboard_config(f"{upstream_url}/v1", tmp_path / "x"))
+        arrived = sorted(rows, key=lambda r: r["ts"])
+        everyone = saved(price_rows(arrived, prices))
+        demo_rows = [r for r in arrived if r["client"] == "alice"]
+        demo = saved(price_rows(demo_rows, prices))
+        # the reference, written out: every answer reported its cache figures, so Opus reads what the model read
+        assert all(r["cached_tokens"] is not None and not r["cache_write_tokens"] for r in rows)
+        assert everyone[2] == pytest.approx(sum(bill(r, OPUS) - bill(r) for r in rows), abs=1e-9)
         overview = await (await client.get("/ui/api/overview", headers={"Authorization": f"Bearer {ADMIN}"})).json()
         origin = str(client.make_url("")).rstrip("/")
         url = origin + "/ui/"
@@ -184,9 +211,9 @@ async def test_the_dashboard_shows_the_decision_logs_figures_in_a_real_browser(t
                 spent = sum(bill(r) for r in rows)
                 assert spent > 0.1
                 assert abs(dollars(await card("spent")) - spent) < 0.005  # to the cent
-                assert abs(dollars(await card("saved-pinch")) - overview["saved_by_pinch"]) < 0.005
-                assert abs(dollars(await card("saved-routing")) - overview["saved_by_routing"]) < 0.005
-                assert overview["saved_by_pinch"] > 0 and overview["saved_by_routing"] > 0
+                assert cents(await card("saved-pinch"), everyone[1]) and cents(await card("saved-routing"), everyone[2])
+                assert everyone[1] > 0.01 and everyone[2] > 0.01
+                assert overview["saved_by_pinch"] == pytest.approx(everyone[1], abs=1e-9) and overview["saved_by_routing"] == pytest.approx(everyone[2], abs=1e-9)
                 pinched = sum(int(a.get("x-router-pinch-saved", 0)) for a in [*alice, *bob])
                 assert pinched > 0
                 assert f"{pinched:,} tokens pinched" in await page.inner_text("#card-saved-pinch .note")
@@ -203,14 +230,24 @@ async def test_the_dashboard_shows_the_decision_logs_figures_in_a_real_browser(t
                 await page.click("#nav a[data-page=sessions]")
                 await loaded(page, "sessions", "#sessions")
                 assert await page.locator("#sessions tbody tr").count() == 3
+                edge = await page.locator("#sessions th[data-key=errors]").bounding_box()  # every column in sight at 1280
+                assert edge is not None and edge["x"] + edge["width"] <= 1280 - 16
                 await page.click("#sessions th[data-key=requests]")
                 await page.wait_for_selector("#sessions th.sorted-desc[data-key=requests]")
                 first = page.locator("#sessions tbody tr").first
                 assert "80" in await first.inner_text()
+                # its dollars, to the cent
+                heads = await page.locator("#sessions thead th").all_inner_texts()
+                cells = await first.locator("td").all_inner_texts()
+                shown = dict(zip(heads, cells, strict=True))
+                assert whole(shown["tokens in"]) == sum(r["prompt_tokens"] for r in demo_rows)
+                assert cents(shown["spent"], demo[0]) and cents(shown["pinch saved"], demo[1]) and cents(shown["routing saved"], demo[2])
                 await shot(page, "sessions")
                 await first.click()
                 await loaded(page, "session", "#turns")
                 assert await page.locator("#turns tbody tr").count() == 80
+                facts = dict(zip(await page.locator("dl.facts dt").all_inner_texts(), await page.locator("dl.facts dd").all_inner_texts(), strict=True))
+                assert cents(facts["spent"], demo[0]) and cents(facts["saved by pinch"], demo[1])
                 assert await page.locator(".chart canvas").count() >= 2
                 await shot(page, "session")
 

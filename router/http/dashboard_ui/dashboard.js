@@ -68,6 +68,14 @@ function fmtTime(ts) {
   const pad = (n) => String(n).padStart(2, "0");
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
+// a table cell's time: today's as its time of day, an older one with its month and day (fmtTime is whole)
+function fmtWhen(ts) {
+  if (ts === null || ts === undefined) return "–";
+  const d = new Date(ts * 1000);
+  const pad = (n) => String(n).padStart(2, "0");
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return d.toDateString() === new Date().toDateString() ? time : `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
+}
 const shortKey = (key) => (key ? key.slice(0, 8) : "–");
 
 // ---- building the page (text only) -----------------------------------------------------------------
@@ -311,10 +319,10 @@ async function sessionsPage() {
   const showClient = state.viewer && state.viewer.sees === "everyone" && state.viewer.keys;
   const columns = [
     { key: "session", label: "session", format: shortKey },
-    { key: "agent", label: "agent (API)" },
+    { key: "agent", label: "agent (API)", wrap: true },
     showClient ? { key: "client", label: "key" } : null,
-    { key: "first_seen", label: "first seen", format: fmtTime },
-    { key: "last_seen", label: "last seen", format: fmtTime },
+    { key: "first_seen", label: "first seen", format: fmtWhen },
+    { key: "last_seen", label: "last seen", format: fmtWhen },
     { key: "requests", label: "requests", num: true, format: fmtInt },
     { key: "model_list", label: "models" },
     { key: "tokens_in", label: "tokens in", num: true, format: fmtInt },
@@ -395,7 +403,7 @@ async function sessionPage(key) {
       "turns",
       [
         { key: "n", label: "#", num: true },
-        { key: "ts", label: "time", format: fmtTime },
+        { key: "ts", label: "time", format: fmtWhen },
         { key: "model", label: "model" },
         { key: "routed_tier", label: "tier", num: true },
         { key: "source", label: "source" },
