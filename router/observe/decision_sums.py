@@ -43,6 +43,11 @@ from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums
 # counts its dollars are priced from (_priced_sums). A group's rows were all answered by one model and
 # compared with one reference: the figures of a group without a price or a reference are not read, so
 # none of them asks whether its row is priced (a row without a prompt figure sums to NULL: skipped).
+# Most rows: cache figures reported, pinch rewrote nothing (no previous row looked up), the cached part
+# within the prompt, and what pinch removed not more than it: the unpinched prompt's cached part is the
+# cached part plus what pinch removed (cu = c + removed), its rest what was not cached (x = p - c), of
+# which the written part is what was written (x * w / (p - c) = w, at most p - c).
+_PLAIN = "(prev_ts IS NULL AND c > 0 AND c <= p AND c + COALESCE(removed, 0) >= 0)"
 _FIGURES = (
     "COUNT(*)",
     f"TOTAL(status >= 400 AND status != {CLIENT_CLOSED})",
@@ -57,10 +62,11 @@ _FIGURES = (
     "TOTAL(MAX(p - c0 - w, 0))",
     "TOTAL(CASE WHEN p IS NOT NULL THEN w END)",
     "TOTAL(o * (p IS NOT NULL))",
-    "TOTAL(x)",
-    "TOTAL(cu)",
-    # the request's share of its fresh tokens written: x * w / (p - c), at most x (x evaluated once: it is dear)
-    "TOTAL(CASE WHEN w > 0 AND c IS NOT NULL AND p - c > 0 THEN (CASE WHEN w < p - c THEN x * w / (p - c) ELSE x END) ELSE 0 END)",
+    # unpinched: the rest, the cached part, and of the rest the request's share written (x * w / (p - c), at
+    # most x); a plain row's (see _PLAIN) written out, without the general expressions (dear: cu is in x)
+    f"TOTAL(CASE WHEN {_PLAIN} THEN p - c ELSE x END)",
+    f"TOTAL(CASE WHEN {_PLAIN} THEN c + COALESCE(removed, 0) ELSE cu END)",
+    f"TOTAL(CASE WHEN {_PLAIN} THEN MIN(w, p - c) WHEN w > 0 AND c IS NOT NULL AND p - c > 0 THEN (CASE WHEN w < p - c THEN x * w / (p - c) ELSE x END) ELSE 0 END)",
     # the reference's: what the provider reported (the cost's figures), or what rc says where it reported none
     "TOTAL(CASE WHEN c IS NULL THEN MAX(p - rc - rw, 0) ELSE MAX(p - c - w, 0) END)",
     "TOTAL(CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rc ELSE c END)",
@@ -75,13 +81,16 @@ def _priced_rows(client: str | None, models: int, requested: int) -> str:
     """The common table expressions ending in ``priced_rows``: the window's rows, each with the token
     counts its dollars are priced from (``cu``, ``x``: the unpinched prompt's cached part and the rest;
     ``rc``: the reference's cached part where the provider reported none)."""
-    model_values = ", ".join(f"(:m{i}, :m{i}_life)" for i in range(models)) or "(NULL, 0)"
-    requested_values = ", ".join(f"(:r{i}, {i}, :r{i}_ref, :r{i}_life, :r{i}_writes)" for i in range(requested)) or "(NULL, NULL, NULL, 0, 0)"
     scope = "AND d.client = :client" if client is not None else ""
     previous_scope = "AND e.client = :client" if client is not None else ""
+    # the prices' few names as CASE expressions, not joins: a join scanned its VALUES table for every row
+    priced = f"d.model IN ({', '.join(f':m{i}' for i in range(models))})"
+    life = _case("d.model", [(f":m{i}", f":m{i}_life") for i in range(models)])
+    requested_model = "COALESCE(d.requested_model, '')"
+    rid = _case(requested_model, [(f":r{i}", str(i)) for i in range(requested)])
+    rlife = _case(requested_model, [(f":r{i}", f":r{i}_life") for i in range(requested)])
+    rwrites = _case(requested_model, [(f":r{i}", f":r{i}_writes") for i in range(requested)])
     return f"""
-prices(model, life) AS (VALUES {model_values}),
-refs(requested, rid, ref, rlife, rwrites) AS (VALUES {requested_values}),
 window_rows AS (
     SELECT d.ts, d.status, d.error_code, d.session, d.client, d.model, d.source, d.wire_in,
         d.prompt_tokens AS p, d.completion_tokens AS o, d.cached_tokens AS c, COALESCE(d.cache_write_tokens, 0) AS w,
@@ -91,14 +100,11 @@ window_rows AS (
         COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0 AS rewrote,
         before.ts AS prev_ts, before.model AS prev_model, before.prompt_tokens AS prev_p,
         before.prompt_tokens + COALESCE(before.tokens_before - before.tokens_after, 0) AS prev_u,
-        prices.life,
-        refs.rid, refs.ref, refs.rlife, refs.rwrites
+        {life} AS life, {rid} AS rid, {rlife} AS rlife, {rwrites} AS rwrites
     FROM decisions d
-    LEFT JOIN prices ON prices.model = d.model
-    LEFT JOIN refs ON refs.requested = COALESCE(d.requested_model, '')
     -- the session's previous row, for the rows whose price depends on it only
     LEFT JOIN decisions before ON before.rowid = CASE
-        WHEN d.session IS NOT NULL AND prices.model IS NOT NULL AND d.prompt_tokens IS NOT NULL
+        WHEN d.session IS NOT NULL AND {priced} AND d.prompt_tokens IS NOT NULL
             AND (d.cached_tokens IS NULL OR COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0)
         THEN (
             SELECT e.rowid FROM decisions e INDEXED BY decisions_session
@@ -122,6 +128,11 @@ priced_rows AS (
     SELECT *, MAX(u - cu, 0) AS x FROM reference_cached
 )
 """
+
+
+def _case(subject: str, whens: list[tuple[str, str]]) -> str:
+    """``CASE subject WHEN a THEN b ... END`` (NULL without any)."""
+    return f"CASE {subject} {' '.join(f'WHEN {a} THEN {b}' for a, b in whens)} END" if whens else "NULL"
 
 
 def _parameters(prices: Prices, requested: Iterable[str | None], since: float, until: float, client: str | None) -> tuple[dict[str, Any], int, list[tuple[str, ModelPrice]]]:
