@@ -134,16 +134,17 @@ class PinchPrune:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")
         relevance = ctx.relevance
         order = relevance.order if relevance is not None else None
+        evidence = relevance.evidence if relevance is not None else None
         outcome, note = Outcome.OK, ""
         session, escalation = await self._read(ctx)
         windows = self._windows(ctx, escalation)
         try:
-            sent, stats, stored, order_matters = self._prune(ctx, order, windows, session)
+            sent, stats, stored, order_matters = self._prune(ctx, order, windows, session, evidence)
             if order_matters and relevance is not None and relevance.rank is not None:
                 # the deferred ranking, awaited only now that the order decides something (bounded; never raises)
                 ranking = await relevance.rank()
                 if ranking.order is not None:
-                    sent, stats, stored, _ = self._prune(ctx, ranking.order, windows, session)
+                    sent, stats, stored, _ = self._prune(ctx, ranking.order, windows, session, ranking.evidence)
                 stats = replace(stats, ranking=ranking)
                 note = f"; {len(ranking.order)} ranked ({ranking.embedded} embedded, {ranking.cached} cached)" if ranking.order is not None else f"; oldest first: relevance unavailable ({ranking.reason})"
         except RelevanceOrderError as exc:
@@ -184,9 +185,14 @@ class PinchPrune:
         return session, (values[0] if values else None)
 
     def _prune(
-        self, ctx: RequestContext, order: tuple[int, ...] | None, windows: tuple[WindowLimit, ...], session: PinchSession | None
+        self,
+        ctx: RequestContext,
+        order: tuple[int, ...] | None,
+        windows: tuple[WindowLimit, ...],
+        session: PinchSession | None,
+        evidence: tuple[float, ...] | None = None,
     ) -> tuple[Rewrites, PinchStats, PinchSession | None, bool]:
-        """What goes upstream, its stats, the session's ledger to store (None: pruned afresh), and
+        """What goes upstream (``evidence``: the ranking's, for the ledger's batch order), its stats, the session's ledger to store (None: pruned afresh), and
         whether a relevance order would decide anything (a batch, or a cold moment's re-plan of the ledger)."""
         settings = self.settings
         tools, measured = ctx.view.tools, ctx.measured_prompt(self.estimator)
@@ -219,6 +225,7 @@ class PinchPrune:
             # the tool's declaration goes upstream too: the windows hold it beside the prompt
             windows=tuple(replace(w, prompt_limit=w.prompt_limit - declared) for w in windows) if declared else windows,
             relevance_order=order,
+            relevance_evidence=evidence,
             estimator=self.estimator,
             tools=tools,
             measured=measured,

@@ -2,10 +2,12 @@
 
 Ranks pinch's trim candidates (:func:`router.core.turns.candidate_results`, the
 very list pinch compresses) by what keeping each verbatim is worth per token it
-costs (:func:`router.core.relevance.rank_results`): the lexical evidence of the
+costs (:func:`router.core.relevance.rank_with_evidence`): the lexical evidence of the
 names the task and the agent's recent steps use (``ctx.view.turn_text``), the
 cosine similarity to the turn's queries — the task, the current step and the
-steps just before it — and age. Writes the order, least worth keeping first,
+steps just before it — and age. Writes the order, least worth keeping first, and
+each candidate's evidence (the ledger weighs it against what each step of its
+batch really saves: a result first sight reduced saves less than its original),
 to ``ctx.relevance`` for pinch-prune.
 
 Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
@@ -62,7 +64,7 @@ from router.core.embedding_cache import (
 from router.core.content import content_text
 from router.core.errors import describe
 from router.core.evidence import TermCache
-from router.core.relevance import rank_results, similarities
+from router.core.relevance import rank_with_evidence, similarities
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.core.turns import candidate_results
@@ -177,8 +179,8 @@ class PinchRelevance:
             return self._unavailable(ctx, str(exc), cached)
         chosen = set(candidates)
         others = [content_text(result.content) for i, result in enumerate(results) if i not in chosen]
-        order = rank_results(full, others, turn, self.pinch.max_summarize_chars, similarity, self.terms.terms)
-        return Relevance(RelevanceStatus.OK, order, embedded=embedded, cached=cached)
+        ranking = rank_with_evidence(full, others, turn, self.pinch.max_summarize_chars, similarity, self.terms.terms)
+        return Relevance(RelevanceStatus.OK, ranking.order, embedded=embedded, cached=cached, evidence=ranking.evidence)
 
     def _candidates(self, ctx: RequestContext) -> tuple[list[int], str]:
         """The trim candidates, or why relevance does not apply to this request."""

@@ -99,10 +99,12 @@ from router.core.pinch import (
     _ELIDED,
     _PLACEHOLDER,
     MIN_SUMMARIZE_CHARS,
+    RelevanceOrderError,
     _checked_order,
     _rewrite,
 )
 from router.core.pinch_first_sight import FirstSight, FirstSightEntries, FirstSightEntry, content_digest
+from router.core.relevance import order_by_worth
 from router.core.request_view import NO_REWRITES, Conversation, Rewrites, stable_id
 from router.core.results import PinchMode, PinchStats
 from router.core.tokens import (
@@ -368,6 +370,7 @@ def pinch_conversation(
     *,
     windows: Sequence[WindowLimit] = (),
     relevance_order: Sequence[int] | None = None,
+    relevance_evidence: Sequence[float] | None = None,
     estimator: TokenEstimator = DEFAULT_ESTIMATOR,
     tools: Any = None,
     measured: PromptSize | None = None,
@@ -385,7 +388,11 @@ def pinch_conversation(
     ``windows``: the hard limits in the order to try (the preferred model's
     first); none ⇒ only the budget applies. ``relevance_order`` lists every
     candidate index exactly once (else :class:`RelevanceOrderError`, checked
-    only when a batch is made). ``soft_hold``: why a batch only the budget calls for
+    only when a batch is made); ``relevance_evidence``, each candidate's evidence
+    (:func:`~router.core.relevance.candidate_evidence`; one per candidate, else
+    :class:`RelevanceOrderError`): with it the batch orders the new candidates by
+    that evidence per token each step really saves (:meth:`_Rewrites.by_worth`), not
+    by the saving of the original the order was ranked with. ``soft_hold``: why a batch only the budget calls for
     waits (None: it does not; the window always forces one). A cold cache with a relevance order
     re-plans the ledger when ``policy.restore`` says so (restore, module doc). Returns the
     rewrites by result position, exact stats (with the reason a batch was or was
@@ -517,6 +524,8 @@ def pinch_conversation(
     if relevance_order is not None:
         fresh_positions = set(fresh)
         order = [p for p in _checked_order(relevance_order, len(candidates)) if p in fresh_positions]
+        if relevance_evidence is not None:
+            order = work.by_worth(order, relevance_evidence, candidates)
     elif batch_order is BatchOrder.LARGEST:
         order = sorted(fresh, key=lambda p: -sizes[result_units[candidates[p]]])
     else:
@@ -576,13 +585,44 @@ class _Rewrites:
         self.restoring: list[tuple[int, str]] = []  # (result position, ledger id) of held results planned afresh
         self.memo: LedgerMemo | None = None  # step 1's decisions, for the next request (pinch_conversation)
         self.sight: FirstSight | None = None  # first sight's part of this request
+        self._compressed: dict[int, Any] = {}  # result position → its compression from the original (rewrite)
 
     def content(self, position: int) -> Any:
         return self.units[self.result_units[position]].get(self.key)
 
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
-        unit = self.result_units[position]
-        return _rewrite(self.units[unit].get(self.key), self.conversation, unit, self.max_chars, self.sizes[unit])
+        """Result ``position`` compressed from its original (made once a request: :meth:`by_worth` and :meth:`steps` both ask)."""
+        found = self._compressed.get(position, _ABSENT)
+        if found is _ABSENT:
+            unit = self.result_units[position]
+            found = self._compressed[position] = _rewrite(self.units[unit].get(self.key), self.conversation, unit, self.max_chars, self.sizes[unit])
+        return found  # type: ignore[return-value]
+
+    def by_worth(self, order: Sequence[int], evidence: Sequence[float], candidates: Sequence[int]) -> list[int]:
+        """The new candidates of ``order`` (candidate indexes, as relevance ranked them) least worth keeping
+        per token first (:func:`~router.core.relevance.order_by_worth`), each weighed against what its
+        step would save: its compression less what first sight's text saves already and less what the
+        texts pointing at it give back (:meth:`steps`). Relevance ranked by the saving of the original; a
+        result first sight cut or pointed at saves far less, and ranked so, a batch spent its steps on
+        such results, each losing a result for a few tokens, then had to take more. ``order`` as it is
+        when first sight changed no step's saving. ``evidence``: one per candidate (``candidates``: their
+        result positions, oldest first)."""
+        if len(evidence) != len(candidates):
+            raise RelevanceOrderError(f"relevance evidence has {len(evidence)} values for {len(candidates)} candidates")
+        sight, saved, result_units = self.sight, self.saved, self.result_units
+        if sight is None or not sight.rewrites:
+            return list(order)
+        gain: dict[int, int] = {}
+        changed = False
+        for rp in (candidates[i] for i in order):
+            rewrite = self.rewrite(rp)
+            given_back = (saved[result_units[rp]] if rp in sight.rewrites else 0) + sum(saved[result_units[p]] for p in sight.dependents(rp))
+            gain[rp] = (rewrite[2] if rewrite is not None else 0) - given_back
+            changed = changed or given_back != 0
+        if not changed:
+            return list(order)
+        # the held candidates count in the recency scale (as in the ranking) but are no batch steps
+        return [i for i in order_by_worth([gain.get(rp, 0) for rp in candidates], evidence) if candidates[i] in gain]
 
     def first_sight(self, sight: FirstSight) -> None:
         """Send first sight's texts (resent and new), counting what they save."""

@@ -14,7 +14,7 @@ what survives.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -96,10 +96,14 @@ def rank_candidates(
     not negative. Deterministic: ties keep the input order. Raises ValueError on a length mismatch
     or a non-finite value.
     """
-    count = len(saved_tokens)
-    if count == 0:
-        return []
-    saved = np.maximum(np.asarray(saved_tokens, dtype=np.float64), 1.0)
+    return order_by_worth(saved_tokens, candidate_evidence(len(saved_tokens), lexical, similarity, weights), weights)
+
+
+def candidate_evidence(
+    count: int, lexical: Sequence[float] | None = None, similarity: Sequence[float] | None = None, weights: RankWeights = DEFAULT_WEIGHTS
+) -> tuple[float, ...]:
+    """Each candidate's evidence that it is needed, ``floor + lexical + similarity × max(0, similarity)``
+    (:func:`rank_candidates`; checks as it does): what :func:`order_by_worth` weighs against the saving."""
     evidence = np.full(count, weights.floor)
     for name, values, weight in (("lexical", lexical, 1.0), ("similarity", similarity, weights.similarity)):
         if values is None:
@@ -112,8 +116,24 @@ def rank_candidates(
         if name == "lexical" and (array < 0).any():
             raise ValueError("lexical: negative evidence")
         evidence += weight * np.maximum(array, 0.0)
+    return tuple(float(x) for x in evidence)
+
+
+def order_by_worth(saved_tokens: Sequence[int], evidence: Sequence[float], weights: RankWeights = DEFAULT_WEIGHTS) -> list[int]:
+    """:func:`rank_candidates`' order from each candidate's saving and :func:`candidate_evidence` (positive,
+    one per candidate; else ValueError). The ledger orders a batch so with the savings its steps really
+    make (:func:`router.core.pinch_ledger.pinch_conversation`: a result first sight reduced saves less)."""
+    count = len(saved_tokens)
+    if len(evidence) != count:
+        raise ValueError(f"evidence: expected {count} values, got {len(evidence)}")
+    if count == 0:
+        return []
+    worths = np.asarray(evidence, dtype=np.float64)
+    if not (np.isfinite(worths).all() and (worths > 0).all()):
+        raise ValueError("evidence: every value must be positive and finite")
+    saved = np.maximum(np.asarray(saved_tokens, dtype=np.float64), 1.0)
     recency = np.arange(count) / max(count - 1, 1)
-    worth = np.round(np.log(evidence) - np.log(saved) + weights.age * recency, TIE_DECIMALS)
+    worth = np.round(np.log(worths) - np.log(saved) + weights.age * recency, TIE_DECIMALS)
     return [int(i) for i in np.argsort(worth, kind="stable")]
 
 
@@ -191,6 +211,14 @@ def _unit_rows(matrix: Vectors) -> Vectors:
     return scaled / np.maximum(norms, _TINY)
 
 
+class Ranking(NamedTuple):
+    """:func:`rank_with_evidence`'s answer: the order to compress the candidates in, and each one's
+    evidence (:func:`candidate_evidence`), for a planner that knows better what compressing each saves."""
+
+    order: tuple[int, ...]
+    evidence: tuple[float, ...]
+
+
 def rank_results(
     candidate_texts: Sequence[str],
     other_texts: Sequence[str],
@@ -200,14 +228,30 @@ def rank_results(
     terms: Callable[[str], frozenset[str]] = evidence_terms,
     weights: RankWeights = DEFAULT_WEIGHTS,
 ) -> tuple[int, ...]:
+    """The order to compress trim candidates in (:func:`rank_with_evidence`'s order)."""
+    return rank_with_evidence(candidate_texts, other_texts, turn, max_summarize_chars, similarity, terms, weights).order
+
+
+def rank_with_evidence(
+    candidate_texts: Sequence[str],
+    other_texts: Sequence[str],
+    turn: TurnText,
+    max_summarize_chars: int,
+    similarity: Sequence[float] | None = None,
+    terms: Callable[[str], frozenset[str]] = evidence_terms,
+    weights: RankWeights = DEFAULT_WEIGHTS,
+) -> Ranking:
     """The order to compress trim candidates in (:func:`rank_candidates`), from their texts, with the lexical
-    evidence of the turn's task and steps (:func:`~router.core.evidence.lexical_evidence`). ``other_texts``: the
-    request's other tool results (the protected turns'), for how common a name is; ``similarity``: per candidate (None: no embeddings);
-    ``terms``: the term extractor (a :class:`~router.core.evidence.TermCache`'s, to memoise)."""
+    evidence of the turn's task and steps (:func:`~router.core.evidence.lexical_evidence`), and that evidence.
+    The saving is the candidate text's compression (its original: what the ledger compresses from).
+    ``other_texts``: the request's other tool results (the protected turns'), for how common a name is;
+    ``similarity``: per candidate (None: no embeddings); ``terms``: the term extractor (a
+    :class:`~router.core.evidence.TermCache`'s, to memoise)."""
     candidates = [terms(text) for text in candidate_texts]
     results = [*candidates, *(terms(text) for text in other_texts)]
     step = terms(turn.step)
     recent = [terms(text) for text in turn.recent]
     lexical = lexical_evidence(candidates, [terms(turn.task), step, *recent], results)
     saved = [-(-compression_saving(len(text), max_summarize_chars) // CHARS_PER_TOKEN) for text in candidate_texts]
-    return tuple(rank_candidates(saved, lexical, similarity, weights))
+    evidence = candidate_evidence(len(saved), lexical, similarity, weights)
+    return Ranking(tuple(order_by_worth(saved, evidence, weights)), evidence)

@@ -90,6 +90,8 @@ class Relevance:
     embedded: int = 0
     cached: int = 0
     rank: Callable[[], Awaitable[Relevance]] | None = None
+    # each candidate's evidence (router.core.relevance.candidate_evidence), for the ledger's batch order
+    evidence: tuple[float, ...] | None = None
 
 
 class PinchMode(enum.StrEnum):

@@ -11,13 +11,16 @@ from typing import Any
 
 import orjson
 import pytest
+from xxhash import xxh3_64_hexdigest
 
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.first_sight import FirstSightSettings
-from router.core.pinch import is_compressed
+from router.core.pinch import RelevanceOrderError, is_compressed
 from router.core.pinch_first_sight import FirstSightEntry, content_digest, text_of
 from router.core.pinch_ledger import EMPTY_LEDGER, Ledger, PinchPolicy, PinchSession, SessionPinch, WindowLimit, pinch_conversation
+from router.core.relevance import rank_with_evidence
 from router.core.tokens import DEFAULT_ESTIMATOR
+from router.core.turn_text import TurnText
 from router.wire.openai_chat.pinch import pinch_session
 from router.wire.openai_chat.view import ChatConversation
 from tests.support.factories import assistant, system, tool, user
@@ -347,3 +350,45 @@ def test_an_index_another_request_extended_is_not_taken_and_the_reductions_are_t
     retried = pinch_conversation(ChatConversation(requests[3]), first.ledger, policy, WARM, earlier=onward.earlier)
     assert retried.earlier is not onward.earlier
     assert retried.rewrites == onward.rewrites and retried.ledger == onward.ledger
+
+
+# --- a batch in relevance order weighs what each step really saves (#49) ---------------------------
+
+# distinct lines: no lossless rule shortens them
+NOTES = ["\n".join(xxh3_64_hexdigest(f"{i}.{j}".encode()) * 4 for j in range(60)) for i in range(4)]
+
+
+def test_a_relevance_batch_weighs_a_cut_output_by_what_compressing_it_still_saves() -> None:
+    """Relevance ranks by the saving of the original: the long build log first. First sight sends it cut
+    already, so compressing it saves a fraction of that; weighed by its real saving (the evidence is
+    equal), a note that saves more goes first, and the batch loses one result instead of two."""
+    lossy = FirstSightSettings(lossy=True)
+    steps = [("make", LONG_LOG), *((f"cat notes/{i}.txt", note) for i, note in enumerate(NOTES)), ("ls src tests", LISTING), ("pytest -q", "4 passed")]
+    messages = conversation(steps)
+    ledger = EMPTY_LEDGER
+    for end in range(4, len(messages) + 1, 2):
+        ledger = pinch(messages[:end], ledger, first_sight=lossy, retrieve=True).ledger
+    sent = pinch(messages, ledger, first_sight=lossy, retrieve=True)
+    cut = content_of(sent, "call_0")
+    assert "pinch_retrieve" in cut.split("\n")[0] and len(NOTES[0]) > len(cut) > MAX_CHARS
+    texts = [m["content"] for m in messages if m.get("role") == "tool"][:5]  # the candidates, as the client sent them
+    ranking = rank_with_evidence(texts, [], TurnText(task="fix it", step="go"), MAX_CHARS)
+    assert ranking.order[0] == 0 and len(set(ranking.evidence)) == 1  # the log first, no evidence either way
+    options: dict[str, Any] = dict(budget=sent.stats.final_tokens - 800, cache=COLD, low_watermark=1.0, first_sight=lossy, retrieve=True)
+    by_original = pinch(messages, ledger, relevance_order=ranking.order, **options)
+    weighed = pinch(messages, ledger, relevance_order=ranking.order, relevance_evidence=ranking.evidence, **options)
+    compressed = lambda done: [f"call_{i}" for i in range(5) if is_compressed(content_of(done, f"call_{i}"))]  # noqa: E731
+    assert compressed(by_original) == ["call_0", "call_1"]
+    assert compressed(weighed) == ["call_1"] and content_of(weighed, "call_0") == cut
+    assert weighed.stats.final_tokens == tokens(weighed.messages) <= options["budget"]
+
+
+def test_without_first_sight_texts_the_evidence_leaves_relevance_order_as_it_is() -> None:
+    steps = [*((f"cat notes/{i}.txt", note) for i, note in enumerate(NOTES)), ("ls src tests", LISTING), ("pytest -q", "4 passed")]
+    messages = conversation(steps)
+    texts = [m["content"] for m in messages if m.get("role") == "tool"][:4]
+    ranking = rank_with_evidence(texts, [], TurnText(task="fix notes/2.txt", step="cat notes/3.txt"), MAX_CHARS)
+    options: dict[str, Any] = dict(budget=tokens(messages) - 1500, cache=COLD, low_watermark=1.0, first_sight=None, relevance_order=ranking.order)
+    assert pinch(messages, **options).messages == pinch(messages, relevance_evidence=ranking.evidence, **options).messages
+    with pytest.raises(RelevanceOrderError, match="2 values for 4 candidates"):
+        pinch(messages, relevance_evidence=ranking.evidence[:2], **options)
