@@ -42,7 +42,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -313,6 +313,7 @@ async def replay_session(
     runner, proxy_url = await serve(await create_app(settings, clock=clock))
     run = SessionRun()
     previous: list[Message] | None = None
+    forms: dict[int, Message] = {}  # message index → first sight's text for it, as last sent (_learn_forms)
     sent_at = clock.now
     headers = {"Content-Type": "application/json", "x-router-session": f"eval-pinch-{transcript.name}"}
     try:
@@ -344,8 +345,9 @@ async def replay_session(
             run.requests.append(SentRequest(tokens, prefix, clock.now - sent_at if previous is not None else 0.0))
             previous, sent_at = sent, clock.now
             run.referenced.update(_referenced_as_sent(truth, sent))
+            _learn_forms(forms, truth, sent)
             if scenario.quality:
-                run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, transcript.tools))
+                run.quality.add(_turn_quality(truth, sent, tokens, settings.pinch.max_summarize_chars, estimator, sent_tools, forms))
         await _read_decisions(client, proxy_url, run)
     finally:
         await runner.cleanup()
@@ -433,23 +435,37 @@ _NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
 
 def _turn_quality(
-    truth: TurnTruth, sent: list[Message], tokens: int, max_summarize_chars: int, estimator: TokenEstimator, tools: Any
+    truth: TurnTruth, sent: list[Message], tokens: int, max_summarize_chars: int, estimator: TokenEstimator, tools: Any, forms: Mapping[int, Message]
 ) -> Quality:
     """The referenced results the mode kept, and recency at the mode's tokens, on a turn where pinch
-    compressed any. A result reduced at first sight is kept (it is lossless: what it leaves out, a result
-    the model sees shows), and its saving is none of the compression's: recency gets the tokens the mode
-    would send without first sight (so a turn where only first sight acted has nothing to judge)."""
-    lossless = [i for i, m in enumerate(sent) if _first_sight_text(m, truth.messages[i])]
-    tokens += sum(estimator.message_tokens(truth.messages[i]) - estimator.message_tokens(sent[i]) for i in lossless)
-    if not truth.referenced or tokens >= truth.tokens:
+    compressed any. A result sent as first sight's text is kept (lossless: what it leaves out, a
+    result the model sees shows; or cut, the whole one pinch_retrieve away). Recency is given the same
+    first sight (``forms``: each result's first-sight text, :func:`_learn_forms`): it sends those
+    texts too and compresses oldest first from there, at the tokens the mode sent, with the same tool
+    schemas. So what a mode keeps as first sight's text costs recency what it costs the mode, whichever
+    results the mode chose (before, recency was given the mode's first-sight savings on the originals:
+    the more first-sight texts a mode kept, the more tokens its yardstick had). A turn where only first
+    sight acted has nothing to judge."""
+    if not truth.referenced or tokens >= estimator.prompt_tokens([forms.get(i, m) for i, m in enumerate(truth.messages)], tools):
         return Quality()
-    recency = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools)
-    kept = set(lossless)
+    recency = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools, forms)
     return Quality(
         referenced=len(truth.referenced),
-        kept=sum(i in kept or sent[i] == truth.messages[i] for i in truth.referenced),
+        kept=sum(sent[i] == truth.messages[i] or _first_sight_text(sent[i], truth.messages[i]) for i in truth.referenced),
         kept_by_recency=sum(i in recency for i in truth.referenced),
     )
+
+
+def _learn_forms(forms: dict[int, Message], truth: TurnTruth, sent: list[Message]) -> None:
+    """Record the first-sight texts this request sent (message index → message), and forget those
+    sent as their originals again (first sight let go of them); a compressed one keeps its last text:
+    every result is sent as first sight made it before any batch can compress it (the batch takes
+    only results older than the protected turns)."""
+    for i, (message, original) in enumerate(zip(sent, truth.messages)):
+        if message == original:
+            forms.pop(i, None)
+        elif _first_sight_text(message, original):
+            forms[i] = message
 
 
 RETRIEVE_MARK = f"{TOOL_NAME}(\""  # in the first line of an output cut at first sight
@@ -472,8 +488,8 @@ def _referenced_as_sent(truth: TurnTruth, sent: list[Message]) -> Counter[str]:
 
 
 def _first_sight_text(sent: Message, original: Message) -> bool:
-    """``sent`` is ``original`` as first sight reduced it (lossless; no lossy cut is made yet): a tool
-    result whose text changed but is no compression of pinch's."""
+    """``sent`` is ``original`` as first sight reduced it (losslessly, or cut behind pinch_retrieve): a
+    tool result whose text changed but is no compression of pinch's."""
     content = sent.get("content")
     return sent.get("role") == "tool" and type(content) is str and content != original.get("content") and not is_compressed(content)
 

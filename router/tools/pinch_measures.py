@@ -24,7 +24,8 @@ So a session is judged by the requests that really went upstream:
   never touches), so the agent had it from the old results.
 * :func:`recency_kept`: the baseline at equal tokens: compress old results
   oldest first (with pinch's own :func:`compress_tool_result`) until the
-  prompt is no larger than a given size; the newest stay verbatim.
+  prompt is no larger than a given size; the newest stay as they are sent
+  (verbatim, or as first sight reduced them: the same forms the mode sends).
 """
 
 from __future__ import annotations
@@ -253,13 +254,19 @@ def recency_kept(
     max_summarize_chars: int,
     estimator: TokenEstimator,
     tools: Any = None,
+    forms: Mapping[int, Message] | None = None,
 ) -> set[int]:
-    """The candidates a keep-the-newest policy leaves verbatim at no more than ``target_tokens``.
+    """The candidates a keep-the-newest policy leaves uncompressed at no more than ``target_tokens``.
 
-    Old results are compressed oldest first, each as pinch would, until the
-    prompt fits; when even compressing them all does not, none is kept.
+    Old results are compressed oldest first, each as pinch would (from its original), until the
+    prompt fits; when even compressing them all does not, none is kept. ``forms``: message index →
+    the form sent for it before any compression (first sight's text, :mod:`router.core.pinch_first_sight`):
+    the prompt counts that form, a compression saves what it saves beyond it, and a result whose
+    compression would save nothing beyond it stays so (kept), as pinch's batch leaves it.
     """
-    tokens = estimator.prompt_tokens(messages, tools)
+    forms = forms or {}
+    sent = [forms.get(i, message) for i, message in enumerate(messages)]
+    tokens = estimator.prompt_tokens(sent, tools)
     kept = set(candidates)
     for index in candidates:
         if tokens <= target_tokens:
@@ -267,7 +274,10 @@ def recency_kept(
         compression = compress_tool_result(
             messages[index], lambda index=index: tool_name_for(messages, index), max_summarize_chars, estimator
         )
-        if compression is not None:  # a result pinch cannot shorten stays as it is
+        if compression is None:
+            continue  # a result pinch cannot shorten stays as it is
+        saved = compression.tokens_saved if index not in forms else estimator.message_tokens(forms[index]) - compression.tokens_after
+        if saved > 0:
             kept.discard(index)
-            tokens -= compression.tokens_saved
+            tokens -= saved
     return kept

@@ -28,6 +28,8 @@ from router.tools.eval_pinch import (
     Results,
     SessionRun,
     Target,
+    TurnTruth,
+    _learn_forms,
     cost_at_most,
     eval_pinch,
     keeps_more_than_recency,
@@ -359,3 +361,20 @@ def test_a_streaming_client_gets_the_same_savings_and_its_cached_tokens_are_read
     ledger = streamed.run(name, SCENARIO["warm"], BUDGET_SMALL, UNIFORM_LEDGER)
     assert sum(ledger.referenced.values()) > 0 and len(ledger.overhead_ms) == len(ledger.requests)
     assert f"  referenced old results ({UNIFORM_LEDGER.name}): " in out and f"  proxy time per request ({UNIFORM_LEDGER.name}): p50 " in out
+
+
+def test_recency_is_given_the_first_sight_texts_the_replay_saw_whichever_the_mode_kept() -> None:
+    """The yardstick sends each result as first sight last sent it (#49), also once the mode compressed
+    it; a result sent as its original again (first sight let go of it) is its original for recency too."""
+    messages = session(turn=2)
+    at = next(i for i, m in enumerate(messages) if m.get("role") == "tool")
+    truth = TurnTruth(messages, ESTIMATOR.prompt_tokens(messages), [at], [at])
+    reduced = {**messages[at], "content": "[pinch-router: same output as the earlier call bash ls]"}
+    compressed = {**messages[at], "content": "[pinch-router: old bash result omitted (900 characters)]"}
+    forms: dict[int, Any] = {}
+    _learn_forms(forms, truth, [*messages[:at], reduced, *messages[at + 1 :]])
+    assert forms == {at: reduced}
+    _learn_forms(forms, truth, [*messages[:at], compressed, *messages[at + 1 :]])
+    assert forms == {at: reduced}
+    _learn_forms(forms, truth, messages)
+    assert forms == {}

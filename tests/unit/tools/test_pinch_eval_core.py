@@ -173,6 +173,22 @@ def test_recency_compresses_the_oldest_results_first_until_the_prompt_fits() -> 
     assert recency_kept(messages, candidates, 0, 400, ESTIMATOR) == set()
 
 
+def test_recency_is_given_the_forms_first_sight_sends_and_compresses_past_them() -> None:
+    """With first sight, recency sends the same first-sight texts as the mode (#49): a result sent short
+    costs what it is sent as, and one whose compression saves nothing beyond that stays."""
+    messages = conversation(4)
+    candidates = trim_candidates(messages, 1)
+    forms = {candidates[0]: tool("call_0", "[pinch-router: same output as the earlier call bash ls]")}
+    sent = [forms.get(i, m) for i, m in enumerate(messages)]
+    total = ESTIMATOR.prompt_tokens(sent)
+    assert total < ESTIMATOR.prompt_tokens(messages)
+    # at the tokens first sight sends, nothing needs compressing (on the originals the two oldest would go)
+    assert recency_kept(messages, candidates, total, 400, ESTIMATOR, forms=forms) == set(candidates)
+    assert recency_kept(messages, candidates, total, 400, ESTIMATOR) == {candidates[2]}
+    # below it, the oldest one's compression saves nothing beyond its short text: the next one goes
+    assert recency_kept(messages, candidates, total - 10, 400, ESTIMATOR, forms=forms) == {candidates[0], candidates[2]}
+
+
 def test_recency_at_the_tokens_of_a_uniform_prune_keeps_nothing() -> None:
     messages = conversation(4)
     budget = ESTIMATOR.prompt_tokens(messages) // 2
