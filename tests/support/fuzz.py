@@ -28,6 +28,18 @@ from tests.support.config import make_config, model_entry
 from tests.support.servers import loopback_server
 
 CONCURRENCY = 16
+# The timeouts that judge the client are long: its request head within server.head_timeout_seconds
+# of the connection opening, its next request within server.keepalive_timeout_seconds, its reading
+# of a stream within upstream.client_write_timeout_seconds. The sending client runs on the proxy's
+# own event loop, so whatever that loop runs delays the client too, and those timeouts took the
+# proxy's lateness for the client's: under load (two suites on the 2 cores) a request now and then
+# failed as ServerDisconnectedError. With the proxy's timeouts 20x shorter, 58 of 2,000 mutated
+# bodies were dropped so, each on a connection the proxy closed by its head timeout (43) or its
+# keep-alive timeout (15) before the client, waiting its turn on the loop, had written a byte; with
+# these three long and the rest 20x shorter, none (the 502s and 504s left are those timeouts working).
+# A real client's head is in the socket whatever the proxy's loop does, and is read late rather than
+# refused (router/http/connections.py); tests/http/test_connections.py holds these timeouts to their word.
+CLIENT_TIMEOUT_SECONDS = 300
 MAX_ERROR_BODY = 4096
 # the provider types each client wire is served by (a pass-through or a registered translation:
 # router/translate/registry.py); a Responses provider serves Responses clients only
@@ -72,7 +84,14 @@ def every_provider_config(url: str) -> Config:
         session_cache={"enabled": True},
         # a 1 MB body through every stage and the mock on a loaded 2-core machine can take more than
         # the test default's 5 s to its first byte: a 504 there is the timeout working, not the fuzz's finding
-        upstream={"connect_timeout_seconds": 30, "first_byte_timeout_seconds": 60, "stream_first_byte_timeout_seconds": 60, "idle_timeout_seconds": 60},
+        upstream={
+            "connect_timeout_seconds": 30,
+            "first_byte_timeout_seconds": 60,
+            "stream_first_byte_timeout_seconds": 60,
+            "idle_timeout_seconds": 60,
+            "client_write_timeout_seconds": CLIENT_TIMEOUT_SECONDS,
+        },
+        server={"head_timeout_seconds": CLIENT_TIMEOUT_SECONDS, "keepalive_timeout_seconds": CLIENT_TIMEOUT_SECONDS},
         pinch={"enabled": True, "budget_tokens": 4000, "keep_last_turns": 1, "relevance": {"enabled": True, "provider": "ollama", "model": "mock"}},
     )
 
