@@ -21,21 +21,36 @@ from __future__ import annotations
 from typing import Any
 
 from router.core.content import Message
+from router.translate.element_memo import PassMemo
 
 SEPARATOR = "\n\n"
 
 
-def strict_chat_messages(messages: list[Message], *, system_anywhere: bool = False) -> list[Message]:
+def strict_chat_messages(messages: list[Message], *, system_anywhere: bool = False, memo: PassMemo[Message] | None = None) -> list[Message]:
     """``messages`` with one leading system message (unless ``system_anywhere``) and no two user
-    messages in a row (see the module doc)."""
+    messages in a row (see the module doc). With a ``memo``, what was made of the messages a
+    conversation repeats (the very objects) after its leading system message is taken again."""
     if not system_anywhere:
         messages = _one_leading_system(messages)
-    out: list[Message] = []
-    for message in messages:
+    # a leading system message joins nothing: the rest is merged as a list of its own (the system
+    # message is made anew each request, the conversation's messages are the same objects while resent)
+    lead = 1 if messages and messages[0].get("role") == "system" else 0
+    return messages[:lead] + _users_merged(messages[lead:], memo)
+
+
+def _users_merged(messages: list[Message], memo: PassMemo[Message] | None) -> list[Message]:
+    """``messages`` with each run of plain user messages joined into one; with a ``memo``, resumed
+    at the last message it repeats before which the output is final (the output's last no plain user)."""
+    start, out, marks = memo.resume(messages, None) if memo is not None else (0, [], [])
+    for at in range(start, len(messages)):
+        message = messages[at]
         if out and _plain_user(message) and _plain_user(out[-1]):
             out[-1] = {"role": "user", "content": _joined(out[-1].get("content"), message.get("content"))}
         else:
+            marks.append((at, len(out)))  # what is before it is never joined again
             out.append(message)
+    if memo is not None:
+        memo.keep(messages, None, out, marks)
     return out
 
 

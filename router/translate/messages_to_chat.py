@@ -20,6 +20,7 @@ API has — ``thinking``, ``context_management``, ``safeguards`` (it carries loc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -27,6 +28,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
+from router.translate.element_memo import ElementMemo, PassMemo
 from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object, tool_input
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
 from router.translate.sse_frames import SseTranslator, provider_event
@@ -67,7 +69,7 @@ class MessagesToChatTranslator(ToChat):
         # conversation, a third of the translated request's Python)
         self.input_tokens = self.counted if self.counted is not None else count_input_tokens(messages_body)
         chat = messages_to_chat_body(messages_body, candidate.upstream_model, reasoning_content=self.reasoning)
-        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
     def response(self, body: bytes | Any) -> bytes:
@@ -98,8 +100,11 @@ def server_tools(body: dict[str, Any]) -> tuple[str, ...]:
 def messages_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_content: bool = False) -> dict[str, Any]:
     """An Anthropic Messages body as a chat-completions body for ``upstream_model``."""
     system = [b for b in system_blocks(body.get("system")) if not is_billing_line(str(b.get("text", "")))]
-    view = chat_view(system, body.get("messages") or [])
-    out: dict[str, Any] = {"model": upstream_model, "messages": one_result_per_call(view, reasoning_content)}
+    # made sendable apart: the system message (no call, nothing open after it) is made anew each time,
+    # the conversation's messages (their views the same objects while resent) once, then taken again
+    sendable = one_result_per_call(chat_view(system, []), reasoning_content)
+    sendable += one_result_per_call(chat_view(None, body.get("messages") or []), reasoning_content, SENDABLE)
+    out: dict[str, Any] = {"model": upstream_model, "messages": sendable}
     if isinstance(body.get("max_tokens"), int):
         out["max_tokens"] = body["max_tokens"]
     for key in ("temperature", "top_p"):
@@ -136,15 +141,20 @@ def _chat_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def one_result_per_call(view: list[Message], reasoning_content: bool) -> list[Message]:
+def one_result_per_call(view: list[Message], reasoning_content: bool, memo: PassMemo[Message] | None = None) -> list[Message]:
     """A chat view made sendable (every translation to chat ends with it, whatever the client's format):
     view-only keys dropped, unknown parts dropped, exactly one ``tool`` message per call of the
     assistant message before it — a duplicate or a result naming no open call dropped, a missing one
-    sent as ``(no result)`` — and ``reasoning_content`` kept only for a model that wants it back."""
-    out: list[Message] = []
+    sent as ``(no result)`` — and ``reasoning_content`` kept only for a model that wants it back.
+
+    With a ``memo``, a view that repeats one made sendable before (the very message objects) takes
+    what was made of it up to its last message that is no ``tool`` message among those it repeats:
+    before such a message the calls are closed and the output final."""
+    start, out, marks = memo.resume(view, reasoning_content) if memo is not None else (0, [], [])
     open_calls: list[str] = []  # the last assistant turn's call ids still waiting for their result
     answered: set[str] = set()
-    for message in view:
+    for at in range(start, len(view)):
+        message = view[at]
         role = message["role"]
         if role == "tool":
             call_id = message["tool_call_id"]
@@ -153,6 +163,7 @@ def one_result_per_call(view: list[Message], reasoning_content: bool) -> list[Me
                 out.append(message)
             continue
         _close_calls(out, open_calls, answered)
+        marks.append((at, len(out)))
         if role == "assistant":
             sent = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
             if reasoning_content and message.get("reasoning_content"):
@@ -172,6 +183,8 @@ def one_result_per_call(view: list[Message], reasoning_content: bool) -> list[Me
         else:
             out.append({"role": role, "content": parts})
     _close_calls(out, open_calls, answered)
+    if memo is not None:
+        memo.keep(view, reasoning_content, out, marks)
     return out
 
 
@@ -420,28 +433,39 @@ def chat_view(system: Any, messages: list[Message]) -> list[Message]:
     system_texts = [b["text"] for b in system_blocks(system) if isinstance(b.get("text"), str)]
     if system_texts:
         out.append({"role": "system", "content": "\n\n".join(system_texts)})
-    for message in messages:
-        role = message.get("role")
-        blocks = blocks_of(message.get("content"))
-        if role == "assistant":
-            out.append(_assistant_view(blocks))
-            continue
-        parts: list[dict[str, Any]] = []
-        for block in blocks:
-            kind = block.get("type")
-            if kind == "tool_result":
-                text, images = result_parts(block.get("content"))
-                out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
-                parts += images  # a tool message holds text only; its images follow as the user's
-            elif kind == "text":
-                parts.append({"type": "text", "text": block["text"]})
-            elif kind == "image":
-                if (part := image_part(block)) is not None:
-                    parts.append(part)
-            else:
-                parts.append(block)  # documents and the like
-        if parts or role == "system":
-            out.append({"role": "system" if role == "system" else "user", "content": parts})
+    # each message's view depends on that message alone: a resent one's is taken again (shared, never changed)
+    out += chain.from_iterable(MESSAGE_VIEWS.map(messages, _message_view))
+    return out
+
+
+MESSAGE_VIEWS: ElementMemo[list[Message]] = ElementMemo()
+SENDABLE: PassMemo[Message] = PassMemo()
+STRICT: PassMemo[Message] = PassMemo()
+
+
+def _message_view(message: Message) -> list[Message]:
+    """One Messages message as chat messages (:func:`chat_view`)."""
+    role = message.get("role")
+    blocks = blocks_of(message.get("content"))
+    if role == "assistant":
+        return [_assistant_view(blocks)]
+    out: list[Message] = []
+    parts: list[dict[str, Any]] = []
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "tool_result":
+            text, images = result_parts(block.get("content"))
+            out.append({"role": "tool", "tool_call_id": block["tool_use_id"], "content": text})
+            parts += images  # a tool message holds text only; its images follow as the user's
+        elif kind == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image":
+            if (part := image_part(block)) is not None:
+                parts.append(part)
+        else:
+            parts.append(block)  # documents and the like
+    if parts or role == "system":
+        out.append({"role": "system" if role == "system" else "user", "content": parts})
     return out
 
 

@@ -1,0 +1,100 @@
+"""What a translation made of each element of an array, taken again for the very elements a later
+array repeats. Pure (no I/O); its state is the arrays translated last.
+
+An agent resends its whole conversation every turn, and the proxy parses a resent body from its new
+bytes alone: the messages it repeats are the earlier parse's very objects
+(:mod:`router.core.resent_prefix`), and so are those pinch rewrote the same way again
+(``KnownBody.rewritten``); none is ever changed (copy on write). So what a translation made of such
+a message last turn is what it would make again: :class:`ElementMemo` keeps, for the arrays it saw
+last, each element and what was made of it, and for an array with the same objects at the same
+places (``is``, never ``==``) takes those results again, making the others alone (the new
+messages, one pinch rewrote anew). :class:`PassMemo` does the same for a pass that carries state
+from one element to the next, up to the first element that differs. A 2 MB Claude Code session
+translated to chat: only the turn's new messages are translated.
+
+It keeps :data:`ARRAYS` arrays, one per conversation (found by its first element); the results
+are shared between the requests that take them, so they, like every translation's output, are
+never changed in place. Holding the elements keeps them alive while the array is kept: at most
+:data:`ARRAYS` conversations, most of them the very objects the endpoints' kept bodies hold too.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable
+from operator import is_
+from typing import Any, Generic, TypeVar
+
+R = TypeVar("R")
+
+ARRAYS = 32  # conversations remembered: the sessions an agent fleet keeps going at once, with room
+
+
+def repeated(before: list[Any], now: list[Any]) -> int:
+    """How many leading elements ``now`` shares with ``before``: the very same objects."""
+    same = list(map(is_, before, now))  # C speed: no Python step per element
+    return same.index(False) if False in same else len(same)
+
+
+class ElementMemo(Generic[R]):
+    """``map(elements, each)`` = ``[each(e) for e in elements]`` for an ``each`` whose result depends on
+    the element alone, with the result of every element the array seen last had at the same place
+    (the same object) taken again."""
+
+    def __init__(self, arrays: int = ARRAYS) -> None:
+        self.arrays = arrays
+        # id of an array's first element → (the array's elements, what each made of them); the
+        # entry holds that element, so its id is not reused while the entry lives
+        self._recent: OrderedDict[int, tuple[list[Any], list[R]]] = OrderedDict()
+
+    def map(self, elements: list[Any], each: Callable[[Any], R]) -> list[R]:
+        if not elements:
+            return []
+        first = elements[0]
+        seen = self._recent.pop(id(first), None)
+        if seen is None or seen[0][0] is not first:
+            results = [each(element) for element in elements]
+        else:  # an element replaced (pinch rewrote it) is made again, those after it that repeat are not
+            before, made = seen
+            results = [made[at] if at < len(before) and before[at] is element else each(element) for at, element in enumerate(elements)]
+        self._recent[id(first)] = (list(elements), results)
+        while len(self._recent) > self.arrays:
+            self._recent.popitem(last=False)
+        return list(results)  # the caller's own list; the results in it are shared
+
+
+class PassMemo(Generic[R]):
+    """What a pass over an array made up to its marks, taken again for an array that repeats its
+    elements (the same objects) past a mark.
+
+    For a pass that walks an array in order with a little state (one result per call: the calls
+    still open) and reaches marks, elements before which that state does not matter (the
+    output so far is final there and the pass goes on as from the start): ``resume`` gives the
+    last mark an array repeats the elements up to, and the output before it; the pass goes on
+    from there and ``keep`` s what it made, its marks (element index, output length) in order.
+    ``key``: what else the pass depends on (compared with ``==``)."""
+
+    def __init__(self, arrays: int = ARRAYS) -> None:
+        self.arrays = arrays
+        self._recent: OrderedDict[int, tuple[list[Any], Any, list[R], list[tuple[int, int]]]] = OrderedDict()
+
+    def resume(self, elements: list[Any], key: Any) -> tuple[int, list[R], list[tuple[int, int]]]:
+        """(the element to go on from, the output before it — the caller's own list —, the marks before it)."""
+        seen = self._recent.get(id(elements[0])) if elements else None
+        if seen is None or seen[0][0] is not elements[0] or seen[1] != key:
+            return 0, [], []
+        before, _, out, marks = seen
+        taken = bisect_right(marks, (repeated(before, elements), len(out)))
+        if not taken:
+            return 0, [], []
+        index, length = marks[taken - 1]
+        return index, out[:length], marks[:taken]
+
+    def keep(self, elements: list[Any], key: Any, out: list[R], marks: list[tuple[int, int]]) -> None:
+        if not elements:
+            return
+        self._recent.pop(id(elements[0]), None)
+        self._recent[id(elements[0])] = (list(elements), key, list(out), marks)
+        while len(self._recent) > self.arrays:
+            self._recent.popitem(last=False)

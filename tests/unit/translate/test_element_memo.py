@@ -1,0 +1,131 @@
+"""The element memo: what a translation made of each element, taken again only for the very same objects."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+
+from router.translate.element_memo import ElementMemo
+from router.translate.messages_to_chat import chat_view, messages_to_chat_body
+
+
+def counting() -> tuple[list[Any], Any]:
+    called: list[Any] = []
+
+    def each(element: Any) -> tuple[str, Any]:
+        called.append(element)
+        return ("made", element["n"])
+
+    return called, each
+
+
+def test_a_resent_array_takes_the_results_of_the_elements_it_repeats() -> None:
+    memo: ElementMemo[Any] = ElementMemo()
+    called, each = counting()
+    first = [{"n": 1}, {"n": 2}]
+    made = memo.map(first, each)
+    grown = [*first, {"n": 3}]
+    again = memo.map(grown, each)
+    assert again == [("made", 1), ("made", 2), ("made", 3)]
+    assert called == [*first, grown[2]]  # only the new element was made
+    assert again[0] is made[0]
+
+
+def test_equal_objects_are_not_the_same_element() -> None:
+    memo: ElementMemo[Any] = ElementMemo()
+    called, each = counting()
+    memo.map([{"n": 1}, {"n": 2}], each)
+    fresh = [{"n": 1}, {"n": 2}]  # the same content parsed again: new objects
+    memo.map(fresh, each)
+    assert called[2:] == fresh
+
+
+def test_an_element_replaced_is_made_again_and_those_after_it_are_not() -> None:
+    memo: ElementMemo[Any] = ElementMemo()
+    called, each = counting()
+    array = [{"n": 1}, {"n": 2}, {"n": 3}]
+    memo.map(array, each)
+    changed = [array[0], {"n": 20}, array[2]]  # as pinch rewrites an old result
+    assert memo.map(changed, each) == [("made", 1), ("made", 20), ("made", 3)]
+    assert called[3:] == [changed[1]]
+    shifted = [array[0], array[2]]  # the same object at another place is made again
+    assert memo.map(shifted, each) == [("made", 1), ("made", 3)]
+    assert called[4:] == [array[2]]
+
+
+def test_it_keeps_the_arrays_of_its_last_conversations_only() -> None:
+    memo: ElementMemo[Any] = ElementMemo(arrays=2)
+    called, each = counting()
+    a, b, c = [{"n": 1}], [{"n": 2}], [{"n": 3}]
+    for array in (a, b, c, a):  # a was the oldest when c came: forgotten
+        memo.map(array, each)
+    assert called == [a[0], b[0], c[0], a[0]]
+    memo.map(c, each)  # c is still kept
+    assert len(called) == 4
+
+
+def test_a_resumed_conversation_translates_as_a_fresh_parse_of_it() -> None:
+    messages = [
+        {"role": "user", "content": "fix it"},
+        {"role": "assistant", "content": [{"type": "text", "text": "looking"}, {"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": "ls"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "a.py"}]}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t2", "name": "bash", "input": {"c": "cat a.py"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "print(1)"}, {"type": "text", "text": "go on"}]},
+    ]
+    body = {"model": "m", "max_tokens": 100, "system": "be brief", "messages": messages[:3]}
+    before = orjson.dumps(body)
+    messages_to_chat_body(body, "up")
+    resumed = {**body, "messages": messages}  # the first three the very objects translated before
+    fresh = copy.deepcopy(resumed)
+    assert messages_to_chat_body(resumed, "up") == messages_to_chat_body(fresh, "up")
+    assert chat_view(None, messages) == chat_view(None, copy.deepcopy(messages))
+    assert orjson.dumps(body) == before  # nothing translated was changed in place
+
+
+def _tool_use(call: str) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call, "name": "bash", "input": {"c": call}}
+
+
+def _result(call: str, text: str = "out") -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call, "content": text}
+
+
+# every turn kind the passes keep state across: calls with results, a result missing (sent as
+# "(no result)"), a duplicate and a stray result (dropped), user turns in a row (joined), images
+CONVERSATION: list[dict[str, Any]] = [
+    {"role": "user", "content": "fix it"},
+    {"role": "user", "content": [{"type": "text", "text": "please"}]},
+    {"role": "assistant", "content": [_tool_use("a"), _tool_use("b")]},
+    {"role": "user", "content": [_result("a"), _result("a", "again"), _result("zz")]},
+    {"role": "user", "content": "and then"},
+    {"role": "assistant", "content": [{"type": "text", "text": "ok"}, _tool_use("c")]},
+    {"role": "user", "content": [_result("c"), {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}}]},
+    {"role": "assistant", "content": [_tool_use("d")]},
+    {"role": "user", "content": [_result("d"), {"type": "text", "text": "next"}]},
+    {"role": "user", "content": "more"},
+    {"role": "assistant", "content": "done"},
+    {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
+]
+
+
+def translated(messages: list[dict[str, Any]]) -> bytes:
+    from router.translate.chat_shape import strict_chat_messages
+    from router.translate.messages_to_chat import STRICT
+
+    chat = messages_to_chat_body({"model": "m", "max_tokens": 10, "system": "sys", "messages": messages}, "up")
+    chat["messages"] = strict_chat_messages(chat["messages"], memo=STRICT)
+    return orjson.dumps(chat)
+
+
+def test_every_turn_of_a_resent_conversation_translates_as_parsed_afresh() -> None:
+    """Each turn resends the one before's messages (the same objects), one rewritten now and then
+    (as pinch rewrites an old result); the memos' answer is the translation of a fresh parse."""
+    messages: list[dict[str, Any]] = []
+    for turn, message in enumerate(CONVERSATION):
+        messages = [*messages, message]
+        if turn in (5, 9):  # an earlier message replaced by a new object, the rest resent
+            messages[3] = {"role": "user", "content": [_result("a", f"elided {turn}"), _result("b")]}
+        for sent in (messages, messages[:-1], messages):  # a retry of a shorter body in between too
+            assert translated(sent) == translated(copy.deepcopy(sent)), f"turn {turn}"
