@@ -28,6 +28,7 @@ def test_each_cell_is_ours_over_theirs_and_cells_under_three_times_are_named() -
         ("chat", "Portkey", "small", 16): run(400, 1.0),  # 5.00×
         ("messages", OURS, "small", 1): run(900, 1.0),
         ("messages", "ccr", "small", 1): run(100, 1.0, errors=3),  # answered with errors: it cannot serve the cell
+        ("messages", "ccr", "small", 16): run(0, 4.0),  # answered nothing in the time given: nor this one
     }
     lines, below = summary(results, ["small"], {"Portkey": "chat", "ccr": "messages"})
     assert lines[0] == "| body, c | vs Portkey (chat) | vs ccr (Messages) | CPU vs the floor (chat / Messages) |"
