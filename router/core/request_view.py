@@ -307,13 +307,13 @@ def rewritten_array(
 ) -> list[Any]:
     """``write(changes.rewrites)``: a wire's write-back of pinch's rewrites into ``elements`` (the body's
     array; every element it does not rewrite left as it is), through the kept body
-    (:meth:`~router.core.resent_prefix.KnownBody.rewritten`): when the turn before made the same
-    rewrites, the elements it made are taken again, and then their bytes.
+    (:meth:`~router.core.resent_prefix.KnownBody.rewritten`): the elements the turn before made with
+    the same rewrites, up to the first whose rewrites differ, are taken again, and then their bytes.
     ``element_of(position)``: the index in ``elements`` of result ``position``'s element."""
     rewrites, known = changes.rewrites, changes.written
     if not rewrites or known is None:
         return write(rewrites)
-    return known.rewritten(elements, rewrites, element_of(max(rewrites)), lambda: write(rewrites))
+    return known.rewritten(elements, rewrites, element_of, write)
 
 
 def written_body(payload: dict[str, Any], key: str, changes: BodyChanges) -> bytes:

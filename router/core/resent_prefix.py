@@ -107,30 +107,38 @@ class KnownBody:
     sent: Sent | None = None
     prior_sent: Sent | None = None
 
-    def rewritten(self, elements: list[Any], rewrites: Mapping[int, Any], last_element: int, write: Callable[[], list[Any]]) -> list[Any]:
-        """``write()``: ``elements`` with pinch's ``rewrites`` written in, every element it does not
-        rewrite left as it is (the wire's write-back, whose last rewritten element is ``last_element``).
-        When ``elements`` are this body's own (element for element) and the body this one resumed was
-        written with the very same rewrites (the same positions, in the same order, the same content
-        objects) and every element they rewrite is one this body took from it, the very elements
-        ``write()`` would make equal were made then: they are taken again, the same objects, so that
-        :meth:`written` finds them unchanged and takes their bytes again too (on the 230 KB transcript,
-        its 75 compressed results: ~40 µs a request). Other ``elements`` are only written."""
+    def rewritten(
+        self, elements: list[Any], rewrites: Mapping[int, Any], element_of: Callable[[int], int], write: Callable[[Mapping[int, Any]], list[Any]]
+    ) -> list[Any]:
+        """``write(rewrites)``: ``elements`` with pinch's ``rewrites`` (result position → content) written
+        in, every element it does not rewrite left as it is (the wire's write-back; ``element_of``: the
+        element a position's result is in). When ``elements`` are this body's own (element for
+        element) and the body this one resumed was written with rewrites, the elements that write made
+        before the first element whose rewrites differ now (a result rewritten anew, or for the first
+        time: pinch's ledger adds the turn's new results to what it rewrites) — the same positions, the
+        same content objects — are what ``write`` would make equal: they are taken again, the very
+        objects, so that the translations and :meth:`written` find them unchanged (on the 230 KB
+        transcript, its 75 compressed results: ~40 µs a request); only the elements from there on are
+        written. Other ``elements`` are only written."""
         if elements is not self.elements and not (len(elements) == len(self.elements) and all(map(is_, elements, self.elements))):
-            return write()  # not this body's array: nothing of it to take again, nor to keep
+            return write(rewrites)  # not this body's array: nothing of it to take again, nor to keep
         prior = self.prior_sent
-        if (
-            prior is not None
-            and prior.rewrites is not None
-            and last_element < self.resumed
-            and len(rewrites) == len(prior.rewrites)
-            and list(rewrites) == list(prior.rewrites)
-            and all(map(is_, rewrites.values(), prior.rewrites.values()))
-        ):
-            resumed = self.resumed
-            out = prior.rewritten[:resumed] + self.elements[resumed:]
+        if prior is None or prior.rewrites is None or prior.rewritten is None:
+            out = write(rewrites)
         else:
-            out = write()
+            before = prior.rewrites
+            # the first element whose rewrites differ from the turn before's (none beyond what it resumed)
+            first = min(self.resumed, len(prior.rewritten))
+            for position, content in rewrites.items():
+                if before.get(position, _NOT_REWRITTEN) is not content:
+                    first = min(first, element_of(position))
+            if first and any(position not in rewrites for position in before):
+                first = 0  # a result no longer rewritten (a re-plan): rare, written whole
+            if first == 0:
+                out = write(rewrites)
+            else:
+                after = {position: content for position, content in rewrites.items() if element_of(position) >= first}
+                out = prior.rewritten[:first] + (write(after)[first:] if after else self.elements[first:])
         sent = self.sent  # what was written stays: written() takes it only for the very same elements
         self.sent = Sent(rewrites, out, None, b"") if sent is None else sent._replace(rewrites=rewrites, rewritten=out)
         return out
@@ -201,6 +209,9 @@ class KnownBody:
             size = estimator.measure(units, tools, known, tools_tokens)
         self.measured = Measured(estimator, size.sizes, tools, size.tools_tokens)
         return size
+
+
+_NOT_REWRITTEN = object()
 
 
 class Sent(NamedTuple):

@@ -331,8 +331,8 @@ def _next_kept(bodies: ResentBodies, body: dict[str, Any]) -> Any:
 def _sent(known: Any, rewrites: dict[int, Any]) -> tuple[list[Any], bytes]:
     """What a wire's write-back sends for ``rewrites`` (position → new content) through the kept body."""
     messages = known.elements
-    write = lambda: units_with(messages, range(len(messages)), rewrites, "content")  # noqa: E731
-    out = known.rewritten(messages, rewrites, max(rewrites), write) if rewrites else write()
+    write = lambda written: units_with(messages, range(len(messages)), written, "content")  # noqa: E731
+    out = known.rewritten(messages, rewrites, lambda position: position, write) if rewrites else write(rewrites)
     return out, orjson.dumps({"model": "x", "messages": known.written(out)})
 
 
@@ -355,13 +355,32 @@ def test_the_next_turn_with_the_same_rewrites_sends_the_very_elements_and_bytes_
     assert other[3] is not out[3] and other[3]["content"] == "another text"
 
 
+def test_a_turn_that_rewrites_one_more_result_takes_the_elements_made_before_it():
+    """pinch's ledger adds the turn's newly old results to what it rewrites: the elements made before
+    the first one whose rewrites differ are taken again, the very objects; the array is the write-back's."""
+    bodies = ResentBodies(1 << 20, min_bytes=0)
+    messages = OPENING + turn(1) + turn(2) + turn(3)
+    first = _next_kept(bodies, chat(messages))
+    rewrites = {3: "[pinch-router: old read result omitted (60 characters)]", 5: "[... elided ...]"}
+    out, _ = _sent(first, rewrites)
+    nxt = _next_kept(bodies, chat(messages + turn(4)))
+    more = {**rewrites, 7: "[... elided too ...]"}  # the same two, and one more after them
+    again, sent = _sent(nxt, more)
+    assert again[3] is out[3] and again[5] is out[5]
+    expected = units_with(nxt.elements, range(len(nxt.elements)), more, "content")
+    assert again == expected and sent == orjson.dumps({"model": "x", "messages": expected})
+    # a result before them rewritten anew: made again from there
+    anew, _ = _sent(_next_kept(bodies, chat(messages + turn(4) + turn(5))), {**more, 3: "another text"})
+    assert anew[3] is not out[3] and anew[3]["content"] == "another text" and anew[5] is not out[5]
+
+
 def test_an_array_that_is_not_the_kept_bodys_own_is_written_and_nothing_of_it_kept():
     bodies = ResentBodies(1 << 20, min_bytes=0)
     messages = OPENING + turn(1) + turn(2)
     known = _next_kept(bodies, chat(messages))
     other = [*known.elements[:-1], {"role": "tool", "tool_call_id": "c2", "content": "another"}]  # a wire's array that differs
     rewrites = {3: "[pinch-router: old read result omitted (60 characters)]"}
-    out = known.rewritten(other, rewrites, 3, lambda: units_with(other, range(len(other)), rewrites, "content"))
+    out = known.rewritten(other, rewrites, lambda position: position, lambda written: units_with(other, range(len(other)), written, "content"))
     assert out == units_with(other, range(len(other)), rewrites, "content") and known.sent is None
 
 
