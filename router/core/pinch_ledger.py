@@ -34,7 +34,8 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   for a provider that caches nothing, where there is no prefix to keep and a
   batch stops at ``no_cache_watermark`` × the budget (1: at the budget, losing
   no more than it must), unless the window forces it further. With a
-  relevance order, the least relevant new candidates go first; without one
+  relevance order, the least relevant new candidates go first (with its evidence, weighed against
+  what each step really saves, first sight's text counted: :meth:`_Rewrites.by_worth`); without one
   the oldest go first (:class:`BatchOrder`; ``bench/bench_batch_order``
   measures it against largest-first: they tie on 18 of 24 replays and each is
   cheaper on 3, but largest-first misses the cold-gaps target on one).
