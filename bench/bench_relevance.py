@@ -41,7 +41,7 @@ from bench.bench_pinch import interleaved_medians
 from bench.harness import TRANSCRIPTS, load_bodies, with_scaled
 from middlewares.pinch_relevance import QUERY_STEPS, PinchRelevance
 from router.config import Config, parse_config
-from router.core.results import RelevanceStatus
+from router.core.results import RELEVANCE, RelevanceStatus
 from router.core.content import content_text
 from router.wire.openai_chat.pinch import prune_context
 from router.core.evidence import TermCache
@@ -128,7 +128,7 @@ async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: a
         },
         runs,
     )
-    status = ctx.relevance.status if ctx.relevance is not None else None
+    status = ctx[RELEVANCE].status if ctx[RELEVANCE] is not None else None
     baseline = medians["orjson"] + medians["prune"]
     return {"name": name, "chars": len(raw), "candidates": candidates, "status": status, "baseline": baseline, **medians}
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from router.config import Catalogue, RoutingSettings
 from router.contract.context import RequestContext
-from router.core.results import Route
+from router.core.results import CAPABILITIES, CLASSIFICATION, PINCH, ROUTE, Route, SESSION
 from router.core.redaction import clip
 from router.core.model_families import ModelFamilies, hinted_tier
 from router.core.routing import NoRoute, detect_capabilities, select_route
@@ -22,14 +22,15 @@ from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
 from router.core.errors import ApiError, internal_failure, invalid_request
 from router.contract.stage import FailMode, StageReport
+from middlewares.session_fingerprint import SESSION_STATE
 
 
 class CapabilityGate:
     name: ClassVar[str] = "capability-gate"
     section: ClassVar[str] = "routing"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"classification", "pinch", "session", "session_state"})
-    provides: ClassVar[frozenset[str]] = frozenset({"capabilities", "route", "response"})  # response: the 400/404 it refuses with
+    reads: ClassVar[frozenset[str]] = frozenset({CLASSIFICATION.name, PINCH.name, SESSION.name, SESSION_STATE.name})
+    provides: ClassVar[frozenset[str]] = frozenset({CAPABILITIES.name, ROUTE.name, "response"})  # response: the 400/404 it refuses with
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
     def __init__(
@@ -72,35 +73,37 @@ class CapabilityGate:
             ))
             return StageReport(detail="unknown model")
         pinned, family = requested.pinned, requested.family
-        classification = ctx.classification
+        classification = ctx[CLASSIFICATION]
         tier = classification.task_tier if classification is not None else self._fallback_tier
         tier = hinted_tier(tier, classification.source if classification is not None else None, family)
         escalation = None
-        if self.escalation is not None and ctx.session is not None:
-            escalation = await self.escalation.escalate(ctx.session.key, tier, self._tiers, self.clock(), ctx.session_state)
+        session = ctx[SESSION]
+        if self.escalation is not None and session is not None:
+            escalation = await self.escalation.escalate(session.key, tier, self._tiers, self.clock(), ctx[SESSION_STATE])
             if escalation is not None:
                 tier = escalation.to_tier
+        pinch = ctx[PINCH]
         needs = detect_capabilities(
             ctx.view,
             self.estimator,
             classification.required_context_tokens if classification is not None else None,
             # pinch's final count is exactly the prompt it sends, with this estimator
-            ctx.pinch.final_tokens if ctx.pinch is not None else ctx.measured_prompt(self.estimator).tokens,
+            pinch.final_tokens if pinch is not None else ctx.measured_prompt(self.estimator).tokens,
             min_output_tokens=self._min_output_tokens,
             clamp_output=self._clamp_output,
         )
-        ctx.capabilities = needs
+        ctx[CAPABILITIES] = needs
         route = select_route(self._models, needs, tier, self._min_tool_proficiency, pinned)
         if isinstance(route, NoRoute):
-            ctx.route = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected, family=family.describe() if family else "")
+            ctx[ROUTE] = Route(candidates=(), tier=tier, pinned=pinned is not None, rejected=route.rejected, family=family.describe() if family else "")
             ctx.response = ctx.error_response(invalid_request(route.message(), code="no_capable_model"))
             return StageReport(detail="no capable model")
         if escalation is not None or family is not None:
             route = replace(route, escalation=escalation.reason() if escalation is not None else "", family=family.describe() if family else "")
-        ctx.route = route
+        ctx[ROUTE] = route
         why = (f"; model family {route.family}" if route.family else "") + (f"; {route.escalation}" if route.escalation else "")
         return StageReport(detail=f"{route.chosen.model} (tier {tier}, {len(route.candidates)} candidates){why}")
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        ctx.route = None
+        ctx[ROUTE] = None
         ctx.response = ctx.error_response(ApiError(503, internal_failure("routing", ctx.request_id), "server_error", "routing_failed"))

@@ -1,9 +1,9 @@
 """classification-cache: classify a session once, not every turn (ARCHITECTURE §7).
 
-Read: a fresh entry for ``ctx.session`` sets ``ctx.cached_classification``
+Read: a fresh entry for ``ctx[SESSION]`` sets ``ctx[CACHED_CLASSIFICATION]``
 (source ``cached``, no context estimate: ``required_context_tokens=None``, so
 the gate then uses the measured size alone), which the classifier stage then
-routes on instead of asking its model (the classifier is ``ctx.classification``'s
+routes on instead of asking its model (the classifier is ``ctx[CLASSIFICATION]``'s
 one writer). A miss — absent, or older than ``session_cache.staleness_minutes``
 — leaves the slot empty.
 
@@ -31,7 +31,7 @@ Redis), bounded by ``session_cache.max_entries`` (LRU, in-process store); an
 entry expires from it after the staleness window. Keys carry a digest of the
 categories and tiers, so after a reload that changes them old entries are misses.
 The read comes with session-fingerprint's one read of the session
-(``ctx.session_state``; a read of its own without it); the write after a
+(``ctx[SESSION_STATE]``; a read of its own without it); the write after a
 classifier call is one round trip (two when a title request's entry is replaced).
 """
 
@@ -42,20 +42,24 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from router.config import Catalogue, SessionCacheSettings
-from router.core.results import Classification, ClassificationSource, Outcome
+from router.core.results import CLASSIFICATION, Classification, ClassificationSource, Outcome, SESSION, Slot
 from router.contract.context import RequestContext
 from router.core.session_cache import CachedClassification, classification_space, fresh, is_side_request
 from router.core.session_state import SessionReads
 from router.state.session_store import SessionStore, read_session
 from router.contract.stage import FailMode, StageReport
+from middlewares.session_fingerprint import SESSION_STATE
+
+# The session's stored classification, for the classifier to route on (None: a miss).
+CACHED_CLASSIFICATION: Slot[Classification] = Slot("cached_classification", Classification)
 
 
 class ClassificationCache:
     name: ClassVar[str] = "classification-cache"
     section: ClassVar[str] = "session_cache"
-    requires: ClassVar[frozenset[str]] = frozenset({"session"})
-    reads: ClassVar[frozenset[str]] = frozenset({"session_state"})
-    provides: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
+    requires: ClassVar[frozenset[str]] = frozenset({SESSION.name})
+    reads: ClassVar[frozenset[str]] = frozenset({SESSION_STATE.name})
+    provides: ClassVar[frozenset[str]] = frozenset({CACHED_CLASSIFICATION.name})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(
@@ -77,15 +81,16 @@ class ClassificationCache:
         return f"{self._vocabulary}:{session}"
 
     async def _entry(self, ctx: RequestContext, session: str, now: float) -> CachedClassification | None:
-        [entry] = await read_session(self.state, ctx.session_state, [(self.space, self._key(session))], now)
+        [entry] = await read_session(self.state, ctx[SESSION_STATE], [(self.space, self._key(session))], now)
         return fresh(entry, now, self._staleness_seconds)
 
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "disabled")
-        if ctx.session is None:
+        session = ctx[SESSION]
+        if session is None:
             return StageReport(Outcome.SKIPPED, "no session key")
-        entry = await self._entry(ctx, ctx.session.key, self.clock())
+        entry = await self._entry(ctx, session.key, self.clock())
         if entry is None:
             return StageReport(detail="miss")
         offers = ctx.view.offers_tools
@@ -93,21 +98,21 @@ class ClassificationCache:
             return StageReport(detail="side request (no tools): classified on its own")
         if not entry.serves(offers):
             return StageReport(detail="miss (the entry is a tool-less request's)")
-        ctx.cached_classification = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
+        ctx[CACHED_CLASSIFICATION] = Classification(entry.category, entry.tier, ClassificationSource.CACHED, None)
         return StageReport(detail="hit")
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         pass  # a failed lookup is a miss: the classifier decides
 
     async def after(self, ctx: RequestContext) -> None:
-        classification = ctx.classification
+        classification, session = ctx[CLASSIFICATION], ctx[SESSION]
         if (
             self.settings.enabled
-            and ctx.session is not None
+            and session is not None
             and classification is not None
             and classification.source is ClassificationSource.CLASSIFIER
         ):
-            now, offers, key = self.clock(), ctx.view.offers_tools, self._key(ctx.session.key)
+            now, offers, key = self.clock(), ctx.view.offers_tools, self._key(session.key)
             ours = CachedClassification(classification.task_category, classification.task_tier, now, offers)
             stored = await self.state.put_if_absent(self.space, key, ours, now)
             if stored == ours:

@@ -27,7 +27,7 @@ import aiohttp
 
 from router.clients.classifier import ClassifierClient
 from router.config import Catalogue, ClassifierSettings, RoutingSettings
-from router.core.results import Classification, ClassificationSource, Outcome
+from router.core.results import CLASSIFICATION, Classification, ClassificationSource, Outcome
 from router.contract.context import RequestContext
 from router.core.classification import (
     CATEGORY_HEADER,
@@ -40,14 +40,15 @@ from router.core.classification import (
 )
 from router.core.errors import invalid_request
 from router.contract.stage import FailMode, StageReport
+from middlewares.classification_cache import CACHED_CLASSIFICATION
 
 
 class Classifier:
     name: ClassVar[str] = "classifier"
     section: ClassVar[str] = "classifier"
     requires: ClassVar[frozenset[str]] = frozenset({"headers", "view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"cached_classification"})
-    provides: ClassVar[frozenset[str]] = frozenset({"classification", "response"})  # response: a bad override is refused
+    reads: ClassVar[frozenset[str]] = frozenset({CACHED_CLASSIFICATION.name})
+    provides: ClassVar[frozenset[str]] = frozenset({CLASSIFICATION.name, "response"})  # response: a bad override is refused
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, *, settings: ClassifierSettings, catalogue: Catalogue, http: aiohttp.ClientSession) -> None:
@@ -68,11 +69,12 @@ class Classifier:
             ctx.response = ctx.error_response(invalid_request(override.message, code="invalid_override", param=override.header))
             return StageReport(detail=f"invalid override ({override.header})")
         if override is not None:
-            ctx.classification = override
+            ctx[CLASSIFICATION] = override
             return StageReport(detail=f"override: {_describe(override)}")
-        if ctx.cached_classification is not None:  # the session's, from classification-cache
-            ctx.classification = ctx.cached_classification
-            return StageReport(Outcome.SKIPPED, f"already {ctx.classification.source}")
+        cached = ctx[CACHED_CLASSIFICATION]
+        if cached is not None:  # the session's, from classification-cache
+            ctx[CLASSIFICATION] = cached
+            return StageReport(Outcome.SKIPPED, f"already {cached.source}")
         if not ctx.view.turn_text.task and not ctx.view.turn_text.step:
             self.fallback(ctx, "nothing to classify")
             return StageReport(Outcome.FALLBACK, "nothing to classify")
@@ -83,13 +85,13 @@ class Classifier:
         if isinstance(answer, InvalidAnswer):
             self.fallback(ctx, answer.reason)
             return StageReport(Outcome.FALLBACK, answer.reason)
-        ctx.classification = Classification(
+        classification = ctx[CLASSIFICATION] = Classification(
             answer.category, answer.tier, ClassificationSource.CLASSIFIER, answer.required_context_tokens, answer.reason
         )
-        return StageReport(detail=_describe(ctx.classification))
+        return StageReport(detail=_describe(classification))
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        ctx.classification = Classification(
+        ctx[CLASSIFICATION] = Classification(
             self.routing.fallback_category, self.routing.fallback_tier, ClassificationSource.FALLBACK
         )
 

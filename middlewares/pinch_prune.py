@@ -1,10 +1,10 @@
 """pinch-prune: compress old tool results so the prompt fits its limits (ARCHITECTURE §5).
 
 Reads ``ctx.view`` (the conversation in any wire format, never changed) and,
-when pinch-relevance ran before it, ``ctx.relevance``; writes ``ctx.rewrites``
+when pinch-relevance ran before it, ``ctx[RELEVANCE]``; writes ``ctx[REWRITES]``
 (the compressed tool results by position, which the wire adapter writes into
 the body that goes upstream) and
-``ctx.pinch`` (the stats behind ``x-router-pinch-saved``, with the reason a
+``ctx[PINCH]`` (the stats behind ``x-router-pinch-saved``, with the reason a
 request did or did not compress new results, shown in the trace). The limits
 cover the whole prompt the gate measures: messages plus the request's tool schemas.
 
@@ -19,7 +19,7 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   time (the ``clock`` it is built with) and its provider live in the session state
   (the ``state`` it is built with, on Redis shared by every replica): read with the session's
   escalation record in session-fingerprint's one read of the session
-  (``ctx.session_state``; one read of its own without it), and one write, not
+  (``ctx[SESSION_STATE]``; one read of its own without it), and one write, not
   waited for, per request (sent with the request's other writes as it goes upstream). A missing ledger
   (new session, evicted, restarted) is a fresh session. A request offering no tools and carrying
   no tool results (a title) leaves the session's state as it was.
@@ -35,19 +35,19 @@ cover the whole prompt the gate measures: messages plus the request's tool schem
   calls for waits while the conversation says so (:meth:`~router.core.request_view.Conversation.batch_hold`;
   the window still forces one); the signed parts after the first result whose bytes changed, and
   those the session already recorded so (:meth:`~router.core.request_view.Conversation.stale_signatures`),
-  go in ``ctx.pinch.stale``: left out for a model that checks them, recorded beside the ledger so
+  go in ``ctx[PINCH].stale``: left out for a model that checks them, recorded beside the ledger so
   every later request leaves out the very same parts.
 * ``pinch.enabled: false`` ⇒ recorded as skipped; the original body goes
-  upstream and ``ctx.pinch`` stays None (no pinch header).
+  upstream and ``ctx[PINCH]`` stays None (no pinch header).
 * A relevance order ⇒ its least relevant candidates go first; none (relevance
   skipped, unavailable or absent) ⇒ uniform / oldest first. A deferred ranking
-  (``ctx.relevance.rank``: pinch-relevance with the ledger) is awaited only when the
+  (``ctx[RELEVANCE].rank``: pinch-relevance with the ledger) is awaited only when the
   plan without it makes a batch or re-plans the ledger at a cold moment (``relevance.restore``); the plan is
-  then made again with the order, and the ranking kept in ``ctx.pinch.ranking``. An order that does
+  then made again with the order, and the ranking kept in ``ctx[PINCH].ranking``. An order that does
   not fit the candidate list is a bug upstream of us: pinch goes on without it
   and records a fallback.
 * Any error ⇒ fail open: the adapter calls :meth:`PinchPrune.fallback`, which
-  forwards the original body untouched and leaves ``ctx.pinch`` None; the
+  forwards the original body untouched and leaves ``ctx[PINCH]`` None; the
   trace records the error.
 """
 
@@ -58,7 +58,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from router.config import Catalogue, PinchSettings
-from router.core.results import Capabilities, Outcome, PinchMode, PinchStats
+from router.core.results import CLASSIFICATION, Capabilities, Outcome, PINCH, PinchMode, PinchStats, RELEVANCE, REWRITES, SESSION
 from router.contract.context import RequestContext
 from router.core.cache_timing import CacheVerdict, cache_lifetime, cache_state
 from router.core.escalation import EscalationRecord
@@ -74,6 +74,7 @@ from router.core.tokens import TokenEstimator
 from router.state.escalation import SessionEscalation
 from router.state.session_store import SessionStore, read_session
 from router.contract.stage import FailMode, StageReport
+from middlewares.session_fingerprint import SESSION_STATE
 
 # Distinct (needs, tier, ...) whose windows are kept: few per deployment (a handful of
 # request kinds × tiers × output limits); cleared when full.
@@ -84,8 +85,8 @@ class PinchPrune:
     name: ClassVar[str] = "pinch-prune"
     section: ClassVar[str] = "pinch"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"relevance", "classification", "session", "session_state"})
-    provides: ClassVar[frozenset[str]] = frozenset({"pinch", "rewrites"})
+    reads: ClassVar[frozenset[str]] = frozenset({RELEVANCE.name, CLASSIFICATION.name, SESSION.name, SESSION_STATE.name})
+    provides: ClassVar[frozenset[str]] = frozenset({PINCH.name, REWRITES.name})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(
@@ -132,7 +133,7 @@ class PinchPrune:
     async def run(self, ctx: RequestContext) -> StageReport:
         if not self.settings.enabled:
             return StageReport(Outcome.SKIPPED, "pinch.enabled is false")
-        relevance = ctx.relevance
+        relevance = ctx[RELEVANCE]
         order = relevance.order if relevance is not None else None
         evidence = relevance.evidence if relevance is not None else None
         outcome, note = Outcome.OK, ""
@@ -150,12 +151,12 @@ class PinchPrune:
         except RelevanceOrderError as exc:
             sent, stats, stored, _ = self._prune(ctx, None, windows, session)
             outcome, note = Outcome.FALLBACK, f"; uniform instead: {exc}"
-        if stored is not None and ctx.session is not None:
+        if stored is not None and (key := ctx[SESSION]) is not None:
             # Not waited for: it leaves with the request's other writes in one round trip as the
             # request goes upstream (upstream-forward sends them), before its client can have the answer.
-            self.state.put_later(self.space, ctx.session.key, stored, self.clock())
-        ctx.rewrites = sent
-        ctx.pinch = stats
+            self.state.put_later(self.space, key.key, stored, self.clock())
+        ctx[REWRITES] = sent
+        ctx[PINCH] = stats
         detail = (
             f"{stats.mode}: {stats.original_tokens} → {stats.final_tokens} tokens, {stats.compressed} compressed "
             f"({stats.reapplied} from the ledger, {stats.newly_compressed} new"
@@ -173,14 +174,14 @@ class PinchPrune:
 
     async def _read(self, ctx: RequestContext) -> tuple[PinchSession | None, EscalationRecord | None]:
         """The session's ledger (when the ledger is used) and escalation record, in one round trip at most."""
-        if ctx.session is None:
+        if (session := ctx[SESSION]) is None:
             return None, None
-        key, now = ctx.session.key, self.clock()
+        key, now = session.key, self.clock()
         ledger = self.settings.ledger
         reads = [(self.space, key)] if ledger else []
         if self.escalation is not None:
             reads.append((self.escalation.space, key))
-        values = await read_session(self.state, ctx.session_state, reads, now) if reads else []
+        values = await read_session(self.state, ctx[SESSION_STATE], reads, now) if reads else []
         session = (values.pop(0) or PinchSession()) if ledger else None
         return session, (values[0] if values else None)
 
@@ -196,7 +197,7 @@ class PinchPrune:
         whether a relevance order would decide anything (a batch, or a cold moment's re-plan of the ledger)."""
         settings = self.settings
         tools, measured = ctx.view.tools, ctx.measured_prompt(self.estimator)
-        if session is None or ctx.session is None:
+        if session is None or ctx[SESSION] is None:
             budget = min(settings.budget_tokens, windows[0].prompt_limit) if windows else settings.budget_tokens
             sent, stats = prune_results(
                 ctx.view.conversation, max(budget, 0), settings.keep_last_turns, settings.max_summarize_chars, order, self.estimator, tools=tools, measured=measured
@@ -264,7 +265,7 @@ class PinchPrune:
 
     def _windows(self, ctx: RequestContext, escalated: EscalationRecord | None) -> tuple[WindowLimit, ...]:
         """The windows the gate will choose from, the preferred model's first (see the module doc)."""
-        catalogue, classification = self.catalogue, ctx.classification
+        catalogue, classification = self.catalogue, ctx[CLASSIFICATION]
         requested = self._families.resolve(ctx.view.model)  # the gate's reading of the name: pinned, or a family's hint
         tier = classification.task_tier if classification is not None else self._fallback_tier
         tier = hinted_tier(tier, classification.source if classification is not None else None, requested.family)
@@ -284,5 +285,5 @@ class PinchPrune:
         return windows
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
-        ctx.rewrites = None
-        ctx.pinch = None
+        ctx[REWRITES] = None
+        ctx[PINCH] = None

@@ -8,9 +8,9 @@ cosine similarity to the turn's queries — the task, the current step and the
 steps just before it — and age. Writes the order, least worth keeping first, and
 each candidate's evidence (the ledger weighs it against what each step of its
 batch really saves: a result first sight reduced saves less than its original),
-to ``ctx.relevance`` for pinch-prune.
+to ``ctx[RELEVANCE]`` for pinch-prune.
 
-Skipped (``ctx.relevance`` = skipped with the reason, no embeddings call) when
+Skipped (``ctx[RELEVANCE]`` = skipped with the reason, no embeddings call) when
 pinch or relevance is disabled, when the request is already within
 ``pinch.budget_tokens`` (pinch would change nothing, so the order is not
 needed), when there are fewer than ``relevance.min_candidates`` candidates,
@@ -28,13 +28,13 @@ Blank texts are never sent (some endpoints reject them); they count as zero
 vectors, similarity 0.
 
 Fails open: a timeout (``relevance.timeout_seconds``) or any failure of the
-endpoint or its answer ⇒ ``ctx.relevance`` = unavailable with the reason, a
+endpoint or its answer ⇒ ``ctx[RELEVANCE]`` = unavailable with the reason, a
 ``relevance_unavailable`` warning, and pinch-prune compresses uniformly.
 
 Deferred with the ledger: a session's request over the budget is usually one whose ledger compresses
 nothing new (the cache is warm, the rewrite does not pay), and its order would decide nothing. So
 with ``pinch.ledger`` and a session key the ranking is not made here but handed to pinch-prune
-(``ctx.relevance`` = deferred, with ``rank``), which awaits it only when its plan makes a batch or
+(``ctx[RELEVANCE]`` = deferred, with ``rank``), which awaits it only when its plan makes a batch or
 re-plans the ledger at a cold moment — bounded by the same timeout, failing open the same way. A warm
 request embeds nothing (before: ~190 ms of the in-process embedder on every request over the budget).
 """
@@ -51,7 +51,7 @@ import aiohttp
 import numpy as np
 
 from router.config import Catalogue, PinchSettings
-from router.core.results import Outcome, Relevance, RelevanceStatus
+from router.core.results import Outcome, RELEVANCE, Relevance, RelevanceStatus, SESSION
 from router.contract.context import RequestContext
 from router.core.embedding_cache import (
     SHARED_TTL_SECONDS,
@@ -86,7 +86,7 @@ class PinchRelevance:
     section: ClassVar[str] = "pinch"
     requires: ClassVar[frozenset[str]] = frozenset({"view"})
     reads: ClassVar[frozenset[str]] = frozenset()
-    provides: ClassVar[frozenset[str]] = frozenset({"relevance"})
+    provides: ClassVar[frozenset[str]] = frozenset({RELEVANCE.name})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(
@@ -130,12 +130,12 @@ class PinchRelevance:
     async def run(self, ctx: RequestContext) -> StageReport:
         candidates, skip = self._candidates(ctx)
         if skip:
-            ctx.relevance = Relevance(RelevanceStatus.SKIPPED, reason=skip)
+            ctx[RELEVANCE] = Relevance(RelevanceStatus.SKIPPED, reason=skip)
             return StageReport(Outcome.SKIPPED, skip)
-        if self.pinch.ledger and ctx.session is not None:
-            ctx.relevance = Relevance(RelevanceStatus.DEFERRED, reason=DEFERRED, rank=partial(self._deferred, ctx, candidates))
+        if self.pinch.ledger and ctx[SESSION] is not None:
+            ctx[RELEVANCE] = Relevance(RelevanceStatus.DEFERRED, reason=DEFERRED, rank=partial(self._deferred, ctx, candidates))
             return StageReport(detail=f"{len(candidates)} candidates; {DEFERRED}")
-        relevance = ctx.relevance = await self._rank(ctx, candidates)
+        relevance = ctx[RELEVANCE] = await self._rank(ctx, candidates)
         return StageReport(*ranking_report(relevance, len(candidates)))
 
     async def _deferred(self, ctx: RequestContext, candidates: list[int]) -> Relevance:
@@ -206,7 +206,7 @@ class PinchRelevance:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         """Relevance unavailable ⇒ no order ⇒ pinch-prune compresses uniformly."""
-        ctx.relevance = self._unavailable(ctx, reason)
+        ctx[RELEVANCE] = self._unavailable(ctx, reason)
 
 
 def ranking_report(relevance: Relevance, candidates: int) -> tuple[Outcome, str]:

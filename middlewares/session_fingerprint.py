@@ -8,7 +8,7 @@ otherwise the key is a fingerprint of the opening (``ctx.view.opening``). With
 Once the key is known, the session's values that the chain's later stages read
 (registered in the ``session_reads`` of its generation as they were built: classification,
 pinch ledger, escalation) are read from the session state in one round trip
-(one ``get_many``: an ``MGET`` on Redis) into ``ctx.session_state``; the stages take them
+(one ``get_many``: an ``MGET`` on Redis) into ``ctx[SESSION_STATE]``; the stages take them
 from there instead of each asking the store.
 """
 
@@ -19,7 +19,6 @@ from typing import ClassVar
 
 from router.config import SessionSettings
 from router.contract.context import RequestContext
-from router.core.results import SessionKey
 from router.core.fingerprint import (
     FingerprintCache,
     client_session_key,
@@ -29,6 +28,10 @@ from router.core.fingerprint import (
 from router.core.session_state import SessionReads, SessionSnapshot
 from router.state.session_store import SessionStore
 from router.contract.stage import FailMode, StageReport
+from router.core.results import SESSION, SessionKey, Slot
+
+# The session's stored values the later stages read, read in one round trip (None: not read).
+SESSION_STATE: Slot[SessionSnapshot] = Slot("session_state", SessionSnapshot)
 
 
 class SessionFingerprint:
@@ -36,7 +39,7 @@ class SessionFingerprint:
     section: ClassVar[str] = "session"
     requires: ClassVar[frozenset[str]] = frozenset({"view", "headers", "client_id"})
     reads: ClassVar[frozenset[str]] = frozenset()
-    provides: ClassVar[frozenset[str]] = frozenset({"session", "session_state"})
+    provides: ClassVar[frozenset[str]] = frozenset({SESSION.name, SESSION_STATE.name})
     fail_mode: ClassVar[FailMode] = FailMode.OPEN
 
     def __init__(self, *, settings: SessionSettings, state: SessionStore, session_reads: SessionReads, clock: Callable[[], float]) -> None:
@@ -56,17 +59,18 @@ class SessionFingerprint:
         value = session_header(ctx.headers, self.settings.headers)
         client = ctx.client_id  # the authenticated client's key id: its sessions are its own
         if value is not None:
-            ctx.session = SessionKey(header_session_key(value, client), "header")
+            session = SessionKey(header_session_key(value, client), "header")
         elif ctx.view.body_session is not None:  # Claude Code's metadata.user_id: the same id as its header
-            ctx.session = SessionKey(header_session_key(ctx.view.body_session, client), "metadata")
+            session = SessionKey(header_session_key(ctx.view.body_session, client), "metadata")
         else:
-            ctx.session = SessionKey(client_session_key(self.fingerprints.fingerprint_opening(ctx.view.opening), client), "fingerprint")
-        reads = self.reads.of(ctx.session.key)
+            session = SessionKey(client_session_key(self.fingerprints.fingerprint_opening(ctx.view.opening), client), "fingerprint")
+        ctx[SESSION] = session
+        reads = self.reads.of(session.key)
         if reads:
-            ctx.session_state = SessionSnapshot.of(reads, await self.state.get_many(reads, self.clock()))
-        return StageReport(detail=ctx.session.source)
+            ctx[SESSION_STATE] = SessionSnapshot.of(reads, await self.state.get_many(reads, self.clock()))
+        return StageReport(detail=session.source)
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         # Without a session key the request is still served; caches just miss. A key found before
         # the read of its state failed stays: each stage then reads what it needs itself.
-        ctx.session_state = None
+        ctx[SESSION_STATE] = None

@@ -42,7 +42,7 @@ from router.core.breaker import Down, Pass, ProviderBreakers
 from router.core.errors import ApiError, internal_failure
 from router.core.limits import Offer, Refused, answer_charge, estimate
 from router.core.pricing import ModelPrice
-from router.core.results import Attempt, Candidate, Route, UpstreamResult
+from router.core.results import Attempt, CAPABILITIES, Candidate, ROUTE, Route, SESSION, UPSTREAM, UpstreamResult
 from router.observe.metrics import OpenCount
 from router.state.limiter import KeyLimiter
 from router.state.session_store import SessionStore
@@ -54,9 +54,9 @@ log = logging.getLogger("pinch_router.upstream")
 class UpstreamForward:
     name: ClassVar[str] = "upstream-forward"
     section: ClassVar[str] = "upstream"
-    requires: ClassVar[frozenset[str]] = frozenset({"route", "view"})
-    reads: ClassVar[frozenset[str]] = frozenset({"session", "client_id", "capabilities"})
-    provides: ClassVar[frozenset[str]] = frozenset({"upstream", "response"})
+    requires: ClassVar[frozenset[str]] = frozenset({ROUTE.name, "view"})
+    reads: ClassVar[frozenset[str]] = frozenset({SESSION.name, "client_id", CAPABILITIES.name})
+    provides: ClassVar[frozenset[str]] = frozenset({UPSTREAM.name, "response"})
     fail_mode: ClassVar[FailMode] = FailMode.CLOSED
 
     def __init__(
@@ -80,7 +80,8 @@ class UpstreamForward:
         self.attempts = UpstreamAttempts(http, catalogue.providers, self.settings, open_upstreams, self._answered_by)
 
     async def run(self, ctx: RequestContext) -> StageReport:
-        assert ctx.route is not None  # guaranteed by `requires` and the gate failing closed
+        route, needs = ctx[ROUTE], ctx[CAPABILITIES]
+        assert route is not None  # guaranteed by `requires` and the gate failing closed
         limiter, key = self.limiter, ctx.client_id
         if limiter is None or key is None:
             return await self._forward(ctx, ctx.route)
@@ -113,7 +114,8 @@ class UpstreamForward:
         # The request's session-state writes (its pinch ledger, its id for POST /v1/outcome) leave in
         # one round trip now, not waited for: before its client can have the answer and send the
         # session's next turn, to whichever replica.
-        remember_request(self.state, ctx.request_id, ctx.session.key if ctx.session is not None else None, ctx.client_id, self.clock())
+        session = ctx[SESSION]
+        remember_request(self.state, ctx.request_id, session.key if session is not None else None, ctx.client_id, self.clock())
         self.state.flush_later()
         result = ctx.upstream = UpstreamResult()
         failures: list[AttemptFailure] = []

@@ -31,7 +31,7 @@ from router.config import ProviderSettings, UpstreamSettings
 from router.contract.context import RequestContext
 from router.core.errors import JSON
 from router.core.redaction import header_value
-from router.core.results import Attempt, Candidate, UpstreamResult
+from router.core.results import SESSION, UPSTREAM, Attempt, Candidate, UpstreamResult
 from router.core.retry_after import parse_retry_after
 from router.observe.decision_headers import decision_headers
 from router.providers import provider_adapter
@@ -77,7 +77,8 @@ class UpstreamAttempts:
         result = ctx.upstream
         assert result is not None
         settings, provider = self.settings, self.providers[candidate.provider]
-        cache_key = ctx.session.key if ctx.session is not None and provider.set_prompt_cache_key else None
+        session = ctx[SESSION]
+        cache_key = session.key if session is not None and provider.set_prompt_cache_key else None
         exchange = Exchange(ctx, candidate, provider, cache_key)
         result.wire_out, result.dropped = exchange.wire_out, exchange.dropped  # this attempt's: a failover overwrites them
         sent = perf_counter()

@@ -20,7 +20,7 @@ from router.config import ProviderSettings
 from router.contract.context import RequestContext
 from router.core.errors import JSON
 from router.core.request_view import NO_REWRITES, BodyChanges
-from router.core.results import Candidate, Usage
+from router.core.results import PINCH, REWRITES, Candidate, Usage
 from router.core.retrieve import RETRIEVE_TOOL
 from router.providers import provider_adapter
 from router.translate.protocol import AnswerIds, MalformedAnswer, StreamBroken, StreamTranslator, Untranslatable
@@ -46,14 +46,14 @@ class Exchange:
             self.translation = translator(ctx.wire.name, self.wire_out, ids, system_anywhere=provider.system_messages == "anywhere")
         except Untranslatable as exc:
             raise AttemptFailure("status", str(exc)) from None
-        passed = self.translation is None
+        passed, pinch = self.translation is None, ctx[PINCH]
         # signed reasoning whose prefix pinch changed is left out only where it is checked (passed through)
-        stale = ctx.pinch.stale if ctx.pinch is not None and candidate.thinking_binding and passed else None
+        stale = pinch.stale if pinch is not None and candidate.thinking_binding and passed else None
         self.inject_usage = view.stream and not view.usage_requested
         # pinch_retrieve, declared for a provider whose format the proxy answers its calls in (router.core.retrieve)
-        self.retrieve = retrieve_format(self.wire_out) if ctx.pinch is not None and ctx.pinch.offers_retrieve else None
+        self.retrieve = retrieve_format(self.wire_out) if pinch is not None and pinch.offers_retrieve else None
         changes = BodyChanges(
-            candidate.upstream_model, ctx.rewrites or NO_REWRITES, candidate.output_tokens, self.inject_usage, cache_key, not passed,
+            candidate.upstream_model, ctx[REWRITES] or NO_REWRITES, candidate.output_tokens, self.inject_usage, cache_key, not passed,
             candidate.thinking_off, stale, ctx.known_body, RETRIEVE_TOOL if self.retrieve is not None else None,
         )
         if passed:
@@ -96,9 +96,9 @@ class Exchange:
 def prompt_tokens_sent(ctx: RequestContext) -> int | None:
     """The prompt's tokens as it goes upstream, when the chain counted it: pinch's count after its
     rewrites, else the prompt as the client sent it (nothing rewrote it); None: never counted."""
-    if ctx.pinch is not None:
-        return ctx.pinch.final_tokens
-    return ctx.prompt_size.tokens if ctx.prompt_size is not None and not ctx.rewrites else None
+    if (pinch := ctx[PINCH]) is not None:
+        return pinch.final_tokens
+    return ctx.prompt_size.tokens if ctx.prompt_size is not None and not ctx[REWRITES] else None
 
 
 def unreadable(exc: Exception, request_id: str) -> str:

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from router.config import UpstreamSettings
 from router.core.breaker import Down
-from router.core.results import Attempt, Candidate
+from router.core.results import Attempt, Candidate, UPSTREAM
 from router.contract.context import RequestContext
 from router.core.sse import EventTooLarge, SseRelay
 from router.clients.drain import OPEN_STREAMS_KEY
@@ -137,7 +137,7 @@ class StreamRelay:
         streams = ctx.client.config_dict.get(OPEN_STREAMS_KEY)
         if streams is not None:
             streams.add(self)
-        result = ctx.upstream
+        result = ctx[UPSTREAM]
         try:
             failure = await self._pump(response)
         finally:

@@ -27,6 +27,7 @@ from router.core.request_view import tool_results_of
 from router.core.retrieve import RetrieveCall, answer_call
 from router.core.tokens import CHARS_PER_TOKEN
 from router.wire.retrieve import RetrieveFormat, RetrieveStream
+from router.core.results import UPSTREAM
 
 MAX_ROUNDS = 3  # continued rounds per request: a model that keeps calling gets its answer without them after
 
@@ -60,7 +61,7 @@ class RetrieveLoop:
         payload = self._payload if isinstance(self._payload, dict) else orjson.loads(self._payload)
         self._payload = self.fmt.continued(payload, answer, results)
         self.rounds += 1
-        upstream = self.ctx.upstream
+        upstream = self.ctx[UPSTREAM]
         if upstream is not None:
             upstream.retrieve_calls += len(calls)
             upstream.retrieve_tokens += sum(-(-len(text) // CHARS_PER_TOKEN) for _, text in results)

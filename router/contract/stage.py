@@ -40,10 +40,9 @@ class StageReport:
 class Stage(Protocol):
     """One step of the chain, built with keyword arguments named after what it uses (``settings``: its config
     ``section``, whose model is that argument's type; :class:`router.server.registry.Offered`). ``requires``:
-    context fields set before it (start-up checks the order); ``reads``: optional inputs, whose provider must
-    come earlier; ``provides``: what it writes (fields, or its own :class:`~router.contract.context.Slot` by
-    name; each has one writer); ``timeout_seconds``: the bound of its own work (None: it bounds finer parts
-    itself). ``fallback`` is cheap and never raises; a fail-closed one sets ``ctx.response``. Optional:
+    fields or slots set before it (start-up checks the order); ``reads``: optional ones, whose writer must
+    come earlier; ``provides``: the :class:`~router.core.results.Slot` names it writes (one writer each);
+    ``timeout_seconds``: the bound of its own work (None: it bounds finer parts itself). ``fallback`` is cheap and never raises; a fail-closed one sets ``ctx.response``. Optional:
     ``columns`` (its decision columns: name → what it reads of the context); ``after(ctx)``, awaited once
     the rest of the chain returned (bounded; errors logged); ``carry_over(previous)``, on a reload."""
 

@@ -1,17 +1,30 @@
-"""The stage result types: one frozen dataclass per context slot (ARCHITECTURE §3). Pure.
+"""The stage result types: one frozen dataclass per context slot (ARCHITECTURE §3), and :class:`Slot`,
+the typed key a stage writes its result under (``ctx[SLOT]``). Pure.
 
-Stages write them into :class:`router.contract.context.RequestContext` (which
-re-exports them); cores return them. They live here so the cores never import
-the framework.
+A result only its stages read has its slot in that stage's module; the slots below are the ones the
+edges read too (the decision record and headers, the upstream attempt, ``explain``), which cannot
+import a stage. Cores return the types; they live here so the cores never import the framework.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
+from typing import Any, Generic, TypeVar
 
 from router.core.frozen import frozen
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Slot(Generic[T]):
+    """A context slot, typed as aiohttp's ``web.AppKey``: ``ctx[SLOT]`` reads it (None until written),
+    ``ctx[SLOT] = value`` writes it; ``name`` is what its one writer ``provides`` (the order check's name)."""
+
+    name: str
+    type: Any  # what the slot holds: T, for the reader; a Mapping alias or a class
 
 
 def round_ms(ms: float) -> float:
@@ -304,3 +317,15 @@ class UpstreamResult:
         """``dropped`` as one line (``tool web_search, item web_search_call``), as long as the client's
         names made it: the header and the decision row each bound it their way."""
         return ", ".join(self.dropped)
+
+
+# The slots the edges read as well as the stages: each written by the one stage named.
+SESSION: Slot[SessionKey] = Slot("session", SessionKey)  # session-fingerprint
+CLASSIFICATION: Slot[Classification] = Slot("classification", Classification)  # classifier
+RELEVANCE: Slot[Relevance] = Slot("relevance", Relevance)  # pinch-relevance
+PINCH: Slot[PinchStats] = Slot("pinch", PinchStats)  # pinch-prune
+# pinch-prune: the compressed tool results by position in view.conversation.tool_results() (None: none)
+REWRITES: Slot[Mapping[int, Any]] = Slot("rewrites", Mapping)
+CAPABILITIES: Slot[Capabilities] = Slot("capabilities", Capabilities)  # capability-gate
+ROUTE: Slot[Route] = Slot("route", Route)  # capability-gate
+UPSTREAM: Slot[UpstreamResult] = Slot("upstream", UpstreamResult)  # upstream-forward

@@ -13,6 +13,7 @@ from time import perf_counter
 
 from router.contract.context import RequestContext
 from router.core.redaction import header_values
+from router.core.results import CLASSIFICATION, PINCH, ROUTE, SESSION, UPSTREAM
 
 
 def overhead_ms(ctx: RequestContext) -> float:
@@ -23,26 +24,27 @@ def overhead_ms(ctx: RequestContext) -> float:
 def decision_headers(ctx: RequestContext) -> dict[str, str]:
     """The headers for the response head; called once, as the head is sent (records the overhead)."""
     headers = {"x-router-request-id": ctx.request_id}
-    if ctx.session is not None:  # what GET /v1/decisions?session= finds this session's rows by
-        headers["x-router-session"] = ctx.session.key
-    upstream = ctx.upstream
+    session, classification, route, pinch = ctx[SESSION], ctx[CLASSIFICATION], ctx[ROUTE], ctx[PINCH]
+    if session is not None:  # what GET /v1/decisions?session= finds this session's rows by
+        headers["x-router-session"] = session.key
+    upstream = ctx[UPSTREAM]
     if upstream is not None and upstream.attempts:
         headers["x-router-attempts"] = ", ".join(f"{a.model}:{a.status if a.status is not None else 'none'}" for a in upstream.attempts)
     if upstream is not None and upstream.model:  # only a model that answered is named
         headers["x-router-model"] = upstream.model
-        answered = ctx.route.candidate(upstream.model) if ctx.route is not None else None
+        answered = route.candidate(upstream.model) if route is not None else None
         if answered is not None and answered.output_tokens is not None:
             headers["x-router-max-tokens"] = str(answered.output_tokens)
-    if ctx.classification is not None:
-        headers["x-router-category"] = ctx.classification.task_category
-        headers["x-router-source"] = str(ctx.classification.source)
-        headers["x-router-tier"] = str(ctx.classification.task_tier)
-    if ctx.route is not None:  # the tier actually routed on
-        headers["x-router-tier"] = str(ctx.route.tier)
-    if ctx.pinch is not None:
-        headers["x-router-pinch-saved"] = str(ctx.pinch.saved_tokens)
-        if ctx.pinch.first_sight_saved:
-            headers["x-router-pinch-first-sight-saved"] = str(ctx.pinch.first_sight_saved)
+    if classification is not None:
+        headers["x-router-category"] = classification.task_category
+        headers["x-router-source"] = str(classification.source)
+        headers["x-router-tier"] = str(classification.task_tier)
+    if route is not None:  # the tier actually routed on
+        headers["x-router-tier"] = str(route.tier)
+    if pinch is not None:
+        headers["x-router-pinch-saved"] = str(pinch.saved_tokens)
+        if pinch.first_sight_saved:
+            headers["x-router-pinch-first-sight-saved"] = str(pinch.first_sight_saved)
     if upstream is not None and upstream.retrieve_calls:  # a whole answer's (a stream's head goes before any round)
         headers["x-router-retrieve-calls"] = str(upstream.retrieve_calls)
     if upstream is not None and upstream.wire_out is not None:  # e.g. anthropic-messages->openai-chat: translated

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from time import perf_counter
 from typing import Any
 
-from router.core.results import Attempt, Candidate, Rejection, Route, StageRecord, UpstreamResult
+from router.core.results import CAPABILITIES, CLASSIFICATION, PINCH, RELEVANCE, ROUTE, SESSION, UPSTREAM, Attempt, Candidate, Rejection, Route, StageRecord, UpstreamResult
 
 from router.contract.context import RequestContext
 from router.core.errors import describe
@@ -125,7 +125,8 @@ def rejected_request(request_id: str, started: float, status: int, error_code: s
 
 def decision_from_context(ctx: RequestContext, status: int, error_code: str | None, columns: Sequence[tuple[str, Column]] = ()) -> Decision:
     """The record of a served request; ``columns``: the stages' declared ones, read from ``ctx``."""
-    classification, route, pinch, relevance, upstream = ctx.classification, ctx.route, ctx.pinch, ctx.relevance, ctx.upstream
+    classification, route, pinch, relevance, upstream = ctx[CLASSIFICATION], ctx[ROUTE], ctx[PINCH], ctx[RELEVANCE], ctx[UPSTREAM]
+    session, needs = ctx[SESSION], ctx[CAPABILITIES]
     if pinch is not None and pinch.ranking is not None:  # a deferred ranking pinch awaited: what it came to
         relevance = pinch.ranking
     usage = upstream.usage if upstream is not None else None
@@ -137,8 +138,8 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         status=status,
         duration_ms=round((perf_counter() - ctx.started) * 1000, 3),
         error_code=error_code,
-        session=ctx.session.key if ctx.session else None,
-        session_source=ctx.session.source if ctx.session else None,
+        session=session.key if session else None,
+        session_source=session.source if session else None,
         client=ctx.client_id,
         requested_model=clip(ctx.view.model) if ctx.view.model else ctx.view.model,
         stream=ctx.view.stream,
@@ -181,7 +182,7 @@ def decision_from_context(ctx: RequestContext, status: int, error_code: str | No
         cache_write_tokens=usage.cache_write_tokens if usage else None,
         overhead_ms=_round(ctx.overhead_ms),
         stream_error=upstream.stream_error if upstream else "",
-        requested_max_tokens=ctx.capabilities.requested_output_tokens if ctx.capabilities else None,
+        requested_max_tokens=needs.requested_output_tokens if needs else None,
         sent_max_tokens=answered.output_tokens if (answered := _answering_candidate(route, upstream)) else None,
         wire_in=ctx.view.wire,
         wire_out=upstream.wire_out if upstream else None,

@@ -7,13 +7,14 @@ declares all the stage owns, and the places that serve every stage take it from 
   base schema (:class:`router.config.Config`) lacks becomes a key of :meth:`StageRegistry.config_schema`,
   as strict as the rest (its unknown keys are errors naming their path); ``middlewares`` defaults to every
   registered stage, in this order;
-* its result: a :class:`~router.contract.context.Slot` in its module, named in its ``provides`` and read
+* its result: a :class:`~router.core.results.Slot` in its module, named in its ``provides`` and read
   as ``ctx[SLOT]``; no two stages provide the same slot (``response`` aside: any stage may refuse);
 * its decision columns: its ``columns`` (name → what it reads of the context), each a key of the decision
   record and a column of the decision log (:attr:`StageRegistry.columns`).
 
-The built-in stages keep their typed fields on RequestContext, their sections on Config and their
-columns on Decision: read by name across the proxy and its tools, they are the documented contract.
+The built-in stages write their results into slots too (the ones the edges read declared beside their
+types in :mod:`router.core.results`); they keep their sections on Config and their columns on Decision:
+read by name across the proxy and its tools, those are the documented contract.
 
 :meth:`StageRegistry.chain` is the one validation of a configured order. Every entry point calls it —
 ``check-config``, ``serve`` and ``reload`` when they load the file

@@ -62,6 +62,7 @@ from router.contract.stage import run_stage
 from router.tools.decision_text import decision_fields, field_lines, text_table, thousands, trace_lines
 from router.tools.transcripts import RequestFileError, read_request_file
 from router.wire import WireAdapter, adapters, body_format, chain_target
+from router.core.results import CAPABILITIES, PINCH, REWRITES, ROUTE
 
 EXPLAIN_REQUEST_ID = "explain"
 OFFLINE_REASON = "explain --offline: no network calls"
@@ -96,14 +97,15 @@ def parse_headers(lines: Sequence[str]) -> CIMultiDictProxy[str]:
 
 
 def compressed_messages(ctx: RequestContext, estimator: TokenEstimator) -> list[CompressedMessage]:
-    """The tool results pinch compressed, as it reported them (``ctx.pinch.compressions``, by
-    result position) with the rewrites it made (``ctx.rewrites``): nothing is re-derived here."""
-    if ctx.pinch is None or not ctx.pinch.compressions:
+    """The tool results pinch compressed, as it reported them (``ctx[PINCH].compressions``, by
+    result position) with the rewrites it made (``ctx[REWRITES]``): nothing is re-derived here."""
+    pinch = ctx[PINCH]
+    if pinch is None or not pinch.compressions:
         return []
-    conversation, rewrites = ctx.view.conversation, ctx.rewrites or {}
+    conversation, rewrites = ctx.view.conversation, ctx[REWRITES] or {}
     results, units = conversation.tool_results(), conversation.units
     out = []
-    for position, kind in ctx.pinch.compressions:
+    for position, kind in pinch.compressions:
         result = results[position]
         before = units[result.unit]
         # where this wire format keeps the result in its unit (chat: content, Responses: output)
@@ -211,9 +213,9 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     # No answer was sent: the status is the refusal's, or 0 while the request would still go upstream.
     row = decision_from_context(ctx, refused.status if refused is not None else 0, None, REGISTRY.columns).as_json()
     fields += decision_fields(row)
-    if ctx.capabilities is not None:
-        fields.append(("needs", describe_needs(ctx.capabilities)))
-    route = ctx.route
+    if (needs := ctx[CAPABILITIES]) is not None:
+        fields.append(("needs", describe_needs(needs)))
+    route = ctx[ROUTE]
     if route is not None:
         pinned = " (pinned)" if route.pinned else ""
         if route.candidates:
@@ -227,7 +229,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     elif route and route.candidates:
         provider = config.providers[route.chosen.provider]
         wire_out = provider_adapter(provider).chat_wire(provider)
-        stale = ctx.pinch.stale if ctx.pinch is not None and route.chosen.thinking_binding else None
+        stale = pinch.stale if (pinch := ctx[PINCH]) is not None and route.chosen.thinking_binding else None
         changes = BodyChanges(route.chosen.upstream_model, stale=stale)
         dropped = ", ".join(ctx.wire.passthrough_dropped(ctx.view, changes)) if wire_out == ctx.view.wire else ""  # a translation's is known once it ran
         fields.append(("forward", f"would go to {route.chosen.model} ({wire_route(ctx.view.wire, wire_out, dropped)})"))
@@ -239,7 +241,7 @@ def render_explanation(ctx: RequestContext, config: Config, source: str = "") ->
     not_run = [(name, _why_not_run(name, ctx)) for name in config.middlewares if name not in ran]
     lines += ["", "trace", *trace_lines(row["stages"], not_run)]
 
-    pinch = ctx.pinch
+    pinch = ctx[PINCH]
     if pinch is not None:
         compressed = compressed_messages(ctx, TokenEstimator(config.tokens.image_tokens, config.tokens.per_message_overhead))
         lines += ["", f"compressed messages ({len(compressed)})"]

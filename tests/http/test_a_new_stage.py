@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from router.config import ConfigError
 from router.contract.chain import ChainError
-from router.contract.context import RequestContext, Slot
+from router.contract.context import RequestContext
+from router.core.results import Slot
 from router.contract.stage import FailMode, StageReport
 from router.core.errors import invalid_request
 from router.core.results import StageRecord

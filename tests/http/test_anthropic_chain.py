@@ -15,6 +15,7 @@ from router.tools.explain import explain_request, render_explanation
 from router.tools.decision_text import decision_detail
 from tests.support.anthropic_factories import captured, two_wire_config
 from tests.support.wire_factories import sse_events
+from router.core.results import PINCH as PINCH_STATS
 
 PINCH = {"enabled": True, "budget_tokens": 200, "keep_last_turns": 1, "max_summarize_chars": 400}
 CHAIN = ["session-fingerprint", "pinch-prune", "capability-gate", "upstream-forward"]
@@ -86,7 +87,7 @@ async def test_explain_reads_a_claude_code_request_and_names_the_translation(moc
     config = two_wire_config(mock[1], middlewares=CHAIN, pinch=PINCH)
     ctx = await explain_request(config, body, CIMultiDictProxy(CIMultiDict(headers)))
     text = render_explanation(ctx, config)
-    assert ctx.view.wire == "anthropic-messages" and ctx.pinch is not None and ctx.pinch.compressed == 1
+    assert ctx.view.wire == "anthropic-messages" and ctx[PINCH_STATS] is not None and ctx[PINCH_STATS].compressed == 1
     assert "would go to chat-main (anthropic-messages → openai-chat, translated)" in text
     assert "needs       tools, thinking, " in text  # Claude Code asks thinking: {type: adaptive}
 

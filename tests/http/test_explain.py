@@ -17,7 +17,7 @@ from bench.harness import (
 )
 from router.cli import main
 from router.config import Config, parse_config
-from router.core.results import Outcome, PinchMode, PinchStats
+from router.core.results import CLASSIFICATION, Outcome, PINCH, PinchMode, PinchStats, REWRITES, ROUTE, SESSION
 from router.wire.openai_chat.view import ChatConversation
 from router.core.pinch import MIN_SUMMARIZE_CHARS, CompressionKind, prune_results
 from router.core.tokens import TokenEstimator
@@ -118,16 +118,16 @@ async def test_a_transcript_is_explained_with_fallbacks_and_compressions_and_no_
     assert "relevance   unavailable (request to" in text
     assert "upstream-forward      not run" in text and "explain never calls the chat upstream" in text
 
-    assert ctx.pinch is not None and ctx.pinch.compressed > 0
+    assert ctx[PINCH] is not None and ctx[PINCH].compressed > 0
     compressed = text.split("compressed messages (")[1]
-    assert compressed.startswith(f"{ctx.pinch.compressed})")
+    assert compressed.startswith(f"{ctx[PINCH].compressed})")
     changed = [i for i, (a, b) in enumerate(zip(ctx.body["messages"], sent_messages(ctx), strict=True)) if a != b]
     rows = [line.split() for line in compressed.splitlines()[2:-1]]
     assert [int(r[0]) for r in rows] == changed
     assert {r[-1] for r in rows} <= {"elided", "placeholder"}
     tool_names = {t["function"]["name"] for t in body["tools"]}
     assert {r[1] for r in rows} <= tool_names and len({r[1] for r in rows}) > 1
-    assert f"total: {ctx.pinch.original_tokens:,} → {ctx.pinch.final_tokens:,} tokens ({ctx.pinch.saved_tokens:,} saved)" in text
+    assert f"total: {ctx[PINCH].original_tokens:,} → {ctx[PINCH].final_tokens:,} tokens ({ctx[PINCH].saved_tokens:,} saved)" in text
 
 
 async def test_explain_renders_its_decision_as_top_renders_the_recorded_one(mock_upstream):
@@ -161,7 +161,7 @@ async def test_the_classifier_is_asked_as_configured_but_the_chat_model_never(mo
     config = config_of(explain_settings(url, classifier_url=url))
     ctx = await explain_request(config, transcript_body())
     assert [r.body["model"] for r in mock.received] == ["tiny-classifier"]
-    assert ctx.classification is not None and str(ctx.classification.source) == "classifier"
+    assert ctx[CLASSIFICATION] is not None and str(ctx[CLASSIFICATION].source) == "classifier"
 
 
 async def test_offline_makes_no_network_call_at_all(mock_upstream):
@@ -171,8 +171,8 @@ async def test_offline_makes_no_network_call_at_all(mock_upstream):
     assert mock.received == []
     details = {record.stage: record.detail for record in ctx.trace}
     assert "offline" in details["classifier"] and "offline" in details["pinch-prune"]  # the ranking pinch awaited
-    assert ctx.classification is not None and str(ctx.classification.source) == "fallback"
-    assert ctx.route is not None and ctx.route.chosen.model == "coder"
+    assert ctx[CLASSIFICATION] is not None and str(ctx[CLASSIFICATION].source) == "fallback"
+    assert ctx[ROUTE] is not None and ctx[ROUTE].chosen.model == "coder"
 
 
 async def test_client_headers_are_applied_like_the_proxys(mock_upstream):
@@ -183,7 +183,7 @@ async def test_client_headers_are_applied_like_the_proxys(mock_upstream):
     text = render_explanation(ctx, config)
     assert "tier 3, source override" in text
     assert "route       tier 3 → big via chat" in text
-    assert ctx.session is not None and ctx.session.source == "header"
+    assert ctx[SESSION] is not None and ctx[SESSION].source == "header"
 
 
 # --- refusals and bad input -------------------------------------------------------------
@@ -252,8 +252,8 @@ def test_the_compressed_results_are_listed_as_pinch_reported_them():
     ]
     ctx = make_ctx(messages=messages)
     elided, short = "x" * 100 + "[... removed ...]", "[placeholder]"
-    ctx.rewrites = {0: elided, 1: short}
-    ctx.pinch = PinchStats(PinchMode.UNIFORM, 300, 100, 2, 1, 1, compressions=((0, "elided"), (1, "placeholder")))
+    ctx[REWRITES] = {0: elided, 1: short}
+    ctx[PINCH] = PinchStats(PinchMode.UNIFORM, 300, 100, 2, 1, 1, compressions=((0, "elided"), (1, "placeholder")))
     estimator = TokenEstimator()
     found = compressed_messages(ctx, estimator)
     assert [(m.index, m.tool, m.kind, m.chars_before, m.chars_after) for m in found] == [
@@ -262,7 +262,7 @@ def test_the_compressed_results_are_listed_as_pinch_reported_them():
     ]
     assert found[0].tokens_before == estimator.message_tokens(messages[2])
     assert found[1].tokens_after == estimator.message_tokens({**messages[3], "content": short})
-    ctx.pinch = PinchStats(PinchMode.WITHIN_BUDGET, 300, 300)
+    ctx[PINCH] = PinchStats(PinchMode.WITHIN_BUDGET, 300, 300)
     assert compressed_messages(ctx, estimator) == []
 
 
@@ -282,13 +282,13 @@ def test_pinch_reports_each_compression_by_result_and_kind():
 )
 def test_the_ledger_and_the_reason_are_shown(stats: PinchStats, line: str) -> None:
     ctx = make_ctx(messages=[user("task")])
-    ctx.pinch = stats
+    ctx[PINCH] = stats
     assert line in render_explanation(ctx, make_config()).splitlines()
 
 
 def test_no_ledger_line_when_pinch_has_nothing_to_say() -> None:
     ctx = make_ctx(messages=[user("task")])
-    ctx.pinch = PinchStats(PinchMode.WITHIN_BUDGET, 900, 900)
+    ctx[PINCH] = PinchStats(PinchMode.WITHIN_BUDGET, 900, 900)
     assert "ledger" not in render_explanation(ctx, make_config())
 
 
@@ -320,10 +320,10 @@ async def test_a_gemini_body_is_explained_as_the_gemini_api_would_serve_it(mock_
     config = config_of(explain_settings(url))
     ctx = await explain_request(config, GEMINI_BODY, offline=True)
     assert ctx.wire.name == "gemini" and not ctx.view.stream
-    assert ctx.response is None and ctx.route is not None and not ctx.route.pinned and ctx.route.candidates
+    assert ctx.response is None and ctx[ROUTE] is not None and not ctx[ROUTE].pinned and ctx[ROUTE].candidates
     streamed = await explain_request(config, GEMINI_BODY, offline=True, path="/v1/models/big:streamGenerateContent?alt=sse")
     assert streamed.wire.name == "gemini" and streamed.view.stream
-    assert streamed.route is not None and streamed.route.pinned and streamed.route.chosen.model == "big"
+    assert streamed[ROUTE] is not None and streamed[ROUTE].pinned and streamed[ROUTE].chosen.model == "big"
     assert "1 messages, 1 tools, stream" in render_explanation(streamed, config)
     assert mock.received == []
 

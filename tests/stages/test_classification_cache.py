@@ -12,14 +12,9 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from middlewares.classification_cache import ClassificationCache
+from middlewares.classification_cache import CACHED_CLASSIFICATION, ClassificationCache
 from router.contract.stage import run_stage
-from router.core.results import (
-    Classification,
-    ClassificationSource,
-    Outcome,
-    SessionKey,
-)
+from router.core.results import CLASSIFICATION, SESSION, Classification, ClassificationSource, Outcome, SessionKey
 from router.core.tokens import TokenEstimator
 from router.tools.mock_upstream import MockUpstream
 from tests.support.agent_captures import CapturedRequest, captured, client_headers
@@ -239,15 +234,15 @@ async def test_hit_carries_only_category_and_tier() -> None:
     clock = FakeClock()
     stage = cache_stage(clock)
     first = make_ctx(messages=agent_turn(TASK, 1))
-    first.session = SessionKey("s1", "fingerprint")
-    first.classification = Classification("debugging", 3, ClassificationSource.CLASSIFIER, required_context_tokens=50_000)
+    first[SESSION] = SessionKey("s1", "fingerprint")
+    first[CLASSIFICATION] = Classification("debugging", 3, ClassificationSource.CLASSIFIER, required_context_tokens=50_000)
     await stage.after(first)
     second = make_ctx(messages=agent_turn(TASK, 2))
-    second.session = SessionKey("s1", "fingerprint")
+    second[SESSION] = SessionKey("s1", "fingerprint")
     record = await run_stage(stage, second)
     assert (record.outcome, record.detail) == (Outcome.OK, "hit")
-    assert second.cached_classification == Classification("debugging", 3, ClassificationSource.CACHED, required_context_tokens=None)
-    assert second.classification is None  # the classifier is the one writer of the classification
+    assert second[CACHED_CLASSIFICATION] == Classification("debugging", 3, ClassificationSource.CACHED, required_context_tokens=None)
+    assert second[CLASSIFICATION] is None  # the classifier is the one writer of the classification
 
 
 @pytest.mark.parametrize(
@@ -257,10 +252,10 @@ async def test_hit_carries_only_category_and_tier() -> None:
 async def test_stage_is_skipped_without_a_cache_or_a_session(enabled: bool, session: SessionKey | None, detail: str) -> None:
     stage = cache_stage(FakeClock(), enabled=enabled)
     ctx = make_ctx(messages=agent_turn(TASK, 1))
-    ctx.session = session
+    ctx[SESSION] = session
     record = await run_stage(stage, ctx)
     assert (record.outcome, record.detail) == (Outcome.SKIPPED, detail)
-    ctx.classification = Classification("debugging", 3, ClassificationSource.CLASSIFIER)
+    ctx[CLASSIFICATION] = Classification("debugging", 3, ClassificationSource.CLASSIFIER)
     await stage.after(ctx)
     assert stage.state.memory.size(stage.space) == 0  # type: ignore[attr-defined]
 

@@ -12,7 +12,7 @@ from middlewares.classifier import Classifier
 from router.config import ConfigError
 from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
-from router.core.results import Classification, ClassificationSource, Outcome
+from router.core.results import CLASSIFICATION, Classification, ClassificationSource, Outcome
 from router.core.tokens import TokenEstimator
 from router.server.registry import REGISTRY
 from router.tools.mock_upstream import MockUpstream
@@ -34,6 +34,7 @@ from tests.support.servers import ProxyFactory
 
 FALLBACK = {"x-router-source": "fallback", "x-router-category": "coding_general", "x-router-tier": "2"}
 from tests.support.stages import build_stage
+from middlewares.classification_cache import CACHED_CLASSIFICATION
 
 
 def routed(response: aiohttp.ClientResponse) -> dict[str, str]:
@@ -114,7 +115,7 @@ async def test_malformed_answer_falls_back(http: aiohttp.ClientSession, answer: 
         mock.post(OLLAMA_CHAT_URL, payload=ollama_reply(answer))
         record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.FALLBACK  # answered, then rejected: not an error
-    assert ctx.classification == Classification("coding_general", 2, ClassificationSource.FALLBACK)
+    assert ctx[CLASSIFICATION] == Classification("coding_general", 2, ClassificationSource.FALLBACK)
 
 
 async def test_malformed_answer_is_served_with_the_fallback(proxy: ProxyFactory, mock_upstream: tuple[MockUpstream, str]) -> None:
@@ -146,7 +147,7 @@ async def test_classifier_error_falls_back_and_is_traced(http: aiohttp.ClientSes
         mock.post(OLLAMA_CHAT_URL, **failure)
         record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.ERROR
-    assert ctx.classification == Classification("coding_general", 2, ClassificationSource.FALLBACK)
+    assert ctx[CLASSIFICATION] == Classification("coding_general", 2, ClassificationSource.FALLBACK)
 
 
 async def test_invalid_answer_is_traced_as_fallback_with_its_reason(http: aiohttp.ClientSession) -> None:
@@ -157,7 +158,7 @@ async def test_invalid_answer_is_traced_as_fallback_with_its_reason(http: aiohtt
         record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.FALLBACK
     assert "unknown category 'cooking'" in record.detail
-    assert ctx.classification is not None and ctx.classification.source is ClassificationSource.FALLBACK
+    assert ctx[CLASSIFICATION] is not None and ctx[CLASSIFICATION].source is ClassificationSource.FALLBACK
 
 
 async def test_slow_classifier_times_out_into_the_fallback(http: aiohttp.ClientSession) -> None:
@@ -172,7 +173,7 @@ async def test_slow_classifier_times_out_into_the_fallback(http: aiohttp.ClientS
         mock.post(OLLAMA_CHAT_URL, callback=hang)
         record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.TIMEOUT
-    assert ctx.classification == Classification("coding_general", 2, ClassificationSource.FALLBACK)
+    assert ctx[CLASSIFICATION] == Classification("coding_general", 2, ClassificationSource.FALLBACK)
 
 
 async def test_nothing_to_classify_falls_back_without_a_call(http: aiohttp.ClientSession) -> None:
@@ -182,19 +183,19 @@ async def test_nothing_to_classify_falls_back_without_a_call(http: aiohttp.Clien
         record = await run_stage(stage, ctx)
         assert classifier_payloads(mock) == []
     assert record.outcome is Outcome.FALLBACK
-    assert ctx.classification is not None and ctx.classification.source is ClassificationSource.FALLBACK
+    assert ctx[CLASSIFICATION] is not None and ctx[CLASSIFICATION].source is ClassificationSource.FALLBACK
 
 
 async def test_a_cached_classification_is_routed_on_without_asking_the_classifier(http: aiohttp.ClientSession) -> None:
     stage = classifier_stage(http)
     ctx = make_ctx(messages=agent_turn("fix it", turn=2))
     cached = Classification("debugging", 3, ClassificationSource.CACHED)
-    ctx.cached_classification = cached
+    ctx[CACHED_CLASSIFICATION] = cached
     with mocked_classifier() as mock:
         record = await run_stage(stage, ctx)
         assert classifier_payloads(mock) == []
     assert record.outcome is Outcome.SKIPPED
-    assert ctx.classification is cached
+    assert ctx[CLASSIFICATION] is cached
 
 
 # --- overrides ------------------------------------------------------------------
@@ -230,9 +231,9 @@ async def test_override_headers_win_without_a_classifier_call(
 async def test_override_beats_a_cached_classification(http: aiohttp.ClientSession) -> None:
     stage = classifier_stage(http)
     ctx = make_ctx(messages=agent_turn("fix it", turn=2), headers={"x-router-tier": "1"})
-    ctx.cached_classification = Classification("debugging", 3, ClassificationSource.CACHED)
+    ctx[CACHED_CLASSIFICATION] = Classification("debugging", 3, ClassificationSource.CACHED)
     await run_stage(stage, ctx)
-    assert ctx.classification == Classification("coding_general", 1, ClassificationSource.OVERRIDE)
+    assert ctx[CLASSIFICATION] == Classification("coding_general", 1, ClassificationSource.OVERRIDE)
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,11 @@ from router.core.content import Message
 from router.core.pinch import MIN_SUMMARIZE_CHARS, is_compressed
 from router.core.pinch_ledger import EMPTY_LEDGER
 from router.core.results import (
+    CLASSIFICATION,
+    PINCH,
+    RELEVANCE,
+    REWRITES,
+    SESSION,
     Classification,
     ClassificationSource,
     Outcome,
@@ -147,15 +152,15 @@ async def test_disabled_is_recorded_as_skipped(http):
     ctx = make_ctx({"model": "auto", "messages": session()})
     record = await run_stage(stage(http, enabled=False), ctx)
     assert record.outcome is Outcome.SKIPPED
-    assert sent_messages(ctx) is ctx.body["messages"] and ctx.rewrites is None and ctx.pinch is None
+    assert sent_messages(ctx) is ctx.body["messages"] and ctx[REWRITES] is None and ctx[PINCH] is None
 
 
 async def test_any_error_forwards_the_original_messages_and_is_recorded(http):
     ctx = make_ctx({"model": "auto", "messages": session()})
-    ctx.rewrites = {0: "whatever"}  # whatever was there, the fallback restores the original
+    ctx[REWRITES] = {0: "whatever"}  # whatever was there, the fallback restores the original
     record = await run_stage(stage(http, BrokenEstimator()), ctx)
     assert record.outcome is Outcome.ERROR and "estimator broke" in record.detail
-    assert sent_messages(ctx) is ctx.body["messages"] and ctx.rewrites is None and ctx.pinch is None
+    assert sent_messages(ctx) is ctx.body["messages"] and ctx[REWRITES] is None and ctx[PINCH] is None
     assert ctx.response is None  # fail open: the request goes on
 
 
@@ -166,7 +171,7 @@ async def test_the_prompt_is_measured_once_per_request(http):
     assert ctx.measured_prompt(BrokenEstimator()) is measured
     record = await run_stage(stage(http, BrokenEstimator()), ctx)
     assert record.outcome is Outcome.OK
-    assert ctx.pinch is not None and ctx.pinch.original_tokens == measured.tokens == tokens(ctx.body["messages"], TOOLS)
+    assert ctx[PINCH] is not None and ctx[PINCH].original_tokens == measured.tokens == tokens(ctx.body["messages"], TOOLS)
 
 
 async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(http):
@@ -174,9 +179,9 @@ async def test_ok_writes_send_messages_and_exact_stats_with_the_tool_schemas(htt
     ctx = make_ctx({"model": "auto", "messages": messages, "tools": TOOLS})
     record = await run_stage(stage(http), ctx)
     assert record.outcome is Outcome.OK and "uniform" in record.detail
-    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM
-    assert ctx.pinch.original_tokens == tokens(messages, TOOLS)
-    assert ctx.pinch.final_tokens == tokens(sent_messages(ctx), TOOLS)
+    assert ctx[PINCH] is not None and ctx[PINCH].mode is PinchMode.UNIFORM
+    assert ctx[PINCH].original_tokens == tokens(messages, TOOLS)
+    assert ctx[PINCH].final_tokens == tokens(sent_messages(ctx), TOOLS)
     assert ctx.body["messages"] is messages and messages == session()
 
 
@@ -184,9 +189,9 @@ async def test_a_relevance_order_prunes_least_relevant_first(http):
     messages = session()
     budget = tokens(messages) - 100  # one compression is enough
     ctx = make_ctx({"model": "auto", "messages": messages})
-    ctx.relevance = Relevance(RelevanceStatus.OK, order=(2, 0, 1))
+    ctx[RELEVANCE] = Relevance(RelevanceStatus.OK, order=(2, 0, 1))
     await run_stage(stage(http, budget_tokens=budget), ctx)
-    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.RELEVANCE and ctx.pinch.compressed == 1
+    assert ctx[PINCH] is not None and ctx[PINCH].mode is PinchMode.RELEVANCE and ctx[PINCH].compressed == 1
     candidates = trim_candidates(messages, KEEP)
     assert [i for i in candidates if sent_messages(ctx)[i] is not messages[i]] == [candidates[2]]
 
@@ -194,17 +199,17 @@ async def test_a_relevance_order_prunes_least_relevant_first(http):
 @pytest.mark.parametrize("status", [RelevanceStatus.SKIPPED, RelevanceStatus.UNAVAILABLE])
 async def test_without_a_relevance_order_pinch_is_uniform(http, status: RelevanceStatus):
     ctx = make_ctx({"model": "auto", "messages": session()})
-    ctx.relevance = Relevance(status, order=None, reason="embeddings down")
+    ctx[RELEVANCE] = Relevance(status, order=None, reason="embeddings down")
     await run_stage(stage(http), ctx)
-    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM and ctx.pinch.compressed == 3
+    assert ctx[PINCH] is not None and ctx[PINCH].mode is PinchMode.UNIFORM and ctx[PINCH].compressed == 3
 
 
 async def test_an_order_that_does_not_fit_the_candidates_falls_back_to_uniform(http):
     ctx = make_ctx({"model": "auto", "messages": session()})
-    ctx.relevance = Relevance(RelevanceStatus.OK, order=(0, 1))  # three candidates
+    ctx[RELEVANCE] = Relevance(RelevanceStatus.OK, order=(0, 1))  # three candidates
     record = await run_stage(stage(http), ctx)
     assert record.outcome is Outcome.FALLBACK and "uniform instead" in record.detail
-    assert ctx.pinch is not None and ctx.pinch.mode is PinchMode.UNIFORM and ctx.pinch.compressed == 3
+    assert ctx[PINCH] is not None and ctx[PINCH].mode is PinchMode.UNIFORM and ctx[PINCH].compressed == 3
 
 
 # --- configuration -----------------------------------------------------------------------------
@@ -275,17 +280,17 @@ async def test_the_trace_says_why_new_results_were_or_were_not_compressed(http, 
     clock = FakeClock()
     prune = build_stage(PinchPrune, pinch_config("http://127.0.0.1:9/v1", budget_tokens=4000, ledger=ledger), http=http, estimator=DEFAULT_ESTIMATOR, clock=clock)
     first = make_ctx({"model": "auto", "messages": session(6)})
-    first.session = SessionKey("s1", "header")
+    first[SESSION] = SessionKey("s1", "header")
     record = await run_stage(prune, first)
     assert ("over budget; cache cold (new session)" in record.detail) is ledger
     clock.advance(advance)
     second = make_ctx({"model": "auto", "messages": session(10)})
-    second.session = SessionKey("s1", "header")
+    second[SESSION] = SessionKey("s1", "header")
     record = await run_stage(prune, second)
-    assert first.pinch is not None and second.pinch is not None
-    batch = first.pinch.newly_compressed
-    assert detail.format(second.pinch.original_tokens, second.pinch.final_tokens, batch, batch) in record.detail
-    assert second.pinch.reason in record.detail
+    assert first[PINCH] is not None and second[PINCH] is not None
+    batch = first[PINCH].newly_compressed
+    assert detail.format(second[PINCH].original_tokens, second[PINCH].final_tokens, batch, batch) in record.detail
+    assert second[PINCH].reason in record.detail
 
 
 # --- the hard window: the preferred model's, then larger ones, then the gate's 400 ----------------
@@ -338,11 +343,11 @@ async def test_a_ledger_evicted_from_the_session_state_means_one_fresh_batch_not
 
     async def turn(session_key: str, results: int):
         ctx = make_ctx({"model": "auto", "messages": session(results)})
-        ctx.session = SessionKey(session_key, "header")
+        ctx[SESSION] = SessionKey(session_key, "header")
         record = await run_stage(prune, ctx)
         clock.advance(10)
-        assert record.outcome is Outcome.OK and ctx.pinch is not None
-        return ctx.pinch
+        assert record.outcome is Outcome.OK and ctx[PINCH] is not None
+        return ctx[PINCH]
 
     first = await turn("a", 6)
     assert first.newly_compressed > 0
@@ -363,9 +368,9 @@ async def test_the_windows_to_fit_are_worked_out_once_per_kind_of_request_and_ti
 
     async def turn(results: int, tier: int) -> None:
         ctx = make_ctx({"model": "auto", "messages": session(results)})
-        ctx.session = SessionKey("s", "header")
-        ctx.classification = Classification("coding_general", tier, ClassificationSource.CLASSIFIER)
-        assert (await run_stage(prune, ctx)).outcome is Outcome.OK and ctx.pinch is not None
+        ctx[SESSION] = SessionKey("s", "header")
+        ctx[CLASSIFICATION] = Classification("coding_general", tier, ClassificationSource.CLASSIFIER)
+        assert (await run_stage(prune, ctx)).outcome is Outcome.OK and ctx[PINCH] is not None
 
     for results in (4, 5, 6):  # a session's turns: the prompt grows, its kind and tier stay
         await turn(results, 2)
@@ -400,10 +405,10 @@ async def test_a_side_request_neither_warms_nor_cools_the_sessions_cache(http, t
     for at, body in requests:
         clock.advance(start + at - clock())
         ctx = make_ctx(body)
-        ctx.session = SessionKey("opencode", "header")
+        ctx[SESSION] = SessionKey("opencode", "header")
         record = await run_stage(prune, ctx)
-    assert ctx.pinch is not None and ctx.pinch.reason == reason, record.detail
-    assert ctx.pinch.newly_compressed > 0  # so the batch is made while it costs nothing
+    assert ctx[PINCH] is not None and ctx[PINCH].reason == reason, record.detail
+    assert ctx[PINCH].newly_compressed > 0  # so the batch is made while it costs nothing
 
 
 async def test_pinch_fits_the_window_of_the_model_a_family_hint_routes_to(proxy, mock_upstream):

@@ -24,7 +24,7 @@ from router.clients.embeddings import EmbeddingsClient, EmbeddingsError, embeddi
 from router.config import ConfigError
 from router.contract.chain import ChainError, validate_order
 from router.contract.stage import run_stage
-from router.core.results import Outcome, RelevanceStatus
+from router.core.results import Outcome, RELEVANCE, RelevanceStatus
 from router.server.registry import REGISTRY
 from router.tools.mock_upstream import MockUpstream
 from tests.support.classifier_fakes import FakeClock
@@ -253,9 +253,9 @@ async def test_a_closed_port_is_unavailable_not_an_error(http: aiohttp.ClientSes
     ctx = make_ctx({"model": "auto", "messages": session()})
     record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.FALLBACK
-    assert ctx.relevance is not None and ctx.relevance.status is RelevanceStatus.UNAVAILABLE
-    assert ctx.relevance.order is None
-    assert "127.0.0.1:9" in ctx.relevance.reason
+    assert ctx[RELEVANCE] is not None and ctx[RELEVANCE].status is RelevanceStatus.UNAVAILABLE
+    assert ctx[RELEVANCE].order is None
+    assert "127.0.0.1:9" in ctx[RELEVANCE].reason
     assert any(r.getMessage() == "relevance_unavailable" for r in caplog.records)
 
 
@@ -266,9 +266,9 @@ async def test_timeout_goes_through_the_adapter_and_fallback(http: aiohttp.Clien
         mock.post(EMBED_URL["openai"], callback=_hang)
         record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.TIMEOUT
-    assert ctx.relevance is not None
-    assert (ctx.relevance.status, ctx.relevance.order) == (RelevanceStatus.UNAVAILABLE, None)
-    assert ctx.relevance.reason == "timed out after 0.05s"
+    assert ctx[RELEVANCE] is not None
+    assert (ctx[RELEVANCE].status, ctx[RELEVANCE].order) == (RelevanceStatus.UNAVAILABLE, None)
+    assert ctx[RELEVANCE].reason == "timed out after 0.05s"
 
 
 async def test_a_failed_call_is_not_cached_and_the_next_turn_tries_again(http: aiohttp.ClientSession) -> None:
@@ -280,8 +280,8 @@ async def test_a_failed_call_is_not_cached_and_the_next_turn_tries_again(http: a
         first, second = make_ctx({"model": "auto", "messages": session()}), make_ctx({"model": "auto", "messages": session()})
         await run_stage(stage, first)
         await run_stage(stage, second)
-    assert first.relevance is not None and first.relevance.status is RelevanceStatus.UNAVAILABLE
-    assert second.relevance is not None and second.relevance.status is RelevanceStatus.OK
+    assert first[RELEVANCE] is not None and first[RELEVANCE].status is RelevanceStatus.UNAVAILABLE
+    assert second[RELEVANCE] is not None and second[RELEVANCE].status is RelevanceStatus.OK
     assert len(fake.calls[0]) == 6
 
 
@@ -321,8 +321,8 @@ async def test_skipped_with_the_reason_and_no_call(
         record = await run_stage(stage, ctx)
         assert mock.requests == {}
     assert record.outcome is Outcome.SKIPPED
-    assert ctx.relevance is not None and ctx.relevance.status is RelevanceStatus.SKIPPED
-    assert reason in ctx.relevance.reason
+    assert ctx[RELEVANCE] is not None and ctx[RELEVANCE].status is RelevanceStatus.SKIPPED
+    assert reason in ctx[RELEVANCE].reason
     assert reason in record.detail
 
 
@@ -346,15 +346,15 @@ async def test_records_order_and_embedded_vs_cached_counts_in_context_and_trace(
         first_record = await run_stage(stage, first)
         second = make_ctx({"model": "auto", "messages": session(turn=2)})
         second_record = await run_stage(stage, second)
-    assert first.relevance is not None and second.relevance is not None
-    assert first.relevance.status is RelevanceStatus.OK
-    assert first.relevance.order == (1, 2, 0)  # stylesheet, weather (tie: older first), then migration
-    assert (first.relevance.embedded, first.relevance.cached) == (6, 0)
+    assert first[RELEVANCE] is not None and second[RELEVANCE] is not None
+    assert first[RELEVANCE].status is RelevanceStatus.OK
+    assert first[RELEVANCE].order == (1, 2, 0)  # stylesheet, weather (tie: older first), then migration
+    assert (first[RELEVANCE].embedded, first[RELEVANCE].cached) == (6, 0)
     assert first_record.detail == "3 candidates ranked; 6 embedded, 0 cached"
-    assert (second.relevance.embedded, second.relevance.cached) == (3, 4)  # the new step, recent steps and result
+    assert (second[RELEVANCE].embedded, second[RELEVANCE].cached) == (3, 4)  # the new step, recent steps and result
     assert second_record.detail == "4 candidates ranked; 3 embedded, 4 cached"
     # the new network result matches no query; the recent steps (which read the other three) lift them
-    assert second.relevance.order == (3, 1, 2, 0)
+    assert second[RELEVANCE].order == (3, 1, 2, 0)
 
 
 async def test_identical_turn_is_served_from_the_cache_without_a_call(http: aiohttp.ClientSession) -> None:
@@ -366,7 +366,7 @@ async def test_identical_turn_is_served_from_the_cache_without_a_call(http: aioh
             ctx = make_ctx({"model": "auto", "messages": session()})
             await run_stage(stage, ctx)
     assert len(fake.calls) == 1
-    assert ctx.relevance is not None and (ctx.relevance.embedded, ctx.relevance.cached) == (0, 6)
+    assert ctx[RELEVANCE] is not None and (ctx[RELEVANCE].embedded, ctx[RELEVANCE].cached) == (0, 6)
 
 
 async def test_candidate_texts_are_cut_blank_ones_never_sent_and_repeats_sent_once(http: aiohttp.ClientSession) -> None:
@@ -382,7 +382,7 @@ async def test_candidate_texts_are_cut_blank_ones_never_sent_and_repeats_sent_on
     [texts] = fake.calls
     assert texts[3:] == [result_text("migration")[:100]]
     # the blank result saves nothing when compressed: it goes last; the two equal texts keep age order
-    assert ctx.relevance is not None and ctx.relevance.order == (0, 2, 1)
+    assert ctx[RELEVANCE] is not None and ctx[RELEVANCE].order == (0, 2, 1)
 
 
 async def test_embeddings_api_key_is_sent_as_bearer(http: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch) -> None:

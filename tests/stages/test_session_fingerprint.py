@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from middlewares.session_fingerprint import SessionFingerprint
+from middlewares.session_fingerprint import SESSION_STATE, SessionFingerprint
 from router.config import DEFAULT_SESSION_HEADERS
 from router.contract.stage import run_stage
 from router.core.fingerprint import header_session_key
-from router.core.results import Outcome, SessionKey
+from router.core.results import Outcome, SESSION, SessionKey
 from router.core.session_state import Space
 from router.core.tokens import TokenEstimator
 from router.state.session_store import LocalStore
@@ -93,8 +93,8 @@ async def test_a_failed_read_of_the_sessions_state_keeps_its_key_and_leaves_the_
     ctx = make_ctx(headers={"x-router-session": "ses_1"})
     record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.ERROR
-    assert ctx.session == SessionKey(header_session_key("ses_1"), "header")
-    assert ctx.session_state is None
+    assert ctx[SESSION] == SessionKey(header_session_key("ses_1"), "header")
+    assert ctx[SESSION_STATE] is None
 
 
 # ---- issue #27, item 8: with client keys, the client's key is part of every session key ----------------------

@@ -14,6 +14,7 @@ from router.core.errors import ApiError
 from router.core.request_view import RequestView
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
 from router.wire.openai_chat.view import ChatConversation, messages_with
+from router.core.results import REWRITES
 
 
 def user(text: str, **extra: Any) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def sent_messages(ctx: RequestContext) -> list[dict[str, Any]]:
     """The chat messages upstream-forward would send for ``ctx``: its messages with pinch's rewrites."""
     conversation = ctx.view.conversation
     assert isinstance(conversation, ChatConversation)
-    return messages_with(conversation.messages, conversation.result_units(), ctx.rewrites or {})
+    return messages_with(conversation.messages, conversation.result_units(), ctx[REWRITES] or {})
 
 
 def decision_row(**fields: Any) -> dict[str, Any]:

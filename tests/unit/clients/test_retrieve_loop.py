@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from router.clients.retrieve import MAX_ROUNDS, RetrieveLoop
-from router.core.results import UpstreamResult
+from router.core.results import UPSTREAM, UpstreamResult
 from router.wire.openai_chat.retrieve import CHAT_RETRIEVE
 from tests.support.factories import assistant, make_ctx, tool, user
 
@@ -34,7 +34,7 @@ TEXT = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "do
 
 def loop_for() -> tuple[RetrieveLoop, list[dict[str, Any]]]:
     ctx = make_ctx(messages=[user("fix it"), assistant(calls=[("call_log", "bash", '{"command": "make"}')]), tool("call_log", ORIGINAL)])
-    ctx.upstream = UpstreamResult()
+    ctx[UPSTREAM] = UpstreamResult()
     sent: list[dict[str, Any]] = []
     return RetrieveLoop(ctx, CHAT_RETRIEVE, orjson.dumps({"model": "m", "messages": ctx.body["messages"][:2] + [tool("call_log", "cut")]})), sent
 
@@ -64,7 +64,7 @@ async def test_a_call_is_answered_with_the_original_the_client_sent_and_the_requ
     (continued,) = sent
     assert continued["messages"][-2]["tool_calls"][0]["function"]["name"] == "pinch_retrieve"
     assert continued["messages"][-1] == {"role": "tool", "tool_call_id": "c0", "content": ORIGINAL}
-    assert loop.ctx.upstream is not None and loop.ctx.upstream.retrieve_calls == 1 and loop.ctx.upstream.retrieve_tokens == len(ORIGINAL) // 4
+    assert loop.ctx[UPSTREAM] is not None and loop.ctx[UPSTREAM].retrieve_calls == 1 and loop.ctx[UPSTREAM].retrieve_tokens == len(ORIGINAL) // 4
 
 
 async def test_the_rounds_are_bounded_and_the_last_answer_goes_without_its_calls() -> None:

@@ -16,7 +16,7 @@ from router.contract.context import CTX_KEY, RequestContext
 from router.contract.stage import FailMode, StageReport, run_stage, stage_middleware
 from router.contract.timeout import StageTimeout, within_timeout
 from router.core.errors import InvalidRequest, invalid_request
-from router.core.results import Outcome, SessionKey, round_ms
+from router.core.results import Outcome, SESSION, SessionKey, round_ms
 from tests.support.factories import make_ctx
 
 
@@ -41,11 +41,11 @@ class ScriptedStage:
 
     def fallback(self, ctx: RequestContext, reason: str) -> None:
         self.fallback_reasons.append(reason)
-        ctx.session = SessionKey("fallback", "fallback")
+        ctx[SESSION] = SessionKey("fallback", "fallback")
 
 
 async def sets_session(ctx):
-    ctx.session = SessionKey("k", "header")
+    ctx[SESSION] = SessionKey("k", "header")
 
 
 async def hangs(ctx):
@@ -69,7 +69,7 @@ async def test_ok_run_records_ok_and_keeps_the_result():
     ctx = make_ctx()
     record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.OK
-    assert ctx.session == SessionKey("k", "header")
+    assert ctx[SESSION] == SessionKey("k", "header")
     assert ctx.trace == [record]
     assert stage.fallback_reasons == []
 
@@ -80,7 +80,7 @@ async def test_a_stage_that_overruns_its_timeout_falls_back():
     record = await run_stage(stage, ctx)
     assert record.outcome is Outcome.TIMEOUT
     assert "timed out after 0.05s" in record.detail
-    assert ctx.session == SessionKey("fallback", "fallback")
+    assert ctx[SESSION] == SessionKey("fallback", "fallback")
     assert ctx.response is None  # fail-open: the request goes on
 
 

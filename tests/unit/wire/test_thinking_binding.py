@@ -31,7 +31,7 @@ from router.core.pinch_ledger import (
     WindowLimit,
     pinch_conversation,
 )
-from router.core.results import PinchMode
+from router.core.results import PINCH as PINCH_STATS, PinchMode
 from router.core.tokens import DEFAULT_ESTIMATOR
 from router.tools import mock_anthropic
 from router.tools.explain import explain_request, render_explanation
@@ -354,6 +354,6 @@ async def test_explain_names_the_thinking_pinch_would_unbind(mock) -> None:
     request = body(*history, model="fable", thinking=ADAPTIVE)
     config = binding_config(mock[1], cache_lifetime=0)
     ctx = await explain_request(config, request, CIMultiDictProxy(CIMultiDict(HEADERS)))
-    assert ctx.pinch is not None and ctx.pinch.stale is not None
-    count = len(ctx.pinch.stale.positions)
+    assert ctx[PINCH_STATS] is not None and ctx[PINCH_STATS].stale is not None
+    count = len(ctx[PINCH_STATS].stale.positions)
     assert f"would go to fable (anthropic-messages → anthropic-messages, passed through, dropped {BINDING} ({count} blocks)" in render_explanation(ctx, config)
