@@ -84,9 +84,9 @@ class UpstreamForward:
         assert route is not None  # guaranteed by `requires` and the gate failing closed
         limiter, key = self.limiter, ctx.client_id
         if limiter is None or key is None:
-            return await self._forward(ctx, ctx.route)
-        offers = self._offers(ctx.route)
-        prompt = ctx.capabilities.prompt_tokens if ctx.capabilities is not None else 0
+            return await self._forward(ctx, route)
+        offers = self._offers(route)
+        prompt = needs.prompt_tokens if needs is not None else 0
         hold = await limiter.reserve(key, ctx.request_id, estimate(prompt, offers.values()))
         if isinstance(hold, Refused):
             error, headers = hold.error(key)
@@ -94,11 +94,11 @@ class UpstreamForward:
             return StageReport(detail=f"key {key} over its limit {hold.limit}")
         ended = False  # the answer reached its client whole
         try:
-            report = await self._forward(ctx, ctx.route)
-            ended = ctx.upstream is not None and not ctx.upstream.client_gone and not ctx.upstream.stream_error
+            report = await self._forward(ctx, route)
+            ended = (upstream := ctx[UPSTREAM]) is not None and not upstream.client_gone and not upstream.stream_error
             return report
         finally:  # also when the client left (CancelledError): it is charged what was reported, or the estimate
-            limiter.settle(hold, answer_charge(ctx.upstream, offers, prompt, ended))
+            limiter.settle(hold, answer_charge(ctx[UPSTREAM], offers, prompt, ended))
 
     def _offers(self, route: Route) -> dict[str, Offer]:
         """Each candidate's output limit and price, by model: what the request may cost."""
@@ -117,7 +117,7 @@ class UpstreamForward:
         session = ctx[SESSION]
         remember_request(self.state, ctx.request_id, session.key if session is not None else None, ctx.client_id, self.clock())
         self.state.flush_later()
-        result = ctx.upstream = UpstreamResult()
+        result = ctx[UPSTREAM] = UpstreamResult()
         failures: list[AttemptFailure] = []
         waits: dict[str, float] = {}  # provider → monotonic time its Retry-After ends
         # providers that gave no answer earlier in this request, not tried again in it (breaker or not);

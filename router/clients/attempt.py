@@ -74,7 +74,7 @@ class UpstreamAttempts:
     async def serve(self, ctx: RequestContext, candidate: Candidate) -> None:
         """Serve the request from ``candidate``: ``ctx.response`` set (a stream relayed to its end), or
         :class:`AttemptFailure` before the first byte reached the client."""
-        result = ctx.upstream
+        result = ctx[UPSTREAM]
         assert result is not None
         settings, provider = self.settings, self.providers[candidate.provider]
         session = ctx[SESSION]
