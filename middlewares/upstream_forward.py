@@ -22,7 +22,6 @@ usage the upstream reported.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections import deque
@@ -32,7 +31,7 @@ from typing import ClassVar
 
 import aiohttp
 
-from router.clients.attempt import UpstreamAttempts, booked_as_upstream
+from router.clients.attempt import UpstreamAttempts
 from router.clients.failure import AttemptFailure
 from router.clients.relay import all_down_response, all_failed_response
 from router.config import Catalogue, UpstreamSettings
@@ -136,7 +135,7 @@ class UpstreamForward:
             if admitted is None:
                 continue
             if wait > 0:
-                await booked_as_upstream(ctx, asyncio.sleep(wait))
+                await self.attempts.wait(ctx, wait)
             tried += 1
             try:
                 await self.attempts.serve(ctx, candidate)

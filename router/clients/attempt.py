@@ -126,6 +126,10 @@ class UpstreamAttempts:
             if self.open_gauge is not None:
                 self.open_gauge.dec()
 
+    async def wait(self, ctx: RequestContext, seconds: float) -> None:
+        """A provider's Retry-After waited out before it is tried again, booked as upstream wait."""
+        await booked_as_upstream(ctx, asyncio.sleep(seconds))
+
     async def reopen(self, ctx: RequestContext, candidate: Candidate, payload: bytes, timeout: float, *, stream: bool = False) -> aiohttp.ClientResponse:
         """The request sent to ``candidate`` again, continued with a retrieve round (:mod:`router.clients.retrieve`):
         its response once its status line came; any error status is an :class:`AttemptFailure`."""
