@@ -129,16 +129,20 @@ class KnownBody:
             before = prior.rewrites
             # the first element whose rewrites differ from the turn before's (none beyond what it resumed)
             first = min(self.resumed, len(prior.rewritten))
-            for position, content in rewrites.items():
-                if before.get(position, _NOT_REWRITTEN) is not content:
-                    first = min(first, element_of(position))
-            if first and any(position not in rewrites for position in before):
-                first = 0  # a result no longer rewritten (a re-plan): rare, written whole
+            if len(rewrites) != len(before) or list(rewrites) != list(before) or not all(map(is_, rewrites.values(), before.values())):
+                # the same rewrites (the usual turn) are told in C above; only a turn that differs walks them
+                for position, content in rewrites.items():
+                    if before.get(position, _NOT_REWRITTEN) is not content:
+                        first = min(first, element_of(position))
+                if first and any(position not in rewrites for position in before):
+                    first = 0  # a result no longer rewritten (a re-plan): rare, written whole
             if first == 0:
                 out = write(rewrites)
+            elif element_of(max(rewrites)) < first:  # nothing rewritten from there on: the usual turn
+                out = prior.rewritten[:first] + self.elements[first:]
             else:
                 after = {position: content for position, content in rewrites.items() if element_of(position) >= first}
-                out = prior.rewritten[:first] + (write(after)[first:] if after else self.elements[first:])
+                out = prior.rewritten[:first] + write(after)[first:]
         sent = self.sent  # what was written stays: written() takes it only for the very same elements
         self.sent = Sent(rewrites, out, None, b"") if sent is None else sent._replace(rewrites=rewrites, rewritten=out)
         return out
