@@ -30,7 +30,7 @@ errors is "—". "busy" is the share of its core the server used at c=16: below 
 side, not the server, set the pace. The machine's load average is printed: other tenants on the
 cores make every figure noisy, ratios less so.
 
-    .venv/bin/python -m bench.bench_peers [--seconds 4] [--rounds 2] [--peers litellm portkey ccr] [--prefix DIR] [--save]
+    .venv/bin/python -m bench.bench_peers [--seconds 4] [--rounds 2] [--peers litellm portkey ccr] [--prefix DIR] [--tree DIR] [--save]
     .venv/bin/python -m bench.bench_peers --quick    # a smoke run: the small body, 1 s cells, one round
 """
 
@@ -55,7 +55,7 @@ import orjson
 import yaml
 
 from bench.bench_proxy import PIN_BODIES, shipped_sections
-from bench.harness import Cell, drive, free_port, memo_upstream, print_table, proxy, spawn, tree_cpu_seconds, wrk_cell, write_config
+from bench.harness import ROOT, Cell, drive, free_port, memo_upstream, print_table, proxy, spawn, tree_cpu_seconds, wrk_cell, write_config
 from bench.wire_bodies import as_wire, path_of
 
 LITELLM_VERSION = "1.108.7"  # the newest 1.108.x whose [proxy] extra installs: .8 to .14 pin litellm-enterprise or litellm-proxy-extras .post releases the registry lacks
@@ -129,10 +129,11 @@ def install_npm(prefix: Path, package: str, version: str, entry: str) -> Path:
 Starter = Callable[[contextlib.ExitStack, Path, str, list[str]], Target]
 
 
-def start_ours(stack: contextlib.ExitStack, tmp: Path, mock: str, on_core: list[str]) -> Target:
+def start_ours(stack: contextlib.ExitStack, tmp: Path, mock: str, on_core: list[str], tree: Path = ROOT) -> Target:
+    """pinch-router on config.yaml's chain and settings, serving ``tree``'s ``router`` (a revision's copy: --tree)."""
     port = free_port()
     config = write_config(tmp / "pinch-router.yaml", port, f"{mock}/v1", **shipped_sections(tmp / "decisions.sqlite3"))
-    process = stack.enter_context(spawn([*on_core, *proxy(config)], port, log_path=tmp / "pinch-router.log"))
+    process = stack.enter_context(spawn([*on_core, *proxy(config)], port, cwd=tree, log_path=tmp / "pinch-router.log"))
     return Target("pinch-router", port, process.pid, {wire: path_of(wire) for wire in WIRES}, "auto")
 
 
@@ -205,7 +206,7 @@ async def probe(target: Target, wire: str) -> str | None:
 
 def start_targets(stack: contextlib.ExitStack, tmp: Path, mock: str, on_core: list[str], args: argparse.Namespace) -> tuple[list[Target], list[str]]:
     """pinch-router, the floor and every peer that starts and answers; the reasons of those skipped."""
-    targets = [start_ours(stack, tmp, mock, on_core), start_floor(stack, tmp, mock, on_core)]
+    targets = [start_ours(stack, tmp, mock, on_core, args.tree), start_floor(stack, tmp, mock, on_core)]
     skipped: list[str] = []
     for peer in args.peers:
         inner = contextlib.ExitStack()
@@ -387,6 +388,7 @@ def main() -> int:
     parser.add_argument("--body", nargs="+", choices=list(BODIES), default=list(BODIES))
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS))
     parser.add_argument("--prefix", type=Path, default=DEFAULT_PREFIX, help="where the peers are installed (outside the repository)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served (bench_recording.export makes one of a revision)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: the small body, 1 s (or 100-request) cells, one round")
     parser.add_argument("--save", action="store_true", help="write the table to bench/results/bench_peers.txt")
     args = parser.parse_args()
