@@ -117,6 +117,16 @@ def loads(raw: bytes | str) -> Any:
         return faithful_loads(raw)
 
 
+def json_object(raw: bytes | str) -> dict[str, Any] | None:
+    """``raw`` read as a JSON object; None for what is no JSON or JSON of another kind (an event, a
+    field that may hold an object)."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def nests_within(container: dict[str, Any] | list[Any], levels: int) -> bool:
     """``container`` (a dict or list) nests at most ``levels`` levels (itself the first) and holds no float.
 

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from router.core.frozen import frozen
+from router.core.sse import SseEvents
 from router.core.tokens import tools_tokens
 
 TOOL_NAME = "pinch_retrieve"
@@ -99,3 +100,32 @@ def declaration_tokens(tools: Any) -> int:
     declared = {"type": "function", "function": {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": PARAMETERS}}
     own = list(tools) if isinstance(tools, list) else []
     return tools_tokens([*own, declared]) - tools_tokens(own)
+
+
+class RetrieveRounds:
+    """The skeleton of a streamed answer's rounds in a format of SSE events that are JSON objects
+    (:class:`router.wire.retrieve.RetrieveStream`): each object goes to ``_event``, which says what
+    goes on; ``next_round`` carries over what the client was sent (``_carry_over``), then starts afresh
+    (``_reset``) with ``continuing`` set."""
+
+    def __init__(self) -> None:
+        self.events = SseEvents()
+        self.continuing = False  # this is a round after the first
+        self._reset()
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _carry_over(self) -> None:
+        """What a round sent the client, kept before the next one starts (nothing, by default)."""
+
+    def _event(self, raw: bytes, event: dict[str, Any]) -> bytes:
+        raise NotImplementedError
+
+    def next_round(self) -> None:
+        self._carry_over()
+        self.continuing = True
+        self._reset()
+
+    def feed(self, chunk: bytes) -> bytes:
+        return self.events.feed_objects(chunk, self._event)

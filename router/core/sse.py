@@ -14,11 +14,11 @@ usage in several events keeps the latest figure of each kind.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-
-from router.core.json_body import loads
+from router.core.json_body import json_object, loads
 from router.core.results import Usage
 
 # What a silent stream sends in the OpenAI formats: an SSE comment, which every client ignores.
@@ -171,6 +171,15 @@ class SseEvents:
     def rest(self) -> bytes:
         rest, self.buffer = bytes(self.buffer), bytearray()
         return rest
+
+    def feed_objects(self, chunk: bytes, on_object: Callable[[bytes, dict[str, Any]], bytes]) -> bytes:
+        """``chunk``'s whole events as they go on: one whose data is a JSON object as ``on_object(raw,
+        object)`` returns it, any other (no data, not JSON, not an object) as it came."""
+        out = []
+        for raw, data in self.feed(chunk):
+            event = json_object(data) if data else None
+            out.append(on_object(raw, event) if event is not None else raw)
+        return b"".join(out)
 
 
 def _boundary(buffer: bytearray) -> tuple[int, int]:

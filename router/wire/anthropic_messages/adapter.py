@@ -177,14 +177,9 @@ class AnthropicMessages:
             names += (THINKING_OFF_MID_TOOL_LOOP,)
         return names
 
-    def read_usage(self, body: bytes) -> Usage | None:
-        return read_usage(body)
-
-    def usage_of(self, answer: Any) -> Usage | None:
-        return usage_of(answer)
-
-    def answer_problem(self, answer: Any) -> str | None:
-        return answer_problem(answer)
+    read_usage = staticmethod(read_usage)
+    usage_of = staticmethod(usage_of)
+    answer_problem = staticmethod(answer_problem)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return stream_error(message, code)

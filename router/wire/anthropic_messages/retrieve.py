@@ -14,8 +14,7 @@ from typing import Any
 
 import orjson
 
-from router.core.retrieve import TOOL_NAME, RetrieveCall, ToolOffer
-from router.core.sse import SseEvents
+from router.core.retrieve import TOOL_NAME, RetrieveCall, RetrieveRounds, ToolOffer
 
 WIRE = "anthropic-messages"
 _CLOSING = frozenset({"message_delta", "message_stop"})
@@ -59,14 +58,12 @@ class MessagesRetrieve:
         return MessagesRetrieveStream()
 
 
-class MessagesRetrieveStream:
+class MessagesRetrieveStream(RetrieveRounds):
     """A Messages stream's rounds (module doc)."""
 
     def __init__(self) -> None:
-        self.events = SseEvents()
         self.sent_blocks = 0  # block indices the client was sent, in the rounds before this one
-        self.continuing = False  # this is a round after the first
-        self._reset()
+        super().__init__()
 
     def _reset(self) -> None:
         self.calls: list[RetrieveCall] = []
@@ -78,20 +75,11 @@ class MessagesRetrieveStream:
         self._held: list[bytes] = []
         self._top = -1  # the highest index of this round
 
-    def next_round(self) -> None:
+    def _carry_over(self) -> None:
         self.sent_blocks += self._top + 1 - len(self._retrieve)
-        self.continuing = True
-        self._reset()
 
-    def feed(self, chunk: bytes) -> bytes:
-        return b"".join(self._event(raw, data) for raw, data in self.events.feed(chunk))
-
-    def _event(self, raw: bytes, data: bytes) -> bytes:
-        try:
-            event = orjson.loads(data) if data else None
-        except orjson.JSONDecodeError:
-            return raw
-        kind = event.get("type") if isinstance(event, dict) else None
+    def _event(self, raw: bytes, event: dict[str, Any]) -> bytes:
+        kind = event.get("type")
         if kind == "message_start":
             return b"" if self.continuing else raw
         if kind in _CLOSING:
@@ -101,7 +89,7 @@ class MessagesRetrieveStream:
                 self._held.append(raw)
                 return b""
             return raw
-        index = event.get("index") if isinstance(event, dict) else None
+        index = event.get("index")
         if not isinstance(index, int):
             return raw
         self._top = max(self._top, index)

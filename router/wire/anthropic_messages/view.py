@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from router.core.content import Message
+from router.core.json_body import json_object
 from router.core.request_view import PlacedConversation, RequestView, Rewrites, call_arguments, clean_tool_name
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
@@ -229,11 +230,8 @@ def metadata_session(body: dict[str, Any]) -> str | None:
     user_id = metadata.get("user_id") if isinstance(metadata, dict) else None
     if not isinstance(user_id, str) or not user_id.startswith("{"):
         return None
-    try:
-        parsed = orjson.loads(user_id)
-    except orjson.JSONDecodeError:
-        return None
-    session = parsed.get("session_id") if isinstance(parsed, dict) else None
+    parsed = json_object(user_id)
+    session = parsed.get("session_id") if parsed is not None else None
     return session.strip() if isinstance(session, str) and session.strip() else None
 
 

@@ -138,14 +138,9 @@ class Gemini:
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return (dropped(changes.stale),) if changes.stale is not None else ()
 
-    def answer_problem(self, answer: Any) -> str | None:
-        return answer_problem(answer)
-
-    def read_usage(self, body: bytes) -> Usage | None:
-        return read_usage(body)
-
-    def usage_of(self, answer: Any) -> Usage | None:
-        return usage_of(answer)
+    answer_problem = staticmethod(answer_problem)
+    read_usage = staticmethod(read_usage)
+    usage_of = staticmethod(usage_of)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return stream_error(message, code)  # Gemini's events are not numbered

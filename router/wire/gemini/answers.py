@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from router.core.json_body import json_object
 from router.core.results import Usage
 from router.core.sse import data_payloads
 from router.wire.gemini.errors import error_payload
@@ -109,11 +110,8 @@ def is_last_chunk(data: bytes) -> bool:
     (parsed only when the name occurs in it)."""
     if b'"finishReason"' not in data and b'"finish_reason"' not in data:
         return False
-    try:
-        chunk = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return False
-    candidates = chunk.get("candidates") if isinstance(chunk, dict) else None
+    chunk = json_object(data)
+    candidates = chunk.get("candidates") if chunk is not None else None
     return isinstance(candidates, list) and any(
         isinstance(c, dict) and (c.get("finishReason") or c.get("finish_reason")) for c in candidates
     )

@@ -15,8 +15,7 @@ from typing import Any
 
 import orjson
 
-from router.core.retrieve import TOOL_NAME, RetrieveCall
-from router.core.sse import SseEvents
+from router.core.retrieve import TOOL_NAME, RetrieveCall, RetrieveRounds
 from router.wire.gemini.parts import GEMINI
 
 _END_KEYS = ("finishReason", "finish_reason")
@@ -87,29 +86,16 @@ class GeminiRetrieve:
         return GeminiRetrieveStream()
 
 
-class GeminiRetrieveStream:
+class GeminiRetrieveStream(RetrieveRounds):
     """A Gemini stream's rounds (module doc)."""
 
-    def __init__(self) -> None:
-        self.events = SseEvents()
-        self.next_round()
-
-    def next_round(self) -> None:
+    def _reset(self) -> None:
         self.calls: list[RetrieveCall] = []
         self.others = False
         self.ended = False
         self._parts: list[Any] = []  # the round's parts, as they came (for the model's turn)
 
-    def feed(self, chunk: bytes) -> bytes:
-        return b"".join(self._event(raw, data) for raw, data in self.events.feed(chunk))
-
-    def _event(self, raw: bytes, data: bytes) -> bytes:
-        try:
-            chunk = orjson.loads(data) if data else None
-        except orjson.JSONDecodeError:
-            return raw
-        if not isinstance(chunk, dict):
-            return raw
+    def _event(self, raw: bytes, chunk: dict[str, Any]) -> bytes:
         parts = _parts(chunk)
         self._parts += parts
         for part in parts:

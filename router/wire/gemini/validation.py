@@ -352,19 +352,10 @@ def _check_parts(parts: Any, where: str, allow_empty: bool) -> tuple[bool, bool]
             raise InvalidRequest(f"{at}: must be a Part object", at)
         if "text" in part and not isinstance(part["text"], str):
             raise InvalidRequest(f"{at}.text: must be a string", f"{at}.text")
-        call = field(part, FUNCTION_CALL)
-        if call is not None:
-            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                raise InvalidRequest(f"{at}.functionCall: needs a string 'name'", f"{at}.functionCall")
-            if call.get("args") is not None and not isinstance(call["args"], dict):
-                raise InvalidRequest(f"{at}.functionCall.args: must be an object", f"{at}.functionCall.args")
+        if _check_named(field(part, FUNCTION_CALL), f"{at}.functionCall", "args") is not None:
             history = True
-        response = field(part, FUNCTION_RESPONSE)
+        response = _check_named(field(part, FUNCTION_RESPONSE), f"{at}.functionResponse", "response")
         if response is not None:
-            if not isinstance(response, dict) or not isinstance(response.get("name"), str):
-                raise InvalidRequest(f"{at}.functionResponse: needs a string 'name'", f"{at}.functionResponse")
-            if response.get("response") is not None and not isinstance(response["response"], dict):
-                raise InvalidRequest(f"{at}.functionResponse.response: must be an object", f"{at}.functionResponse.response")
             if response.get("parts") is not None:
                 inner_images, _ = _check_parts(response["parts"], f"{at}.functionResponse.parts", allow_empty=True)
                 images = images or inner_images
@@ -374,6 +365,18 @@ def _check_parts(parts: Any, where: str, allow_empty: bool) -> tuple[bool, bool]
             raise InvalidRequest(f"{at}.inlineData: needs a string 'data' (base64)", f"{at}.inlineData")
         images = images or is_image_part(part)
     return images, history
+
+
+def _check_named(value: Any, where: str, payload: str) -> dict[str, Any] | None:
+    """A functionCall or functionResponse (None: the part has none): an object with a string ``name``,
+    its ``payload`` (args, response) an object when present."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise InvalidRequest(f"{where}: needs a string 'name'", where)
+    if value.get(payload) is not None and not isinstance(value[payload], dict):
+        raise InvalidRequest(f"{where}.{payload}: must be an object", f"{where}.{payload}")
+    return value
 
 
 def _check_tool(tool: Any, where: str) -> None:

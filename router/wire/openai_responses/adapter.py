@@ -92,14 +92,9 @@ class OpenAIResponses:
     def passthrough_dropped(self, view: RequestView, changes: BodyChanges) -> tuple[str, ...]:
         return ()  # only the reasoning items the proxy made are left out, and they are the proxy's own
 
-    def read_usage(self, body: bytes) -> Usage | None:
-        return read_usage(body)
-
-    def usage_of(self, answer: Any) -> Usage | None:
-        return usage_of(answer)
-
-    def answer_problem(self, answer: Any) -> str | None:
-        return answer_problem(answer)
+    read_usage = staticmethod(read_usage)
+    usage_of = staticmethod(usage_of)
+    answer_problem = staticmethod(answer_problem)
 
     def stream_error(self, message: str, code: str, sent: int = 0) -> bytes:
         return error_event(message, code, sent)

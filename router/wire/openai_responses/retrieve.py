@@ -17,8 +17,7 @@ from typing import Any
 
 import orjson
 
-from router.core.retrieve import TOOL_NAME, RetrieveCall
-from router.core.sse import SseEvents
+from router.core.retrieve import TOOL_NAME, RetrieveCall, RetrieveRounds
 from router.wire.openai_responses.view import OPENAI_RESPONSES
 
 _OPENING = frozenset({"response.created", "response.in_progress"})
@@ -74,16 +73,14 @@ class ResponsesRetrieve:
         return ResponsesRetrieveStream()
 
 
-class ResponsesRetrieveStream:
+class ResponsesRetrieveStream(RetrieveRounds):
     """A Responses stream's rounds (module doc)."""
 
     def __init__(self) -> None:
-        self.events = SseEvents()
         self.sent_items: list[Any] = []  # the items the client was sent whole, in the rounds before this one
         self.response_id: str | None = None  # the first round's
         self.next_number: int | None = None  # the sequence number the client's next event gets
-        self.continuing = False
-        self._reset()
+        super().__init__()
 
     def _reset(self) -> None:
         self.calls: list[RetrieveCall] = []
@@ -93,21 +90,10 @@ class ResponsesRetrieveStream:
         self._items: dict[int, Any] = {}  # output_index → the item done
         self._held: list[tuple[bytes, dict[str, Any]]] = []
 
-    def next_round(self) -> None:
+    def _carry_over(self) -> None:
         self.sent_items += [self._items[i] for i in sorted(self._items) if i not in self._retrieve]
-        self.continuing = True
-        self._reset()
 
-    def feed(self, chunk: bytes) -> bytes:
-        return b"".join(self._event(raw, data) for raw, data in self.events.feed(chunk))
-
-    def _event(self, raw: bytes, data: bytes) -> bytes:
-        try:
-            event = orjson.loads(data) if data else None
-        except orjson.JSONDecodeError:
-            return raw
-        if not isinstance(event, dict):
-            return raw
+    def _event(self, raw: bytes, event: dict[str, Any]) -> bytes:
         kind = event.get("type")
         if isinstance(event.get("response"), dict):  # the response object: without the proxy's tool in its echo
             response = _without_declaration(event["response"])
