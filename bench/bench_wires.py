@@ -42,8 +42,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 
@@ -63,6 +64,7 @@ PROVIDERS = {
 TARGET_VS_CHAT = 1.10
 TARGET_CHAT_VS_FLOOR = 2.5
 RESULTS = ROOT / "bench" / "results"
+T = TypeVar("T")
 
 
 def config_for(path: Path, port: int, root: str, serving: str, decisions: Path) -> Path:
@@ -171,16 +173,26 @@ def measure_instructions(args: argparse.Namespace, proxy_core: int, load_cores: 
                         body = orjson.dumps(as_wire({**PIN_BODIES[BODIES[short]](), "stream": False}, wire))
                         url = f"http://127.0.0.1:{port}{path_of(wire)}"
                         asyncio.run(drive(url, body, 30, 1, False))  # warm-up, not counted
-                        subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
-                        before = set(out_dir.iterdir())
-                        subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
-                        load = asyncio.run(drive(url, body, args.requests, 1, False))
-                        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
-                        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+                        load, counted = instructions_of(pid, out_dir, lambda: asyncio.run(drive(url, body, args.requests, 1, False)))
                         if load.errors:
                             raise RuntimeError(f"{wire} {mode} {short}: {load.errors} of {args.requests} requests failed")
-                        counts[short, wire, mode] = totals(new_files(out_dir, before)) / args.requests / 1e6
+                        counts[short, wire, mode] = counted / args.requests / 1e6
     return counts
+
+
+def instructions_of(pid: int, out_dir: Path, run: Callable[[], T]) -> tuple[T, int]:
+    """What ``run()`` returned and the instructions the process ``pid`` (under ``valgrind --tool=callgrind
+    --instr-atstart=no``, writing into ``out_dir``) executed while it ran, every thread."""
+    subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
+    before = set(out_dir.iterdir())
+    subprocess.run(["callgrind_control", "-i", "on", str(pid)], check=True, capture_output=True)
+    try:
+        result = run()
+    finally:
+        subprocess.run(["callgrind_control", "-i", "off", str(pid)], check=True, capture_output=True)
+        # dumped now: a server slow to stop under valgrind may be killed before it writes its counts
+        subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
+    return result, totals(new_files(out_dir, before))
 
 
 @contextlib.contextmanager

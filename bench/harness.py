@@ -138,6 +138,33 @@ def scaled(body: dict[str, Any], target_chars: int) -> dict[str, Any]:
     return {**body, "messages": grown}
 
 
+def grown_session(body: dict[str, Any], target_chars: int, requests: int) -> list[dict[str, Any]]:
+    """The last ``requests`` requests of ``body``'s session grown to ~``target_chars`` by repeating its exchanges.
+
+    An exchange is an assistant message and the tool results and user messages after it; they are
+    repeated in order, one at a time (so a size lands within one exchange of the target), each copy's
+    tool-call ids renamed (``_r<copy>``) so calls and results stay paired. Request ``i`` resends
+    request ``i - 1``'s messages and adds one exchange, as an agent does turn by turn.
+    """
+    messages = body["messages"]
+    first_user = next(i for i, m in enumerate(messages) if m.get("role") == "user")
+    opening, turns = messages[: first_user + 1], messages[first_user + 1 :]
+    exchanges: list[list[dict[str, Any]]] = []
+    for message in turns:
+        if message.get("role") == "assistant" or not exchanges:
+            exchanges.append([])
+        exchanges[-1].append(message)
+    grown: list[list[dict[str, Any]]] = []
+    size = len(orjson.dumps({**body, "messages": opening}))
+    while size < target_chars or len(grown) < requests:
+        copy, index = divmod(len(grown), len(exchanges))
+        exchange = [_renamed(message, copy) for message in exchanges[index]]
+        grown.append(exchange)
+        size += sum(len(orjson.dumps(message)) + 1 for message in exchange)
+    first = len(grown) - requests + 1
+    return [{**body, "messages": opening + [m for exchange in grown[:end] for m in exchange]} for end in range(first, len(grown) + 1)]
+
+
 def _renamed(message: dict[str, Any], copy: int) -> dict[str, Any]:
     renamed = dict(message)
     if isinstance(message.get("tool_call_id"), str):
