@@ -8,7 +8,9 @@ sum the rows in SQL (:mod:`router.observe.decision_sums`) and assemble the answe
 (:mod:`router.core.usage_summary`), beside the same in Python row by row (read, price, sum: the core's
 spec, what the first version did) — medians of ``--repeats`` runs, in this process, in wall and CPU
 time (the CPU time is what a loaded machine does not inflate); then both views through the proxy over
-HTTP on loopback. The target: each answer under 300 ms.
+HTTP on loopback. The overview is timed twice: a first view (a log just opened: every bucket summed)
+and a refresh (the buckets that are over kept: :mod:`router.observe.overview_cache`). The target:
+each answer under 300 ms.
 
     .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--save]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -106,13 +109,14 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
             log.submit(row)
         await log.close()
 
-        log = DecisionLog(path)
-        await log.start()
         prices = prices_of(settings)
-        until = time.time()
-        since, bucket = until - WEEK, WINDOWS["week"][1]
-        python, sql_overview, sql_sessions = [], [], []  # (wall, CPU) seconds each
+        since, bucket = time.time() - WEEK, WINDOWS["week"][1]
+        python, sql_cold, sql_warm, sql_sessions = [], [], [], []  # (wall, CPU) seconds each
         for _ in range(repeats):
+            log = DecisionLog(path)  # a log just opened: nothing kept (the first view)
+            await log.start()
+            until = time.time()
+            since = until - WEEK
             started, cpu = perf_counter(), process_time()
             window = await log.rows_since(since - prices.longest_lifetime)
             costs = price_rows(window, prices)
@@ -121,18 +125,23 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
             python.append((perf_counter() - started, process_time() - cpu))
             started, cpu = perf_counter(), process_time()
             overview_of_groups(await log.overview_groups(prices, since, until, bucket), since, until, bucket)
-            sql_overview.append((perf_counter() - started, process_time() - cpu))
+            sql_cold.append((perf_counter() - started, process_time() - cpu))
+            until = time.time()  # a refresh: the buckets that are over are kept
+            since = until - WEEK
+            started, cpu = perf_counter(), process_time()
+            overview_of_groups(await log.overview_groups(prices, since, until, bucket), since, until, bucket)
+            sql_warm.append((perf_counter() - started, process_time() - cpu))
             started, cpu = perf_counter(), process_time()
             sessions_of_groups(await log.session_groups(prices, since, until, limit=MAX_SESSIONS), MAX_SESSIONS)
             sql_sessions.append((perf_counter() - started, process_time() - cpu))
-        await log.close()
+            await log.close()
 
         app = await create_app(settings)
         client = TestClient(TestServer(app, host="127.0.0.1"))
         await client.start_server()
         http: dict[str, list[tuple[float, float]]] = {"overview": [], "sessions": []}
         try:
-            for _ in range(repeats):
+            for _ in range(repeats + 1):
                 for name in http:
                     started, cpu = perf_counter(), process_time()
                     response = await client.get(f"/ui/api/{name}", params={"window": "week"})
@@ -141,6 +150,7 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
                     http[name].append((perf_counter() - started, process_time() - cpu))
         finally:
             await client.close()
+        first_view, http["overview"] = http["overview"][:1], http["overview"][1:]  # the proxy's first overview: nothing kept yet
 
     lines = [
         f"dashboard over {len(window):,} rows in the week's window ({totals['requests']:,} requests, {sessions:,} sessions); median of {repeats} runs",
@@ -148,13 +158,17 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
         "| view | wall ms | CPU ms |",
         "|---|---:|---:|",
         f"| overview + sessions, row by row in Python (read, price, sum) | {median_ms(python)} |",
-        f"| overview, summed in SQL | {median_ms(sql_overview)} |",
+        f"| overview, summed in SQL: first view (a log just opened, nothing kept) | {median_ms(sql_cold)} |",
+        f"| overview, summed in SQL: refresh (the buckets that are over kept) | {median_ms(sql_warm)} |",
         f"| sessions list, summed in SQL | {median_ms(sql_sessions)} |",
-        f"| GET /ui/api/overview over HTTP (client included) | {median_ms(http['overview'])} |",
+        f"| GET /ui/api/overview over HTTP, the proxy's first (one run) | {median_ms(first_view)} |",
+        f"| GET /ui/api/overview over HTTP, refreshed (client included) | {median_ms(http['overview'])} |",
         f"| GET /ui/api/sessions over HTTP (client included) | {median_ms(http['sessions'])} |",
+        f"load average while it ran: {' '.join(f'{v:.1f}' for v in os.getloadavg())}",
     ]
-    worst = max(statistics.median(c for _, c in http["overview"]), statistics.median(c for _, c in http["sessions"])) * 1000
-    lines.append(f"target: each answer < {TARGET_MS:.0f} ms of CPU: {'met' if worst < TARGET_MS else 'MISSED'} ({worst:.0f} ms)")
+    for view, samples in (("overview, first view", first_view), ("overview, refreshed", http["overview"]), ("sessions list", http["sessions"])):
+        cpu_ms = statistics.median(c for _, c in samples) * 1000
+        lines.append(f"target: {view} < {TARGET_MS:.0f} ms of CPU: {'met' if cpu_ms < TARGET_MS else 'MISSED'} ({cpu_ms:.0f} ms)")
     return lines
 
 

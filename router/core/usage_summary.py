@@ -110,10 +110,18 @@ def row_sums(row: Mapping[str, Any], cost: RowCost) -> Sums:
     return sums
 
 
+def bucket_of(ts: float, bucket_seconds: float) -> int:
+    """The clock's bucket ``ts`` falls in: buckets are aligned to the epoch (a 4-hour bucket starts at 0:00,
+    4:00, ... UTC), so that a bucket past is the same bucket on every refresh (its sums can be kept). The
+    division truncated, as SQLite's ``CAST(ts / b AS INTEGER)`` does it (times are positive)."""
+    return int(ts / bucket_seconds)
+
+
 @frozen
 class Group:
-    """The sums of a window's rows of one time bucket, answering model, classification source and error
-    (``error``: the code of an error answer, ``http_<status>`` without one; None: no error)."""
+    """The sums of a window's rows of one time bucket (counted from the window's first, the one ``since``
+    falls in), answering model, classification source and error (``error``: the code of an error answer,
+    ``http_<status>`` without one; None: no error)."""
 
     bucket: int
     model: str | None
@@ -128,13 +136,15 @@ def error_key(row: Mapping[str, Any]) -> str | None:
 
 def overview(rows: Sequence[Mapping[str, Any]], costs: Sequence[RowCost], since: float, until: float, bucket_seconds: float) -> dict[str, Any]:
     """The window ``[since, until)``: totals, the model mix, classification sources, error codes, and a
-    timeline of ``bucket_seconds`` buckets from ``since`` (each total per bucket)."""
+    timeline of the clock's ``bucket_seconds`` buckets (:func:`bucket_of`) from the one ``since`` falls
+    in (each total per bucket; the first and the last hold the window's part of them only)."""
     groups: dict[tuple[int, str | None, str | None, str | None], Sums] = {}
+    first = bucket_of(since, bucket_seconds)
     for row, cost in zip(rows, costs, strict=True):
         ts = row["ts"]
         if not since <= ts < until:
             continue
-        key = (int((ts - since) // bucket_seconds), row.get("model"), row.get("source"), error_key(row))
+        key = (bucket_of(ts, bucket_seconds) - first, row.get("model"), row.get("source"), error_key(row))
         sums = groups.get(key)
         if sums is None:
             sums = groups[key] = Sums()
@@ -144,7 +154,8 @@ def overview(rows: Sequence[Mapping[str, Any]], costs: Sequence[RowCost], since:
 
 def overview_of_groups(groups: Iterable[Group], since: float, until: float, bucket_seconds: float) -> dict[str, Any]:
     """:func:`overview`'s answer from its groups' sums."""
-    buckets = max(1, math.ceil((until - since) / bucket_seconds))
+    first = bucket_of(since, bucket_seconds)
+    buckets = max(1, math.ceil(until / bucket_seconds) - first)
     series: dict[str, list[float]] = {name: [0] * buckets for name in SERIES}
     totals = Sums()
     models: dict[str, Sums] = {}
@@ -176,7 +187,7 @@ def overview_of_groups(groups: Iterable[Group], since: float, until: float, buck
         "models": sorted(({"model": name, **t.as_json(brief=True)} for name, t in models.items()), key=lambda m: (-m["requests"], m["model"])),
         "sources": dict(sorted(sources.items(), key=lambda item: (-item[1], item[0]))),
         "error_codes": dict(sorted(error_codes.items(), key=lambda item: (-item[1], item[0]))),
-        "timeline": {"t": [since + i * bucket_seconds for i in range(buckets)], **series},
+        "timeline": {"t": [(first + i) * bucket_seconds for i in range(buckets)], **series},
     }
 
 

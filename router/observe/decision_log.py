@@ -43,6 +43,7 @@ from router.core.pricing import Prices
 from router.core.usage_summary import Group, SessionGroup
 from router.observe import decision_sums
 from router.observe.decision_record import Decision
+from router.observe.overview_cache import OverviewCache
 from router.state.remembered import RecentRequest
 
 log = logging.getLogger("pinch_router.decision_log")
@@ -106,6 +107,7 @@ class DecisionLog:
         self.lost = 0  # rows the database refused, each alone (see _write)
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-log")
         self._conn: sqlite3.Connection | None = None
+        self._overview_cache = OverviewCache()  # used on the database thread only
         self._writer: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -158,9 +160,10 @@ class DecisionLog:
         return await self._on_db(self._select_since, since, client)
 
     async def overview_groups(self, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
-        """The window's sums for the dashboard's overview, priced and summed in SQL (:mod:`router.observe.decision_sums`)."""
+        """The window's sums for the dashboard's overview, priced and summed in SQL (:mod:`router.observe.decision_sums`),
+        the buckets that are over kept between calls (:mod:`router.observe.overview_cache`)."""
         await self.flush()
-        return await self._on_db(self._summed, decision_sums.overview_groups, prices, since, until, bucket_seconds, client)
+        return await self._on_db(self._summed, self._overview_cache.overview_groups, prices, since, until, bucket_seconds, client)
 
     async def session_groups(self, prices: Prices, since: float, until: float, client: str | None = None, limit: int | None = None) -> list[SessionGroup]:
         """The window's sums for the dashboard's sessions list, of its ``limit`` latest sessions when given

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from router.core.pricing import ModelPrice, Prices
-from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums
+from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums, bucket_of
 
 # Per group: the counts of requests and tokens (Sums' first nine fields, in order), then the token
 # counts its dollars are priced from (_priced_sums). A group's rows were all answered by one model and
@@ -196,8 +197,15 @@ def _priced_sums(values: tuple[Any, ...], model: str | None, price: ModelPrice |
 def overview_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
     """The groups of :func:`router.core.usage_summary.overview` for ``[since, until)`` (the client key
     named ``client``'s rows only, when given); a group may come in parts (one per reference compared with)."""
+    first = bucket_of(since, bucket_seconds)
+    return [replace(group, bucket=group.bucket - first) for group in clock_bucket_groups(conn, prices, since, until, bucket_seconds, client)]
+
+
+def clock_bucket_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
+    """:func:`overview_groups`, each group's bucket the clock's (:func:`~router.core.usage_summary.bucket_of`),
+    not counted from the window's first: what :mod:`router.observe.overview_cache` keeps."""
     rows = _query(conn, prices, since, until, client, f"""
-        SELECT rid, model, CAST((ts - :since) / {float(bucket_seconds)!r} AS INTEGER), source,
+        SELECT rid, model, CAST(ts / {float(bucket_seconds)!r} AS INTEGER), source,
             CASE WHEN status >= 400 AND status != {CLIENT_CLOSED} THEN COALESCE(error_code, 'http_' || status) END,
             {_SUMS}
         FROM priced_rows GROUP BY 3, 1, 2, 4, 5""")  # fmt: skip

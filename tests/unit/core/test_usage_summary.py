@@ -36,9 +36,10 @@ def test_the_timeline_buckets_add_up_to_the_totals():
     rows = [row(SINCE + t, model=m, status=s) for t, m, s in [(5, "small", 200), (700, "big", 200), (710, "small", 502), (3_599, "big", 200)]]
     o = summed(rows)
     timeline = o["timeline"]
-    assert timeline["t"] == [SINCE + i * 600 for i in range(6)]
-    assert timeline["requests"] == [1, 2, 0, 0, 0, 1]
-    assert timeline["errors"] == [0, 1, 0, 0, 0, 0]
+    # the clock's buckets: the window's first and last are parts of theirs (9,600-10,200 and 13,200-13,800)
+    assert timeline["t"] == [9_600 + i * 600 for i in range(7)]
+    assert timeline["requests"] == [1, 2, 0, 0, 0, 0, 1]
+    assert timeline["errors"] == [0, 1, 0, 0, 0, 0, 0]
     for name, total in (("requests", "requests"), ("tokens_in", "tokens_in"), ("tokens_out", "tokens_out")):
         assert sum(timeline[name]) == o[total]
     assert sum(timeline["spent"]) == pytest.approx(o["spent"])
@@ -129,7 +130,7 @@ def test_a_sessions_turns_carry_their_dollars_and_the_running_totals():
 def test_an_empty_window():
     o = summed([])
     assert (o["requests"], o["spent"], o["saved_by_routing"], o["cache_share"], o["models"]) == (0, 0.0, None, None, [])
-    assert o["timeline"]["requests"] == [0] * 6
+    assert o["timeline"]["requests"] == [0] * 7
     assert session_summaries([], [], SINCE) == []
 
 

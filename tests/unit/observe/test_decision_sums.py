@@ -5,6 +5,7 @@ sessions interleaved or missing, unpriced answers, errors and fallbacks, every k
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -122,3 +123,42 @@ async def test_an_empty_log_and_no_prices(log):
         overview(rows, price_rows(rows, empty), NOW - 2 * HOUR, NOW, 600),
     )
     assert sessions_of_groups(await log.session_groups(empty, NOW - 2 * HOUR, NOW, "nobody")) == []
+
+
+async def overview_now(log: DecisionLog, since: float, until: float, bucket: float, client: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The overview as the log answers it (the buckets that are over kept between calls) and as the core sums it."""
+    rows = [r for r in await log.rows_since(since - PRICES.longest_lifetime, client) if r["ts"] < until]
+    got = overview_of_groups(await log.overview_groups(PRICES, since, until, bucket, client), since, until, bucket)
+    return got, overview(rows, price_rows(rows, PRICES), since, until, bucket)
+
+
+@pytest.mark.parametrize("client", [None, "alice"])
+async def test_kept_buckets_answer_as_summed_and_a_row_written_or_replaced_in_one_changes_the_next_answer(log, client):
+    rows = generated(5)
+    for row in rows:
+        log.submit(row)
+    # a window that starts and ends within buckets (the first and the last are summed each time)
+    since, until, bucket = NOW - HOUR - 50, NOW - 70, 300
+    first, expected = await overview_now(log, since, until, bucket, client)
+    close(first, expected)
+    again, _ = await overview_now(log, since, until, bucket, client)  # from the kept buckets
+    close(again, expected)
+
+    # a request logged late, in a bucket that is over: its session's next request's price may change too
+    late = next(r for r in rows if r.client == (client or "alice") and since + 2 * bucket < r.ts < until - 3 * bucket and r.session)
+    log.submit(dataclasses.replace(late, request_id="late", ts=late.ts - 1.0, prompt_tokens=(late.prompt_tokens or 0) + 7_000, completion_tokens=333))
+    got, expected = await overview_now(log, since, until, bucket, client)
+    assert got["requests"] == first["requests"] + 1
+    close(got, expected)
+
+    # a row of a bucket that is over written again (INSERT OR REPLACE of its request id) with other figures
+    log.submit(dataclasses.replace(late, request_id="late", ts=late.ts - 1.0, prompt_tokens=1, completion_tokens=1, cached_tokens=0))
+    replaced, expected = await overview_now(log, since, until, bucket, client)
+    assert replaced["tokens_out"] == got["tokens_out"] - 333 + 1
+    close(replaced, expected)
+
+    # other prices: nothing kept is used
+    cheaper = Prices({name: ModelPrice(0.5, 0.5) for name in PRICES.models})
+    priced = overview_of_groups(await log.overview_groups(cheaper, since, until, bucket, client), since, until, bucket)
+    window = [r for r in await log.rows_since(since - 3_600, client) if r["ts"] < until]
+    close(priced, overview(window, price_rows(window, cheaper), since, until, bucket))
