@@ -13,8 +13,10 @@ first view, a few tens of milliseconds afterwards (``bench/bench_dashboard.py``)
 whoever wrote it (``serve --workers N``: one file, several writers): the rows past the highest rowid
 seen, by the earliest time among them — a row can change its own bucket's sums and, as the previous
 request of its session (a warm cache, a reference's), the later buckets', never an earlier one's, so
-the buckets ending after it are dropped — and the count of rows: fewer than the rows seen plus the
-new ones means rows were replaced or deleted, which ones is not known, and everything is dropped.
+the buckets ending after it are dropped — and the count of rows from the oldest kept bucket on (less
+the longest cache lifetime: an earlier row may be a kept row's previous request): other than the rows
+seen plus the new ones means rows were replaced or deleted, which ones is not known, and everything
+is dropped.
 Other prices (a config reloaded) drop everything too. An ``UPDATE`` of a column the sums read would
 have to drop them as well: the only one the log does (a request's outcome) reads none.
 
@@ -41,14 +43,15 @@ class OverviewCache:
         self._kept: dict[tuple[float, str | None, int], list[Group]] = {}
         self._prices: Prices | None = None
         self._seen_rowid = 0  # the highest rowid when the log was last asked
-        self._seen_rows = 0  # and its count of rows then
+        self._floor = 0.0  # rows are counted from this time on
+        self._seen_rows = 0  # and their count then
 
     def overview_groups(self, conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
         """What :func:`router.observe.decision_sums.overview_groups` answers, the buckets that are over
         from what is kept (and kept the first time they are summed)."""
-        self._drop_changed(conn, prices)
         first = bucket_of(since, bucket_seconds)
         entire = first if first * bucket_seconds >= since else first + 1  # the first bucket wholly in the window
+        self._drop_changed(conn, prices, entire * bucket_seconds)
         over = bucket_of(until, bucket_seconds)  # the buckets before it have ended
         groups: list[Group] = []
 
@@ -75,22 +78,29 @@ class OverviewCache:
                 del self._kept[key]  # out of the window for good
         return [replace(group, bucket=group.bucket - first) for group in groups]
 
-    def _drop_changed(self, conn: sqlite3.Connection, prices: Prices) -> None:
-        """Drop what the rows written or replaced since the last look, or other prices, made untrue."""
+    def _drop_changed(self, conn: sqlite3.Connection, prices: Prices, start: float) -> None:
+        """Drop what the rows written or replaced since the last look, or other prices, made untrue;
+        ``start``: the earliest time this call may keep a bucket from."""
         if prices != self._prices:
             self._kept.clear()
             self._prices = prices
-        top, rows = conn.execute("SELECT COALESCE(MAX(rowid), 0), COUNT(*) FROM decisions").fetchone()
-        if (top, rows) == (self._seen_rowid, self._seen_rows) or not self._kept:
-            self._seen_rowid, self._seen_rows = top, rows
-            return
-        earliest, new = conn.execute("SELECT MIN(ts), COUNT(*) FROM decisions WHERE rowid > ?", (self._seen_rowid,)).fetchone()
-        if rows != self._seen_rows + new:  # rows replaced or deleted: which, is not known
-            self._kept.clear()
-        elif earliest is not None:  # a row changes its bucket and the later ones (it may be a previous request)
-            for key in [key for key in self._kept if (key[2] + 1) * key[0] > earliest]:
-                del self._kept[key]
-        self._seen_rowid, self._seen_rows = top, rows
+        # rows are counted from the oldest kept bucket's start, less the longest cache lifetime (a row
+        # before it may be a kept row's previous one): not the whole log, which only grows
+        floor = min([start, *(k * seconds for seconds, _, k in self._kept)]) - prices.longest_lifetime
+        old = self._floor if self._kept else floor
+        top, counted, recounted = conn.execute(
+            "SELECT (SELECT COALESCE(MAX(rowid), 0) FROM decisions), (SELECT COUNT(*) FROM decisions WHERE ts >= ?), "
+            + ("(SELECT COUNT(*) FROM decisions WHERE ts >= ?)" if floor != old else "NULL"),
+            (old, floor) if floor != old else (old,),
+        ).fetchone()  # one statement: one snapshot of the log, whoever writes it
+        if self._kept and (top, counted) != (self._seen_rowid, self._seen_rows):
+            earliest, new = conn.execute("SELECT MIN(ts), TOTAL(ts >= ?) FROM decisions WHERE rowid > ?", (old, self._seen_rowid)).fetchone()
+            if counted != self._seen_rows + new:  # rows replaced or deleted: which, is not known
+                self._kept.clear()
+            elif earliest is not None:  # a row changes its bucket and the later ones (it may be a previous request)
+                for key in [key for key in self._kept if (key[2] + 1) * key[0] > earliest]:
+                    del self._kept[key]
+        self._seen_rowid, self._floor, self._seen_rows = top, floor, counted if recounted is None else recounted
 
 
 def _runs(buckets: list[int]) -> list[tuple[int, int]]:

@@ -156,6 +156,11 @@ async def test_kept_buckets_answer_as_summed_and_a_row_written_or_replaced_in_on
     replaced, expected = await overview_now(log, since, until, bucket, client)
     assert replaced["tokens_out"] == got["tokens_out"] - 333 + 1
     close(replaced, expected)
+    # ... and moved to the open bucket: the bucket it leaves, which no new row's time names, changes too
+    log.submit(dataclasses.replace(late, request_id="late", ts=until - 1.0, completion_tokens=1))
+    moved, expected = await overview_now(log, since, until, bucket, client)
+    assert moved["timeline"]["requests"] != replaced["timeline"]["requests"]
+    close(moved, expected)
 
     # other prices: nothing kept is used
     cheaper = Prices({name: ModelPrice(0.5, 0.5) for name in PRICES.models})
