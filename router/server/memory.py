@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 
 from router.http.request_body import BodyBudget
+from router.translate.element_memo import forget_all
 
 log = logging.getLogger("pinch_router.memory")
 
@@ -73,6 +74,8 @@ class MemoryReturn:
         self.idle_for = self.idle_for + 1 if idle else 0
         went_idle = self.idle_for == self.idle_checks  # once an idle spell, however long it lasts
         forgotten = sum(kept.clear() for kept in list(budget.kept)) if went_idle else 0
+        if went_idle:  # the translations' memos hold the kept bodies' elements (and the chat views made of them)
+            forget_all()
         burst_over = budget.released_large - self.seen >= self.after_bytes and budget.held <= self.quiet_bytes
         if self.trim is None or not (went_idle or burst_over):
             return False

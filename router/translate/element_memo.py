@@ -15,7 +15,8 @@ translated to chat: only the turn's new messages are translated.
 It keeps :data:`ARRAYS` arrays, one per conversation (found by its first element); the results
 are shared between the requests that take them, so they, like every translation's output, are
 never changed in place. Holding the elements keeps them alive while the array is kept: at most
-:data:`ARRAYS` conversations, most of them the very objects the endpoints' kept bodies hold too.
+:data:`ARRAYS` conversations, most of them the very objects the endpoints' kept bodies hold too,
+and none once the proxy has gone idle (:func:`forget_all`, called when the kept bodies are forgotten).
 """
 
 from __future__ import annotations
@@ -31,22 +32,49 @@ R = TypeVar("R")
 ARRAYS = 32  # conversations remembered: the sessions an agent fleet keeps going at once, with room
 
 
+class _Memo:
+    """The arrays a memo keeps, forgotten together by :func:`forget_all`."""
+
+    def __init__(self, arrays: int) -> None:
+        self.arrays = arrays
+        self._recent: OrderedDict[int, Any] = OrderedDict()
+        _MEMOS.append(self)
+
+    def _remember(self, first: Any, entry: Any) -> None:
+        self._recent.pop(id(first), None)
+        self._recent[id(first)] = entry
+        while len(self._recent) > self.arrays:
+            self._recent.popitem(last=False)
+
+
+_MEMOS: list[_Memo] = []
+
+
+def forget_all() -> int:
+    """Forget what every memo keeps (the proxy went idle: like the kept bodies, whose elements they
+    hold, their memory goes back, :mod:`router.server.memory`); how many arrays were forgotten."""
+    forgotten = 0
+    for memo in _MEMOS:
+        forgotten += len(memo._recent)
+        memo._recent.clear()
+    return forgotten
+
+
 def repeated(before: list[Any], now: list[Any]) -> int:
     """How many leading elements ``now`` shares with ``before``: the very same objects."""
     same = list(map(is_, before, now))  # C speed: no Python step per element
     return same.index(False) if False in same else len(same)
 
 
-class ElementMemo(Generic[R]):
+class ElementMemo(_Memo, Generic[R]):
     """``map(elements, each)`` = ``[each(e) for e in elements]`` for an ``each`` whose result depends on
     the element alone, with the result of every element the array seen last had at the same place
     (the same object) taken again."""
 
+    # _recent: id of an array's first element → (the array's elements, what each made of them); the
+    # entry holds that element, so its id is not reused while the entry lives
     def __init__(self, arrays: int = ARRAYS) -> None:
-        self.arrays = arrays
-        # id of an array's first element → (the array's elements, what each made of them); the
-        # entry holds that element, so its id is not reused while the entry lives
-        self._recent: OrderedDict[int, tuple[list[Any], list[R]]] = OrderedDict()
+        super().__init__(arrays)
 
     def map(self, elements: list[Any], each: Callable[[Any], R]) -> list[R]:
         if not elements:
@@ -58,13 +86,11 @@ class ElementMemo(Generic[R]):
         else:  # an element replaced (pinch rewrote it) is made again, those after it that repeat are not
             before, made = seen
             results = [made[at] if at < len(before) and before[at] is element else each(element) for at, element in enumerate(elements)]
-        self._recent[id(first)] = (list(elements), results)
-        while len(self._recent) > self.arrays:
-            self._recent.popitem(last=False)
+        self._remember(first, (list(elements), results))
         return list(results)  # the caller's own list; the results in it are shared
 
 
-class PassMemo(Generic[R]):
+class PassMemo(_Memo, Generic[R]):
     """What a pass over an array made up to its marks, taken again for an array that repeats its
     elements (the same objects) past a mark.
 
@@ -75,9 +101,9 @@ class PassMemo(Generic[R]):
     from there and ``keep`` s what it made, its marks (element index, output length) in order.
     ``key``: what else the pass depends on (compared with ``==``)."""
 
+    # _recent: id of an array's first element → (its elements, the key, the output, the marks)
     def __init__(self, arrays: int = ARRAYS) -> None:
-        self.arrays = arrays
-        self._recent: OrderedDict[int, tuple[list[Any], Any, list[R], list[tuple[int, int]]]] = OrderedDict()
+        super().__init__(arrays)
 
     def resume(self, elements: list[Any], key: Any) -> tuple[int, list[R], list[tuple[int, int]]]:
         """(the element to go on from, the output before it — the caller's own list —, the marks before it)."""
@@ -94,7 +120,4 @@ class PassMemo(Generic[R]):
     def keep(self, elements: list[Any], key: Any, out: list[R], marks: list[tuple[int, int]]) -> None:
         if not elements:
             return
-        self._recent.pop(id(elements[0]), None)
-        self._recent[id(elements[0])] = (list(elements), key, list(out), marks)
-        while len(self._recent) > self.arrays:
-            self._recent.popitem(last=False)
+        self._remember(elements[0], (list(elements), key, list(out), marks))

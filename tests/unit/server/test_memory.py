@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from router.core.resent_prefix import ResentBodies
 from router.http.request_body import LARGE_BODY_BYTES, BodyBudget
 from router.server.memory import MemoryReturn, malloc_trim
+from router.translate.element_memo import ElementMemo
 
 MB = 1024 * 1024
 
@@ -103,3 +106,20 @@ def test_going_idle_trims_once_a_spell_even_with_nothing_kept():
 
 def test_glibc_has_the_trim():
     assert malloc_trim() is not None  # the machine CI runs on: Linux with glibc
+
+
+def test_going_idle_forgets_what_the_translations_keep_of_the_conversations():
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, _ = watched(budget)
+    views: ElementMemo[Any] = ElementMemo()
+    made: list[Any] = []
+    conversation = [{"role": "user", "content": "fix the bug"}, {"role": "assistant", "content": "done"}]
+    views.map(conversation, made.append)
+    served(budget, 2 * MB)
+    assert not memory.check()  # a request since the last check: not idle
+    assert not memory.check() and not memory.check()
+    views.map(conversation, made.append)
+    assert len(made) == 2  # still kept: not yet idle for 3 checks in a row
+    assert memory.check()  # idle for 3 checks in a row
+    views.map(conversation, made.append)
+    assert len(made) == 4  # forgotten: made again
