@@ -151,25 +151,38 @@ class SseRelay:
 
 class SseEvents:
     """Whole SSE events out of a provider's chunks: each event's bytes (its blank line included) and its
-    ``data:`` payload (the lines joined; b"" for none)."""
+    ``data:`` payload (the lines joined; b"" for none).
+
+    Linear in the bytes fed: a chunk's events are cut at offsets and the buffer shortened once, and an
+    unfinished event's bytes are searched again only where a separator may begin (the last 3). Cutting
+    each event off the front and searching the whole buffer for both separators every time was
+    quadratic in a chunk's events (6 % of a streamed wire's fuzz profile)."""
 
     def __init__(self) -> None:
         self.buffer = bytearray()
+        self._searched = 0  # the buffer's bytes with no event's end among them (but where one may begin)
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
-        self.buffer += chunk
+        buffer = self.buffer
+        buffer += chunk
         out: list[tuple[bytes, bytes]] = []
+        start = 0
+        search = max(self._searched - 3, 0)
         while True:
-            end, size = _boundary(self.buffer)
+            end, size = _boundary(buffer, search)
             if end < 0:
-                return out
-            raw = bytes(self.buffer[: end + size])
-            del self.buffer[: end + size]
+                break
+            raw = bytes(buffer[start : end + size])
             payloads = data_payloads(raw)
             out.append((raw, payloads[0] if payloads else b""))
+            start = search = end + size
+        if start:
+            del buffer[:start]
+        self._searched = len(buffer)
+        return out
 
     def rest(self) -> bytes:
-        rest, self.buffer = bytes(self.buffer), bytearray()
+        rest, self.buffer, self._searched = bytes(self.buffer), bytearray(), 0
         return rest
 
     def feed_objects(self, chunk: bytes, on_object: Callable[[bytes, dict[str, Any]], bytes]) -> bytes:
@@ -182,7 +195,11 @@ class SseEvents:
         return b"".join(out)
 
 
-def _boundary(buffer: bytearray) -> tuple[int, int]:
-    """The end of the first whole event in ``buffer`` and its separator's length; (-1, 0) for none."""
-    found = [(at, size) for at, size in ((buffer.find(b"\n\n"), 2), (buffer.find(b"\r\n\r\n"), 4)) if at >= 0]
-    return min(found) if found else (-1, 0)
+def _boundary(buffer: bytearray, start: int) -> tuple[int, int]:
+    """The end of the first whole event in ``buffer`` from ``start`` on and its separator's length; (-1, 0) for none."""
+    lf = buffer.find(b"\n\n", start)
+    # a CRLF separator ends the event first only if it begins before the LF one (never at it): no further search
+    crlf = buffer.find(b"\r\n\r\n", start, lf + 3 if lf >= 0 else len(buffer))
+    if crlf >= 0:
+        return crlf, 4
+    return (lf, 2) if lf >= 0 else (-1, 0)

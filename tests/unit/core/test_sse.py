@@ -133,3 +133,23 @@ def test_the_last_event_of_a_responses_stream_is_read_for_its_usage():
     relay.feed(b"event: response.completed\ndata: " + orjson.dumps({"type": "response.completed", "response": {"usage": usage}}) + b"\n\n")
     assert relay.done and relay.usage is not None
     assert (relay.usage.prompt_tokens, relay.usage.cached_tokens, relay.usage.completion_tokens) == (12, 8, 3)
+
+
+FRAMED_EVENTS = [b'data: {"n": 1}\n\n', b'event: x\r\ndata: {"n": 2}\r\n\r\n', b": comment\n\n", b'data: {"n":\ndata: 3}\n\n', b'data: [DONE]\r\n\r\n']
+
+
+@given(st.lists(st.sampled_from(FRAMED_EVENTS), max_size=12), st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_events_come_out_whole_and_in_order_however_the_stream_is_cut(events, cuts):
+    """Either separator, any chunking (a separator split between chunks too): the events as sent, then nothing left."""
+    from router.core.sse import SseEvents, data_payloads
+
+    stream = b"".join(events) + b"data: unfinished"
+    reader = SseEvents()
+    got = []
+    previous = 0
+    for cut in sorted(min(c, len(stream)) for c in cuts) + [len(stream)]:
+        got += reader.feed(stream[previous:cut])
+        previous = cut
+    assert [raw for raw, _ in got] == events
+    assert [data for _, data in got] == [(data_payloads(e) or [b""])[0] for e in events]
+    assert reader.rest() == b"data: unfinished"
