@@ -10,9 +10,9 @@ translations are pure; this is where they get the ids and the clock an answer ne
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
+import random
 import secrets
 import time
 from typing import Any
@@ -35,19 +35,22 @@ log = logging.getLogger("pinch_router.exchange")
 
 
 class _AnswerIds:
-    """Unique ids for translated answers: a random prefix per process, then a counter (24 hex digits,
-    as ``secrets.token_hex(12)`` gave). An answer's id names it, it guards nothing: asking the OS for
-    random bytes on every request cost ~1.5 % of a small request's CPU. A forked worker draws its own prefix."""
+    """The random hex that makes a translated answer's ids unique (24 digits, as ``secrets.token_hex(12)``
+    gave; any slice of it as random as the whole, since translations take prefixes of it): from a
+    generator seeded once per process from the OS. An answer's id names it, it guards nothing: asking
+    the OS for random bytes on every request cost ~1.5 % of a small request's CPU. A forked worker
+    seeds its own."""
 
     def __init__(self) -> None:
+        self.random = random.Random()
         self.renew()
         os.register_at_fork(after_in_child=self.renew)
 
     def renew(self) -> None:
-        self.prefix, self.counter = secrets.token_hex(6), itertools.count()
+        self.random.seed(secrets.token_bytes(32))
 
     def __call__(self) -> str:
-        return f"{self.prefix}{next(self.counter) & 0xFFFFFFFFFFFF:012x}"
+        return f"{self.random.getrandbits(96):024x}"
 
 
 answer_id = _AnswerIds()
