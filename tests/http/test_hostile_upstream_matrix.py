@@ -415,7 +415,7 @@ async def test_every_hostile_answer_reaches_the_client_well_formed_in_its_own_fo
         config = make_config(
             providers={"mock": provider(wire, upstream.url)},
             models=[model_entry("main")],
-            upstream={"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5, "max_attempts": 1},
+            upstream={"connect_timeout_seconds": 30, "first_byte_timeout_seconds": 30, "idle_timeout_seconds": 30, "max_attempts": 1},
         )
         served = await proxy(config)
         resp = await served.post(client_path(client, stream), json=client_body(client, stream))
@@ -464,7 +464,7 @@ async def test_a_gemini_clients_json_array_stays_one_valid_json_array_when_the_p
         config = make_config(
             providers={"mock": provider(wire, upstream.url)},
             models=[model_entry("main")],
-            upstream={"connect_timeout_seconds": 2, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 5, "max_attempts": 1},
+            upstream={"connect_timeout_seconds": 30, "first_byte_timeout_seconds": 30, "idle_timeout_seconds": 30, "max_attempts": 1},
         )
         served = await proxy(config)
         resp = await served.post("/v1beta/models/auto:streamGenerateContent", json=client_body(CLIENT_GEMINI, True))
