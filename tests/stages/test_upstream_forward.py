@@ -309,7 +309,8 @@ async def test_first_byte_timeout_falls_back(proxy, mock_upstream, second_upstre
     mock, url = mock_upstream
     _, backup_url = second_upstream
     mock.then(Behaviour(delay_before_head=3))
-    client = await proxy(two_providers(url, backup_url, first_byte_timeout_seconds=0.3))
+    # the backup's first byte must come within the same timeout, however loaded the machine: 1.5 s, not 0.3
+    client = await proxy(two_providers(url, backup_url, first_byte_timeout_seconds=1.5))
     resp = await client.post(URL, json=chat_body(stream=True))
     assert resp.status == 200 and resp.headers["x-router-model"] == "backup"
 
@@ -318,7 +319,8 @@ async def test_a_stream_that_stalls_before_its_first_event_falls_back(proxy, moc
     mock, url = mock_upstream
     _, backup_url = second_upstream
     mock.then(Behaviour(stall_after_events=0))
-    client = await proxy(two_providers(url, backup_url, first_byte_timeout_seconds=0.3))
+    # the backup's first byte must come within the same timeout, however loaded the machine: 1.5 s, not 0.3
+    client = await proxy(two_providers(url, backup_url, first_byte_timeout_seconds=1.5))
     resp = await client.post(URL, json=chat_body(stream=True))
     assert resp.status == 200 and resp.headers["x-router-model"] == "backup"
 
