@@ -6,7 +6,7 @@ as in bench_pinch.py) it times, as the median of --runs interleaved runs:
 * the baseline: what the proxy pays anyway for a pinched request —
   ``orjson.loads`` + ``orjson.dumps`` of the body plus ``prune_context`` at
   the same budget (pinch-prune's work, which relevance only steers);
-* ``rank_results`` alone: the ranking of issue #26 — cosine similarity of the
+* ``rank_with_evidence`` alone: the ranking of issue #26 — cosine similarity of the
   turn's three 384-d queries (task, step, recent steps) to every candidate,
   the lexical evidence of the names the task and the 16 recent steps use (terms
   memoised as in the stage, so a steady-state turn extracts none afresh), the
@@ -45,7 +45,7 @@ from router.core.results import RELEVANCE, RelevanceStatus
 from router.core.content import content_text
 from router.wire.openai_chat.pinch import prune_context
 from router.core.evidence import TermCache
-from router.core.relevance import rank_results, similarities
+from router.core.relevance import rank_with_evidence, similarities
 from router.core.turns import candidate_results
 from router.wire.openai_chat.view import trim_candidates
 from router.tools.eval_pinch import request_context
@@ -108,7 +108,7 @@ async def bench(name: str, body: dict[str, Any], budget: int, runs: int, http: a
     terms = TermCache(100_000)
 
     def rank() -> None:
-        rank_results(texts, others, turn, config.pinch.max_summarize_chars, similarities(query_vectors, candidate_vectors).tolist(), terms.terms)
+        rank_with_evidence(texts, others, turn, config.pinch.max_summarize_chars, similarities(query_vectors, candidate_vectors).tolist(), terms.terms)
 
     def stage_run() -> None:
         # the stage never awaits on a warm cache, so driving the coroutine by hand runs it whole

@@ -219,19 +219,6 @@ class Ranking(NamedTuple):
     evidence: tuple[float, ...]
 
 
-def rank_results(
-    candidate_texts: Sequence[str],
-    other_texts: Sequence[str],
-    turn: TurnText,
-    max_summarize_chars: int,
-    similarity: Sequence[float] | None = None,
-    terms: Callable[[str], frozenset[str]] = evidence_terms,
-    weights: RankWeights = DEFAULT_WEIGHTS,
-) -> tuple[int, ...]:
-    """The order to compress trim candidates in (:func:`rank_with_evidence`'s order)."""
-    return rank_with_evidence(candidate_texts, other_texts, turn, max_summarize_chars, similarity, terms, weights).order
-
-
 def rank_with_evidence(
     candidate_texts: Sequence[str],
     other_texts: Sequence[str],

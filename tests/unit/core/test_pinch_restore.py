@@ -9,7 +9,7 @@ from typing import Any
 from router.core.cache_timing import CacheState, CacheVerdict
 from router.core.content import content_text
 from router.core.pinch_ledger import EMPTY_LEDGER, Ledger
-from router.core.relevance import rank_results
+from router.core.relevance import rank_with_evidence
 from router.core.turns import candidate_results
 from router.wire.openai_chat.pinch import pinch_session
 from router.wire.openai_chat.view import ChatConversation, extract_turn_text
@@ -25,7 +25,7 @@ def ranked(messages: list[dict[str, Any]]) -> list[int]:
     candidates = candidate_results(conversation, KEEP)
     texts = [content_text(results[p].content) for p in candidates]
     others = [content_text(r.content) for i, r in enumerate(results) if i not in set(candidates)]
-    return list(rank_results(texts, others, extract_turn_text(messages, 2000), MAX_CHARS))
+    return list(rank_with_evidence(texts, others, extract_turn_text(messages, 2000), MAX_CHARS).order)
 
 
 def pinch(messages: list[dict[str, Any]], ledger: Ledger, verdict: CacheVerdict, budget: int, *, restore: bool = True) -> Any:

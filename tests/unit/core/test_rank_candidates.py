@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from router.core.evidence import evidence_terms, lexical_evidence
-from router.core.relevance import rank_candidates, rank_results
+from router.core.relevance import rank_candidates, rank_with_evidence
 from router.core.turn_text import TurnText
 
 sizes = st.lists(st.integers(0, 50_000), min_size=0, max_size=40)
@@ -70,8 +70,8 @@ def test_lexical_evidence_weighs_names_the_agent_repeats_and_discounts_common_on
     assert lexical_evidence(candidates, [], candidates) == [0.0, 0.0, 0.0]
 
 
-def test_rank_results_uses_the_recent_steps_words() -> None:
+def test_the_ranking_uses_the_recent_steps_words() -> None:
     texts = ["def parse_args(argv): ...\n" * 40, "unrelated output line\n" * 40]
     turn = TurnText(task="fix the CLI", step="bash(ls)", recent=("bash(grep -n parse_args cli/main.py)",))
-    assert rank_results(texts, [], turn, 400) == (1, 0)  # the named one is kept longer despite being older
-    assert rank_results(texts, [], TurnText(task="fix the CLI", step="bash(ls)"), 400) == (0, 1)
+    assert rank_with_evidence(texts, [], turn, 400).order == (1, 0)  # the named one is kept longer despite being older
+    assert rank_with_evidence(texts, [], TurnText(task="fix the CLI", step="bash(ls)"), 400).order == (0, 1)
