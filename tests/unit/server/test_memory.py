@@ -39,7 +39,21 @@ def test_a_burst_of_large_bodies_is_trimmed_once_it_is_over():
     assert not memory.check() and trims == []  # 60 MB back, and one still in flight
     budget.release(held[2])
     assert memory.check() and trims == [1]
-    assert not memory.check() and trims == [1]  # nothing new since
+    assert memory.check() and trims == [1, 1]  # once more, the process found idle: what lived past the release
+    assert memory.check() and trims == [1, 1, 1]  # idle for 3 checks in a row: the idle spell's
+    assert not memory.check() and trims == [1, 1, 1]  # nothing new since
+
+
+def test_a_burst_trim_while_requests_still_come_waits_for_the_first_idle_check():
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, trims = watched(budget)
+    for _ in range(3):
+        served(budget, 30 * MB)
+    assert memory.check() and trims == [1]
+    for _ in range(5):  # small requests go on: the process is not idle, so no second trim yet
+        served(budget, 1024)
+        assert not memory.check()
+    assert memory.check() and trims == [1, 1]
 
 
 def test_usual_traffic_never_trims():
