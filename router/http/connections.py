@@ -20,7 +20,13 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   client sends its head as soon as it connects, but on a loaded machine that can be later than a
   flood takes to open ``max_connections`` more connections: by age alone, the client's connection
   was the oldest waiting before its head came, and was closed while a thousand stalled half-heads
-  were there to close instead.
+  were there to close instead. What a connection sent is known once the proxy's loop reads it, and
+  under load the loop accepts connections faster than it reads them: a flood's half-heads then wait
+  unread, every connection looks silent, and the oldest — the real client whose head was late, or
+  came and waits unread itself — went first (once in a CI run). So before one that looks silent
+  goes, the oldest of them are looked at as they are (``EVICT_LOOK`` at most, their unread bytes
+  peeked): the first holding part of a head goes, one holding a whole head is left to be read, and
+  only when none of them holds part of a head does the oldest that sent nothing go.
 
 A connection whose deadline comes while bytes it sent wait in its socket unread (the proxy's loop
 was late to read them: a loaded machine) is judged on what they hold: it gets one read, and is
@@ -47,7 +53,7 @@ one timer, at the earliest deadline, expires them.
 from __future__ import annotations
 
 import asyncio
-import struct
+import socket
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -57,14 +63,10 @@ from aiohttp.web_protocol import RequestHandler
 from router.core.errors import ApiError
 from router.wire import own_format
 
-try:
-    import fcntl
-    import termios
-except ImportError:  # Windows: no asking a socket what waits unread, so no late-read grace
-    fcntl = termios = None  # type: ignore[assignment]
-
 HEAD, BUSY, IDLE = "head", "busy", "idle"
 EXPIRE_SLICE = 32  # late connections closed per turn of the loop
+EVICT_LOOK = 32  # connections that look silent whose unread bytes are peeked before one is evicted
+PEEK_BYTES = 16 * 1024  # a head's end must lie within this much to be seen as whole (agents' are < 2 KB)
 HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_cap"  # why the proxy closed one
 # After the guard's own answer: how long, and how much of what a client still sends, is read and dropped
 # before the socket is closed (the client closing its end ends it at once)
@@ -220,11 +222,23 @@ class ConnectionGuard:
     def _evict_one(self) -> bool:
         """Close a connection waiting for a head — one that sent part of it first, then one that sent
         nothing yet, each the oldest first —, else the oldest idle one; False: all are busy."""
-        for waiting in (self.partial, self.heads, self.idle):
-            if waiting:
-                self._close(next(iter(waiting)), EVICTED, None)
-                return True
-        return False
+        victim = next(iter(self.partial), None) or self._silent_victim() or next(iter(self.idle), None)
+        if victim is None:
+            return False
+        self._close(victim, EVICTED, None)
+        return True
+
+    def _silent_victim(self) -> RequestHandler | None:
+        """Of those that look silent (nothing read yet), the oldest whose unread bytes hold part of a
+        head, else the oldest with none unread, else the oldest (see the module doc)."""
+        silent = None
+        for handler, _ in zip(self.heads, range(EVICT_LOOK)):
+            waiting = handler.unread(PEEK_BYTES)  # type: ignore[attr-defined]  # a GuardedRequestHandler
+            if not waiting:
+                silent = silent or handler
+            elif b"\r\n\r\n" not in waiting and len(waiting) < PEEK_BYTES:
+                return handler  # part of a head, unread
+        return silent or next(iter(self.heads), None)
 
     def _close(self, handler: RequestHandler, reason: str, answer: bytes | None) -> None:
         self.closed_by_peer_or_server(handler)
@@ -266,16 +280,24 @@ class GuardedRequestHandler(RequestHandler):
         transport.write_eof()  # sent once the answer is
         self._linger_handle = asyncio.get_running_loop().call_later(LINGER_SECONDS, self.force_close)
 
-    def unread(self) -> int:
-        """How many bytes the client has sent that wait in the socket, not yet read (0 where the
-        socket cannot be asked)."""
+    def unread(self, limit: int = 1) -> bytes:
+        """The first ``limit`` bytes the client has sent that wait in the socket, not yet read, left
+        there (b"" where there are none, or the socket cannot be asked)."""
         sock = self.transport.get_extra_info("socket") if self.transport is not None else None
-        if sock is None or fcntl is None:
-            return 0
+        if sock is None:
+            return b""
+        # asyncio's socket wrapper has no recv: a socket object over the same descriptor, detached
+        # after the peek so that it closes nothing (the socket is non-blocking: asyncio's)
         try:
-            return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
-        except (OSError, ValueError):
-            return 0
+            peeker = socket.socket(fileno=sock.fileno())
+        except OSError:  # closed meanwhile
+            return b""
+        try:
+            return peeker.recv(limit, socket.MSG_PEEK)
+        except OSError:
+            return b""
+        finally:
+            peeker.detach()
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)

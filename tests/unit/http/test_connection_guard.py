@@ -18,10 +18,10 @@ class Connection:
         self.name = name
         self.closed = False
         self.answer = b""
-        self.waiting = 0  # bytes it sent that wait in its socket, unread
+        self.waiting = b""  # what it sent that waits in its socket, unread
 
-    def unread(self) -> int:
-        return self.waiting
+    def unread(self, limit: int = 1) -> bytes:
+        return self.waiting[:limit]
 
     def force_close(self) -> None:
         self.closed = True
@@ -74,6 +74,29 @@ async def test_half_heads_go_oldest_first_and_before_connections_that_sent_nothi
     assert silent[0].closed and not any(conn.closed for conn in silent[1:])
 
 
+async def test_with_the_flood_unread_its_half_heads_go_before_a_late_head_or_a_whole_one_unread():
+    """The loop accepts faster than it reads (a loaded machine): the flood's half-heads wait unread,
+    so every connection looks silent. The oldest of them — a real client whose head is late, or came
+    and waits unread — went first (a CI run); the half-heads, peeked, go before them."""
+    g, reasons = guard(cap=16)
+    late, whole = Connection("late"), Connection("whole unread")
+    g.opened(late)
+    g.opened(whole)
+    whole.waiting = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n"
+    flood = []
+    for i in range(40):
+        conn = Connection(f"flood{i}")
+        g.opened(conn)
+        conn.waiting = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"
+        flood.append(conn)
+    assert not late.closed and not whole.closed and sum(conn.closed for conn in flood) == 40 - 14
+    assert reasons == [EVICTED] * 26
+    for conn in flood:  # the flood stops short of its half-heads: nothing sent, nothing unread
+        conn.waiting = b""
+    g.opened(Connection("one more"))
+    assert late.closed and not whole.closed  # none holds part of a head: the oldest that sent nothing goes
+
+
 def served(g: ConnectionGuard, name: str) -> Connection:
     conn = Connection(name)
     g.opened(conn)
@@ -122,7 +145,7 @@ async def test_a_head_that_waits_unread_when_its_deadline_comes_is_read_before_i
     whole, half, never_read = Connection("whole"), Connection("half"), Connection("never read")
     for conn in (whole, half, never_read):
         g.opened(conn)
-        conn.waiting = 120
+        conn.waiting = b"POST / HTTP/1.1\r\n"
     await asyncio.sleep(0.08)  # past the deadline: nothing closed, each waits for its read
     assert not any(conn.closed for conn in (whole, half, never_read))
     g.received(whole, 120, 1)  # its head, whole: served
