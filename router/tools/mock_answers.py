@@ -60,6 +60,13 @@ def asks_for_summary(text: str) -> bool:
     return any(words in text for words in SUMMARY_REQUESTS)
 
 
+def summary_text(asked: str) -> str:
+    """The mock's summary as a model following the request ``asked`` (its words asking for one) writes it: in a
+    ``<summary>`` block when asked for one (Claude Code's compaction prompt; 2.1.332's auto-compact asks again
+    for a reply without one, then gives up and compacts again and again), else as it is."""
+    return f"<summary>\n{MOCK_SUMMARY}\n</summary>" if "<summary>" in asked else MOCK_SUMMARY
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionTool:
     """A tool the client offered: its name, the JSON schema of its arguments and its description."""

@@ -38,7 +38,7 @@ from router.tools import mock_anthropic, mock_gemini, mock_responses
 from router.wire import adapters
 from router.tools.pinch_measures import unchanged_prefix_tokens
 from router.core.tokens import TokenEstimator
-from router.tools.mock_answers import MOCK_SUMMARY, RETRIEVE_LEAD_IN, asks_for_summary, retrieve_call, ONE_LISTING, FunctionTool, MockWire, example_of, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
+from router.tools.mock_answers import MOCK_SUMMARY, RETRIEVE_LEAD_IN, asks_for_summary, estimate_tokens, summary_text, retrieve_call, ONE_LISTING, FunctionTool, MockWire, example_of, listing_tool, next_command, quoting_tool_result, shell_arguments, shell_tool, submit_command
 from router.tools.mock_capture import record_file_name, request_record
 from router.wire.openai_chat.answer import chat_completion
 from router.tools.mock_classifier import classification
@@ -486,31 +486,53 @@ def _command_to_call(body: dict[str, Any], commands: tuple[str, ...]) -> str | N
     return next_command(commands, len(_turn_results(messages)), submit_command(prompts))
 
 
-def _summarising(body: dict[str, Any]) -> bool:
-    """The request asks for a summary of the conversation (an agent compacting it, :func:`asks_for_summary`):
-    in its last user message, or in its system prompt (Gemini CLI's compression)."""
+def _summary_request(body: dict[str, Any]) -> str | None:
+    """The words asking for a summary of the conversation (an agent compacting it, :func:`asks_for_summary`):
+    its last user message, or its system prompt (Gemini CLI's compression); None when it asks for none."""
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
     users = [m for m in messages if m.get("role") == "user"]
-    system = "".join(str(m.get("content")) for m in messages if m.get("role") == "system")
-    return bool(users) and asks_for_summary(str(users[-1].get("content"))) or asks_for_summary(system[:2000])
+    last = _text(users[-1].get("content")) if users else ""
+    system = "".join(_text(m.get("content")) for m in messages if m.get("role") == "system")[:2000]
+    return next((said for said in (last, system) if asks_for_summary(said)), None)
+
+
+def _summarising(body: dict[str, Any]) -> bool:
+    return _summary_request(body) is not None
 
 
 def _after_summary(messages: list[dict[str, Any]]) -> bool:
-    """The user turn holds the mock's summary (:data:`MOCK_SUMMARY`): the conversation was compacted, its commands ran."""
+    """The user turn holds the mock's summary (:data:`MOCK_SUMMARY`): the conversation was compacted, its commands
+    ran. The turn's opening message holds it when the agent compacted mid-turn and kept the turn's calls after it
+    (Claude Code's auto-compact: the summary first, then the calls and results it kept); its last user message
+    when the summary closes the history (Codex)."""
     own = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-    return bool(own) and MOCK_SUMMARY in str(own[-1].get("content"))
+    start = _turn_start(messages)
+    return bool(own) and MOCK_SUMMARY in _text(own[-1].get("content")) or start >= 0 and MOCK_SUMMARY in _text(messages[start].get("content"))
+
+
+def _text(content: Any) -> str:
+    """A message's words: its string, or its text parts joined (a list's repr escapes the quotes in them)."""
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text")) for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return str(content)
 
 
 def answer_text(body: dict[str, Any], text: str) -> str:
     """The text the mock answers with: its summary when the request asks for one, else ``text``."""
-    return MOCK_SUMMARY if _summarising(body) else text
+    asked = _summary_request(body)
+    return text if asked is None else summary_text(asked)
 
 
 def _turn_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool messages since the user's own last message. A user message right after tool results carries
+    """The tool messages since the user's own last message (:func:`_turn_start`)."""
+    return [m for m in messages[_turn_start(messages) + 1 :] if m.get("role") == "tool"]
+
+
+def _turn_start(messages: list[dict[str, Any]]) -> int:
+    """The index of the user's own last message (-1: none). A user message right after tool results carries
     what came with them (Claude Code's reminders beside its tool_result blocks, translated), not a new question."""
-    own = (i for i, m in enumerate(messages) if m.get("role") == "user" and (i == 0 or messages[i - 1].get("role") != "tool"))
-    return [m for m in messages[max(own, default=-1) + 1 :] if m.get("role") == "tool"]
+    own = (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user" and (i == 0 or messages[i - 1].get("role") != "tool"))
+    return max(own, default=-1)
 
 
 def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
@@ -536,8 +558,16 @@ def _tool_calls(body: dict[str, Any], command: str) -> list[dict[str, Any]]:
     ]
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The prompt a chat or native Ollama request sends, estimated as the mock's other APIs do
+    (:func:`~router.tools.mock_answers.estimate_tokens`): its messages, the system prompt among them, and its
+    tool definitions — a model reads all of them. Counting the messages alone reported Claude Code's
+    prompt (its tools ~2/3 of it) at a third of its size, and its auto-compact never fired through the proxy."""
+    return estimate_tokens(body.get("messages") or [], body.get("tools") or [])
+
+
 def _usage(body: dict[str, Any], completion_tokens: int) -> dict[str, int]:
-    prompt = len(orjson.dumps(body.get("messages", []))) // 4
+    prompt = prompt_tokens(body)
     return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens}
 
 
@@ -681,7 +711,7 @@ def ollama_answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = O
         reply = quoting_tool_result(text, str(results[-1].get('content'))) if results and not _summarising(body) else text
         words = reply.split(" ")
         lines += [line({"content": word + (" " if n < len(words) - 1 else "")}) for n, word in enumerate(words)]
-    prompt = len(orjson.dumps(body.get("messages", []))) // 4
+    prompt = prompt_tokens(body)
     last = {**line({}), "done": True, "done_reason": "stop", "total_duration": 1_000_000, "load_duration": 100_000,
             "prompt_eval_count": prompt, "prompt_eval_duration": 500_000, "eval_count": len(lines), "eval_duration": 400_000}
     return [*lines, last]

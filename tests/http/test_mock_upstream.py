@@ -89,3 +89,30 @@ async def test_a_request_for_a_json_schema_gets_an_instance_of_it_on_chat_and_ol
         native = await (await client.post("/api/chat", json=ollama)).json()
     for text in (answered["choices"][0]["message"]["content"], native["message"]["content"]):
         assert set(orjson.loads(text)) == {"reasoning", "model_choice"} and orjson.loads(text)["model_choice"] == "flash"
+
+
+READ_FILE = {"type": "function", "function": {"name": "read_file", "description": "Reads a file. " * 200, "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+
+
+@pytest.mark.parametrize("api", ["chat", "chat streamed", "ollama"])
+async def test_the_reported_prompt_counts_the_tool_definitions_as_well_as_the_messages(api: str) -> None:
+    """What the mock reports as the prompt is all it was sent — messages, the system prompt, and the tool
+    definitions (1 token ≈ 4 bytes of their JSON, as its other APIs count): Claude Code decides to compact
+    from that figure, and through the proxy it got the messages' share only and never compacted (#47)."""
+    messages = [{"role": "system", "content": "You are a coding agent. " * 40}, {"role": "user", "content": "list the files"}]
+    path = "/api/chat" if api == "ollama" else "/v1/chat/completions"
+
+    async def prompt(tools: list) -> int:
+        body = {"model": "m", "messages": messages, "tools": tools, "stream": api != "chat", "stream_options": {"include_usage": True}}
+        resp = await client.post(path, json=body)
+        lines = (await resp.text()).splitlines()
+        if api == "ollama":
+            return orjson.loads(lines[-1])["prompt_eval_count"]
+        if api == "chat":
+            return orjson.loads(lines[0])["usage"]["prompt_tokens"]
+        return orjson.loads(next(line[6:] for line in lines if '"usage"' in line))["usage"]["prompt_tokens"]
+
+    async with TestClient(TestServer(MockUpstream(record=False).app(), host="127.0.0.1")) as client:
+        bare, with_tool = await prompt([]), await prompt([READ_FILE])
+    assert bare >= len(orjson.dumps(messages)) // 4
+    assert abs((with_tool - bare) - len(orjson.dumps(READ_FILE)) / 4) <= 1

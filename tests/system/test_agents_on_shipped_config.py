@@ -257,13 +257,39 @@ async def test_codex_on_a_custom_provider_compacts_with_a_summarising_request(sh
 
 async def test_claude_codes_compact_gets_a_summary_through_a_chat_model(shipped_proxy):
     """Claude Code 2.1.332's /compact (`claude -p /compact --continue`): the summarising request, which forbids tool
-    calls in words only, gets the summary as text, no tool call."""
+    calls in words only, gets the summary as text, no tool call — in the <summary> block it asks for."""
     records = _records(COMPACTION / "claude-code")
     answers = await _replay_records(shipped_proxy, COMPACTION / "claude-code")
     for record, answer in zip(records[2:], answers[2:], strict=True):
         assert "Your task is to create a detailed summary" in json.dumps(record["body"]["messages"][-1])
-        text = "".join(e["delta"].get("text", "") for e in _events(answer) if e["type"] == "content_block_delta")
-        assert text.strip() == MOCK_SUMMARY and _answered_calls("/v1/messages", answer) == []
+        assert _text_of(answer).strip() == f"<summary>\n{MOCK_SUMMARY}\n</summary>" and _answered_calls("/v1/messages", answer) == []
+
+
+def _text_of(answer: bytes) -> str:
+    """The text an Anthropic stream carries."""
+    return "".join(e["delta"].get("text", "") for e in _events(answer) if e["type"] == "content_block_delta")
+
+
+async def test_claude_codes_auto_compact_fires_and_the_turn_goes_on_through_a_chat_model(shipped_proxy):
+    """Claude Code 2.1.332's auto-compact, run through the proxy to the chat mock (`claude -p "list the files here"`,
+    CLAUDE_CODE_AUTO_COMPACT_WINDOW=100000 and CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=17: it compacts past 13,600 tokens; the
+    mock's second command, `seq 1 2500`, outgrew that): it decides from the prompt the answers report, which counts
+    the tool definitions and the system prompt (before, the mock counted the messages only: ~4,300 of ~12,300, and it
+    never compacted). Its summarising request gets the summary in the <summary> block it asks for (without one it
+    asks again), and the request after the compaction — the summary first, then the call and result it kept — is
+    answered, not run again."""
+    records = _records(COMPACTION / "claude-code-auto")
+    first, _, compacting, after = records
+    tool_turn, _, summary, answer = await _replay_records(shipped_proxy, COMPACTION / "claude-code-auto")
+    body = first["body"]
+    whole_prompt = len(orjson.dumps([body["system"], body["messages"], body["tools"]])) // 4
+    reported = [e["usage"]["input_tokens"] for e in _events(tool_turn) if e["type"] == "message_delta"]
+    assert reported and reported[0] >= 0.9 * whole_prompt
+    assert _answered_calls("/v1/messages", tool_turn) == ["Bash"]
+    assert "Your task is to create a detailed summary" in json.dumps(compacting["body"]["messages"][-1])
+    assert _text_of(summary).strip() == f"<summary>\n{MOCK_SUMMARY}\n</summary>" and _answered_calls("/v1/messages", summary) == []
+    assert MOCK_SUMMARY in json.dumps(after["body"]["messages"][0]) and after["body"]["messages"][-1]["role"] == "system"
+    assert _answered_calls("/v1/messages", answer) == [] and _text_of(answer).strip()
 
 
 async def test_gemini_clis_compression_gets_a_summary_through_a_chat_model(shipped_proxy):
