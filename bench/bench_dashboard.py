@@ -8,11 +8,13 @@ sum the rows in SQL (:mod:`router.observe.decision_sums`) and assemble the answe
 (:mod:`router.core.usage_summary`), beside the same in Python row by row (read, price, sum: the core's
 spec, what the first version did) — medians of ``--repeats`` runs, in this process, in wall and CPU
 time (the CPU time is what a loaded machine does not inflate); then both views through the proxy over
-HTTP on loopback. The overview is timed twice: a first view (a log just opened: every bucket summed)
-and a refresh (the buckets that are over kept: :mod:`router.observe.overview_cache`). The target:
+HTTP on loopback. The overview is timed twice: a first view (a log just opened) and a refresh; both
+read the half-hours wholly in the window from the sums the log's triggers store as rows are written
+(:mod:`router.observe.half_hour_sums`), which the log's writer pays for: its CPU a row is timed with
+and without them (``--write-rows`` rows, in batches of 256 as the proxy writes them). The target:
 each answer under 300 ms.
 
-    .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--save]
+    .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--write-rows 20000] [--save]
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from router.core.pricing import price_rows
 from router.core.results import Attempt
 from router.core.usage_summary import overview, overview_of_groups, session_summaries, sessions_of_groups
 from router.http.dashboard import MAX_SESSIONS, WINDOWS
+from router.observe import half_hour_sums
 from router.observe.prices import prices_of
 from router.observe.decision_log import DecisionLog
 from router.observe.decision_record import Decision
@@ -93,13 +96,36 @@ def generated_rows(count: int, sessions: int, now: float) -> list[Decision]:
     return rows
 
 
+def write_cost(rows: list[Decision], path: str, stored: bool) -> float:
+    """The decision log's writer's CPU microseconds a row, writing ``rows`` into a new log at ``path`` in
+    batches of 256 on this thread (what its database thread does), with the stored sums' triggers or without."""
+    log = DecisionLog(path)
+    log._open()
+    assert log._conn is not None
+    if not stored:  # as the log was before: no triggers, no index of the linked rows
+        for trigger in ("insert", "delete", "update"):
+            log._conn.execute(f"DROP TRIGGER {half_hour_sums.TABLE}_{trigger}")
+        log._conn.execute("DROP INDEX decisions_linked")
+    started = process_time()
+    for i in range(0, len(rows), 256):
+        assert not log._write(rows[i : i + 256])
+    spent = process_time() - started
+    log._close()
+    return spent / len(rows) * 1e6
+
+
 def median_ms(samples: list[tuple[float, float]]) -> str:
     """The median wall and CPU milliseconds, as two cells (CPU: what a loaded machine does not inflate)."""
     return f"{statistics.median(w for w, _ in samples) * 1000:.0f} | {statistics.median(c for _, c in samples) * 1000:.0f}"
 
 
-async def run(rows: int, sessions: int, repeats: int) -> list[str]:
+async def run(rows: int, sessions: int, repeats: int, write_rows: int) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
+        sample = generated_rows(write_rows, max(1, sessions * write_rows // rows), time.time())
+        writes: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(repeats):  # in turns: a slow spell of the machine falls on both
+            for stored in (False, True):
+                writes[stored].append(write_cost(sample, str(Path(tmp) / f"write-{i}-{stored}.sqlite3"), stored))
         path = str(Path(tmp) / "decisions.sqlite3")
         settings = config(path)
         now = time.time()
@@ -126,7 +152,7 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
             started, cpu = perf_counter(), process_time()
             overview_of_groups(await log.overview_groups(prices, since, until, bucket), since, until, bucket)
             sql_cold.append((perf_counter() - started, process_time() - cpu))
-            until = time.time()  # a refresh: the buckets that are over are kept
+            until = time.time()  # a refresh, a moment later
             since = until - WEEK
             started, cpu = perf_counter(), process_time()
             overview_of_groups(await log.overview_groups(prices, since, until, bucket), since, until, bucket)
@@ -150,7 +176,7 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
                     http[name].append((perf_counter() - started, process_time() - cpu))
         finally:
             await client.close()
-        first_view, http["overview"] = http["overview"][:1], http["overview"][1:]  # the proxy's first overview: nothing kept yet
+        first_view, http["overview"] = http["overview"][:1], http["overview"][1:]  # the proxy's first overview
 
     lines = [
         f"dashboard over {len(window):,} rows in the week's window ({totals['requests']:,} requests, {sessions:,} sessions); median of {repeats} runs",
@@ -158,15 +184,18 @@ async def run(rows: int, sessions: int, repeats: int) -> list[str]:
         "| view | wall ms | CPU ms |",
         "|---|---:|---:|",
         f"| overview + sessions, row by row in Python (read, price, sum) | {median_ms(python)} |",
-        f"| overview, summed in SQL: first view (a log just opened, nothing kept) | {median_ms(sql_cold)} |",
-        f"| overview, summed in SQL: refresh (the buckets that are over kept) | {median_ms(sql_warm)} |",
+        f"| overview, summed in SQL: first view (a log just opened) | {median_ms(sql_cold)} |",
+        f"| overview, summed in SQL: again | {median_ms(sql_warm)} |",
         f"| sessions list, summed in SQL | {median_ms(sql_sessions)} |",
         f"| GET /ui/api/overview over HTTP, the proxy's first (one run) | {median_ms(first_view)} |",
-        f"| GET /ui/api/overview over HTTP, refreshed (client included) | {median_ms(http['overview'])} |",
+        f"| GET /ui/api/overview over HTTP, again (client included) | {median_ms(http['overview'])} |",
         f"| GET /ui/api/sessions over HTTP (client included) | {median_ms(http['sessions'])} |",
+        "",
+        f"the log's writer, {write_rows:,} rows in batches of 256, CPU µs a row (median of {repeats}):"
+        f" {statistics.median(writes[False]):.1f} without the stored sums, {statistics.median(writes[True]):.1f} with them",
         f"load average while it ran: {' '.join(f'{v:.1f}' for v in os.getloadavg())}",
     ]
-    for view, samples in (("overview, first view", first_view), ("overview, refreshed", http["overview"]), ("sessions list", http["sessions"])):
+    for view, samples in (("overview, first view", first_view), ("overview, again", http["overview"]), ("sessions list", http["sessions"])):
         cpu_ms = statistics.median(c for _, c in samples) * 1000
         lines.append(f"target: {view} < {TARGET_MS:.0f} ms of CPU: {'met' if cpu_ms < TARGET_MS else 'MISSED'} ({cpu_ms:.0f} ms)")
     return lines
@@ -177,9 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--sessions", type=int, default=2_500)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--write-rows", type=int, default=20_000, help="rows written to time the log's writer")
     parser.add_argument("--save", action="store_true", help="write the table to bench/results/")
     args = parser.parse_args(argv)
-    table = asyncio.run(run(args.rows, args.sessions, args.repeats))
+    table = asyncio.run(run(args.rows, args.sessions, args.repeats, args.write_rows))
     return print_table(__file__, table, args.save, argv if argv is not None else sys.argv[1:])
 
 

@@ -41,9 +41,8 @@ import orjson
 
 from router.core.pricing import Prices
 from router.core.usage_summary import Group, SessionGroup
-from router.observe import decision_sums
+from router.observe import decision_sums, half_hour_sums
 from router.observe.decision_record import Decision
-from router.observe.overview_cache import OverviewCache
 from router.state.remembered import RecentRequest
 
 log = logging.getLogger("pinch_router.decision_log")
@@ -107,7 +106,6 @@ class DecisionLog:
         self.lost = 0  # rows the database refused, each alone (see _write)
         self._db = ThreadPoolExecutor(max_workers=1, thread_name_prefix="decision-log")
         self._conn: sqlite3.Connection | None = None
-        self._overview_cache = OverviewCache()  # used on the database thread only
         self._writer: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -161,9 +159,9 @@ class DecisionLog:
 
     async def overview_groups(self, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
         """The window's sums for the dashboard's overview, priced and summed in SQL (:mod:`router.observe.decision_sums`),
-        the buckets that are over kept between calls (:mod:`router.observe.overview_cache`)."""
+        the half-hours wholly in it from the sums stored as rows are written (:mod:`router.observe.half_hour_sums`)."""
         await self.flush()
-        return await self._on_db(self._summed, self._overview_cache.overview_groups, prices, since, until, bucket_seconds, client)
+        return await self._on_db(self._summed, half_hour_sums.overview_groups, prices, since, until, bucket_seconds, client)
 
     async def session_groups(self, prices: Prices, since: float, until: float, client: str | None = None, limit: int | None = None) -> list[SessionGroup]:
         """The window's sums for the dashboard's sessions list, of its ``limit`` latest sessions when given
@@ -231,6 +229,7 @@ class DecisionLog:
                 self._add_missing_columns()
                 # after the columns: a file of an older version gets ``client`` just before
                 self._conn.execute("CREATE INDEX IF NOT EXISTS decisions_client ON decisions (client, ts)")
+                half_hour_sums.ensure(self._conn)
                 return
             except sqlite3.OperationalError as error:
                 if not _is_contention(error) or time.monotonic() >= deadline:

@@ -23,6 +23,9 @@ fraction now):
   every column the sums read through its partition buffer and cost more than all the rest.
 * The query reads the window's rows only: a previous row before the window is found in the index
   whatever its age (it counts only within a cache lifetime, as in the spec).
+* The overview of a day or a week reads most of its rows' figures summed by half-hour as they were
+  written (:mod:`router.observe.half_hour_sums`, from :func:`row_figures`), and sums here only the
+  rows that are :data:`LINKED` to their previous one and those of its first and open half-hours.
 
 The prices go in as ``VALUES`` tables: one row per priced model (its cache lifetime), and one per
 requested model name found in the window with the reference it is compared with
@@ -41,7 +44,7 @@ from router.core.pricing import ModelPrice, Prices
 from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums, bucket_of
 
 # Per group: the counts of requests and tokens (Sums' first nine fields, in order), then the token
-# counts its dollars are priced from (_priced_sums). A group's rows were all answered by one model and
+# counts its dollars are priced from (priced_sums). A group's rows were all answered by one model and
 # compared with one reference: the figures of a group without a price or a reference are not read, so
 # none of them asks whether its row is priced (a row without a prompt figure sums to NULL: skipped).
 # Most rows: cache figures reported, pinch rewrote nothing (no previous row looked up), the cached part
@@ -49,40 +52,85 @@ from router.core.usage_summary import CLIENT_CLOSED, Group, SessionGroup, Sums, 
 # cached part plus what pinch removed (cu = c + removed), its rest what was not cached (x = p - c), of
 # which the written part is what was written (x * w / (p - c) = w, at most p - c).
 _PLAIN = "(prev_ts IS NULL AND c > 0 AND c <= p AND c + COALESCE(removed, 0) >= 0)"
-_FIGURES = (
-    "COUNT(*)",
-    f"TOTAL(status >= 400 AND status != {CLIENT_CLOSED})",
-    f"TOTAL(status = {CLIENT_CLOSED})",
-    "TOTAL(COALESCE(attempt_count, 0) > 1)",
-    "TOTAL(COALESCE(p, 0))",
-    "TOTAL(COALESCE(o, 0))",
-    "TOTAL(CASE WHEN p IS NOT NULL THEN c0 ELSE 0 END)",  # the cached part: read from the cache, for the cost too
-    "TOTAL(CASE WHEN c IS NOT NULL AND p IS NOT NULL THEN p ELSE 0 END)",
-    "TOTAL(COALESCE(removed, 0))",
-    "TOTAL(p IS NOT NULL)",  # priced, where the model is
-    "TOTAL(MAX(p - c0 - w, 0))",
-    "TOTAL(CASE WHEN p IS NOT NULL THEN w END)",
-    "TOTAL(o * (p IS NOT NULL))",
+FIGURES = (
+    "1",  # requests
+    f"status >= 400 AND status != {CLIENT_CLOSED}",
+    f"status = {CLIENT_CLOSED}",
+    "COALESCE(attempt_count, 0) > 1",
+    "COALESCE(p, 0)",
+    "COALESCE(o, 0)",
+    "CASE WHEN p IS NOT NULL THEN c0 ELSE 0 END",  # the cached part: read from the cache, for the cost too
+    "CASE WHEN c IS NOT NULL AND p IS NOT NULL THEN p ELSE 0 END",
+    "COALESCE(removed, 0)",
+    "p IS NOT NULL",  # priced, where the model is
+    "MAX(p - c0 - w, 0)",
+    "CASE WHEN p IS NOT NULL THEN w END",
+    "o * (p IS NOT NULL)",
     # unpinched: the rest, the cached part, and of the rest the request's share written (x * w / (p - c), at
     # most x); a plain row's (see _PLAIN) written out, without the general expressions (dear: cu is in x)
-    f"TOTAL(CASE WHEN {_PLAIN} THEN p - c ELSE x END)",
-    f"TOTAL(CASE WHEN {_PLAIN} THEN c + COALESCE(removed, 0) ELSE cu END)",
-    f"TOTAL(CASE WHEN {_PLAIN} THEN MIN(w, p - c) WHEN w > 0 AND c IS NOT NULL AND p - c > 0 THEN (CASE WHEN w < p - c THEN x * w / (p - c) ELSE x END) ELSE 0 END)",
+    f"CASE WHEN {_PLAIN} THEN p - c ELSE x END",
+    f"CASE WHEN {_PLAIN} THEN c + COALESCE(removed, 0) ELSE cu END",
+    f"CASE WHEN {_PLAIN} THEN MIN(w, p - c) WHEN w > 0 AND c IS NOT NULL AND p - c > 0 THEN (CASE WHEN w < p - c THEN x * w / (p - c) ELSE x END) ELSE 0 END",
     # the reference's: what the provider reported (the cost's figures), or what rc says where it reported none
-    "TOTAL(CASE WHEN c IS NULL THEN MAX(p - rc - rw, 0) ELSE MAX(p - c - w, 0) END)",
-    "TOTAL(CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rc ELSE c END)",
-    "TOTAL(CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rw ELSE w END)",
+    "CASE WHEN c IS NULL THEN MAX(p - rc - rw, 0) ELSE MAX(p - c - w, 0) END",
+    "CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rc ELSE c END",
+    "CASE WHEN p IS NULL THEN NULL WHEN c IS NULL THEN rw ELSE w END",
 )
-_SUMS = ",\n    ".join(_FIGURES)
+ERROR = f"CASE WHEN status >= 400 AND status != {CLIENT_CLOSED} THEN COALESCE(error_code, 'http_' || status) END"  # a group's error
+_SUMS = ",\n    ".join(f"TOTAL({figure})" for figure in FIGURES)
 _COUNTS = 9
-_SUM_COUNT = len(_FIGURES)
+_SUM_COUNT = len(FIGURES)
+# The prompt of the rows without cache figures, as is and at least 0: a row without a previous one has
+# rc = 0, so its reference's figures are these where the reference prices writes (rw = p) and where
+# it does not (rw = 0) — what the stored sums, priced without a reference, need to be priced with one.
+UNREPORTED = ("CASE WHEN c IS NULL THEN p END", "CASE WHEN c IS NULL THEN MAX(p, 0) END")
 
 
-def _priced_rows(client: str | None, models: int, requested: int) -> str:
-    """The common table expressions ending in ``priced_rows``: the window's rows, each with the token
-    counts its dollars are priced from (``cu``, ``x``: the unpinched prompt's cached part and the rest;
-    ``rc``: the reference's cached part where the provider reported none)."""
+# A row's columns as the figures name them (``{r}``: the row's name in the query)
+_ROW = """{r}.ts AS ts, {r}.status AS status, {r}.error_code AS error_code, {r}.session AS session, {r}.client AS client,
+        {r}.requested_model AS requested_model, {r}.model AS model, {r}.source AS source, {r}.wire_in AS wire_in,
+        {r}.prompt_tokens AS p, {r}.completion_tokens AS o, {r}.cached_tokens AS c, COALESCE({r}.cache_write_tokens, 0) AS w,
+        COALESCE({r}.cached_tokens, 0) AS c0, {r}.tokens_before - {r}.tokens_after AS removed,
+        {r}.prompt_tokens + COALESCE({r}.tokens_before - {r}.tokens_after, 0) AS u,
+        json_array_length({r}.attempts) AS attempt_count,
+        COALESCE({r}.pinch_newly_compressed, 0) + COALESCE({r}.pinch_restored, 0) > 0 AS rewrote"""
+# The columns computed from those and the previous row's, in three steps (each names the one before)
+_CACHED = """CASE WHEN c IS NULL THEN 0
+             WHEN prev_ts IS NOT NULL AND rewrote AND prev_model = model AND ts - prev_ts <= life THEN MIN(u, MAX(c, COALESCE(prev_u, 0)))
+             WHEN c > 0 THEN MAX(MIN(u, c + COALESCE(removed, 0)), 0)
+             ELSE 0 END AS cu,
+        CASE WHEN prev_ts IS NOT NULL AND ts - prev_ts <= rlife THEN MIN(p, COALESCE(prev_p, 0)) ELSE 0 END AS rc"""
+_REFERENCE_WRITTEN = "CASE WHEN rwrites THEN p - rc ELSE 0 END AS rw"
+_REST = "MAX(u - cu, 0) AS x"
+# Whether a row's figures depend on its session's previous row (its price does, where the model is
+# priced): a rewrite by pinch on a provider that reports cache figures (was the cache warm?), or a row
+# without cache figures (what would the reference's cache have served?). ``{r}``: the row's name.
+LINKED = (
+    "{r}.session IS NOT NULL AND {r}.prompt_tokens IS NOT NULL"
+    " AND ({r}.cached_tokens IS NULL OR COALESCE({r}.pinch_newly_compressed, 0) + COALESCE({r}.pinch_restored, 0) > 0)"
+)
+
+
+def row_figures(row: str, source: str = "") -> str:
+    """A ``SELECT`` of the row named ``row`` (``NEW`` or ``OLD`` in a trigger; or each row of ``source``,
+    a ``FROM`` clause naming it): its ``ts``, ``client``, ``requested_model``, ``model``, ``source``,
+    ``error`` (:data:`ERROR`), then :data:`FIGURES` and :data:`UNREPORTED` as ``f0``, ``f1``, ... (0 for
+    NULL), priced as a row without a previous one and without a reference: what
+    :mod:`router.observe.half_hour_sums` stores of a row that is not :data:`LINKED`."""
+    alone = f"SELECT {_ROW.format(r=row)}, NULL AS prev_ts, NULL AS prev_model, NULL AS prev_p, NULL AS prev_u, NULL AS life, NULL AS rlife, NULL AS rwrites {source}"
+    steps = f"SELECT *, {_REST} FROM (SELECT *, {_REFERENCE_WRITTEN} FROM (SELECT *, {_CACHED} FROM ({alone})))"
+    figures = ", ".join(f"COALESCE({figure}, 0) AS f{i}" for i, figure in enumerate((*FIGURES, *UNREPORTED)))
+    return f"SELECT ts, client, requested_model, model, source, {ERROR} AS error, {figures} FROM ({steps})"
+
+
+def _priced_rows(client: str | None, models: int, requested: int, linked: bool = False) -> str:
+    """The common table expressions ending in ``priced_rows``: the window's rows (the :data:`LINKED`
+    ones only, when ``linked``), each with the token counts its dollars are priced from (``cu``, ``x``:
+    the unpinched prompt's cached part and the rest; ``rc``: the reference's cached part where the
+    provider reported none)."""
     scope = "AND d.client = :client" if client is not None else ""
+    if linked:  # written as the partial index decisions_linked is, for SQLite to read it
+        scope += f" AND {LINKED.format(r='d')}"
     previous_scope = "AND e.client = :client" if client is not None else ""
     # the prices' few names as CASE expressions, not joins: a join scanned its VALUES table for every row
     priced = f"d.model IN ({', '.join(f':m{i}' for i in range(models))})"
@@ -93,41 +141,23 @@ def _priced_rows(client: str | None, models: int, requested: int) -> str:
     rwrites = _case(requested_model, [(f":r{i}", f":r{i}_writes") for i in range(requested)])
     return f"""
 window_rows AS (
-    SELECT d.ts, d.status, d.error_code, d.session, d.client, d.model, d.source, d.wire_in,
-        d.prompt_tokens AS p, d.completion_tokens AS o, d.cached_tokens AS c, COALESCE(d.cache_write_tokens, 0) AS w,
-        COALESCE(d.cached_tokens, 0) AS c0, d.tokens_before - d.tokens_after AS removed,
-        d.prompt_tokens + COALESCE(d.tokens_before - d.tokens_after, 0) AS u,
-        json_array_length(d.attempts) AS attempt_count,
-        COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0 AS rewrote,
+    SELECT {_ROW.format(r="d")},
         before.ts AS prev_ts, before.model AS prev_model, before.prompt_tokens AS prev_p,
         before.prompt_tokens + COALESCE(before.tokens_before - before.tokens_after, 0) AS prev_u,
         {life} AS life, {rid} AS rid, {rlife} AS rlife, {rwrites} AS rwrites
     FROM decisions d
     -- the session's previous row, for the rows whose price depends on it only
     LEFT JOIN decisions before ON before.rowid = CASE
-        WHEN d.session IS NOT NULL AND {priced} AND d.prompt_tokens IS NOT NULL
-            AND (d.cached_tokens IS NULL OR COALESCE(d.pinch_newly_compressed, 0) + COALESCE(d.pinch_restored, 0) > 0)
+        WHEN {priced} AND {LINKED.format(r="d")}
         THEN (
             SELECT e.rowid FROM decisions e INDEXED BY decisions_session
             WHERE e.session = d.session AND e.ts <= d.ts AND (e.ts < d.ts OR e.rowid < d.rowid) {previous_scope}
             ORDER BY e.ts DESC, e.rowid DESC LIMIT 1) END
     WHERE d.ts >= :since AND d.ts < :until {scope}
 ),
-cached AS (
-    SELECT *,
-        CASE WHEN c IS NULL THEN 0
-             WHEN prev_ts IS NOT NULL AND rewrote AND prev_model = model AND ts - prev_ts <= life THEN MIN(u, MAX(c, COALESCE(prev_u, 0)))
-             WHEN c > 0 THEN MAX(MIN(u, c + COALESCE(removed, 0)), 0)
-             ELSE 0 END AS cu,
-        CASE WHEN prev_ts IS NOT NULL AND ts - prev_ts <= rlife THEN MIN(p, COALESCE(prev_p, 0)) ELSE 0 END AS rc
-    FROM window_rows
-),
-reference_cached AS (
-    SELECT *, CASE WHEN rwrites THEN p - rc ELSE 0 END AS rw FROM cached
-),
-priced_rows AS (
-    SELECT *, MAX(u - cu, 0) AS x FROM reference_cached
-)
+cached AS (SELECT *, {_CACHED} FROM window_rows),
+reference_cached AS (SELECT *, {_REFERENCE_WRITTEN} FROM cached),
+priced_rows AS (SELECT *, {_REST} FROM reference_cached)
 """
 
 
@@ -151,27 +181,30 @@ def _parameters(prices: Prices, requested: Iterable[str | None], since: float, u
     return parameters, len(models), [reference for _, reference in compared]
 
 
-def _requested_models(conn: sqlite3.Connection, since: float, until: float, client: str | None) -> list[str | None]:
+def _requested_models(conn: sqlite3.Connection, since: float, until: float, client: str | None, linked: bool) -> list[str | None]:
     scope, args = ("AND client = ?", (since, until, client)) if client is not None else ("", (since, until))
+    if linked:
+        scope += f" AND {LINKED.format(r='decisions')}"
     return [row[0] for row in conn.execute(f"SELECT DISTINCT requested_model FROM decisions WHERE ts >= ? AND ts < ? {scope}", args)]
 
 
-def _query(conn: sqlite3.Connection, prices: Prices, since: float, until: float, client: str | None, select: str) -> list[tuple[Any, ...]]:
-    """``select`` over the window's priced rows: its columns the reference's number, the answering
-    model, any others, then ``_SUMS``; each result row as the model, the others and its priced :class:`Sums`."""
-    requested = _requested_models(conn, since, until, client)
+def _query(conn: sqlite3.Connection, prices: Prices, since: float, until: float, client: str | None, select: str, linked: bool = False) -> list[tuple[Any, ...]]:
+    """``select`` over the window's priced rows (the :data:`LINKED` ones only, when ``linked``): its
+    columns the reference's number, the answering model, any others, then ``_SUMS``; each result row
+    as the model, the others and its priced :class:`Sums`."""
+    requested = _requested_models(conn, since, until, client, linked)
     parameters, models, references = _parameters(prices, requested, since, until, client)
-    rows = conn.execute(f"WITH {_priced_rows(client, models, len(references)).strip()} {select}", parameters).fetchall()
+    rows = conn.execute(f"WITH {_priced_rows(client, models, len(references), linked).strip()} {select}", parameters).fetchall()
     priced = []
     for rid, model, *others in rows:
         price = prices.models.get(model) if model is not None else None
         reference = None if rid is None else references[rid]
         others, values = others[: -_SUM_COUNT], others[-_SUM_COUNT:]
-        priced.append((model, *others, _priced_sums(values, model, price, reference)))
+        priced.append((model, *others, priced_sums(values, model, price, reference)))
     return priced
 
 
-def _priced_sums(values: tuple[Any, ...], model: str | None, price: ModelPrice | None, reference: tuple[str, ModelPrice] | None) -> Sums:
+def priced_sums(values: tuple[Any, ...], model: str | None, price: ModelPrice | None, reference: tuple[str, ModelPrice] | None) -> Sums:
     """A group's :class:`Sums` from its counts and token sums: all its rows answered by ``model`` (at
     ``price``; None: unpriced) and compared with one reference (its name and price; None: none)."""
     sums = Sums(*(int(v) for v in values[:_COUNTS]))
@@ -201,14 +234,15 @@ def overview_groups(conn: sqlite3.Connection, prices: Prices, since: float, unti
     return [replace(group, bucket=group.bucket - first) for group in clock_bucket_groups(conn, prices, since, until, bucket_seconds, client)]
 
 
-def clock_bucket_groups(conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None) -> list[Group]:
+def clock_bucket_groups(
+    conn: sqlite3.Connection, prices: Prices, since: float, until: float, bucket_seconds: float, client: str | None = None, linked: bool = False
+) -> list[Group]:
     """:func:`overview_groups`, each group's bucket the clock's (:func:`~router.core.usage_summary.bucket_of`),
-    not counted from the window's first: what :mod:`router.observe.overview_cache` keeps."""
+    not counted from the window's first; of the :data:`LINKED` rows only when ``linked`` (the others'
+    sums are stored: :mod:`router.observe.half_hour_sums`)."""
     rows = _query(conn, prices, since, until, client, f"""
-        SELECT rid, model, CAST(ts / {float(bucket_seconds)!r} AS INTEGER), source,
-            CASE WHEN status >= 400 AND status != {CLIENT_CLOSED} THEN COALESCE(error_code, 'http_' || status) END,
-            {_SUMS}
-        FROM priced_rows GROUP BY 3, 1, 2, 4, 5""")  # fmt: skip
+        SELECT rid, model, CAST(ts / {float(bucket_seconds)!r} AS INTEGER), source, {ERROR}, {_SUMS}
+        FROM priced_rows GROUP BY 3, 1, 2, 4, 5""", linked)  # fmt: skip
     return [Group(bucket, model, source, error, sums) for model, bucket, source, error, sums in rows]
 
 

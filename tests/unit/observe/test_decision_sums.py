@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import sqlite3
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from router.core.pricing import ModelPrice, Prices, price_rows
 from router.core.results import Attempt
 from router.core.usage_summary import overview, overview_of_groups, session_summaries, sessions_of_groups
+from router.observe import decision_sums, half_hour_sums
 from router.observe.decision_log import DecisionLog
 from router.observe.decision_record import Decision
 
@@ -125,45 +127,129 @@ async def test_an_empty_log_and_no_prices(log):
     assert sessions_of_groups(await log.session_groups(empty, NOW - 2 * HOUR, NOW, "nobody")) == []
 
 
-async def overview_now(log: DecisionLog, since: float, until: float, bucket: float, client: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The overview as the log answers it (the buckets that are over kept between calls) and as the core sums it."""
-    rows = [r for r in await log.rows_since(since - PRICES.longest_lifetime, client) if r["ts"] < until]
-    got = overview_of_groups(await log.overview_groups(PRICES, since, until, bucket, client), since, until, bucket)
-    return got, overview(rows, price_rows(rows, PRICES), since, until, bucket)
+async def overview_now(log: DecisionLog, since: float, until: float, bucket: float, client: str | None = None, prices: Prices = PRICES) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The overview as the log answers it (the half-hours wholly in the window from the stored sums) and as the core sums it."""
+    rows = [r for r in await log.rows_since(since - prices.longest_lifetime, client) if r["ts"] < until]
+    got = overview_of_groups(await log.overview_groups(prices, since, until, bucket, client), since, until, bucket)
+    return got, overview(rows, price_rows(rows, prices), since, until, bucket)
 
 
+@pytest.fixture
+async def file_log(tmp_path):
+    decisions = DecisionLog(str(tmp_path / "decisions.sqlite3"))
+    await decisions.start()
+    yield decisions
+    await decisions.close()
+
+
+# a window that starts and ends within half-hours, over three whole ones (the log's rows: ~2.8 hours from NOW - 1.5 h)
+SINCE, UNTIL = NOW - HOUR - 50, NOW + HOUR - 70
+
+
+def stored_half_hours(path: str, since: float, until: float) -> int:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT COUNT(DISTINCT half_hour) FROM decision_half_hours WHERE half_hour * 1800 >= ? AND (half_hour + 1) * 1800 <= ?", (since, until)).fetchone()[0]
+
+
+@pytest.mark.parametrize("bucket", [1_800, 3_600])
 @pytest.mark.parametrize("client", [None, "alice"])
-async def test_kept_buckets_answer_as_summed_and_a_row_written_or_replaced_in_one_changes_the_next_answer(log, client):
-    rows = generated(5)
+async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_write(file_log, client, bucket):
+    log = file_log
+    rows = generated(5, 1_200)
     for row in rows:
         log.submit(row)
-    # a window that starts and ends within buckets (the first and the last are summed each time)
-    since, until, bucket = NOW - HOUR - 50, NOW - 70, 300
-    first, expected = await overview_now(log, since, until, bucket, client)
+    first, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     close(first, expected)
-    again, _ = await overview_now(log, since, until, bucket, client)  # from the kept buckets
-    close(again, expected)
+    assert stored_half_hours(log.path, SINCE, UNTIL) == 3
 
-    # a request logged late, in a bucket that is over: its session's next request's price may change too
-    late = next(r for r in rows if r.client == (client or "alice") and since + 2 * bucket < r.ts < until - 3 * bucket and r.session)
+    # a request logged late, in a half-hour that is over: its session's next request's price may change too
+    late = next(r for r in rows if r.client == (client or "alice") and SINCE + 1_800 < r.ts < UNTIL - 1_800 and r.session and r.cached_tokens)
     log.submit(dataclasses.replace(late, request_id="late", ts=late.ts - 1.0, prompt_tokens=(late.prompt_tokens or 0) + 7_000, completion_tokens=333))
-    got, expected = await overview_now(log, since, until, bucket, client)
+    got, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert got["requests"] == first["requests"] + 1
     close(got, expected)
 
-    # a row of a bucket that is over written again (INSERT OR REPLACE of its request id) with other figures
+    # the row written again (INSERT OR REPLACE of its request id) with other figures
     log.submit(dataclasses.replace(late, request_id="late", ts=late.ts - 1.0, prompt_tokens=1, completion_tokens=1, cached_tokens=0))
-    replaced, expected = await overview_now(log, since, until, bucket, client)
+    replaced, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert replaced["tokens_out"] == got["tokens_out"] - 333 + 1
     close(replaced, expected)
-    # ... and moved to the open bucket: the bucket it leaves, which no new row's time names, changes too
-    log.submit(dataclasses.replace(late, request_id="late", ts=until - 1.0, completion_tokens=1))
-    moved, expected = await overview_now(log, since, until, bucket, client)
+    # ... and moved to the open half-hour: the half-hour it leaves changes too
+    log.submit(dataclasses.replace(late, request_id="late", ts=UNTIL - 1.0, completion_tokens=1))
+    moved, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert moved["timeline"]["requests"] != replaced["timeline"]["requests"]
     close(moved, expected)
 
-    # other prices: nothing kept is used
-    cheaper = Prices({name: ModelPrice(0.5, 0.5) for name in PRICES.models})
-    priced = overview_of_groups(await log.overview_groups(cheaper, since, until, bucket, client), since, until, bucket)
-    window = [r for r in await log.rows_since(since - 3_600, client) if r["ts"] < until]
-    close(priced, overview(window, price_rows(window, cheaper), since, until, bucket))
+    # another writer of the file (the sqlite3 shell, another worker) updates rows and deletes some
+    await log.flush()
+    with sqlite3.connect(log.path) as other:
+        other.execute("UPDATE decisions SET completion_tokens = completion_tokens + 1000, cached_tokens = 0 WHERE rowid % 7 = 0")
+        other.execute("UPDATE decisions SET outcome = 'success' WHERE rowid % 5 = 0")  # a column no sum reads
+        other.execute("DELETE FROM decisions WHERE rowid % 11 = 0")
+    changed, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
+    assert changed["requests"] < moved["requests"] and changed["tokens_out"] > moved["tokens_out"]
+    close(changed, expected)
+
+    # other prices: the stored sums are token counts, priced when read
+    cheaper = Prices({name: ModelPrice(0.5, 0.5) for name in PRICES.models}, {"gpt-5": ModelPrice(2.0, 2.0, 0.2)}, "sonnet", PRICES.models["sonnet"])
+    priced, expected = await overview_now(log, SINCE, UNTIL, bucket, client, cheaper)
+    assert priced["spent"] != changed["spent"]
+    close(priced, expected)
+
+
+async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
+    path = str(tmp_path / "decisions.sqlite3")
+    log = DecisionLog(path)
+    await log.start()
+    for row in generated(6, 1_200):
+        log.submit(row)
+    await log.close()
+    with sqlite3.connect(path) as conn:  # as an older version left it
+        for trigger in ("insert", "delete", "update"):
+            conn.execute(f"DROP TRIGGER decision_half_hours_{trigger}")
+        conn.execute("DROP TABLE decision_half_hours")
+        conn.execute("DROP INDEX decisions_linked")
+
+    log = DecisionLog(path)
+    await log.start()
+    try:
+        assert stored_half_hours(path, SINCE, UNTIL) == 3
+        for client in (None, "bob"):
+            got, expected = await overview_now(log, SINCE, UNTIL, 3_600, client)
+            close(got, expected)
+    finally:
+        await log.close()
+
+
+async def test_the_overview_reads_the_stored_sums_not_the_rows(log):
+    """The work of a view over whole half-hours is a fraction of summing its rows (SQLite's steps, counted)."""
+    rng = random.Random(7)
+    for row in generated(7, 3_000):  # a team's day: mostly rows priced without their previous one (cache figures, no rewrite), a few kinds
+        row = dataclasses.replace(row, requested_model=rng.choice(["auto", "gpt-5"]), source="cached")
+        if rng.random() < 0.9 and row.prompt_tokens is not None:
+            row = dataclasses.replace(row, cached_tokens=row.prompt_tokens // 2, pinch_newly_compressed=0, pinch_restored=0)
+        log.submit(row)
+    await log.flush()
+    conn = log._conn
+    assert conn is not None
+
+    def steps(view: Any) -> int:
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        conn.set_progress_handler(count, 100)
+        try:
+            view()
+        finally:
+            conn.set_progress_handler(None, 100)
+        return counted[0]
+
+    since, until = NOW - 1.5 * HOUR - 1, NOW + 5 * HOUR
+    stored = await log._on_db(steps, lambda: half_hour_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    summed = await log._on_db(steps, lambda: decision_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    assert stored * 4 < summed, (stored, summed)
+    got = await log._on_db(half_hour_sums.overview_groups, conn, PRICES, since, until, 1_800)
+    close(overview_of_groups(got, since, until, 1_800), overview_of_groups(await log._on_db(decision_sums.overview_groups, conn, PRICES, since, until, 1_800), since, until, 1_800))
