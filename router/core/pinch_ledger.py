@@ -35,8 +35,9 @@ request; :func:`pinch_session` keeps the session's prompt stable instead:
   batch stops at ``no_cache_watermark`` × the budget (1: at the budget, losing
   no more than it must), unless the window forces it further. With a
   relevance order, the least relevant new candidates go first (with its evidence, weighed against
-  what each step really saves, first sight's text counted: :meth:`_Rewrites.by_worth`); without one
-  the oldest go first (:class:`BatchOrder`; ``bench/bench_batch_order``
+  what each step really saves, first sight's text counted: :meth:`_Rewrites.by_worth`), and one whose
+  saving the batch did not need stays as it is (the step that reached the target saved more than was
+  missing: :meth:`_Rewrites.needed`); without one the oldest go first (:class:`BatchOrder`; ``bench/bench_batch_order``
   measures it against largest-first: they tie on 18 of 24 replays and each is
   cheaper on 3, but largest-first misses the cold-gaps target on one).
 * **Placeholders for elided results, when the cache allows.** When a batch
@@ -533,6 +534,7 @@ def pinch_conversation(
         order = fresh
     # steps: (result position, its rewrite, the tokens it saves beyond what is sent for it already)
     plan = work.steps(candidates[p] for p in order)
+    compressions = len(plan)  # the steps compressing new candidates; placeholder steps follow them
     if forced or cache.verdict is not CacheVerdict.WARM:
         plan += work.placeholder_steps(plan)
     limit = budget_tokens
@@ -556,6 +558,8 @@ def pinch_conversation(
             break
         batch.append(step)
         current -= step[2]
+    if relevance_order is not None:
+        batch = work.needed(batch, compressions, target - current)
     if pays_check:
         saved = sum(step[2] for step in batch)
         first = min((result_units[step[0]] for step in batch), default=len(sizes))
@@ -624,6 +628,24 @@ class _Rewrites:
             return list(order)
         # the held candidates count in the recency scale (as in the ranking) but are no batch steps
         return [i for i in order_by_worth([gain.get(rp, 0) for rp in candidates], evidence) if candidates[i] in gain]
+
+    def needed(self, batch: Sequence[Step], compressions: int, slack: int) -> list[Step]:
+        """``batch`` without the steps it did not need. Its first ``compressions`` steps compress new
+        candidates, least worth keeping first; any after them turn elided results into placeholders. The
+        batch stops at the step that reaches its target, which may save more than was missing (``slack``:
+        the tokens it saved beyond the target): a new candidate whose steps save no more than that slack
+        was not needed, so it stays as it is sent. Those most worth keeping (the last) are looked at first.
+        One that first-sight texts point at stays (its saving is net of the pointers it releases)."""
+        sight = self.sight
+        turned = {step[0]: step for step in batch[compressions:]}
+        dropped: set[int] = set()
+        for position, _, saved in reversed(batch[:compressions]):
+            placeholder = turned.get(position)
+            total = saved + (placeholder[2] if placeholder is not None else 0)
+            if 0 < total <= slack and (sight is None or not sight.dependents(position)):
+                slack -= total
+                dropped.add(position)
+        return [step for step in batch if step[0] not in dropped] if dropped else list(batch)
 
     def first_sight(self, sight: FirstSight) -> None:
         """Send first sight's texts (resent and new), counting what they save."""

@@ -361,7 +361,10 @@ NOTES = ["\n".join(xxh3_64_hexdigest(f"{i}.{j}".encode()) * 4 for j in range(60)
 def test_a_relevance_batch_weighs_a_cut_output_by_what_compressing_it_still_saves() -> None:
     """Relevance ranks by the saving of the original: the long build log first. First sight sends it cut
     already, so compressing it saves a fraction of that; weighed by its real saving (the evidence is
-    equal), a note that saves more goes first, and the batch loses one result instead of two."""
+    equal), the notes, which save more each, go first and the log is still sent cut. Ranked by the
+    original, a batch that needs more than a note's saving spends a step on the log for a fraction of
+    one; one that needs less than a note's leaves the log out once the note is compressed, as a step
+    the batch did not need (``_Rewrites.needed``)."""
     lossy = FirstSightSettings(lossy=True)
     steps = [("make", LONG_LOG), *((f"cat notes/{i}.txt", note) for i, note in enumerate(NOTES)), ("ls src tests", LISTING), ("pytest -q", "4 passed")]
     messages = conversation(steps)
@@ -374,13 +377,20 @@ def test_a_relevance_batch_weighs_a_cut_output_by_what_compressing_it_still_save
     texts = [m["content"] for m in messages if m.get("role") == "tool"][:5]  # the candidates, as the client sent them
     ranking = rank_with_evidence(texts, [], TurnText(task="fix it", step="go"), MAX_CHARS)
     assert ranking.order[0] == 0 and len(set(ranking.evidence)) == 1  # the log first, no evidence either way
-    options: dict[str, Any] = dict(budget=sent.stats.final_tokens - 800, cache=COLD, low_watermark=1.0, first_sight=lossy, retrieve=True)
+    compressed = lambda done: [f"call_{i}" for i in range(5) if is_compressed(content_of(done, f"call_{i}"))]  # noqa: E731
+    # the batch needs more than a note saves, less than two
+    options: dict[str, Any] = dict(budget=sent.stats.final_tokens - 1000, cache=COLD, low_watermark=1.0, first_sight=lossy, retrieve=True)
     by_original = pinch(messages, ledger, relevance_order=ranking.order, **options)
     weighed = pinch(messages, ledger, relevance_order=ranking.order, relevance_evidence=ranking.evidence, **options)
-    compressed = lambda done: [f"call_{i}" for i in range(5) if is_compressed(content_of(done, f"call_{i}"))]  # noqa: E731
     assert compressed(by_original) == ["call_0", "call_1"]
-    assert compressed(weighed) == ["call_1"] and content_of(weighed, "call_0") == cut
+    assert compressed(weighed) == ["call_1", "call_2"] and content_of(weighed, "call_0") == cut
     assert weighed.stats.final_tokens == tokens(weighed.messages) <= options["budget"]
+    # it needs less than a note saves, more than the log: ranked by the original, the log's step is taken, then
+    # the note's, which alone was enough, so the log is sent cut
+    options["budget"] = sent.stats.final_tokens - 800
+    by_original = pinch(messages, ledger, relevance_order=ranking.order, **options)
+    assert compressed(by_original) == ["call_1"] and content_of(by_original, "call_0") == cut
+    assert by_original.stats.final_tokens == tokens(by_original.messages) <= options["budget"]
 
 
 def test_without_first_sight_texts_the_evidence_leaves_relevance_order_as_it_is() -> None:

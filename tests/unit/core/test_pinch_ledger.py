@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
@@ -133,6 +134,27 @@ def test_a_relevance_order_picks_which_new_results_join_the_ledger() -> None:
     assert len(order) == candidates and result.stats.mode is PinchMode.RELEVANCE
     expected = [f"call_{p}" for p in order if p not in (0, 1)][: len(new)]
     assert sorted(new) == sorted(expected)
+
+
+@pytest.mark.parametrize(("cache", "watermark"), [(NO_CACHE, 1.0), (COLD, 0.6)], ids=["no cache: to the budget", "cold: to the low watermark"])
+def test_a_relevance_batch_leaves_out_a_result_whose_saving_it_did_not_need(cache: CacheState, watermark: float) -> None:
+    # least worth first: call_0 (small), then call_1, whose compression alone reaches the target
+    messages = agent_session(4)
+    messages[3] = tool("call_0", tool_output("small", 1_600))
+    messages[5] = tool("call_1", tool_output("big", 40_000))
+    order = [0, 1, 2]
+    compress_all = pinch(messages, budget=0, cache=cache, relevance_order=order)
+    small, big = (tokens([messages[i]]) - tokens([compress_all.messages[i]]) for i in (3, 5))
+    assert big > 2 * small > 0
+    budget = (tokens(messages) - (big + small) // 2) * 10 // int(watermark * 10)
+    target = math.floor(watermark * budget)
+    assert tokens(messages) - big <= target < tokens(messages) - small, "call_1 alone reaches the target, call_0 alone does not"
+    result = pinch(messages, budget=budget, cache=cache, relevance_order=order)
+    assert compressed_ids(result.messages) == ["call_1"], "call_0's saving was not needed: it stays verbatim"
+    assert result.messages[3] is messages[3]
+    assert result.stats.final_tokens <= target and result.stats.newly_compressed == 1
+    # the uniform order (oldest first) is left as it is: it compresses both
+    assert compressed_ids(pinch(messages, budget=budget, cache=cache).messages) == ["call_0", "call_1"]
 
 
 def test_largest_first_order_compresses_the_biggest_new_results_first() -> None:
