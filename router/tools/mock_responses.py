@@ -11,9 +11,10 @@ content-part, text, reasoning-summary and function-call-arguments events in
 between), and ``response.completed`` with usage, every event numbered by
 ``sequence_number``. Errors are OpenAI's ``{"error": {"message", "type", "param", "code"}}``.
 An input ending with a ``compaction_trigger`` (Codex compacting its session on OpenAI's provider)
-gets one ``compaction`` item holding the mock's summary, in the form the proxy gives its own
-(:mod:`router.translate.compaction`), so a session captured here replays through the proxy's
-translation; after a compaction item the turn's commands count as run.
+gets one ``compaction`` item holding the mock's summary, sealed as only the mock reads it
+(:func:`sealed_summary`); a compaction item it cannot read — another provider's, or the proxy's
+(:mod:`router.wire.openai_responses.compaction`) — is refused, as OpenAI refuses encrypted content it
+cannot decrypt. After a compaction item the turn's commands count as run.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from router.tools.mock_answers import MOCK_SUMMARY, ONE_LISTING, asks_for_summary, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
 
-from router.translate import compaction
+from router.wire.openai_responses import compaction
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -44,6 +45,8 @@ def request_error(body: dict[str, Any]) -> str | None:
     for i, item in enumerate(_items(body)):
         if item.get("type") == "reasoning" and "encrypted_content" in item and item["encrypted_content"] != seal(_summary_text(item)):
             return f"input[{i}]: the encrypted content of this reasoning item could not be verified"
+        if item.get("type") == compaction.ITEM and item.get("encrypted_content") != sealed_summary(MOCK_SUMMARY):
+            return f"input[{i}]: the encrypted content of this compaction item could not be verified"
         if item.get("type") == "reasoning" and not item.get("encrypted_content") and body.get("store") is False:
             # OpenAI's answer (its wording) to a reasoning item it cannot have: nothing is stored without `store`
             return (f"Item with id '{item.get('id')}' not found. Items are not persisted when `store` is set to false. "
@@ -101,6 +104,12 @@ def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LIST
     return scripted
 
 
+def sealed_summary(summary: str) -> str:
+    """The ``encrypted_content`` of the mock's compaction item: opaque, and checked when it comes back (the mock only
+    ever summarises as :data:`MOCK_SUMMARY`)."""
+    return seal("compaction\0" + summary)
+
+
 def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[str, Any]]:
     n = len(_items(body))
     items: list[dict[str, Any]] = []
@@ -110,7 +119,7 @@ def output_items(body: dict[str, Any], scripted: ScriptedAnswer) -> list[dict[st
             reasoning["encrypted_content"] = seal(scripted.reasoning)
         items.append(reasoning)
     if compaction.asks_compaction(_items(body)):
-        items.append(compaction.compaction_item(f"cmp_mock_{n}", scripted.text))
+        items.append({"id": f"cmp_mock_{n}", "type": compaction.ITEM, "encrypted_content": sealed_summary(scripted.text)})
     elif scripted.tool_call is not None and scripted.tool_call.name in _custom_names(body):
         call = scripted.tool_call  # a custom (freeform) tool takes its input as raw text
         items.append({"id": f"ctc_mock_{n}", "type": "custom_tool_call", "status": "completed", "call_id": call.id, "name": call.name,

@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from router.core.retrieve import TOOL_NAME
-from router.translate import compaction
+from router.wire.openai_responses import compaction
 from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
 from router.wire.usage import token_count

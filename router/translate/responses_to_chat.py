@@ -52,6 +52,7 @@ from router.core.results import Candidate, Usage
 from router.core.retrieve import TOOL_NAME as RETRIEVE_TOOL_NAME
 from router.core.sse import SseRelay
 from router.translate import compaction
+from router.wire.openai_responses.compaction import ITEM as COMPACTION, TRIGGER as COMPACTION_TRIGGER, asks_compaction
 from router.translate.chat_to_responses import (
     ChatStreamTranslator,
     ResponseFrame,
@@ -93,7 +94,7 @@ def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]
     tools = _function_tools(offered_tools(body, items), dropped)
     if tools:
         chat["tools"] = tools
-        if compaction.asks_compaction(items):  # the summary is text: the tools stay declared for the calls in the history
+        if asks_compaction(items):  # the summary is text: the tools stay declared for the calls in the history
             chat["tool_choice"] = "none"
         elif "tool_choice" in body:
             choice = _tool_choice(body["tool_choice"])
@@ -148,10 +149,10 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
             unanswered.discard(item["call_id"])
             output = item.get("output")
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
-        elif kind == compaction.TRIGGER and item is items[-1]:
+        elif kind == COMPACTION_TRIGGER and item is items[-1]:
             calls_open = False
             messages.append({"role": "user", "content": compaction.PROMPT})
-        elif kind == compaction.ITEM and (summary := compaction.summary_message(item)) is not None:
+        elif kind == COMPACTION and (summary := compaction.summary_message(item)) is not None:
             calls_open = False
             messages.append(summary)
         elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
@@ -258,7 +259,7 @@ class ResponsesToChat(ToChat):
 
     def _frame(self, body: dict[str, Any]) -> ResponseFrame:
         items = body.get("input") if isinstance(body.get("input"), list) else []
-        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body), compaction.asks_compaction(items))
+        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body), asks_compaction(items))
 
     def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         """The chat body, before it is written (a chained translation hands it on as it is)."""

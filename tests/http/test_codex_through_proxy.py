@@ -9,7 +9,9 @@ session id from its ``session-id`` header.
 from __future__ import annotations
 
 import pytest
+from router.tools.mock_answers import MOCK_SUMMARY
 from router.tools.mock_capture import REDACTED
+from router.wire.openai_responses.compaction import SUMMARY_LEAD_IN, decode_summary
 from tests.support.config import make_config, model_entry
 from tests.http.test_agent_fixtures import NOT_REPLAYED, load
 from tests.support.wire_factories import sse_events
@@ -59,3 +61,32 @@ async def test_codex_requests_share_one_session_from_its_header(proxy, mock_upst
     assert len(rows) == 4 and {r["session_source"] for r in rows} == {"header"}
     assert {(r["wire_in"], r["wire_out"]) for r in rows} == {("openai-responses", "openai-chat")}
 
+
+
+COMPACTED = [f"compaction/codex-openai-provider/000{n}-POST-v1-responses.json" for n in (2, 3)]
+
+
+async def test_a_compaction_a_chat_model_wrote_reaches_a_responses_provider_as_its_summary(proxy, mock_upstream):
+    """Codex on OpenAI's provider compacts (its captured compaction_trigger) through a chat model, so the proxy makes the
+    compaction item; a later turn of the session routed to a Responses provider carries that item, which the provider
+    cannot read (the mock refuses it as OpenAI refuses encrypted content it did not make): it gets the summary as a
+    user message where the item stood, and answers the turn."""
+    mock, url = mock_upstream
+    providers = {"chat": {"base_url": url}, "responses": {"base_url": url, "wire": "openai-responses"}}
+    models = [model_entry(name, provider=provider, context_window=128_000) for name, provider in (("chat-main", "chat"), ("resp-main", "responses"))]
+    client = await proxy(make_config(url, providers=providers, models=models))
+    trigger, later = (load(name) for name in COMPACTED)
+    headers = {k: v for k, v in trigger["headers"].items() if k.lower() not in NOT_REPLAYED and not v.endswith(REDACTED)}
+    response = await client.post("/v1/responses", json={**trigger["body"], "model": "chat-main"}, headers=headers)
+    assert response.status == 200, await response.text()
+    (made,) = [i for i in sse_events(await response.read())[-1][1]["response"]["output"] if i["type"] == "compaction"]
+    at = next(i for i, item in enumerate(later["body"]["input"]) if item["type"] == "compaction")
+    items = [made if i == at else item for i, item in enumerate(later["body"]["input"])]
+    response = await client.post("/v1/responses", json={**later["body"], "model": "resp-main", "input": items}, headers=headers)
+    assert response.status == 200, await response.text()
+    sent = mock.received[-1]
+    assert sent.path == "/v1/responses" and not [item for item in sent.body["input"] if item.get("type") == "compaction"]
+    assert sent.body["input"][at] == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": SUMMARY_LEAD_IN + decode_summary(made["encrypted_content"])}]}
+    assert MOCK_SUMMARY in sent.body["input"][at]["content"][0]["text"]
+    output = sse_events(await response.read())[-1][1]["response"]["output"]
+    assert [item["type"] for item in output if item["type"] != "reasoning"] == ["message"]  # answered, not run again

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bench.harness import free_port, spawn
 from router.tools.mock_upstream import Behaviour, MockUpstream
+from router.wire.openai_responses.compaction import compaction_item
 from tests.support.wire_factories import BASH, EXEC_COMMAND, NAMESPACE_TOOL, READ, WEB_SEARCH_TOOL, input_message
 
 TEXT = "Hello from the mock upstream."
@@ -142,6 +143,24 @@ async def test_responses_streamed_function_call_round_trip(responses_client: ope
     conversation.append({"type": "function_call_output", "call_id": call.call_id, "output": "a.py\nb.py"})  # type: ignore[union-attr]
     final = await responses_client.responses.create(input=conversation, **ask)
     assert final.output_text == f"{TEXT} (tool said: a.py\nb.py)"
+
+
+async def test_responses_compaction_is_the_mocks_own_sealed_item_and_one_it_cannot_read_is_refused(served: tuple[MockUpstream, str]) -> None:
+    """A compaction_trigger gets one compaction item the mock alone reads; sent back, the turn is answered, not run
+    again. One it did not make — another provider's, or the proxy's readable one — is a 400, as OpenAI refuses
+    encrypted content it cannot decrypt (what a proxy passing the client's items on unread runs into, #47)."""
+    conversation: list[Any] = [input_message("user", "list the files")]
+    ask: dict[str, Any] = {"model": "mock-model", "tools": [EXEC_COMMAND], "store": False}
+    async with TestClient(TestServer(served[0].app(), host="127.0.0.1")) as http:
+        made = await (await http.post("/v1/responses", json={**ask, "input": [*conversation, {"type": "compaction_trigger"}]})).json()
+        (item,) = made["output"]
+        assert item["type"] == "compaction" and "Summary by the mock upstream" not in item["encrypted_content"]
+        again = await http.post("/v1/responses", json={**ask, "input": [*conversation, item]})
+        assert again.status == 200 and [i["type"] for i in (await again.json())["output"]] == ["message"]
+        for foreign in (compaction_item("cmp_1", "a summary"), {**item, "encrypted_content": "gAAAAB-opaque"}):
+            refused = await http.post("/v1/responses", json={**ask, "input": [*conversation, foreign]})
+            assert refused.status == 400
+            assert (await refused.json())["error"]["message"] == "input[1]: the encrypted content of this compaction item could not be verified"
 
 
 async def test_responses_refuse_previous_response_id_naming_it(responses_client: openai.AsyncOpenAI) -> None:

@@ -23,7 +23,7 @@ import pytest
 from bench.harness import free_port, wait_for_port
 from router.config import load_config
 from router.tools.mock_answers import MOCK_SUMMARY
-from router.translate.compaction import decode_summary
+from router.wire.openai_responses.compaction import decode_summary
 from tests.support.agent_captures import CAPTURES, captured, client_headers
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -28,6 +28,7 @@ from router.core.errors import InvalidRequest
 from router.core.json_body import nests_within
 from router.core.redaction import quoted
 from router.core.resent_prefix import Resumed
+from router.wire.openai_responses.compaction import ITEM, proxy_summary
 from router.wire.request_fields import model_and_stream, tool_list
 from router.wire.usage import usage_problem
 
@@ -58,7 +59,7 @@ class ResponsesRequest:
     instructions: str | None
     tools: tuple[dict[str, Any], ...]
     output_limit: int | None
-    proxy_reasoning: bool = False  # ``input`` holds a reasoning item the proxy made (:func:`is_proxy_reasoning`)
+    proxy_items: bool = False  # ``input`` holds an item the proxy made (:func:`is_proxy_item`)
 
 
 def validate_responses_body(body: Any) -> ResponsesRequest:
@@ -97,7 +98,7 @@ class CheckedResponses(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class ResponsesFacts:
     """A checked body's scan, and after each item what it had found so far: ``(results, names,
-    history_tools, has_images, users, proxy_reasoning)`` (``results``, ``names`` and ``users``
+    history_tools, has_images, users, proxy_items)`` (``results``, ``names`` and ``users``
     counted: each is only ever added to), so a body that resends its first items resumes
     after them (:func:`check_responses_body`). Read only: a resumed check copies."""
 
@@ -110,7 +111,7 @@ _PROVEN_DEPTH = 8  # below it nothing is proven (the limit is never set this low
 
 
 class _Pass:
-    __slots__ = ("scan", "unproven", "levels", "marks", "start", "proxy_reasoning")
+    __slots__ = ("scan", "unproven", "levels", "marks", "start", "proxy_items")
 
     def __init__(self, levels: int) -> None:
         self.scan = ItemScan()
@@ -118,11 +119,11 @@ class _Pass:
         self.levels = levels  # the levels an item may nest (itself the first) within the limit
         self.marks: list[tuple[int, int, bool, bool, int, bool]] = []  # see ResponsesFacts
         self.start = 0  # the first item checked: those before were checked with the body resumed
-        self.proxy_reasoning = False
+        self.proxy_items = False
 
     def resume(self, facts: ResponsesFacts, count: int) -> None:
         """Start after the first ``count`` items of the body ``facts`` are of, as that body's check left them."""
-        results, names, history_tools, has_images, users, self.proxy_reasoning = facts.marks[count - 1]
+        results, names, history_tools, has_images, users, self.proxy_items = facts.marks[count - 1]
         old = facts.scan
         self.scan = ItemScan(old.results[:results], dict(islice(old.names.items(), names)), history_tools, has_images, old.users[:users])
         self.marks = facts.marks[:count]
@@ -168,16 +169,16 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
         if format_ is not None and (not isinstance(format_, dict) or not isinstance(format_.get("type"), str)):
             raise InvalidRequest("'text.format' must be an object with a string 'type'", "text.format")
     items = input_items(body.get("input"))
-    proxy_reasoning = False
+    proxy_items = False
     if seen is None:
         for i, item in enumerate(items):
-            proxy_reasoning |= _check_item(item, f"input[{i}]")
+            proxy_items |= _check_item(item, f"input[{i}]")
     else:
-        proxy_reasoning, marks, scan = seen.proxy_reasoning, seen.marks, seen.scan
+        proxy_items, marks, scan = seen.proxy_items, seen.marks, seen.scan
         results, names, users = scan.results, scan.names, scan.users
         for i in range(seen.start, len(items)):
-            proxy_reasoning |= _seen_item(items[i], i, seen)
-            marks.append((len(results), len(names), scan.history_tools, scan.has_images, len(users), proxy_reasoning))
+            proxy_items |= _seen_item(items[i], i, seen)
+            marks.append((len(results), len(names), scan.history_tools, scan.has_images, len(users), proxy_items))
     tools = tool_list(body, _check_tool)
     choice = body.get("tool_choice")
     if choice is not None and not isinstance(choice, (str, dict)):
@@ -189,7 +190,7 @@ def _validated(body: Any, seen: _Pass | None) -> ResponsesRequest:
         instructions=instructions,
         tools=tuple(tools or ()),
         output_limit=limit,
-        proxy_reasoning=proxy_reasoning,
+        proxy_items=proxy_items,
     )
 
 
@@ -277,8 +278,8 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
                 scan.history_tools = True
             if not nests_within(item, seen.levels):
                 seen.unproven.append(item)
-            return kind == "reasoning" and is_proxy_reasoning(item)
-    proxy_reasoning = _check_item(item, f"input[{i}]")  # raises unless valid
+            return is_proxy_item(item)
+    proxy_items = _check_item(item, f"input[{i}]")  # raises unless valid
     kind = item_type(item)
     if kind == "message" and item.get("role") == "user":
         scan.users.append(i)
@@ -289,7 +290,7 @@ def _seen_item(item: Any, i: int, seen: _Pass) -> bool:
     scan.history_tools |= kind in CALL_ITEM_TYPES or kind in RESULT_ITEM_TYPES
     scan.has_images |= has_image(item)
     seen.unproven.append(item)
-    return proxy_reasoning
+    return proxy_items
 
 
 def _beside_id(item: dict[str, Any]) -> int:
@@ -373,8 +374,15 @@ def is_proxy_reasoning(item: Any) -> bool:
     )
 
 
+def is_proxy_item(item: dict[str, Any]) -> bool:
+    """An item the proxy made that no provider can be sent as it is: a reasoning item (:func:`is_proxy_reasoning`)
+    or a compaction item holding a chat model's summary (:func:`~router.wire.openai_responses.compaction.proxy_summary`)."""
+    kind = item.get("type")
+    return (kind == "reasoning" and is_proxy_reasoning(item)) or (kind == ITEM and proxy_summary(item) is not None)
+
+
 def _check_item(item: Any, where: str) -> bool:
-    """Raises for a malformed item; whether it is a reasoning item the proxy made (read in this one walk)."""
+    """Raises for a malformed item; whether it is an item the proxy made (:func:`is_proxy_item`, read in this one walk)."""
     if not isinstance(item, dict):
         raise InvalidRequest(f"'{where}' must be an object", where)
     type_ = item.get("type")
@@ -397,7 +405,7 @@ def _check_item(item: Any, where: str) -> bool:
     elif kind == "item_reference":
         raise InvalidRequest(f"'{where}' is an item_reference, which names an item stored on the server; {STATELESS_HINT}", where)
     # reasoning and every other item type pass as sent
-    return kind == "reasoning" and is_proxy_reasoning(item)
+    return is_proxy_item(item)
 
 
 def _check_message(item: Item, where: str) -> None:

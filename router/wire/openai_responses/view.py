@@ -25,6 +25,7 @@ from typing import Any
 from router.core.fingerprint import opening_parts
 from router.core.turn_text import latest_turn_text
 from router.core.request_view import BodyChanges, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, rewritten_array, tool_results_of, units_with
+from router.wire.openai_responses.compaction import readable
 from router.wire.openai_responses.validation import (
     CALL_ITEM_TYPES,
     TEXT_PARTS,
@@ -44,15 +45,15 @@ JSON_OUTPUT_FORMATS = frozenset({"json_object", "json_schema"})
 class ResponsesConversation(Conversation):
     """:class:`router.core.request_view.Conversation` over a Responses ``input`` as items."""
 
-    __slots__ = ("items", "proxy_reasoning", "_units", "_names", "_results", "_calls")
+    __slots__ = ("items", "proxy_items", "_units", "_names", "_results", "_calls")
     result_key = "output"
     result_id_key = "call_id"
 
-    def __init__(self, items: list[Item], proxy_reasoning: bool = False, scan: ItemScan | None = None) -> None:
-        """``proxy_reasoning``: ``items`` hold a reasoning item the proxy made (validation found it);
+    def __init__(self, items: list[Item], proxy_items: bool = False, scan: ItemScan | None = None) -> None:
+        """``proxy_items``: ``items`` hold an item the proxy made (validation found it: ``is_proxy_item``);
         ``scan``: the results and the calls' names as the fused check found them (else found when asked)."""
         self.items = items
-        self.proxy_reasoning = proxy_reasoning
+        self.proxy_items = proxy_items
         # the index of each result item (function_call_output, custom_tool_call_output)
         self._units: list[int] | None = scan.results if scan is not None else None
         self._names: dict[str, Any] = scan.names if scan is not None else {}
@@ -142,7 +143,7 @@ def responses_view(body: dict[str, Any], parsed: ResponsesRequest, turn_chars: i
         wire=OPENAI_RESPONSES,
         model=parsed.model,
         stream=parsed.stream,
-        conversation=ResponsesConversation(items, parsed.proxy_reasoning, scan),
+        conversation=ResponsesConversation(items, parsed.proxy_items, scan),
         tools=_counted_extras(tools, instructions),
         offers_tools=offers,
         tools_present=offers or history_tools,
@@ -242,7 +243,9 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
     outputs, ``max_output_tokens`` lowered to the candidate's limit (never added), and
     ``prompt_cache_key`` when the client sent none. Every other field is the client's, in its order
     — but for a Responses provider, the reasoning items the proxy made from a chat model's
-    thinking are left out (:func:`~router.wire.openai_responses.validation.is_proxy_reasoning`).
+    thinking are left out (:func:`~router.wire.openai_responses.validation.is_proxy_reasoning`), and
+    a compaction item the proxy made from a chat model's summary is that summary as a user message
+    (:func:`~router.wire.openai_responses.compaction.readable`): the provider could read neither.
 
     A usage request has no Responses counterpart: its streams always end with usage.
     """
@@ -253,8 +256,8 @@ def body_with_changes(body: dict[str, Any], view: RequestView, changes: BodyChan
     if changes.rewrites:
         items, result_units = conversation.items, conversation.result_units()
         out["input"] = rewritten_array(changes, items, result_units.__getitem__, lambda rewrites: items_with(items, result_units, rewrites))
-    if conversation.proxy_reasoning and not changes.translated:  # a translation drops every reasoning item itself
-        out["input"] = [item for item in out["input"] if not is_proxy_reasoning(item)]
+    if conversation.proxy_items and not changes.translated:  # a translation reads them itself
+        out["input"] = [readable(item) for item in out["input"] if not is_proxy_reasoning(item)]
     limit = body.get("max_output_tokens")
     if changes.output_tokens is not None and isinstance(limit, int) and limit > changes.output_tokens:
         out["max_output_tokens"] = changes.output_tokens

@@ -15,7 +15,7 @@ from router.translate.chat_to_responses import (
     responses_usage,
 )
 from router.translate.chat_to_messages import chat_usage
-from router.translate.compaction import decode_summary
+from router.wire.openai_responses.compaction import decode_summary
 from router.wire.openai_responses.stream import sse_event
 from tests.support.wire_factories import EXEC_COMMAND, input_message, responses_body
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from router.translate import compaction
+from router.wire.openai_responses.compaction import SUMMARY_LEAD_IN, encode_summary
 from router.translate.responses_to_chat import responses_to_chat
 from router.wire.openai_responses.validation import validate_responses_body
 from tests.http.test_agent_fixtures import load
@@ -262,8 +263,8 @@ def test_a_compaction_trigger_asks_the_chat_model_for_a_summary_and_rules_out_to
 
 
 def test_a_compaction_item_the_proxy_made_reaches_chat_as_its_summary_and_anothers_is_dropped() -> None:
-    ours = {"type": "compaction", "id": "cmp_1", "encrypted_content": compaction.encode_summary("ls listed main.py")}
+    ours = {"type": "compaction", "id": "cmp_1", "encrypted_content": encode_summary("ls listed main.py")}
     theirs = {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAAB-opaque"}
     chat, dropped = translate(responses_body(ours, theirs, input_message("user", "go on")))
-    assert chat["messages"] == [{"role": "user", "content": compaction.SUMMARY_LEAD_IN + "ls listed main.py"}, {"role": "user", "content": "go on"}]
+    assert chat["messages"] == [{"role": "user", "content": SUMMARY_LEAD_IN + "ls listed main.py"}, {"role": "user", "content": "go on"}]
     assert dropped == ("item compaction",)

@@ -67,7 +67,7 @@ def test_a_translated_request_is_left_to_the_translation() -> None:
 
 def test_a_body_without_the_proxys_reasoning_is_not_walked_for_it() -> None:
     body = history(SEALED)
-    assert not validate_responses_body(body).proxy_reasoning
+    assert not validate_responses_body(body).proxy_items
     assert sent_for(body)["input"] is body["input"]
 
 

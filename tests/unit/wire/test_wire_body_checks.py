@@ -79,7 +79,7 @@ def outcome(wire: Any, body: Any, view: Any) -> Any:
         results,
         conversation.turn_starts(),
         [conversation.tool_name(unit) for unit in results],
-        {name: getattr(conversation, name) for name in ("proxy_thinking", "needs_thinking_off", "proxy_reasoning") if hasattr(conversation, name)},
+        {name: getattr(conversation, name) for name in ("proxy_thinking", "needs_thinking_off", "proxy_items") if hasattr(conversation, name)},
     )
     sent = [wire.upstream_body(body, view, BodyChanges(upstream_model="m", translated=translated, output_tokens=5)) for translated in (False, True)]
     return ("served", orjson.dumps(body), fields, seen, sent)
