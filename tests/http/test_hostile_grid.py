@@ -14,8 +14,9 @@ that path (arrays and objects each); strings holding NUL, U+2028 and a lone surr
 Each (path, value) pair is sent once; the provider type turns with the path, offset by the value,
 so every value meets every provider type that serves the wire, and every path does too across the
 values; so does the framing: streamed or whole on every other round of the provider types (on the
-Gemini wire, generateContent, the SSE stream and the JSON array in turn).
-One test per wire and value (its own proxy, so its decision rows are its own), 16 requests at a
+Gemini wire, generateContent, the SSE stream and the JSON array in turn). The mock answers each
+with a tool call (``upstream_url``), so every answer translated goes through the tool-call events of
+its format. One test per wire and value (its own proxy, so its decision rows are its own), 16 requests at a
 time (``tests/support/fuzz.py``).
 """
 
@@ -23,15 +24,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
+from router.tools.mock_answers import LIST_FILES
+from router.tools.mock_upstream import Behaviour, MockUpstream
 from tests.support.config import make_config
-from tests.support.fuzz import CHAT, GEMINI_ACTIONS, MESSAGES, RESPONSES, SERVED_BY, assert_a_row_each, every_provider_config, faults, send_all, upstream_url  # noqa: F401 (upstream_url: a fixture)
+from tests.support.fuzz import CHAT, GEMINI_ACTIONS, MESSAGES, RESPONSES, SERVED_BY, assert_a_row_each, every_provider_config, faults, send_all
+from tests.support.servers import loopback_server
 from tests.support.json_paths import Path as JsonPath
 from tests.support.json_paths import paths_of, replaced
 
@@ -75,6 +79,18 @@ HOSTILE: dict[str, bytes | Callable[[JsonPath], bytes]] = {
     "lone-surrogate": b'"a\\ud800b"',
 }
 NOT_JSON = {"NaN", "Infinity", "-Infinity"}
+
+
+@pytest.fixture
+async def upstream_url() -> AsyncIterator[str]:
+    """The mock upstream, keeping no copy of the requests, answering every seed's turn with one more
+    tool call (8 commands a turn: more than any seed's turn has results), short in every format. Once
+    a turn's commands have their results the mock quotes the last one: 2,000 characters streamed word
+    by word, ~350 events, the same for nearly every path, which took 3-5x a streamed request's CPU
+    (and 60 % of the grid's); an answer quoting a hostile string is the fuzz's
+    (``test_fuzz_wires.py``: control characters in every string field, the default mock)."""
+    async with loopback_server(MockUpstream(Behaviour(tool_commands=(LIST_FILES,) * 8), record=False).app()) as url:
+        yield url
 
 
 def _body(name: str, line: int | None = None) -> dict[str, Any]:
