@@ -18,8 +18,8 @@ the transcripts: tokens sent, the share of them that repeated the previous
 request's start, the share the upstream reported as cached, fresh (uncached)
 tokens per request, the session's cost — all relative to no pinch in the same
 scenario — the ledger's batches and restored results, and in every scenario the
-referenced-results quality figure beside a recency policy at equal tokens
-(see :mod:`router.tools.pinch_measures` for every definition); under each table
+referenced-results quality figure beside a recency policy at equal tokens, given
+the mode's first-sight texts and given none (see :mod:`router.tools.pinch_measures` for every definition); under each table
 the reasons the ledger gave. Then each target of issue #11 as met or missed,
 judged on every transcript that exceeds the budget at least once.
 
@@ -135,16 +135,20 @@ MODES = (
 
 @dataclass(slots=True)
 class Quality:
-    """Referenced old results kept verbatim, by the mode and by recency at the mode's tokens."""
+    """Referenced old results kept verbatim, by the mode and by recency at the mode's tokens: given the
+    same first-sight texts as the mode (the yardstick the targets judge with), and with none (every
+    result as the client sent it: recency alone, as before first sight existed)."""
 
     referenced: int = 0
     kept: int = 0
     kept_by_recency: int = 0
+    kept_by_plain_recency: int = 0
 
     def add(self, other: Quality) -> None:
         self.referenced += other.referenced
         self.kept += other.kept
         self.kept_by_recency += other.kept_by_recency
+        self.kept_by_plain_recency += other.kept_by_plain_recency
 
     @property
     def share(self) -> float:
@@ -153,6 +157,10 @@ class Quality:
     @property
     def recency_share(self) -> float:
         return self.kept_by_recency / self.referenced if self.referenced else 0.0
+
+    @property
+    def plain_recency_share(self) -> float:
+        return self.kept_by_plain_recency / self.referenced if self.referenced else 0.0
 
 
 @dataclass(slots=True)
@@ -444,15 +452,19 @@ def _turn_quality(
     texts too and compresses oldest first from there, at the tokens the mode sent, with the same tool
     schemas. So what a mode keeps as first sight's text costs recency what it costs the mode, whichever
     results the mode chose (before, recency was given the mode's first-sight savings on the originals:
-    the more first-sight texts a mode kept, the more tokens its yardstick had). A turn where only first
-    sight acted has nothing to judge."""
+    the more first-sight texts a mode kept, the more tokens its yardstick had). Recency with no first
+    sight is counted beside it, on the originals at the same tokens: what the mode keeps against a
+    keep-the-newest policy that reduces nothing at first sight. A turn where only first sight acted has
+    nothing to judge."""
     if not truth.referenced or tokens >= estimator.prompt_tokens([forms.get(i, m) for i, m in enumerate(truth.messages)], tools):
         return Quality()
     recency = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools, forms)
+    plain = recency_kept(truth.messages, truth.candidates, tokens, max_summarize_chars, estimator, tools) if forms else recency
     return Quality(
         referenced=len(truth.referenced),
         kept=sum(sent[i] == truth.messages[i] or _first_sight_text(sent[i], truth.messages[i]) for i in truth.referenced),
         kept_by_recency=sum(i in recency for i in truth.referenced),
+        kept_by_plain_recency=sum(i in plain for i in truth.referenced),
     )
 
 
@@ -604,7 +616,7 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
             "cost ×",
             "batches",
             "restored",
-            *(("referenced kept", "recency") if scenario.quality else ()),
+            *(("referenced kept", "recency", "no first sight") if scenario.quality else ()),
         )
     ]
     for mode in results.modes:
@@ -613,7 +625,11 @@ def format_table(results: Results, scenario: Scenario, budget: int, transcripts:
         quality: tuple[str, ...] = ()
         if scenario.quality:  # only turns on which pinch compressed count; none ⇒ nothing to compare
             referenced = r.quality.referenced
-            quality = (f"{r.quality.share:.1%} of {referenced}", f"{r.quality.recency_share:.1%}") if referenced else ("-", "-")
+            quality = (
+                (f"{r.quality.share:.1%} of {referenced}", f"{r.quality.recency_share:.1%}", f"{r.quality.plain_recency_share:.1%}")
+                if referenced
+                else ("-", "-", "-")
+            )
         rows.append(
             (
                 mode.name,

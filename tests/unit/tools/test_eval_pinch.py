@@ -30,6 +30,7 @@ from router.tools.eval_pinch import (
     Target,
     TurnTruth,
     _learn_forms,
+    _turn_quality,
     cost_at_most,
     eval_pinch,
     keeps_more_than_recency,
@@ -43,6 +44,7 @@ from router.tools.pinch_measures import (
 )
 from router.tools.transcripts import Transcript, load_transcript
 from router.wire.openai_chat.pinch import prune_context
+from router.wire.openai_chat.view import trim_candidates
 from tests.support.relevance_fakes import relevance_config, session
 
 ESTIMATOR = TokenEstimator()
@@ -378,3 +380,24 @@ def test_recency_is_given_the_first_sight_texts_the_replay_saw_whichever_the_mod
     assert forms == {at: reduced}
     _learn_forms(forms, truth, messages)
     assert forms == {}
+
+
+def test_recency_with_no_first_sight_is_counted_beside_on_the_originals() -> None:
+    """Beside the yardstick with the mode's first-sight texts, recency with none (#49): every result as the
+    client sent it, at the same tokens. A result first sight sent short costs recency its original then."""
+    messages = session()
+    candidates = trim_candidates(messages, 1)
+    oldest, middle, newest = candidates
+    reduced = {**messages[oldest], "content": "[pinch-router: same output as the earlier call bash ls]"}
+    compressed = {**messages[middle], "content": "[pinch-router: old bash result omitted (900 characters)]"}
+    sent = [reduced if i == oldest else compressed if i == middle else m for i, m in enumerate(messages)]
+    truth = TurnTruth(messages, ESTIMATOR.prompt_tokens(messages), candidates, [oldest, newest])
+    quality = _turn_quality(truth, sent, ESTIMATOR.prompt_tokens(sent), 400, ESTIMATOR, None, {oldest: reduced})
+    assert (quality.referenced, quality.kept) == (2, 2)
+    # with the same short text recency keeps the oldest (compressing it saves nothing more) and compresses
+    # the two others to reach the mode's tokens; on the originals it has to compress all three
+    assert (quality.kept_by_recency, quality.kept_by_plain_recency) == (1, 0)
+    assert (quality.recency_share, quality.plain_recency_share) == (0.5, 0.0)
+    # no first-sight texts: the two are one figure
+    plain = _turn_quality(truth, [compressed if i == middle else m for i, m in enumerate(messages)], ESTIMATOR.prompt_tokens(sent) + 50, 400, ESTIMATOR, None, {})
+    assert plain.kept_by_recency == plain.kept_by_plain_recency
