@@ -27,7 +27,7 @@ import orjson
 from router.wire.anthropic_messages.errors import error_type
 from router.tools.pinch_measures import as_cached
 from router.wire.anthropic_messages.thinking import binds_thinking
-from router.tools.mock_answers import ONE_LISTING, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
+from router.tools.mock_answers import MOCK_SUMMARY, ONE_LISTING, asks_for_summary, summary_text, FunctionTool, MockWire, ScriptedAnswer, call_tool, chunks, estimate_tokens, json_answer, next_command, reasoning_about, retrieve_call, scripted_answer, seal, sse, words
 
 def error_body(status: int, message: str) -> dict[str, Any]:
     """Anthropic's error, with the ``request_id`` its errors carry (also their ``request-id`` header): made
@@ -195,25 +195,34 @@ def _pairing_error(messages: list[dict[str, Any]]) -> str | None:
 def answer(body: dict[str, Any], text: str, commands: tuple[str, ...] = ONE_LISTING) -> ScriptedAnswer:
     """A tool call running the user turn's next command when tools are offered (:func:`next_command`); once
     every command has its result, text quoting the last user turn's tool results; else the text (JSON for
-    ``output_config.format``). Thinking first when ``thinking`` is on."""
+    ``output_config.format``). A request asking for a summary of the conversation (Claude Code's ``/compact``
+    and auto-compact: in its last user message) gets the mock's summary (:func:`summary_text`), and a turn
+    whose opening message holds it counts its commands as run. Thinking first when ``thinking`` is on."""
     messages = body.get("messages") or []
     user_turns = [m for m in messages if m.get("role") == "user"]
     results = [b for b in _blocks(user_turns[-1].get("content")) if b.get("type") == "tool_result"] if user_turns else []
     # the user's own last message is the last user turn that answers no tool call
     turn_start = max((i for i, m in enumerate(user_turns) if not any(b.get("type") == "tool_result" for b in _blocks(m.get("content")))), default=-1)
     results_this_turn = sum(b.get("type") == "tool_result" for m in user_turns[turn_start + 1 :] for b in _blocks(m.get("content")))
+    asked = next((said for said in (_text(user_turns[-1].get("content")) if user_turns else "", _text(body.get("system"))[:2000]) if asks_for_summary(said)), None)
+    if asked is not None:
+        return _thinking(body, ScriptedAnswer(text=summary_text(asked)))
     tool_choice = body.get("tool_choice") if isinstance(body.get("tool_choice"), dict) else {}
     tools = _function_tools(body.get("tools"))
-    if tool_choice.get("type") == "none":
-        tools = []
+    if tool_choice.get("type") == "none" or (turn_start >= 0 and MOCK_SUMMARY in _text(user_turns[turn_start].get("content"))):
+        tools = []  # after a compaction, the turn's commands count as run (mock_answers.MOCK_SUMMARY)
     elif tool_choice.get("type") == "tool":  # the client names the tool to call
         tools = [t for t in tools if t.name == tool_choice.get("name")]
-    retrieve = retrieve_call([t.name for t in tools], [_result_text(r.get("content")) for r in results], f"toolu_mock_{len(messages)}_retrieve")
+    retrieve = retrieve_call([t.name for t in tools], [_text(r.get("content")) for r in results], f"toolu_mock_{len(messages)}_retrieve")
     call = retrieve or call_tool(tools, f"toolu_mock_{len(messages)}", next_command(commands, results_this_turn))
     format_ = body.get("output_config", {}).get("format") if isinstance(body.get("output_config"), dict) else None
     wants_json = isinstance(format_, dict) and format_.get("type") == "json_schema"
     otherwise = json_answer(format_.get("schema")) if wants_json else None
-    scripted = scripted_answer(call, [_result_text(r.get("content")) for r in results], text, otherwise)
+    return _thinking(body, scripted_answer(call, [_text(r.get("content")) for r in results], text, otherwise))
+
+
+def _thinking(body: dict[str, Any], scripted: ScriptedAnswer) -> ScriptedAnswer:
+    """``scripted`` with its thinking first when the request turns thinking on."""
     thinking = body.get("thinking") if isinstance(body.get("thinking"), dict) else {}
     if thinking.get("type") in ("enabled", "adaptive"):
         return replace(scripted, reasoning=reasoning_about(scripted))
@@ -294,7 +303,8 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
-def _result_text(content: Any) -> str:
+def _text(content: Any) -> str:
+    """The words of a message's content, a tool result's or ``system``: a string, or its text blocks."""
     if isinstance(content, str):
         return content
     return "\n".join(str(b.get("text", "")) for b in _blocks(content) if b.get("type") == "text")

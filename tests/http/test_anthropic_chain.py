@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import orjson
 
@@ -13,7 +14,8 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from router.tools.explain import explain_request, render_explanation
 from router.tools.decision_text import decision_detail
-from tests.support.anthropic_factories import captured, two_wire_config
+from router.tools.mock_answers import MOCK_SUMMARY
+from tests.support.anthropic_factories import AGENTS, captured, streamed_message, two_wire_config
 from tests.support.wire_factories import sse_events
 from router.core.results import PINCH as PINCH_STATS
 
@@ -135,3 +137,25 @@ async def test_message_start_states_the_prompt_the_chain_counted_for_a_chat_mode
     assert start["message"]["usage"]["input_tokens"] == expected
     if pinched:
         assert row["tokens_after"] < row["tokens_before"]  # the long old result went compressed
+
+
+@pytest.mark.parametrize("folder", ["compaction/claude-code", "compaction/claude-code-auto"])
+async def test_claude_codes_compaction_gets_the_summary_from_an_anthropic_provider(proxy, mock, folder):
+    """Claude Code 2.1.332's /compact and auto-compact, passed through to the mock's Anthropic API: each summarising
+    request is answered with the summary, in the <summary> block it asks for, and no tool call — what Claude Code
+    keeps as the compacted conversation (the mock answered it as any turn before: a Bash call); the request after
+    an auto-compact (the summary first, then the call and result it kept) is answered, not run again."""
+    client = await proxy(two_wire_config(mock[1]))
+    records = [captured(f"{folder}/{path.name}") for path in sorted((AGENTS / folder).glob("*.json"))]
+    for record in records:
+        headers = {k: v for k, v in record["headers"].items() if k.lower() not in ("host", "content-length", "connection", "accept-encoding", "x-api-key")}
+        body = {**record["body"], "model": "claude-main"}
+        response = await client.post("/v1/messages?beta=true", data=orjson.dumps(body), headers={**headers, "x-api-key": "local-key"})
+        assert response.status == 200, await response.text()
+        assert response.headers["x-router-wire"] == "anthropic-messages->anthropic-messages"
+        content = streamed_message(await response.read())["content"]
+        texts, calls = [b["text"] for b in content if b["type"] == "text"], [b for b in content if b["type"] == "tool_use"]
+        if "Your task is to create a detailed summary" in json.dumps(record["body"]["messages"][-1]):
+            assert texts == [f"<summary>\n{MOCK_SUMMARY}\n</summary>"] and calls == []
+        elif MOCK_SUMMARY in json.dumps(record["body"]["messages"][0]):
+            assert texts and calls == []
