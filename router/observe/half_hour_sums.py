@@ -50,7 +50,8 @@ _READ = (
 def _counted(row: str, sign: str) -> str:
     """The statement adding (``sign`` ``+``) or taking off (``-``) the figures of the row named ``row``
     (``NEW``, ``OLD``) to its half-hour's group, unless it is linked. A key that is NULL is stored as
-    an empty blob (no name is one), for the group to be one row of the unique key."""
+    an empty blob (no name is one), for the group to be one row of the unique key. (Sums beyond 64
+    bits, of figures clipped to them, turn to floats: ``+`` does that, where ``SUM`` would fail.)"""
     keys = ", ".join(f"IFNULL({key}, x'')" for key in _KEYS)
     return f"""
     INSERT INTO {TABLE} SELECT CAST(ts / {HALF_HOUR!r} AS INTEGER), {keys}, {", ".join(f"{sign}{s}" for s in _SUMS)}
@@ -65,7 +66,7 @@ CREATE INDEX IF NOT EXISTS decisions_linked ON decisions (ts) WHERE {LINKED.form
 CREATE TRIGGER {TABLE}_insert AFTER INSERT ON decisions BEGIN {_counted("NEW", "")} END;
 CREATE TRIGGER {TABLE}_delete AFTER DELETE ON decisions BEGIN {_counted("OLD", "-")} END;
 CREATE TRIGGER {TABLE}_update AFTER UPDATE OF {", ".join(_READ)} ON decisions BEGIN {_counted("OLD", "-")} {_counted("NEW", "")} END;
-INSERT INTO {TABLE} SELECT CAST(ts / {HALF_HOUR!r} AS INTEGER), {", ".join(f"IFNULL({key}, x'')" for key in _KEYS)}, {", ".join(f"SUM({s})" for s in _SUMS)}
+INSERT INTO {TABLE} SELECT CAST(ts / {HALF_HOUR!r} AS INTEGER), {", ".join(f"IFNULL({key}, x'')" for key in _KEYS)}, {", ".join(f"TOTAL({s})" for s in _SUMS)}
     FROM ({row_figures("d", f"FROM decisions d WHERE NOT ({LINKED.format(r='d')})")}) GROUP BY 1, 2, 3, 4, 5, 6;
 """
 

@@ -203,6 +203,10 @@ async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
     await log.start()
     for row in generated(6, 1_200):
         log.submit(row)
+    # figures SQLite holds clipped to 64 bits, an hour before the window: their sums overflow integers
+    huge = Decision(request_id="huge", ts=SINCE - HOUR, status=200, duration_ms=1.0, model="sonnet", prompt_tokens=2**64, completion_tokens=2**64, cached_tokens=2**63)
+    log.submit(huge)
+    log.submit(dataclasses.replace(huge, request_id="huge-2"))
     await log.close()
     with sqlite3.connect(path) as conn:  # as an older version left it
         for trigger in ("insert", "delete", "update"):
@@ -217,6 +221,16 @@ async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
         for client in (None, "bob"):
             got, expected = await overview_now(log, SINCE, UNTIL, 3_600, client)
             close(got, expected)
+        wider = SINCE - 2 * HOUR
+
+        async def with_huge() -> dict[str, Any]:
+            return overview_of_groups(await log.overview_groups(PRICES, wider, UNTIL, 3_600), wider, UNTIL, 3_600)
+
+        before = await with_huge()
+        assert before["tokens_out"] > 2 * 2**63 * 0.99
+        log.submit(dataclasses.replace(huge, request_id="huge-3"))  # and its triggers add to them
+        after = await with_huge()
+        assert after["requests"] == before["requests"] + 1 and after["tokens_out"] > 3 * 2**63 * 0.99
     finally:
         await log.close()
 
