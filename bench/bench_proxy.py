@@ -28,9 +28,13 @@ request of each (from /proc, at concurrency 16), the added p50 at concurrency 1
 (over direct → upstream) and the req/s at concurrency 16, their ratios, and the
 targets (CPU ≤ 2.0×, added p50 ≤ 2.0×, req/s ≥ 0.5× the floor's). The load
 generator is wrk when installed (``apt-get install wrk``), else this process.
+``--against REV...`` serves each git revision's pinch-router too (exported with
+``git archive``, on the same core, the same config), measured in the same rounds
+as the others, taking turns with them, and prints this tree's figures over each
+revision's: a change's cost on the request path, in one run on a noisy machine.
 
     .venv/bin/python -m bench.bench_proxy [--requests 300] [--rounds 1] [--body small|transcript]
-    .venv/bin/python -m bench.bench_proxy --pin [--seconds 5] [--rounds 2] [--loader auto|wrk|python]
+    .venv/bin/python -m bench.bench_proxy --pin [--seconds 5] [--rounds 2] [--loader auto|wrk|python] [--against REV...]
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,6 +68,7 @@ from bench.harness import (
     wrk_cell,
     write_config,
 )
+from bench.bench_recording import export
 from router.server.registry import REGISTRY
 
 
@@ -118,6 +124,7 @@ def main() -> int:
     parser.add_argument("--pin", action="store_true", help="the proxy measured alone on one core, the shipped config, three bodies (issue #19)")
     parser.add_argument("--seconds", type=float, default=5.0, help="with --pin and wrk: seconds per cell")
     parser.add_argument("--loader", choices=["auto", "wrk", "python"], default="auto", help="with --pin: the load generator")
+    parser.add_argument("--against", nargs="+", default=[], metavar="REV", help="with --pin: git revisions whose pinch-router is measured too, in turns")
     args = parser.parse_args()
     if args.rounds is None:
         # pinned, the floor and pinch-router are measured one after the other: taking turns
@@ -265,20 +272,28 @@ def pinned(args: argparse.Namespace) -> int:
             spawn(on_load_cores + mock_upstream(up_port), up_port),
             spawn(on_proxy_core + [sys.executable, "bench/floor_proxy.py", "--port", str(floor_port), "--upstream", upstream], floor_port) as floor_process,
             spawn(on_proxy_core + proxy(config), proxy_port) as proxy_process,
+            ExitStack() as revisions,
         ):
             urls = target_urls(up_port, floor_port, proxy_port)
             pids = {"direct": None, "floor": floor_process.pid, "pinch-router": proxy_process.pid}
+            for i, rev in enumerate(args.against):  # each revision's own tree (cwd: -m router imports it), its own log
+                port, tree = free_port(), export(rev, Path(tmp) / "trees")
+                at = write_config(Path(tmp) / f"at-{i}.yaml", port, upstream, **shipped_sections(Path(tmp) / f"decisions-{i}.sqlite3"))
+                urls[f"pinch-router@{rev}"] = f"http://127.0.0.1:{port}/v1/chat/completions"
+                pids[f"pinch-router@{rev}"] = revisions.enter_context(spawn(on_proxy_core + proxy(at), port, cwd=tree)).pid
             loader = f"wrk, {args.seconds:g} s a cell" if use_wrk else f"this process (no wrk), {args.requests} requests a cell"
             rounds = f", {args.rounds} rounds pooled" if args.rounds > 1 else ""
             print(f"--pin: the proxy measured on CPU {proxy_core} alone; load ({loader}) and mock upstream on CPU {','.join(map(str, load_cores))}{rounds}")
             print(f"shipped chain: {' → '.join(shipped_sections(Path(tmp))['middlewares'])}; non-stream\n")
+            width = max(13, *map(len, urls))
             header = (
-                f"{'body':<34} {'target':<13} {'p50 c=1':>8} {'+p50 c=1':>9} {'cpu/req c=1':>12} "
+                f"{'body':<34} {'target':<{width}} {'p50 c=1':>8} {'+p50 c=1':>9} {'cpu/req c=1':>12} "
                 f"{'req/s c=16':>11} {'cpu/req c=16':>13} {'err':>4}"
             )
             print(header)
             print("-" * len(header))
             verdicts = []
+            against: list[tuple[str, str, list[float | None]]] = []  # body, revision, this tree's figures over its
             for name, make in PIN_BODIES.items():
                 body = orjson.dumps({**make(), "stream": False})
                 runs: dict[tuple[str, int], list[tuple[Cell, float | None]]] = {}
@@ -290,20 +305,23 @@ def pinned(args: argparse.Namespace) -> int:
                             runs.setdefault((target, concurrency), []).append(cell(url, body, concurrency, pids[target]))
                 pooled_runs = {key: _pooled_cells(measured) for key, measured in runs.items()}
                 direct_p50 = pooled_runs["direct", 1][0].p50_ms
-                row: dict[str, tuple[float, float, float | None]] = {}
+                row: dict[str, tuple[float, float, float | None, float | None]] = {}
                 for target in urls:
                     one, cpu1 = pooled_runs[target, 1]
                     many, cpu16 = pooled_runs.get((target, 16), (None, None))
                     added = one.p50_ms - direct_p50
                     errors = one.errors + (many.errors if many is not None else 0)
                     print(
-                        f"{name + f' ({len(body) / 1024:,.1f} KB)':<34} {target:<13} {one.p50_ms:>8.3f} "
+                        f"{name + f' ({len(body) / 1024:,.1f} KB)':<34} {target:<{width}} {one.p50_ms:>8.3f} "
                         f"{(added if target != 'direct' else 0):>9.3f} {_ms(cpu1):>12} "
                         f"{(f'{many.rps:,.0f}' if many is not None else '-'):>11} {_ms(cpu16):>13} {errors:>4}"
                     )
                     if many is not None:
-                        row[target] = (added, many.rps, cpu16)
+                        row[target] = (added, many.rps, cpu16, cpu1)
                 print()
+                for rev in args.against:
+                    now, then = row["pinch-router"], row[f"pinch-router@{rev}"]
+                    against.append((name, rev, [_over(now[3], then[3]), _over(now[2], then[2]), _over(now[0], then[0]), _over(now[1], then[1])]))
                 floor, ours = row["floor"], row["pinch-router"]
                 verdicts.append(
                     (
@@ -330,6 +348,10 @@ def pinned(args: argparse.Namespace) -> int:
             f"{name:<34} {cpu_text + (' met' if marks[0] else ' MISSED'):>22} {f'{p50:.3f}×' + (' met' if marks[1] else ' MISSED'):>23} "
             f"{f'{rps:.3f}×' + (' met' if marks[2] else ' MISSED'):>20}"
         )
+    if against:
+        print(f"\n{'body':<34} {'this tree over':<20} {'cpu/req c=1':>12} {'cpu/req c=16':>13} {'+p50 c=1':>9} {'req/s c=16':>11}")
+        for name, rev, ratios in against:
+            print(f"{name:<34} {rev:<20} " + " ".join(f"{'-' if r is None else f'{r:.3f}×':>{w}}" for r, w in zip(ratios, (12, 13, 9, 11), strict=True)))
     # the bench itself keeps ~3 processes busy (load generator, mock upstream, proxy)
     load, cpus = os.getloadavg()[0], os.cpu_count() or 1
     busy = f"load average {load:.1f} on {cpus} CPUs: other processes shared the cores, expect noise" if load > cpus + 1.5 else f"load average {load:.1f}"
@@ -345,6 +367,10 @@ def _pooled_cells(measured: list[tuple[Cell, float | None]]) -> tuple[Cell, floa
     pooled = Cell(requests, sum(c.errors for c in cells), sum(c.seconds for c in cells), middle.p50_ms, middle.p99_ms)
     cpus = [cpu * c.requests for c, cpu in measured if cpu is not None]
     return pooled, sum(cpus) / requests if len(cpus) == len(measured) and requests else None
+
+
+def _over(now: float | None, then: float | None) -> float | None:
+    return now / then if now is not None and then else None
 
 
 def _ms(value: float | None) -> str:
