@@ -2,8 +2,9 @@
 
 Tests live in folders that mirror the code (``unit/<folder>``, ``stages``, ``http``, ``system``,
 ``meta``; helpers in ``support``). Every test under ``system/`` starts real processes and gets the
-``system`` marker here; a test elsewhere that does carries ``@pytest.mark.system`` itself. The fast
-loop is ``pytest -m "not system"``.
+``system`` marker here; a test elsewhere that does carries ``@pytest.mark.system`` itself, as do the
+exhaustive grids (``http/test_hostile_grid.py``, ``http/test_fuzz_wires.py``: the fast loop runs a
+sample of each). The fast loop is ``pytest -m "not system"``.
 """
 
 from __future__ import annotations
@@ -91,29 +92,30 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
     await session.close()
 
 
-# The files whose tests take the longest, longest first (CPU seconds of a whole file on this 2-core
-# machine, measured with the suite's --durations and each test's rusage): run first, so that no long
-# test starts last. xdist (``--dist worksteal``, pyproject's addopts) hands a worker that runs out of
+# The files whose tests take the longest, longest first (CPU seconds of a whole file's tests in the fast
+# loop, each test's process time in its worker, the loop at load ~13): run first, so that no long test
+# starts last. xdist (``--dist worksteal``, pyproject's addopts) hands a worker that runs out of
 # tests half of another's queue, but never a test already running: one started late runs alone at the
-# end while the other cores idle. A file missing here costs only the tail, never a result.
+# end while the other cores idle. A file missing here costs only the tail, never a result. The system
+# tests run before the rest, in the same order: the exhaustive grids and the 360 processes first.
 LONGEST_FIRST = (
-    "http/test_fuzz_wires.py",  # 220 s
-    "http/test_hostile_grid.py",  # 147 s
-    "unit/wire/test_wire_body_checks.py",  # 57 s
-    "unit/wire/test_chat_body_check.py",  # 20 s
-    "unit/core/test_resent_prefix.py",  # 17 s
-    "http/test_decision_log.py",  # 15 s
-    "http/test_fuzz_gemini.py",  # 11 s
-    "meta/test_layers.py",  # 10 s
-    "unit/clients/test_local_embeddings.py",  # 10 s
-    "unit/core/test_pinch_properties.py",  # 8 s
-    "http/test_fuzz_edge.py",  # 8 s
-    "http/test_fuzz_transcripts.py",  # 6 s
-    "unit/tools/test_eval_pinch.py",  # 5 s
-    "http/test_conformance.py",  # 4.5 s
-    "http/test_hostile_upstream_matrix.py",  # 4.3 s
-    "unit/tools/test_demo.py",  # 3.6 s
-    "unit/tools/test_pinch_plot.py",  # 3 s
+    "unit/wire/test_wire_body_checks.py",  # 62 s
+    "unit/wire/test_chat_body_check.py",  # 28 s
+    "unit/core/test_resent_prefix.py",  # 22 s
+    "http/test_fuzz_gemini.py",  # 15 s
+    "unit/clients/test_local_embeddings.py",  # 12 s
+    "http/test_fuzz_wires.py",  # 12 s (300 bodies a wire); its 5,000 a wire ~200 s (system)
+    "http/test_fuzz_edge.py",  # 12 s
+    "http/test_fuzz_transcripts.py",  # 9 s
+    "unit/core/test_pinch_properties.py",  # 8.5 s
+    "http/test_conformance.py",  # 7.3 s
+    "http/test_hostile_upstream_matrix.py",  # 6.6 s
+    "unit/tools/test_eval_pinch.py",  # 6.5 s
+    "unit/core/test_gemini_properties.py",  # 4.5 s
+    "http/test_hostile_grid.py",  # 4.4 s (its diagonal); the whole grid ~80 s (system)
+    "http/test_strict_chat_templates.py",  # 4 s
+    "unit/tools/test_demo.py",  # 2.5 s
+    "http/test_decision_log.py",  # 0.5 s; its 360 processes (system) 22 s, minutes of a loaded worker
 )
 
 
@@ -123,6 +125,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if system in Path(item.path).parents:
             item.add_marker(pytest.mark.system)
-    # the system tests (processes started and waited on) first, then the longest files, each in its own order
+    # the system tests (processes started and waited on, the exhaustive grids) first, then the rest;
+    # each the longest files first, every file in its own order
     rank = {here / name: n for n, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: (0, 0) if system in Path(item.path).parents else (1, rank.get(Path(item.path), len(rank))))
+    items.sort(key=lambda item: (item.get_closest_marker("system") is None, rank.get(Path(item.path), len(rank))))

@@ -423,7 +423,9 @@ def _open_at_once(path: str, ready: Any, errors: Any) -> None:
 
 
 # 360 processes forked from a worker of the suite: ~15 s of CPU, and 120 s (the suite's timeout) was
-# passed at load 12-15 while the fuzz files ran beside it
+# passed at load 12-15 while the fuzz files ran beside it; processes started, as a worker group's
+# are: a system test (21.5 s of the worker's CPU and 210 s of its time in a loaded fast loop)
+@pytest.mark.system
 @pytest.mark.timeout(600)
 def test_processes_opening_one_new_log_at_the_same_moment_all_start(tmp_path) -> None:
     # What the workers of `serve --workers N` do at start-up: without waiting out the others'

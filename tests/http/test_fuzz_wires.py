@@ -22,6 +22,10 @@ budget), and each wire's requests go to every provider type that serves it in tu
 Anthropic, an Ollama-native and a Gemini provider; a Responses provider for the Responses wire), so
 both pass-through and every translation see them. Seeded, in-process (the proxy and the mock
 upstream on loopback), 16 requests at a time (``tests/support/fuzz.py``).
+
+The 5,000 a wire are the full suite's (marked ``system``, ~200 s of CPU); the fast loop
+(``-m "not system"``) sends 300 others a wire (docs/decisions.md, "The exhaustive grids run in the
+full suite").
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ import orjson
 import pytest
 
 from router.translate.chat_to_ollama import native_request
-from tests.support.fuzz import CHAT, MESSAGES, RESPONSES, SERVED_BY, assert_a_row_each, every_provider_config, faults, send_all, upstream_url  # noqa: F401 (upstream_url: a fixture)
+from tests.support.fuzz import CHAT, MESSAGES, RESPONSES, SERVED_BY, Answer, assert_a_row_each, every_provider_config, faults, send_all, upstream_url  # noqa: F401 (upstream_url: a fixture)
 from tests.support.json_paths import paths_of, replaced, value_at
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REQUESTS_PER_WIRE = 5_000
+SAMPLE_PER_WIRE = 300  # the fast loop's: 1/16 of the run, 7-8 ms of CPU a request
 PATHS = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES, "gemini": "/v1beta/models/{model}:generateContent", "ollama": "/api/chat"}
 # the models each wire is pinned to in turn: pass-through and every translation
 MODELS = {**SERVED_BY, "gemini-stream": SERVED_BY["gemini"]}
@@ -177,22 +182,21 @@ def target(wire: str, turn: int, model: str) -> str:
     return PATHS[wire].format(model=model)
 
 
-# 5,000 bodies (a fifth of them up to 3.5 MB) take 15-50 s a wire alone on one core, and may take
-# well past the suite's 120 s while the other core runs the rest of the suite; two suites at once
-# beside other work on the machine (load ~14) took a wire past 300 s (37 s alone)
-@pytest.mark.timeout(900)
-@pytest.mark.parametrize("wire", ["chat", "messages", "responses", "gemini", "gemini-stream", "ollama"])
-async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_error_or_a_lost_row(served, wire):
-    """5,000 mutated real bodies per wire (Gemini's stream path with and without ``alt=sse`` the
-    fifth), through every provider type in turn: no 5xx, no dropped connection, every error small and
-    in the wire's format, every 200 whole, and one decision row per request."""
-    rng = random.Random(f"issue-27-{wire}")
+WIRES = ["chat", "messages", "responses", "gemini", "gemini-stream", "ollama"]
+
+
+async def fuzzed(served: Any, wire: str, count: int, seed: str) -> tuple[list[Answer], Mutator, Counter[int]]:
+    """``count`` mutated bodies of ``wire`` sent (``random.Random(seed)``'s), and held to
+    every check but the strings' coverage: no 5xx, none dropped, every error small and in the wire's
+    format, every 200 whole, both 200s and 4xx, and a row each. Returns the answers, the mutator (the
+    string fields it hit) and the statuses."""
+    rng = random.Random(seed)
     bodies = seeds()[wire.removesuffix("-stream")]
     mutate = Mutator(rng, bodies, MODELS[wire], model_in_path=wire.startswith("gemini"))
     kinds: Counter[str] = Counter()
 
     def requests() -> Iterator[tuple[tuple[str, bytes], str, bytes]]:
-        for _ in range(REQUESTS_PER_WIRE):
+        for _ in range(count):
             kind, raw, model = mutate()
             kinds[kind] += 1
             yield (kind, raw[:300]), target(wire, mutate.turn, model), raw
@@ -201,9 +205,33 @@ async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_er
     statuses = Counter(a.status for a in answers if a.dropped is None)
     bad = faults(wire.removesuffix("-stream"), answers)
     assert bad == [], (len(bad), bad[:5])
-    assert len(answers) == REQUESTS_PER_WIRE
-    assert statuses[200] > REQUESTS_PER_WIRE // 10 and sum(n for s, n in statuses.items() if 400 <= s < 500) > 0, statuses
-    every_string = {(i, p) for i, paths in enumerate(mutate.strings) for p in paths}
-    assert mutate.hit == every_string, f"{len(every_string - mutate.hit)} string fields never given a control character"
+    assert len(answers) == count
+    assert statuses[200] > count // 10 and sum(n for s, n in statuses.items() if 400 <= s < 500) > 0, statuses
     rows = await assert_a_row_each(served, answers)
     print(f"{wire}: {len(answers)} requests {dict(kinds)} → {dict(sorted(statuses.items()))}, {rows} rows")
+    return answers, mutate, statuses
+
+
+# 5,000 bodies (a fifth of them up to 3.5 MB) take 15-50 s a wire alone on one core, and may take
+# well past the suite's 120 s while the other core runs the rest of the suite; two suites at once
+# beside other work on the machine (load ~14) took a wire past 300 s (37 s alone). 30,000 requests,
+# ~200 s of CPU: the full suite's (the system marker); the fast loop runs the sample below
+@pytest.mark.system
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("wire", WIRES)
+async def test_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_error_or_a_lost_row(served, wire):
+    """5,000 mutated real bodies per wire (Gemini's stream path with and without ``alt=sse`` the
+    fifth), through every provider type in turn: no 5xx, no dropped connection, every error small and
+    in the wire's format, every 200 whole, and one decision row per request; every string field of
+    every seed body given a control character."""
+    _, mutate, _ = await fuzzed(served, wire, REQUESTS_PER_WIRE, f"issue-27-{wire}")
+    every_string = {(i, p) for i, paths in enumerate(mutate.strings) for p in paths}
+    assert mutate.hit == every_string, f"{len(every_string - mutate.hit)} string fields never given a control character"
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_sample_of_mutated_real_bodies_never_get_a_5xx_a_dropped_connection_a_big_error_or_a_lost_row(served, wire):
+    """The fast loop's sample of the fuzz: ``SAMPLE_PER_WIRE`` bodies a wire, of their own seed (the
+    full suite sends them beside the run's 5,000), the same checks but the strings' coverage (the
+    whole run's: it takes thousands of bodies)."""
+    await fuzzed(served, wire, SAMPLE_PER_WIRE, f"issue-43-sample-{wire}")

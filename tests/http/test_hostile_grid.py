@@ -17,7 +17,9 @@ values; so does the framing: streamed or whole on every other round of the provi
 Gemini wire, generateContent, the SSE stream and the JSON array in turn). The mock answers each
 with a tool call (``upstream_url``), so every answer translated goes through the tool-call events of
 its format. One test per wire and value (its own proxy, so its decision rows are its own), 16 requests at a
-time (``tests/support/fuzz.py``).
+time (``tests/support/fuzz.py``): the full suite's (marked ``system``, ~80 s of CPU); the fast loop
+(``-m "not system"``) sends the grid's diagonal, every path once with the values in turn
+(docs/decisions.md, "The exhaustive grids run in the full suite").
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ HOSTILE: dict[str, bytes | Callable[[JsonPath], bytes]] = {
     "lone-surrogate": b'"a\\ud800b"',
 }
 NOT_JSON = {"NaN", "Infinity", "-Infinity"}
+VALUES = list(HOSTILE)
 
 
 @pytest.fixture
@@ -107,23 +110,32 @@ SEEDS = {
 }
 
 
-def grid(wire: str, value: str) -> Iterator[tuple[tuple[JsonPath, str], str, bytes]]:
-    """Every path of the wire's seed with ``value`` there: ``((path, model), URL path, raw body)``."""
-    seed, models, offset = SEEDS[wire], SERVED_BY[wire], list(HOSTILE).index(value)
-    for index, path in enumerate(paths_of(seed)):
-        model = models[(index + offset) % len(models)]
-        # streamed on every other round of the provider types (Gemini's framing is in its URL), and
-        # where the value replaced is one of chat's stream_options
-        streamed = index // len(models) % 2 or path[:1] == ("stream_options",)
-        body = seed if wire == "gemini" else {**seed, "model": model} if streamed else unstreamed(seed) | {"model": model}
-        # the standard library's JSON, as a client may write it (orjson refuses a lone surrogate)
-        literal = hostile if isinstance(hostile := HOSTILE[value], bytes) else hostile(path)
-        raw = json.dumps(replaced(body, path, MARKER), separators=(",", ":")).encode().replace(f'"{MARKER}"'.encode(), literal, 1)
-        if wire == "gemini":
-            url = f"/v1beta/models/{model}:{GEMINI_ACTIONS[index % len(GEMINI_ACTIONS)]}"
-        else:
-            url = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}[wire]
-        yield (path, model), url, raw
+def cell(wire: str, index: int, path: JsonPath, value: str) -> tuple[tuple[JsonPath, str, str], str, bytes]:
+    """The wire's seed with ``value`` at ``path`` (its ``index``-th): ``((path, model, value), URL path, raw body)``."""
+    seed, models = SEEDS[wire], SERVED_BY[wire]
+    model = models[(index + VALUES.index(value)) % len(models)]
+    # streamed on every other round of the provider types (Gemini's framing is in its URL), and
+    # where the value replaced is one of chat's stream_options
+    streamed = index // len(models) % 2 or path[:1] == ("stream_options",)
+    body = seed if wire == "gemini" else {**seed, "model": model} if streamed else unstreamed(seed) | {"model": model}
+    # the standard library's JSON, as a client may write it (orjson refuses a lone surrogate)
+    literal = hostile if isinstance(hostile := HOSTILE[value], bytes) else hostile(path)
+    raw = json.dumps(replaced(body, path, MARKER), separators=(",", ":")).encode().replace(f'"{MARKER}"'.encode(), literal, 1)
+    if wire == "gemini":
+        url = f"/v1beta/models/{model}:{GEMINI_ACTIONS[index % len(GEMINI_ACTIONS)]}"
+    else:
+        url = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}[wire]
+    return (path, model, value), url, raw
+
+
+def grid(wire: str, value: str) -> Iterator[tuple[tuple[JsonPath, str, str], str, bytes]]:
+    """Every path of the wire's seed with ``value`` there."""
+    return (cell(wire, index, path, value) for index, path in enumerate(paths_of(SEEDS[wire])))
+
+
+def diagonal(wire: str) -> Iterator[tuple[tuple[JsonPath, str, str], str, bytes]]:
+    """Every path of the wire's seed once, the values in turn: the ``i``-th path with the ``i mod 23``-th value."""
+    return (cell(wire, index, path, VALUES[index % len(VALUES)]) for index, path in enumerate(paths_of(SEEDS[wire])))
 
 
 def unstreamed(body: dict[str, Any]) -> dict[str, Any]:
@@ -131,9 +143,11 @@ def unstreamed(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != "stream_options"} | {"stream": False}
 
 
-@pytest.mark.parametrize("value", list(HOSTILE))
+# 28,911 requests, ~80 s of CPU: the full suite's (the system marker), the fast loop runs the diagonal below
+@pytest.mark.system
+@pytest.mark.parametrize("value", VALUES)
 @pytest.mark.parametrize("wire", list(SEEDS))
-async def test_every_field_with_a_hostile_value_is_answered_below_500_in_the_wire_format_with_its_row(proxy, upstream_url, wire, value):  # noqa: F811
+async def test_every_field_with_a_hostile_value_is_answered_below_500_in_the_wire_format_with_its_row(proxy, upstream_url, wire, value):
     """One hostile value at every path of the wire's seed, through every provider type: nothing ≥ 500
     or dropped, every error ≤ 4 KB and in the wire's format (a non-JSON literal a 400), every 200
     whole (a stream ends as its format ends), a row each."""
@@ -142,6 +156,22 @@ async def test_every_field_with_a_hostile_value_is_answered_below_500_in_the_wir
     bad = faults(wire, answers, only_400=value in NOT_JSON)
     assert bad == [], (len(bad), bad[:5])
     assert len(answers) == len(paths_of(SEEDS[wire]))
-    assert {model for _, model in (a.tag for a in answers)} == set(SERVED_BY[wire])  # every provider type met it
+    assert {model for _, model, _ in (a.tag for a in answers)} == set(SERVED_BY[wire])  # every provider type met it
     rows = await assert_a_row_each(client, answers)
     print(f"{wire} × {value}: {len(answers)} requests → {dict(sorted(Counter(a.status for a in answers).items()))}, {rows} rows")
+
+
+@pytest.mark.parametrize("wire", list(SEEDS))
+async def test_every_field_with_one_hostile_value_in_turn_is_answered_below_500_in_the_wire_format_with_its_row(proxy, upstream_url, wire):
+    """The grid's diagonal, the fast loop's: every path of the wire's seed once, the hostile values in
+    turn (1,257 requests over the four wires, 1/23 of the grid), so every value meets 1/23 of the
+    paths and every provider type; the grid's checks."""
+    client = await proxy(every_provider_config(upstream_url))
+    answers = await send_all(client, diagonal(wire))
+    bad = [fault for value in VALUES for fault in faults(wire, [a for a in answers if a.tag[2] == value], only_400=value in NOT_JSON)]
+    assert bad == [], (len(bad), bad[:5])
+    assert len(answers) == len(paths_of(SEEDS[wire]))
+    met = {(value, model) for _, model, value in (a.tag for a in answers)}
+    assert met == {(value, model) for value in VALUES for model in SERVED_BY[wire]}  # every value met every provider type
+    rows = await assert_a_row_each(client, answers)
+    print(f"{wire} diagonal: {len(answers)} requests → {dict(sorted(Counter(a.status for a in answers).items()))}, {rows} rows")
