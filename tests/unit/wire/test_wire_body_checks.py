@@ -97,6 +97,18 @@ extras = st.dictionaries(st.sampled_from(["cache_control", "extra", "id", "statu
 texts = st.sampled_from(["hi", "", "<system-reminder>ctx</system-reminder>", "x-anthropic-billing-header: cc", "look at utils.py"])
 
 
+# Every strategy a composite below draws from is made once, here: one made inside a draw is made and
+# validated again for every example (hypothesis checks a new strategy's whole graph on its first
+# draw), which was most of these tests' CPU (~75 % of the slowest's profile), not the checks.
+T_IDS, C_IDS = st.sampled_from(["t1", "t2"]), st.sampled_from(["c1", "c2"])
+FIELD_COUNTS = st.sampled_from([0, 0, 1, 2])
+
+
+def fields(names: list[str], *values: Any) -> dict[int, st.SearchStrategy[dict[str, Any]]]:
+    """Top-level fields of ``names`` with ``values`` (or an odd value), by how many at most (``FIELD_COUNTS``)."""
+    return {size: st.dictionaries(st.sampled_from(names), st.one_of(odd_values, *values), max_size=size) for size in (0, 1, 2)}
+
+
 def usually(draw: st.DrawFn, usual: st.SearchStrategy[Any], odd: st.SearchStrategy[Any] = odd_values) -> Any:
     """``usual``, and one time in eight ``odd`` (a deep value, an odd number, a wrong type): most
     bodies generated are then valid, so that the view and the bytes sent are compared too."""
@@ -110,25 +122,37 @@ def with_extras(draw: st.DrawFn, value: dict[str, Any]) -> dict[str, Any]:
 # --- Anthropic Messages ----------------------------------------------------------------------
 
 
+BLOCK_KINDS = st.sampled_from(["text"] * 3 + ["tool_use"] * 2 + ["tool_result"] * 2 + ["tool_result_parts", "image", "thinking", "other", "odd"])
+TOOL_INPUTS = st.one_of(st.just({"command": "ls"}), st.builds(lambda v: {"v": v}, odd_values))
+RESULT_CONTENTS = st.one_of(texts, st.none())
+RESULT_PARTS = st.lists(st.one_of(st.just({"type": "text", "text": "out"}), st.just({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}),
+                                  st.just({"type": "tool_result", "tool_use_id": "t1"}), odd_values), max_size=3)
+IMAGE_SOURCE = st.just({"type": "base64", "media_type": "image/png", "data": "AA"})
+SIGNATURES = st.sampled_from(["", "pinch-router:reasoning_content", "EqQB", None])
+OTHER_BLOCK_TYPES = st.sampled_from(["document", "server_tool_use", "redacted_thinking", 5])
+MESSAGE_ROLES = st.sampled_from(["user"] * 4 + ["assistant"] * 4 + ["system", "robot", None])
+MESSAGES_MODELS, MAX_TOKENS = st.sampled_from(["auto"] * 5 + ["claude-x", "", 5]), st.sampled_from([1024] * 6 + [0, "many", True])
+MESSAGES_FIELDS = fields(["system", "tools", "thinking", "metadata", "stream", "stop_sequences", "temperature"], st.just([{"type": "text", "text": "sys"}]),
+                         st.just({"type": "enabled", "budget_tokens": 2000}), st.just([{"name": "Bash", "input_schema": {"type": "object"}}]))
+
+
 @st.composite
 def messages_blocks(draw: st.DrawFn) -> Any:
-    kind = draw(st.sampled_from(["text"] * 3 + ["tool_use"] * 2 + ["tool_result"] * 2 + ["tool_result_parts", "image", "thinking", "other", "odd"]))
+    kind = draw(BLOCK_KINDS)
     if kind == "text":
         block: Any = {"type": "text", "text": usually(draw, texts)}
     elif kind == "tool_use":
-        block = {"type": "tool_use", "id": draw(st.sampled_from(["t1", "t2"])), "name": "Bash", "input": usually(draw, st.one_of(st.just({"command": "ls"}), st.builds(lambda v: {"v": v}, odd_values)))}
+        block = {"type": "tool_use", "id": draw(T_IDS), "name": "Bash", "input": usually(draw, TOOL_INPUTS)}
     elif kind == "tool_result":
-        block = {"type": "tool_result", "tool_use_id": usually(draw, st.sampled_from(["t1", "t2"])), "content": usually(draw, st.one_of(texts, st.none()))}
+        block = {"type": "tool_result", "tool_use_id": usually(draw, T_IDS), "content": usually(draw, RESULT_CONTENTS)}
     elif kind == "tool_result_parts":
-        inner = st.one_of(st.just({"type": "text", "text": "out"}), st.just({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA"}}),
-                          st.just({"type": "tool_result", "tool_use_id": "t1"}), odd_values)
-        block = {"type": "tool_result", "tool_use_id": "t1", "content": draw(st.lists(inner, max_size=3)), "is_error": draw(st.booleans())}
+        block = {"type": "tool_result", "tool_use_id": "t1", "content": draw(RESULT_PARTS), "is_error": draw(st.booleans())}
     elif kind == "image":
-        block = {"type": "image", "source": usually(draw, st.just({"type": "base64", "media_type": "image/png", "data": "AA"}))}
+        block = {"type": "image", "source": usually(draw, IMAGE_SOURCE)}
     elif kind == "thinking":
-        block = {"type": "thinking", "thinking": "hmm", "signature": draw(st.sampled_from(["", "pinch-router:reasoning_content", "EqQB", None]))}
+        block = {"type": "thinking", "thinking": "hmm", "signature": draw(SIGNATURES)}
     elif kind == "other":
-        block = {"type": draw(st.sampled_from(["document", "server_tool_use", "redacted_thinking", 5]))}
+        block = {"type": draw(OTHER_BLOCK_TYPES)}
     else:
         return draw(odd_values)
     return with_extras(draw, block)
@@ -138,19 +162,20 @@ def messages_blocks(draw: st.DrawFn) -> Any:
 def messages_messages(draw: st.DrawFn) -> Any:
     if draw(st.integers(0, 20)) == 0:
         return draw(odd_values)
-    role = draw(st.sampled_from(["user"] * 4 + ["assistant"] * 4 + ["system", "robot", None]))
-    content = usually(draw, st.one_of(texts, st.lists(messages_blocks(), min_size=0, max_size=4)))
+    role = draw(MESSAGE_ROLES)
+    content = usually(draw, MESSAGE_CONTENTS)
     message: dict[str, Any] = {"role": role, "content": content}
     return with_extras(draw, message)
 
 
+MESSAGE_CONTENTS = st.one_of(texts, st.lists(messages_blocks(), min_size=0, max_size=4))
+MESSAGE_LISTS = st.lists(messages_messages(), max_size=6)
+
+
 @st.composite
 def messages_bodies(draw: st.DrawFn) -> bytes:
-    body: dict[str, Any] = {"model": draw(st.sampled_from(["auto"] * 5 + ["claude-x", "", 5])), "max_tokens": draw(st.sampled_from([1024] * 6 + [0, "many", True])),
-                            "messages": draw(st.lists(messages_messages(), max_size=6))}
-    body.update(draw(st.dictionaries(st.sampled_from(["system", "tools", "thinking", "metadata", "stream", "stop_sequences", "temperature"]),
-                                     st.one_of(odd_values, st.just([{"type": "text", "text": "sys"}]), st.just({"type": "enabled", "budget_tokens": 2000}),
-                                               st.just([{"name": "Bash", "input_schema": {"type": "object"}}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    body: dict[str, Any] = {"model": draw(MESSAGES_MODELS), "max_tokens": draw(MAX_TOKENS), "messages": draw(MESSAGE_LISTS)}
+    body.update(draw(MESSAGES_FIELDS[draw(FIELD_COUNTS)]))
     return raw_body(body, draw(NUMBERS))
 
 
@@ -189,29 +214,38 @@ def test_messages_check_leaves_deep_values_and_numbers_of_usual_blocks_to_the_wa
 # --- OpenAI Responses ------------------------------------------------------------------------
 
 
+RESPONSES_PARTS = st.one_of(
+    st.builds(lambda t, k: {"type": k, "text": t}, st.one_of(texts, odd_values), st.sampled_from(["input_text", "output_text"])),
+    st.just({"type": "input_image", "image_url": "data:image/png;base64,AA"}), st.just({"type": "input_image"}),
+    st.just({"type": "refusal", "refusal": "no"}), odd_values,
+)
+
+
 @st.composite
 def responses_parts(draw: st.DrawFn) -> Any:
-    return draw(st.one_of(
-        st.builds(lambda t, k: {"type": k, "text": t}, st.one_of(texts, odd_values), st.sampled_from(["input_text", "output_text"])),
-        st.just({"type": "input_image", "image_url": "data:image/png;base64,AA"}), st.just({"type": "input_image"}),
-        st.just({"type": "refusal", "refusal": "no"}), odd_values,
-    ))
+    return draw(RESPONSES_PARTS)
+
+
+ITEM_KINDS = st.sampled_from(["message"] * 2 + ["easy", "function_call", "function_call", "function_call_output", "function_call_output", "reasoning", "custom_tool_call", "item_reference", "odd"])
+ITEM_CONTENTS = st.one_of(texts, st.lists(responses_parts(), max_size=3))
+ITEM_ROLES = st.sampled_from(["user"] * 3 + ["assistant"] * 3 + ["developer", "system", "robot", None])
+CALL_NAMES, CALL_ARGUMENTS = st.sampled_from(["shell", "apply_patch"]), st.just('{"cmd":"ls"}')
+REASONING_IDS, ENCRYPTED = st.sampled_from(["rs_pinch_ab_0", "rs_01"]), st.sampled_from([None, "gAAA"])
 
 
 @st.composite
 def responses_items(draw: st.DrawFn) -> Any:
-    kind = draw(st.sampled_from(["message"] * 2 + ["easy", "function_call", "function_call", "function_call_output", "function_call_output", "reasoning", "custom_tool_call", "item_reference", "odd"]))
-    content = st.one_of(texts, st.lists(responses_parts(), max_size=3))
+    kind = draw(ITEM_KINDS)
     if kind in ("message", "easy"):
-        item: Any = {"role": draw(st.sampled_from(["user"] * 3 + ["assistant"] * 3 + ["developer", "system", "robot", None])), "content": usually(draw, content)}
+        item: Any = {"role": draw(ITEM_ROLES), "content": usually(draw, ITEM_CONTENTS)}
         if kind == "message":
             item["type"] = "message"
     elif kind == "function_call":
-        item = {"type": "function_call", "call_id": usually(draw, st.sampled_from(["c1", "c2"])), "name": draw(st.sampled_from(["shell", "apply_patch"])), "arguments": usually(draw, st.just('{"cmd":"ls"}'))}
+        item = {"type": "function_call", "call_id": usually(draw, C_IDS), "name": draw(CALL_NAMES), "arguments": usually(draw, CALL_ARGUMENTS)}
     elif kind == "function_call_output":
-        item = {"type": "function_call_output", "call_id": usually(draw, st.sampled_from(["c1", "c2"])), "output": usually(draw, content)}
+        item = {"type": "function_call_output", "call_id": usually(draw, C_IDS), "output": usually(draw, ITEM_CONTENTS)}
     elif kind == "reasoning":
-        item = {"type": "reasoning", "id": draw(st.sampled_from(["rs_pinch_ab_0", "rs_01"])), "summary": [], "encrypted_content": draw(st.sampled_from([None, "gAAA"]))}
+        item = {"type": "reasoning", "id": draw(REASONING_IDS), "summary": [], "encrypted_content": draw(ENCRYPTED)}
     elif kind in ("custom_tool_call", "item_reference"):
         item = {"type": kind, "call_id": "c3", "id": "x"}
     else:
@@ -219,11 +253,15 @@ def responses_items(draw: st.DrawFn) -> Any:
     return with_extras(draw, item)
 
 
+RESPONSES_MODELS, INPUTS = st.sampled_from(["auto"] * 5 + ["gpt-x", "", 5]), st.one_of(st.lists(responses_items(), max_size=6), texts)
+RESPONSES_FIELDS = fields(["instructions", "tools", "store", "max_output_tokens", "text", "stream", "tool_choice"], st.just(False), st.just("be brief"),
+                          st.just([{"type": "function", "name": "shell", "parameters": {}}]))
+
+
 @st.composite
 def responses_bodies(draw: st.DrawFn) -> bytes:
-    body: dict[str, Any] = {"model": draw(st.sampled_from(["auto"] * 5 + ["gpt-x", "", 5])), "input": usually(draw, st.one_of(st.lists(responses_items(), max_size=6), texts))}
-    body.update(draw(st.dictionaries(st.sampled_from(["instructions", "tools", "store", "max_output_tokens", "text", "stream", "tool_choice"]),
-                                     st.one_of(odd_values, st.just(False), st.just("be brief"), st.just([{"type": "function", "name": "shell", "parameters": {}}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    body: dict[str, Any] = {"model": draw(RESPONSES_MODELS), "input": usually(draw, INPUTS)}
+    body.update(draw(RESPONSES_FIELDS[draw(FIELD_COUNTS)]))
     return raw_body(body, draw(NUMBERS))
 
 
@@ -260,23 +298,29 @@ def test_responses_check_leaves_deep_values_and_numbers_of_usual_items_to_the_wa
 # --- Gemini ----------------------------------------------------------------------------------
 
 
+PART_KINDS = st.sampled_from(["text", "text", "thought", "call", "response", "response_parts", "image", "snake", "odd"])
+CALLS = st.one_of(st.just({"name": "shell", "args": {"cmd": "ls"}}), st.builds(lambda v: {"name": "shell", "args": v}, odd_values), odd_values)
+FUNCTION_RESPONSES = st.one_of(st.just({"name": "shell", "response": {"output": "ok"}}), st.builds(lambda v: {"name": "shell", "id": "r1", "response": v}, odd_values), odd_values)
+INLINE_DATA = st.one_of(st.just({"mimeType": "image/png", "data": "AA"}), odd_values)
+
+
 @st.composite
 def gemini_parts(draw: st.DrawFn) -> Any:
-    kind = draw(st.sampled_from(["text", "text", "thought", "call", "response", "response_parts", "image", "snake", "odd"]))
+    kind = draw(PART_KINDS)
     if kind == "text":
         part: Any = {"text": usually(draw, texts)}
     elif kind == "thought":
         part = {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"}
     elif kind == "call":
-        part = {"functionCall": draw(st.one_of(st.just({"name": "shell", "args": {"cmd": "ls"}}), st.builds(lambda v: {"name": "shell", "args": v}, odd_values), odd_values))}
+        part = {"functionCall": draw(CALLS)}
         if draw(st.booleans()):
             part["thoughtSignature"] = "c2ln"
     elif kind == "response":
-        part = {"functionResponse": draw(st.one_of(st.just({"name": "shell", "response": {"output": "ok"}}), st.builds(lambda v: {"name": "shell", "id": "r1", "response": v}, odd_values), odd_values))}
+        part = {"functionResponse": draw(FUNCTION_RESPONSES)}
     elif kind == "response_parts":
         part = {"functionResponse": {"name": "shell", "response": {}, "parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]}}
     elif kind == "image":
-        part = {"inlineData": draw(st.one_of(st.just({"mimeType": "image/png", "data": "AA"}), odd_values))}
+        part = {"inlineData": draw(INLINE_DATA)}
     elif kind == "snake":
         part = {"function_call": {"name": "shell", "args": {}}}
     else:
@@ -284,24 +328,31 @@ def gemini_parts(draw: st.DrawFn) -> Any:
     return with_extras(draw, part)
 
 
+PART_LISTS = st.lists(gemini_parts(), max_size=4)
+CONTENT_ROLES = st.sampled_from(["user"] * 3 + ["model"] * 3 + ["function", "robot", None, "absent"])
+
+
 @st.composite
 def gemini_contents(draw: st.DrawFn) -> Any:
     if draw(st.integers(0, 20)) == 0:
         return draw(odd_values)
-    content: dict[str, Any] = {"parts": usually(draw, st.lists(gemini_parts(), max_size=4))}
-    role = draw(st.sampled_from(["user"] * 3 + ["model"] * 3 + ["function", "robot", None, "absent"]))
+    content: dict[str, Any] = {"parts": usually(draw, PART_LISTS)}
+    role = draw(CONTENT_ROLES)
     if role != "absent":
         content["role"] = role
     return with_extras(draw, content)
 
 
+CONTENTS_KEYS, CONTENT_LISTS = st.sampled_from(["contents", "contents", "contents_snake"]), st.lists(gemini_contents(), max_size=6)
+GEMINI_FIELDS = fields(["systemInstruction", "tools", "generationConfig", "toolConfig", "safetySettings"], st.just({"parts": [{"text": "sys"}]}),
+                       st.just({"maxOutputTokens": 100}), st.just([{"functionDeclarations": [{"name": "shell", "parameters": {"type": "object"}}]}]))
+
+
 @st.composite
 def gemini_bodies(draw: st.DrawFn) -> bytes:
-    key = draw(st.sampled_from(["contents", "contents", "contents_snake"]))
-    body: dict[str, Any] = {key.replace("_snake", ""): draw(st.lists(gemini_contents(), max_size=6))}
-    body.update(draw(st.dictionaries(st.sampled_from(["systemInstruction", "tools", "generationConfig", "toolConfig", "safetySettings"]),
-                                     st.one_of(odd_values, st.just({"parts": [{"text": "sys"}]}), st.just({"maxOutputTokens": 100}),
-                                               st.just([{"functionDeclarations": [{"name": "shell", "parameters": {"type": "object"}}]}])), max_size=draw(st.sampled_from([0, 0, 1, 2])))))
+    key = draw(CONTENTS_KEYS)
+    body: dict[str, Any] = {key.replace("_snake", ""): draw(CONTENT_LISTS)}
+    body.update(draw(GEMINI_FIELDS[draw(FIELD_COUNTS)]))
     return raw_body(body, draw(NUMBERS))
 
 
@@ -525,13 +576,16 @@ def answer_resumed(wire: Any, raw: bytes, earlier: bytes, max_depth: int, target
     return outcome(wire, read.body, view), reused
 
 
+BODIES = {id(MESSAGES): messages_bodies(), id(RESPONSES): responses_bodies(), id(GEMINI): gemini_bodies()}
+TARGET_CHOICES = st.sampled_from(TARGETS)
+
+
 @pytest.mark.parametrize("wire", [MESSAGES, RESPONSES, GEMINI], ids=["messages", "responses", "gemini"])
 @given(data=st.data(), count=st.integers(1, 6), max_depth=DEPTHS)
 @settings(max_examples=900, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_body_resumed_from_its_earlier_turn_gets_the_answer_of_the_walk_then_the_validation_and_the_view(wire, data, count, max_depth):
-    bodies = {id(MESSAGES): messages_bodies(), id(RESPONSES): responses_bodies(), id(GEMINI): gemini_bodies()}[id(wire)]
-    raw = data.draw(bodies)
-    target = data.draw(st.sampled_from(TARGETS)) if wire is GEMINI else GENERATE
+    raw = data.draw(BODIES[id(wire)])
+    target = data.draw(TARGET_CHOICES) if wire is GEMINI else GENERATE
     earlier = earlier_turn(raw, wire.conversation_key, count)
     if earlier is not None:
         assert answer_resumed(wire, raw, earlier, max_depth, target)[0] == answer_apart(wire, raw, max_depth, target)
