@@ -83,37 +83,53 @@ odd_values = st.one_of(
 extras = st.dictionaries(st.sampled_from(["name", "extra", "cache_control", "index", "type"]), odd_values, max_size=2)
 
 
+# Every strategy a composite draws from is made once, here: one made inside a draw is made and
+# validated again for every example (hypothesis checks a new strategy's whole graph on its first draw).
+MESSAGE_KINDS = st.sampled_from(["user", "system", "assistant", "calls", "tool", "parts", "odd"])
+ODD_MESSAGES = st.one_of(odd_values, st.just({"role": "robot", "content": "x"}), st.just({"content": "no role"}))
+PART_LISTS = st.lists(st.one_of(st.just({"type": "text", "text": "hi"}), st.builds(lambda v: {"type": "text", "text": v}, odd_values),
+                                st.builds(lambda v: {"type": "image_url", "image_url": v}, odd_values)), max_size=3)
+ARGUMENTS = st.one_of(st.just('{"cmd": "ls"}'), odd_values)
+FUNCTION_EXTRAS = st.dictionaries(st.sampled_from(["strict", "extra"]), odd_values, max_size=1)
+CALL_EXTRAS = st.dictionaries(st.sampled_from(["type", "index", "extra"]), st.one_of(st.just("function"), odd_values), max_size=2)
+CALL_CONTENTS = st.sampled_from([None, "", "looking"])
+CALL_IDS, RESULTS, CONTENTS = st.one_of(st.just("call_1"), odd_values), st.one_of(st.just("ok"), odd_values), st.one_of(st.just("text"), st.none(), odd_values)
+
+
 @st.composite
 def messages(draw: st.DrawFn) -> Any:
     """The usual shapes, mostly as agents send them, else with extras, odd fields or deep values in them."""
-    kind = draw(st.sampled_from(["user", "system", "assistant", "calls", "tool", "parts", "odd"]))
+    kind = draw(MESSAGE_KINDS)
     if kind == "odd":
-        return draw(st.one_of(odd_values, st.just({"role": "robot", "content": "x"}), st.just({"content": "no role"})))
+        return draw(ODD_MESSAGES)
     if kind == "parts":
-        part = st.one_of(st.just({"type": "text", "text": "hi"}), st.builds(lambda v: {"type": "text", "text": v}, odd_values),
-                         st.builds(lambda v: {"type": "image_url", "image_url": v}, odd_values))
-        message: dict[str, Any] = {"role": "user", "content": draw(st.lists(part, max_size=3))}
+        message: dict[str, Any] = {"role": "user", "content": draw(PART_LISTS)}
     elif kind == "calls":
-        function: dict[str, Any] = {"name": "bash", "arguments": draw(st.one_of(st.just('{"cmd": "ls"}'), odd_values))}
-        function.update(draw(st.dictionaries(st.sampled_from(["strict", "extra"]), odd_values, max_size=1)))
+        function: dict[str, Any] = {"name": "bash", "arguments": draw(ARGUMENTS)}
+        function.update(draw(FUNCTION_EXTRAS))
         call: dict[str, Any] = {"id": "call_1", "function": function}
-        call.update(draw(st.dictionaries(st.sampled_from(["type", "index", "extra"]), st.one_of(st.just("function"), odd_values), max_size=2)))
-        message = {"role": "assistant", "content": draw(st.sampled_from([None, "", "looking"])), "tool_calls": [call] * draw(st.integers(1, 2))}
+        call.update(draw(CALL_EXTRAS))
+        message = {"role": "assistant", "content": draw(CALL_CONTENTS), "tool_calls": [call] * draw(st.integers(1, 2))}
         if draw(st.booleans()):
             del message["content"]
     elif kind == "tool":
-        message = {"role": "tool", "tool_call_id": draw(st.one_of(st.just("call_1"), odd_values)), "content": draw(st.one_of(st.just("ok"), odd_values))}
+        message = {"role": "tool", "tool_call_id": draw(CALL_IDS), "content": draw(RESULTS)}
     else:
-        message = {"role": kind, "content": draw(st.one_of(st.just("text"), st.none(), odd_values))}
+        message = {"role": kind, "content": draw(CONTENTS)}
     message.update(draw(extras))
     return message
 
 
+MODELS, MESSAGE_LISTS = st.sampled_from(["auto", "gpt-x", "", 5]), st.lists(messages(), max_size=6)
+BODY_FIELDS = st.dictionaries(st.sampled_from(["temperature", "max_tokens", "metadata", "tools", "stream"]), odd_values, max_size=2)
+NUMBER_ORDERS = st.permutations(NUMBER_LITERALS)
+
+
 @st.composite
 def bodies(draw: st.DrawFn) -> bytes:
-    body: dict[str, Any] = {"model": draw(st.sampled_from(["auto", "gpt-x", "", 5])), "messages": draw(st.lists(messages(), max_size=6))}
-    body.update(draw(st.dictionaries(st.sampled_from(["temperature", "max_tokens", "metadata", "tools", "stream"]), odd_values, max_size=2)))
-    return raw_body(body, draw(st.permutations(NUMBER_LITERALS)))
+    body: dict[str, Any] = {"model": draw(MODELS), "messages": draw(MESSAGE_LISTS)}
+    body.update(draw(BODY_FIELDS))
+    return raw_body(body, draw(NUMBER_ORDERS))
 
 
 @given(raw=bodies(), max_depth=st.sampled_from([3, 5, 6, 7, 8, 9, 10, 128]))
@@ -208,12 +224,16 @@ def answer_resumed(raw: bytes, earlier: bytes, max_depth: int) -> tuple[Any, int
     return outcome(read.body, view), reused
 
 
+TURN_MESSAGES = st.lists(messages(), min_size=1, max_size=6)
+TURN_FIELDS = st.dictionaries(st.sampled_from(["temperature", "max_tokens", "tools", "stream"]), odd_values, max_size=2)
+
+
 @st.composite
 def turns(draw: st.DrawFn) -> tuple[bytes, bytes]:
     """A body and an earlier turn of it (its first messages, the rest of the body the same), written alike."""
-    body: dict[str, Any] = {"model": "auto", "messages": draw(st.lists(messages(), min_size=1, max_size=6))}
-    body.update(draw(st.dictionaries(st.sampled_from(["temperature", "max_tokens", "tools", "stream"]), odd_values, max_size=2)))
-    numbers = draw(st.permutations(NUMBER_LITERALS))
+    body: dict[str, Any] = {"model": "auto", "messages": draw(TURN_MESSAGES)}
+    body.update(draw(TURN_FIELDS))
+    numbers = draw(NUMBER_ORDERS)
     earlier = {**body, "messages": body["messages"][: draw(st.integers(1, len(body["messages"])))]}
     return raw_body(body, numbers), raw_body(earlier, numbers)
 
