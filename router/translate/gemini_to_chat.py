@@ -36,6 +36,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
+from router.translate.element_memo import PassMemo
 from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object, tool_input
 from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
@@ -102,7 +103,7 @@ class GeminiToChat(ToChat):
         self.thoughts = includes_thoughts(gemini)
         self.dropped = dropped_by_chat(gemini)
         chat = gemini_to_chat_body(gemini, candidate.upstream_model, reasoning_content=self.reasoning)
-        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
     def response(self, body: bytes | Any) -> bytes:
@@ -151,21 +152,29 @@ def _image_part(part: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "image_url", "image_url": {"url": uri}} if isinstance(uri, str) else None
 
 
-def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int], str]) -> list[Message]:
+def chat_view(system: Any, contents: list[Any], memo: PassMemo[Message] | None = None) -> list[Message]:
     """The conversation as chat messages, for :func:`one_result_per_call`: each function response a
-    ``tool`` message after the calls it answers, its content's other parts the user's after it."""
+    ``tool`` message after the calls it answers, its content's other parts the user's after it.
+
+    With a ``memo``, what was made of the contents a conversation repeats (the very objects) is taken
+    again up to its last model content among them: a content's view depends on it, its place (the
+    ids of calls without one) and the calls of the model content before it, none of which a model
+    content's view depends on — so the output before one is final and the pass goes on from there."""
     out: list[Message] = []
     if system is not None and (text := all_text(system)):
         out.append({"role": "system", "content": text})
+    start, made, marks = memo.resume(contents, None) if memo is not None else (0, [], [])
     open_calls: list[tuple[str, str]] = []  # (id, name) of the last model turn's calls not yet answered
-    for c, content in enumerate(contents):
+    for c in range(start, len(contents)):
+        content = contents[c]
         parts = parts_of(content)
         if is_model(content):
+            marks.append((c, len(made)))
             texts, reasoning, calls = [], [], []
             for p, part in enumerate(parts):
                 call = function_call(part)
                 if call is not None:
-                    call_id = call_ids_of[(c, p)]
+                    call_id = call["id"] if isinstance(call.get("id"), str) and call["id"] else f"call_{c}_{p}"
                     calls.append({"id": call_id, "type": "function", "function": {"name": call.get("name", ""), "arguments": orjson.dumps(call.get("args") or {}).decode()}})
                 elif isinstance(part.get("text"), str):
                     (reasoning if is_thought(part) else texts).append(part["text"])
@@ -174,7 +183,7 @@ def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int
                 message["tool_calls"] = calls
             if reasoning:
                 message["reasoning_content"] = "".join(reasoning)
-            out.append(message)
+            made.append(message)
             open_calls = [(call["id"], call["function"]["name"]) for call in calls]
             continue
         user: list[dict[str, Any]] = []
@@ -184,34 +193,34 @@ def chat_view(system: Any, contents: list[Any], call_ids_of: dict[tuple[int, int
                 call_id = answered_call(response.get("id"), response.get("name"), open_calls)
                 if call_id is not None:
                     text, _ = response_text(response.get("response"))
-                    out.append({"role": "tool", "tool_call_id": call_id, "content": text})
+                    made.append({"role": "tool", "tool_call_id": call_id, "content": text})
                 user += [image for inner in parts_of(response) if is_image_part(inner) and (image := _image_part(inner)) is not None]
             elif isinstance(part.get("text"), str) and not is_thought(part):
                 user.append({"type": "text", "text": part["text"]})
             elif is_image_part(part) and (image := _image_part(part)) is not None:
                 user.append(image)
         if user:  # parts stay parts (Gemini CLI's session context and the prompt are two); one text is a string
-            out.append({"role": "user", "content": user if len(user) > 1 or user[0]["type"] != "text" else user[0]["text"]})
-    return out
+            made.append({"role": "user", "content": user if len(user) > 1 or user[0]["type"] != "text" else user[0]["text"]})
+    if memo is not None:
+        memo.keep(contents, None, made, marks)
+    return out + made
 
 
-def call_ids(contents: list[Any]) -> dict[tuple[int, int], str]:
-    """Each function call's chat id by (content, part): its own ``id``, else ``call_<content>_<part>``."""
-    return {
-        (c, p): call["id"] if isinstance(call.get("id"), str) and call["id"] else f"call_{c}_{p}"
-        for c, content in enumerate(contents)
-        if is_model(content)
-        for p, part in enumerate(parts_of(content))
-        if (call := function_call(part)) is not None
-    }
+# What was made of a conversation's contents, taken again for the contents the next request repeats
+# (router.translate.element_memo): its view, the view made sendable, its strict shape
+CONTENT_VIEWS: PassMemo[Message] = PassMemo()
+SENDABLE: PassMemo[Message] = PassMemo()
+STRICT: PassMemo[Message] = PassMemo()
 
 
 def gemini_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_content: bool = False) -> dict[str, Any]:
     """A Gemini body (with the path's ``stream``, as the wire adapter writes a translation's source) as
     a chat-completions body for ``upstream_model``."""
-    contents = field(body, CONTENTS) or []
-    view = chat_view(field(body, SYSTEM), contents, call_ids(contents))
-    out: dict[str, Any] = {"model": upstream_model, "messages": one_result_per_call(view, reasoning_content)}
+    # made sendable apart: the system message (no call, nothing open after it) is made anew each time,
+    # the conversation's messages (the same objects while resent) once, then taken again
+    sendable = one_result_per_call(chat_view(field(body, SYSTEM), []), reasoning_content)
+    sendable += one_result_per_call(chat_view(None, field(body, CONTENTS) or [], CONTENT_VIEWS), reasoning_content, SENDABLE)
+    out: dict[str, Any] = {"model": upstream_model, "messages": sendable}
     generation = field(body, GENERATION) if isinstance(field(body, GENERATION), dict) else {}
     limit = field(generation, MAX_OUTPUT)
     if isinstance(limit, int) and not isinstance(limit, bool):

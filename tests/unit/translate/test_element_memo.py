@@ -129,3 +129,61 @@ def test_every_turn_of_a_resent_conversation_translates_as_parsed_afresh() -> No
             messages[3] = {"role": "user", "content": [_result("a", f"elided {turn}"), _result("b")]}
         for sent in (messages, messages[:-1], messages):  # a retry of a shorter body in between too
             assert translated(sent) == translated(copy.deepcopy(sent)), f"turn {turn}"
+
+
+def _call(name: str, call_id: str | None = None) -> dict[str, Any]:
+    return {"functionCall": {"name": name, "args": {"c": name}, **({"id": call_id} if call_id else {})}}
+
+
+def _response(name: str, text: str = "out", call_id: str | None = None) -> dict[str, Any]:
+    return {"functionResponse": {"name": name, "response": {"output": text}, **({"id": call_id} if call_id else {})}}
+
+
+# Gemini's turn kinds the view's pass keeps state across: calls without ids (named by their place),
+# results matched by name and by id, a duplicate and a stray result, an image, user turns in a row
+GEMINI_CONVERSATION: list[dict[str, Any]] = [
+    {"role": "user", "parts": [{"text": "fix it"}]},
+    {"role": "user", "parts": [{"text": "please"}]},
+    {"role": "model", "parts": [{"text": "looking"}, _call("ls"), _call("cat")]},
+    {"role": "user", "parts": [_response("ls"), _response("ls", "again"), _response("nope")]},
+    {"role": "user", "parts": [{"text": "and then"}]},
+    {"role": "model", "parts": [_call("grep", "g1")]},
+    {"role": "user", "parts": [_response("grep", "found", "g1"), {"inlineData": {"mimeType": "image/png", "data": "iVBOR"}}]},
+    {"role": "model", "parts": [{"text": "thinking", "thought": True}, _call("ls")]},
+    {"role": "user", "parts": [_response("ls", "a.py"), {"text": "next"}]},
+    {"role": "model", "parts": [{"text": "done"}]},
+    {"role": "user", "parts": [{"text": "thanks"}]},
+]
+
+
+def gemini_translated(contents: list[dict[str, Any]]) -> bytes:
+    from router.core.results import Candidate
+    from router.translate.gemini_to_chat import GeminiToChat
+    from router.translate.protocol import AnswerIds
+
+    body = {"systemInstruction": {"parts": [{"text": "sys"}]}, "contents": contents, "stream": False}
+    candidate = Candidate(model="m", provider="p", upstream_model="up", reasoning_content=True)
+    return orjson.dumps(GeminiToChat(AnswerIds("t" * 24, 0)).chat_request(body, candidate))
+
+
+def test_every_turn_of_a_resent_gemini_conversation_translates_as_parsed_afresh() -> None:
+    """As the Messages translation's: each turn resends the contents before (the same objects), one
+    rewritten now and then; the memos' answer is the translation of a fresh parse."""
+    contents: list[dict[str, Any]] = []
+    for turn, content in enumerate(GEMINI_CONVERSATION):
+        contents = [*contents, content]
+        if turn in (5, 9):
+            contents[3] = {"role": "user", "parts": [_response("ls", f"elided {turn}"), _response("cat")]}
+        for sent in (contents, contents[:-1], contents):
+            assert gemini_translated(sent) == gemini_translated(copy.deepcopy(sent)), f"turn {turn}"
+
+
+def test_a_resent_gemini_conversation_takes_the_views_of_the_contents_it_repeats() -> None:
+    from router.translate.gemini_to_chat import CONTENT_VIEWS, chat_view
+
+    contents = GEMINI_CONVERSATION[:6]
+    first = chat_view(None, contents, CONTENT_VIEWS)
+    again = chat_view(None, [*contents, *GEMINI_CONVERSATION[6:]], CONTENT_VIEWS)
+    # made before the last model content repeated (index 5): the very objects; from it on, made anew
+    assert again[: len(first) - 1] == first[:-1] and all(a is b for a, b in zip(again[: len(first) - 1], first))
+    assert again[len(first) - 1] is not first[-1] and again == chat_view(None, copy.deepcopy([*contents, *GEMINI_CONVERSATION[6:]]))
