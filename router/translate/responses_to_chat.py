@@ -61,6 +61,7 @@ from router.translate.chat_to_responses import (
     custom_tool_names,
 )
 from router.translate.chat_shape import strict_chat_messages
+from router.translate.element_memo import PassMemo
 from router.translate.json_values import checked_answer, checked_event, request_object
 from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, ToChat
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
@@ -123,41 +124,64 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
     messages: list[dict[str, Any]] = []
     if isinstance(instructions, str) and instructions:
         messages.append({"role": "system", "content": instructions})
+    made = _items_pass(items)
+    messages += [entry for entry in made if type(entry) is dict]
+    dropped += [entry for entry in made if type(entry) is str]
+    if asks_compaction(items):  # the trigger, last, asks for the summary (the pass read it as one not last: dropped)
+        messages.append({"role": "user", "content": compaction.PROMPT})
+        dropped.pop()
+    return messages
+
+
+# What the pass made of a conversation's items, taken again for the items the next request repeats
+# (router.translate.element_memo), and the shape it is then given (router.translate.chat_shape)
+ITEMS: PassMemo[dict[str, Any] | str] = PassMemo()
+STRICT: PassMemo[dict[str, Any]] = PassMemo()
+
+
+def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | str]:
+    """The items as chat messages and, in their place, what was dropped (a note, a str). What was made of
+    the items a conversation repeats (the very objects) is taken again up to the last of them before
+    which no call is open (:data:`ITEMS`): there the pass is as at the start and the output before is
+    final. A compaction trigger is read as one not last (dropped; see :func:`_messages`), so that no
+    item's output depends on the items after it."""
+    start, out, marks = ITEMS.resume(items, None)
     unanswered: set[str] = set()  # ids of the calls made so far that no output answered yet
     calls_open = False  # the last message is an assistant message that function calls may still join
-    for item in items:
+    for at in range(start, len(items)):
+        item = items[at]
+        if not unanswered and not calls_open:
+            marks.append((at, len(out)))
         kind = item_type(item)
         if kind == "message":
             message = _message(item)
-            messages.append(message)
+            out.append(message)
             calls_open = message["role"] == "assistant"
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item["arguments"] if kind == "function_call" else orjson.dumps({"input": str(item.get("input", ""))}).decode()
             call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
             if not calls_open:
-                messages.append({"role": "assistant", "content": None})
+                out.append({"role": "assistant", "content": None})
                 calls_open = True
-            messages[-1].setdefault("tool_calls", []).append(call)
+            out[-1].setdefault("tool_calls", []).append(call)  # type: ignore[union-attr]  # the assistant message just made
             unanswered.add(item["call_id"])
         elif kind in ("function_call_output", "custom_tool_call_output"):
             calls_open = False
             # a call answered already (or never made): a chat server would reject the second answer.
             # Ids are matched per call, not per conversation: some servers reuse ids across turns.
             if item["call_id"] not in unanswered:
-                dropped.append(f"item function_call_output:{item['call_id']} (no unanswered call with that id)")
+                out.append(f"item function_call_output:{item['call_id']} (no unanswered call with that id)")
                 continue
             unanswered.discard(item["call_id"])
             output = item.get("output")
-            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
-        elif kind == COMPACTION_TRIGGER and item is items[-1]:
-            calls_open = False
-            messages.append({"role": "user", "content": compaction.PROMPT})
+            out.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
         elif kind == COMPACTION and (summary := compaction.summary_message(item)) is not None:
             calls_open = False
-            messages.append(summary)
+            out.append(summary)
         elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
-            dropped.append(f"item {kind}")
-    return messages
+            out.append(f"item {kind}")
+    ITEMS.keep(items, None, out, marks)
+    return out
 
 
 def _message(item: Item) -> dict[str, Any]:
@@ -270,7 +294,7 @@ class ResponsesToChat(ToChat):
         translation = responses_to_chat(responses, items)
         self.dropped = translation.dropped
         chat = translation.body
-        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
+        chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
     def response(self, body: bytes | Any) -> bytes:

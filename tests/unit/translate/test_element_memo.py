@@ -187,3 +187,74 @@ def test_a_resent_gemini_conversation_takes_the_views_of_the_contents_it_repeats
     # made before the last model content repeated (index 5): the very objects; from it on, made anew
     assert again[: len(first) - 1] == first[:-1] and all(a is b for a, b in zip(again[: len(first) - 1], first))
     assert again[len(first) - 1] is not first[-1] and again == chat_view(None, copy.deepcopy([*contents, *GEMINI_CONVERSATION[6:]]))
+
+
+def _fc(call: str) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": call, "name": "shell", "arguments": orjson.dumps({"c": call}).decode()}
+
+
+def _fco(call: str, text: str = "out") -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call, "output": text}
+
+
+# The Responses pass's state: calls joined to the assistant text before them, outputs matched to calls
+# (a duplicate and a stray dropped), a custom tool call, reasoning left out, an item no chat has, user
+# and developer messages in a row, a compaction trigger last (a summary asked) and then not last
+RESPONSES_CONVERSATION: list[Any] = [
+    {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "rules"}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+    {"type": "message", "role": "user", "content": "please"},
+    {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "looking"}]},
+    _fc("a"),
+    _fc("b"),
+    _fco("a"),
+    _fco("a", "again"),
+    _fco("zz"),
+    _fco("b"),
+    {"type": "custom_tool_call", "call_id": "c", "name": "exec", "input": "ls"},
+    {"type": "custom_tool_call_output", "call_id": "c", "output": "a.py"},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+    {"type": "compaction_trigger"},
+    {"type": "message", "role": "user", "content": "go on"},
+    _fc("d"),
+    _fco("d", [{"type": "output_text", "text": "done"}]),
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+]
+
+
+def responses_translated(items: list[Any]) -> tuple[bytes, tuple[str, ...]]:
+    from router.core.results import Candidate
+    from router.translate.protocol import AnswerIds
+    from router.translate.responses_to_chat import ResponsesToChat
+
+    body = {"model": "m", "instructions": "be brief", "input": items, "tools": [{"type": "function", "name": "shell", "parameters": {}}]}
+    translator = ResponsesToChat(AnswerIds("t" * 24, 0))
+    chat = translator.chat_request(body, Candidate(model="m", provider="p", upstream_model="up"))
+    return orjson.dumps(chat), translator.dropped
+
+
+def test_every_turn_of_a_resent_responses_conversation_translates_as_parsed_afresh() -> None:
+    """As the Messages translation's: each turn resends the items before (the same objects), one
+    rewritten now and then, a shorter body retried between; the memos' answer and what they report
+    dropped are the translation's of a fresh parse."""
+    items: list[Any] = []
+    for turn, item in enumerate(RESPONSES_CONVERSATION):
+        items = [*items, item]
+        if turn in (8, 16):
+            items[7] = _fco("a", f"elided {turn}")
+        for sent in (items, items[:-1] or items, items):
+            assert responses_translated(sent) == responses_translated(copy.deepcopy(sent)), f"turn {turn}"
+
+
+def test_a_resent_responses_conversation_takes_what_was_made_of_the_items_it_repeats() -> None:
+    from router.translate.responses_to_chat import _items_pass
+
+    items = RESPONSES_CONVERSATION[:13]
+    first = _items_pass(items)
+    again = _items_pass([*items, *RESPONSES_CONVERSATION[13:]])
+    # taken again up to the last item repeated before which no call is open (the custom call, 11): the
+    # very objects; from it on (its assistant message and its output) made anew
+    assert all(a is b for a, b in zip(again[: len(first) - 2], first)) and again[: len(first)] == first
+    assert again[len(first) - 2] is not first[-2] and again[len(first) - 1] is not first[-1]
+    assert again == _items_pass(copy.deepcopy([*items, *RESPONSES_CONVERSATION[13:]]))
