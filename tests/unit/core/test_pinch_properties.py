@@ -65,12 +65,21 @@ tool_content = st.one_of(
 extra_keys = st.dictionaries(st.sampled_from(["name", "cache_control", "x_vendor"]), st.sampled_from(["v", {"type": "ephemeral"}]), max_size=2)
 
 
+# The strategies the composites draw from are made once: one made inside a draw is made and validated
+# again for every example (hypothesis checks a new strategy's graph on its first draw).
+REPLIES, TOOL_NAMES = st.none() | line, st.sampled_from(["bash", "view", "grep"])
+PERCENTS = st.sampled_from([0, 50, 80, 90, 95, 98, 99, 100, 110]) | st.integers(0, 110)
+SESSION_PERCENTS = st.sampled_from([0, 30, 60, 90, 100, 120]) | st.integers(0, 120)
+VERDICTS, WINDOWS, SEEDS = st.sampled_from(list(CacheVerdict)), st.none() | SESSION_PERCENTS, st.none() | st.integers(0, 99)
+WATERMARKS, COLD_BATCHES, NO_CACHE_WATERMARKS = st.sampled_from([0.3, 0.6, 1.0]), st.none() | st.sampled_from([0.5, 0.9, 1.0]), st.sampled_from([0.6, 1.0])
+
+
 @st.composite
 def transcripts(draw: st.DrawFn) -> list[dict[str, Any]]:
     messages = [system("You are a coding agent."), user(draw(line))]
     for turn in range(draw(st.integers(0, 8))):
         ids = [f"call_{turn}_{j}" for j in range(draw(st.integers(0, 3)))]
-        messages.append(assistant(draw(st.none() | line), [(i, draw(st.sampled_from(["bash", "view", "grep"])), "{}") for i in ids]))
+        messages.append(assistant(draw(REPLIES), [(i, draw(TOOL_NAMES), "{}") for i in ids]))
         for call_id in ids:
             messages.append(tool(call_id, draw(tool_content), **draw(extra_keys)))
         if draw(st.integers(0, 4)) == 0:
@@ -95,7 +104,7 @@ def cases(draw: st.DrawFn, relevance: bool | None = None) -> Case:
     keep = draw(st.integers(1, 5))
     total = DEFAULT_ESTIMATOR.prompt_tokens(messages)
     # percent of the total: from nothing fits, through just over (relevance stops early), to everything fits
-    percent = draw(st.sampled_from([0, 50, 80, 90, 95, 98, 99, 100, 110]) | st.integers(0, 110))
+    percent = draw(PERCENTS)
     budget = total * percent // 100
     use_order = draw(st.booleans()) if relevance is None else relevance
     order = draw(st.permutations(range(len(trim_candidates(messages, keep))))) if use_order else None
@@ -259,13 +268,9 @@ def sessions(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[tuple[Ca
                 replacement = user("[earlier output cleared]") if drop else tool(request[edited]["tool_call_id"], "[cleared by the client]")
                 request[edited] = replacement
             requests[turn] = request
-    percent = st.sampled_from([0, 30, 60, 90, 100, 120]) | st.integers(0, 120)
-    turns = [
-        (draw(st.sampled_from(list(CacheVerdict))), draw(percent), draw(st.none() | percent), draw(st.none() | st.integers(0, 99)))
-        for _ in requests
-    ]
-    keep, max_chars, watermark = draw(st.integers(1, 3)), draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), draw(st.sampled_from([0.3, 0.6, 1.0]))
-    cold_batch_from, no_cache_watermark = draw(st.none() | st.sampled_from([0.5, 0.9, 1.0])), draw(st.sampled_from([0.6, 1.0]))
+    turns = [(draw(VERDICTS), draw(SESSION_PERCENTS), draw(WINDOWS), draw(SEEDS)) for _ in requests]
+    keep, max_chars, watermark = draw(st.integers(1, 3)), draw(st.integers(MIN_SUMMARIZE_CHARS, 3000)), draw(WATERMARKS)
+    cold_batch_from, no_cache_watermark = draw(COLD_BATCHES), draw(NO_CACHE_WATERMARKS)
     return requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, draw(st.booleans())
 
 
