@@ -24,7 +24,8 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
-from operator import is_
+from itertools import compress, count
+from operator import is_, is_not
 from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
@@ -85,7 +86,11 @@ class ElementMemo(_Memo, Generic[R]):
             results = [each(element) for element in elements]
         else:  # an element replaced (pinch rewrote it) is made again, those after it that repeat are not
             before, made = seen
-            results = [made[at] if at < len(before) and before[at] is element else each(element) for at, element in enumerate(elements)]
+            results = made[: len(elements)]
+            # the places that differ, found in C: a resent array's are a few, or none
+            for at in compress(count(), map(is_not, elements, before)):
+                results[at] = each(elements[at])
+            results += map(each, elements[len(before) :])
         self._remember(first, (list(elements), results))
         return list(results)  # the caller's own list; the results in it are shared
 

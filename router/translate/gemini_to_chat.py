@@ -36,7 +36,7 @@ import orjson
 from router.core.content import Message, content_text
 from router.core.results import Candidate
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.element_memo import PassMemo
+from router.translate.element_memo import ElementMemo, PassMemo
 from router.translate.json_values import chat_stream, checked_answer, first_choice, request_object, tool_input
 from router.translate.messages_to_chat import answered_call, one_result_per_call
 from router.translate.protocol import EVENT_STREAM, AnswerIds, ToChat
@@ -231,13 +231,9 @@ def gemini_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_
     stops = field(generation, STOP_SEQUENCES)
     if isinstance(stops, list) and stops:
         out["stop"] = stops
-    tools = [
-        _chat_tool(d)
-        for t in field(body, TOOLS) or []
-        if isinstance(t, dict)
-        for d in field(t, DECLARATIONS) or []
-        if isinstance(d, dict)
-    ]
+    groups = field(body, TOOLS) or []
+    # a resent body's tools are the very objects of the body before (resent_prefix): made once, taken again
+    tools = [tool for made in TOOL_GROUPS.map(groups if isinstance(groups, list) else list(groups), _chat_tools) for tool in made]
     if tools:
         out["tools"] = tools
         choice = _tool_choice(field(field(body, TOOL_CONFIG), FUNCTION_CALLING))
@@ -251,6 +247,14 @@ def gemini_to_chat_body(body: dict[str, Any], upstream_model: str, *, reasoning_
         out["response_format"] = {"type": "json_object"}
     out.update(chat_stream(body))  # the last chunk reports real usage
     return out
+
+
+TOOL_GROUPS: ElementMemo[list[dict[str, Any]]] = ElementMemo()
+
+
+def _chat_tools(group: Any) -> list[dict[str, Any]]:
+    """A Gemini tool's function declarations as chat tools (none for a tool of another kind)."""
+    return [_chat_tool(d) for d in field(group, DECLARATIONS) or [] if isinstance(d, dict)] if isinstance(group, dict) else []
 
 
 def _chat_tool(declaration: dict[str, Any]) -> dict[str, Any]:

@@ -52,16 +52,17 @@ from router.core.results import Candidate, Usage
 from router.core.retrieve import TOOL_NAME as RETRIEVE_TOOL_NAME
 from router.core.sse import SseRelay
 from router.translate import compaction
-from router.wire.openai_responses.compaction import ITEM as COMPACTION, TRIGGER as COMPACTION_TRIGGER, asks_compaction
+from router.wire.openai_responses.compaction import ITEM as COMPACTION, asks_compaction
 from router.translate.chat_to_responses import (
     ChatStreamTranslator,
     ResponseFrame,
+    additional_tools,
     chat_chunks,
     completion_to_response,
     custom_tool_names,
 )
 from router.translate.chat_shape import strict_chat_messages
-from router.translate.element_memo import PassMemo
+from router.translate.element_memo import ElementMemo, PassMemo
 from router.translate.json_values import checked_answer, checked_event, request_object
 from router.translate.protocol import EVENT_STREAM, AnswerIds, MalformedAnswer, ToChat
 from router.wire.openai_chat.adapter import OPENAI_CHAT_ADAPTER
@@ -221,9 +222,7 @@ def offered_tools(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) ->
     model); the proxy's ``pinch_retrieve``, declared last in ``tools`` (router.core.retrieve), after them all."""
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     proxys = [tools.pop()] if tools and tools[-1].get("type") == "function" and tools[-1].get("name") == RETRIEVE_TOOL_NAME else []
-    for item in items:
-        if item_type(item) == "additional_tools" and isinstance(item.get("tools"), list):
-            tools += [t for t in item["tools"] if isinstance(t, dict)]
+    tools += [t for t in additional_tools(items) if isinstance(t, dict)]
     return tools + proxys
 
 
@@ -231,23 +230,40 @@ CUSTOM_INPUT = "input"  # the one argument a custom (freeform) tool is given as 
 
 
 def _function_tools(tools: list[dict[str, Any]], dropped: list[str]) -> list[dict[str, Any]]:
-    kept = []
-    for tool in tools:
-        kind, name = tool.get("type"), tool.get("name")
-        if kind == "namespace" and name == "functions" and isinstance(tool.get("tools"), list):
-            kept += _function_tools([t for t in tool["tools"] if isinstance(t, dict)], dropped)
-        elif kind == "custom" and isinstance(name, str):
-            said = tool.get("format") if isinstance(tool.get("format"), dict) else {}
-            described = "the tool's input, as raw text" + (f" ({said.get('syntax')} grammar)" if said.get("type") == "grammar" else "")
-            parameters = {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string", "description": described}}, "required": [CUSTOM_INPUT]}
-            function = {"name": name, "parameters": parameters, **({"description": tool["description"]} if isinstance(tool.get("description"), str) else {})}
-            kept.append({"type": "function", "function": function})
-        elif kind != "function":
-            dropped.append(f"tool {kind}" + (f":{name}" if isinstance(name, str) else ""))
-        else:
-            function = {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
-            kept.append({"type": "function", "function": function})
+    kept: list[dict[str, Any]] = []
+    # a resent body's tools are the very objects of the body before (resent_prefix): made once, taken again
+    for made, lost in TOOLS.map(tools, _function_tool):
+        kept += made
+        dropped += lost
     return kept
+
+
+TOOLS: ElementMemo[tuple[list[dict[str, Any]], list[str]]] = ElementMemo()
+
+
+def _function_tool(tool: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A Responses tool as chat function tools (those of the ``functions`` namespace, one for a function or
+    a custom tool), and what of it was dropped."""
+    kind, name = tool.get("type"), tool.get("name")
+    if kind == "namespace" and name == "functions" and isinstance(tool.get("tools"), list):
+        kept: list[dict[str, Any]] = []
+        dropped: list[str] = []
+        for inner in tool["tools"]:
+            if isinstance(inner, dict):
+                made, lost = _function_tool(inner)
+                kept += made
+                dropped += lost
+        return kept, dropped
+    if kind == "custom" and isinstance(name, str):
+        said = tool.get("format") if isinstance(tool.get("format"), dict) else {}
+        described = "the tool's input, as raw text" + (f" ({said.get('syntax')} grammar)" if said.get("type") == "grammar" else "")
+        parameters = {"type": "object", "properties": {CUSTOM_INPUT: {"type": "string", "description": described}}, "required": [CUSTOM_INPUT]}
+        function = {"name": name, "parameters": parameters, **({"description": tool["description"]} if isinstance(tool.get("description"), str) else {})}
+        return [{"type": "function", "function": function}], []
+    if kind != "function":
+        return [], [f"tool {kind}" + (f":{name}" if isinstance(name, str) else "")]
+    function = {key: tool[key] for key in ("name", "description", "parameters", "strict") if tool.get(key) is not None}
+    return [{"type": "function", "function": function}], []
 
 
 def _tool_choice(choice: Any) -> Any:

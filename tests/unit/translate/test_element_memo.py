@@ -205,6 +205,7 @@ RESPONSES_CONVERSATION: list[Any] = [
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
     {"type": "message", "role": "user", "content": "please"},
     {"type": "reasoning", "id": "rs_1", "summary": []},
+    {"type": "additional_tools", "tools": [{"type": "namespace", "name": "functions", "tools": [{"type": "custom", "name": "exec2"}]}]},
     {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "looking"}]},
     _fc("a"),
     _fc("b"),
@@ -223,15 +224,22 @@ RESPONSES_CONVERSATION: list[Any] = [
 ]
 
 
-def responses_translated(items: list[Any]) -> tuple[bytes, tuple[str, ...]]:
+RESPONSES_TOOLS: list[Any] = [
+    {"type": "function", "name": "shell", "parameters": {"type": "object"}},
+    {"type": "web_search"},
+    {"type": "namespace", "name": "functions", "tools": [{"type": "custom", "name": "exec", "format": {"type": "grammar", "syntax": "lark"}}, {"type": "mcp"}]},
+]
+
+
+def responses_translated(items: list[Any]) -> tuple[bytes, tuple[str, ...], frozenset[str]]:
     from router.core.results import Candidate
     from router.translate.protocol import AnswerIds
     from router.translate.responses_to_chat import ResponsesToChat
 
-    body = {"model": "m", "instructions": "be brief", "input": items, "tools": [{"type": "function", "name": "shell", "parameters": {}}]}
+    body = {"model": "m", "instructions": "be brief", "input": items, "tools": RESPONSES_TOOLS}
     translator = ResponsesToChat(AnswerIds("t" * 24, 0))
     chat = translator.chat_request(body, Candidate(model="m", provider="p", upstream_model="up"))
-    return orjson.dumps(chat), translator.dropped
+    return orjson.dumps(chat), translator.dropped, translator.frame.custom_tools
 
 
 def test_every_turn_of_a_resent_responses_conversation_translates_as_parsed_afresh() -> None:
@@ -241,8 +249,8 @@ def test_every_turn_of_a_resent_responses_conversation_translates_as_parsed_afre
     items: list[Any] = []
     for turn, item in enumerate(RESPONSES_CONVERSATION):
         items = [*items, item]
-        if turn in (8, 16):
-            items[7] = _fco("a", f"elided {turn}")
+        if turn in (9, 17):
+            items[8] = _fco("a", f"elided {turn}")
         for sent in (items, items[:-1] or items, items):
             assert responses_translated(sent) == responses_translated(copy.deepcopy(sent)), f"turn {turn}"
 
@@ -250,11 +258,27 @@ def test_every_turn_of_a_resent_responses_conversation_translates_as_parsed_afre
 def test_a_resent_responses_conversation_takes_what_was_made_of_the_items_it_repeats() -> None:
     from router.translate.responses_to_chat import _items_pass
 
-    items = RESPONSES_CONVERSATION[:13]
+    items = RESPONSES_CONVERSATION[:14]
     first = _items_pass(items)
-    again = _items_pass([*items, *RESPONSES_CONVERSATION[13:]])
-    # taken again up to the last item repeated before which no call is open (the custom call, 11): the
+    again = _items_pass([*items, *RESPONSES_CONVERSATION[14:]])
+    # taken again up to the last item repeated before which no call is open (the custom call, 12): the
     # very objects; from it on (its assistant message and its output) made anew
     assert all(a is b for a, b in zip(again[: len(first) - 2], first)) and again[: len(first)] == first
     assert again[len(first) - 2] is not first[-2] and again[len(first) - 1] is not first[-1]
-    assert again == _items_pass(copy.deepcopy([*items, *RESPONSES_CONVERSATION[13:]]))
+    assert again == _items_pass(copy.deepcopy([*items, *RESPONSES_CONVERSATION[14:]]))
+
+
+def test_a_resent_bodys_tools_are_translated_once() -> None:
+    """The tools a body resends (the very objects, as a resumed parse makes them) are the chat tools made
+    before; new objects are made afresh, to the same."""
+    from router.translate.gemini_to_chat import gemini_to_chat_body
+    from router.translate.responses_to_chat import responses_to_chat
+
+    declarations = [{"name": "ls", "description": "list", "parameters": {"type": "OBJECT", "properties": {"p": {"type": "STRING", "nullable": True}}}}]
+    gemini = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": [{"functionDeclarations": declarations}, {"googleSearch": {}}]}
+    first, again = gemini_to_chat_body(gemini, "up")["tools"], gemini_to_chat_body(gemini, "up")["tools"]
+    assert again[0] is first[0] and again == gemini_to_chat_body(copy.deepcopy(gemini), "up")["tools"]
+    body = {"model": "m", "input": "hi", "tools": RESPONSES_TOOLS}
+    one, two, fresh = responses_to_chat(body, [{"role": "user", "content": "hi"}]), responses_to_chat(body, [{"role": "user", "content": "hi"}]), responses_to_chat(copy.deepcopy(body), [{"role": "user", "content": "hi"}])
+    assert two.body["tools"][0] is one.body["tools"][0] and (two.body, two.dropped) == (fresh.body, fresh.dropped)
+    assert fresh.dropped == ("tool web_search", "tool mcp")
