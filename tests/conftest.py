@@ -92,30 +92,31 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
     await session.close()
 
 
-# The files whose tests take the longest, longest first (CPU seconds of a whole file's tests in the fast
-# loop, each test's process time in its worker, the loop at load ~13): run first, so that no long test
+# The files whose tests take the longest, longest first (CPU seconds of a whole file's fast-loop tests,
+# each test's process time in its worker, in a full run at load ~3-6): run first, so that no long test
 # starts last. xdist (``--dist worksteal``, pyproject's addopts) hands a worker that runs out of
 # tests half of another's queue, but never a test already running: one started late runs alone at the
 # end while the other cores idle. A file missing here costs only the tail, never a result. The system
-# tests run before the rest, in the same order: the exhaustive grids and the 360 processes first.
+# tests run before the rest, in the same order.
 LONGEST_FIRST = (
-    "unit/wire/test_wire_body_checks.py",  # 62 s
-    "unit/wire/test_chat_body_check.py",  # 28 s
-    "unit/core/test_resent_prefix.py",  # 22 s
-    "http/test_fuzz_gemini.py",  # 15 s
-    "unit/clients/test_local_embeddings.py",  # 12 s
-    "http/test_fuzz_wires.py",  # 12 s (300 bodies a wire); its 5,000 a wire ~200 s (system)
-    "http/test_fuzz_edge.py",  # 12 s
-    "http/test_fuzz_transcripts.py",  # 9 s
-    "unit/core/test_pinch_properties.py",  # 8.5 s
-    "http/test_conformance.py",  # 7.3 s
-    "http/test_hostile_upstream_matrix.py",  # 6.6 s
-    "unit/tools/test_eval_pinch.py",  # 6.5 s
-    "unit/core/test_gemini_properties.py",  # 4.5 s
-    "http/test_hostile_grid.py",  # 4.4 s (its diagonal); the whole grid ~80 s (system)
-    "http/test_strict_chat_templates.py",  # 4 s
-    "unit/tools/test_demo.py",  # 2.5 s
-    "http/test_decision_log.py",  # 0.5 s; its 360 processes (system) 22 s, minutes of a loaded worker
+    # first of all: its system test forks 360 processes from the worker, whose page tables each fork
+    # copies: 17.7 s of CPU and 56 s when a worker ran it after the fuzz had grown it, 1.1 s and 12 s alone
+    "http/test_decision_log.py",  # 0.5 s
+    "unit/wire/test_wire_body_checks.py",  # 19 s
+    "unit/core/test_resent_prefix.py",  # 16.5 s
+    "http/test_fuzz_wires.py",  # 11.6 s (300 bodies a wire); its 5,000 a wire 200 s (system)
+    "unit/clients/test_local_embeddings.py",  # 11.4 s
+    "http/test_fuzz_gemini.py",  # 10.9 s
+    "http/test_fuzz_edge.py",  # 10 s
+    "unit/wire/test_chat_body_check.py",  # 8.7 s
+    "http/test_fuzz_transcripts.py",  # 6.8 s
+    "unit/core/test_pinch_properties.py",  # 6 s
+    "http/test_hostile_upstream_matrix.py",  # 5.9 s
+    "http/test_conformance.py",  # 5.6 s
+    "http/test_hardening.py",  # 4.3 s
+    "unit/tools/test_eval_pinch.py",  # 4.2 s
+    "unit/core/test_gemini_properties.py",  # 3.8 s
+    "http/test_hostile_grid.py",  # 2.6 s (its diagonal); the whole grid 91 s (system)
 )
 
 
