@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-import orjson
-
 from router.core.frozen import frozen
 from router.core.results import Candidate, Usage
+from router.translate.chat_bytes import chat_body_bytes
 
 EVENT_STREAM = "text/event-stream"
 
@@ -64,7 +63,7 @@ class ToChat(Translator, Protocol):
     def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]: ...
 
     def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes:
-        return orjson.dumps(self.chat_request(body, candidate))
+        return chat_body_bytes(self.chat_request(body, candidate))
 
 
 class StreamTranslator(Protocol):
