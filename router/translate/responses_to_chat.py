@@ -148,26 +148,28 @@ def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | s
     item's output depends on the items after it."""
     start, out, marks = ITEMS.resume(items, None)
     unanswered: set[str] = set()  # ids of the calls made so far that no output answered yet
-    calls_open = False  # the last message is an assistant message that function calls may still join
+    # the assistant message function calls may still join (the last message made; a note of an item
+    # dropped since may follow it in ``out``), None when a call starts a new one
+    joining: dict[str, Any] | None = None
     for at in range(start, len(items)):
         item = items[at]
-        if not unanswered and not calls_open:
+        if not unanswered and joining is None:
             marks.append((at, len(out)))
         kind = item_type(item)
         if kind == "message":
             message = _message(item)
             out.append(message)
-            calls_open = message["role"] == "assistant"
+            joining = message if message["role"] == "assistant" else None
         elif kind in ("function_call", "custom_tool_call"):
             arguments = item["arguments"] if kind == "function_call" else orjson.dumps({"input": str(item.get("input", ""))}).decode()
             call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
-            if not calls_open:
-                out.append({"role": "assistant", "content": None})
-                calls_open = True
-            out[-1].setdefault("tool_calls", []).append(call)  # type: ignore[union-attr]  # the assistant message just made
+            if joining is None:
+                joining = {"role": "assistant", "content": None}
+                out.append(joining)
+            joining.setdefault("tool_calls", []).append(call)
             unanswered.add(item["call_id"])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            calls_open = False
+            joining = None
             # a call answered already (or never made): a chat server would reject the second answer.
             # Ids are matched per call, not per conversation: some servers reuse ids across turns.
             if item["call_id"] not in unanswered:
@@ -177,7 +179,7 @@ def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | s
             output = item.get("output")
             out.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(output if isinstance(output, (str, list)) else "")})
         elif kind == COMPACTION and (summary := compaction.summary_message(item)) is not None:
-            calls_open = False
+            joining = None
             out.append(summary)
         elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
             out.append(f"item {kind}")

@@ -98,6 +98,23 @@ def test_parallel_calls_share_one_assistant_message_with_the_text_before_them() 
     assert [(m["role"], m.get("tool_call_id")) for m in chat["messages"][2:]] == [("tool", "c1"), ("tool", "c2")]
 
 
+def test_a_call_after_an_item_dropped_joins_the_assistant_message_before_it() -> None:
+    """An item chat cannot express between the assistant's message and its call is noted in its place;
+    the call still joins the message (a note there was taken for the message: a 502)."""
+    chat, dropped = translate(
+        responses_body(
+            input_message("user", "go"),
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "searching"}]},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            function_call("c1", cmd="ls"),
+            function_call_output("c1", "a.py"),
+        )
+    )
+    assert [(m["role"], m.get("content")) for m in chat["messages"]] == [("user", "go"), ("assistant", "searching"), ("tool", "a.py")]
+    assert [c["id"] for c in chat["messages"][1]["tool_calls"]] == ["c1"]
+    assert dropped == ("item web_search_call",)
+
+
 def test_a_call_after_a_tool_output_starts_a_new_assistant_message() -> None:
     chat, _ = translate(
         responses_body(input_message("user", "go"), function_call("c1"), function_call_output("c1", "x"), function_call("c2"), function_call_output("c2", "y"))
