@@ -23,6 +23,9 @@ def write_config(directory: Path, upstream_port: int, proxy_port: int, model: st
         "server": {"port": proxy_port},
         "middlewares": ["session-fingerprint", "capability-gate", "upstream-forward"],
         "providers": {"mock": {"base_url": f"http://127.0.0.1:{upstream_port}/v1"}},
+        # a loopback connect to the mock took past the default 5 s on a loaded machine (two suites at
+        # once): a 502 none of these tests is about; a test of the timeouts sets its own
+        "upstream": {"connect_timeout_seconds": 60},
         "models": [{"name": model, "provider": "mock", "upstream_model": "up", "context_window": 10_000, "max_output_tokens": 100, "tiers": [1, 2, 3]}],
         "decision_log": {"path": str(directory / "decisions.sqlite3")},
     }

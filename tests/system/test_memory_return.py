@@ -39,11 +39,9 @@ async def warm_proxy(tmp_path: Path, upstream_port: int, warm: bool = True) -> A
     """A real ``serve`` on ``upstream_port``'s mock with a model of a large window, warmed by a few small
     requests (they build what every later one reuses); yields the process, its chat URL and a client."""
     port = free_port()
-    # A generous upstream connect timeout: the proxy's loop, busy with 30 MB bodies on a loaded 2-core
-    # machine (two suites at once), saw its loopback connect to the mock complete past the default 5 s
-    # (a 502 the test is not about).
-    upstream = {"connect_timeout_seconds": 60}
-    config = write_config(tmp_path, upstream_port, port, models=[LARGE_WINDOW_MODEL], logging={"level": "warning"}, upstream=upstream)
+    # (write_config gives the upstream a generous connect timeout: the proxy's loop, busy with 30 MB bodies
+    # on a loaded machine, saw its loopback connect to the mock complete past the default 5 s)
+    config = write_config(tmp_path, upstream_port, port, models=[LARGE_WINDOW_MODEL], logging={"level": "warning"})
     with running(router(["serve", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL), port) as served:
         url = f"http://127.0.0.1:{port}/v1/chat/completions"
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as http:
