@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import resource
+import socket
 import sys
 import time
 
@@ -22,15 +24,39 @@ HALF_A_HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent
 
 
 async def one(port: int, silent: bool, held: list[float], failed: list[str], counter: list[int]) -> None:
+    # The half head goes out with the connection, in the same step: written once this process's loop
+    # noticed the connection made (asyncio.open_connection), it came late — the server had accepted a
+    # thousand connections still silent meanwhile, and the flood was, for a while, a silent one.
+    # On loopback the handshake is made within connect(), so the send right after it succeeds.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    rest = b"" if silent else HALF_A_HEAD
     try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            sock.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        made = False
+        if rest:
+            try:
+                rest, made = rest[sock.send(rest) :], True
+            except OSError:  # not connected yet (the server's backlog full): sent once it is
+                pass
+        if not made:
+            try:
+                await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+            except OSError as exc:
+                if exc.errno != errno.EISCONN:  # made meanwhile
+                    raise
+        reader, writer = await asyncio.open_connection(sock=sock)
     except OSError as exc:
+        sock.close()
         failed.append(type(exc).__name__)
         return
     connected = time.monotonic()
     counter[0] += 1
-    if not silent:
-        writer.write(HALF_A_HEAD)
+    if rest:
+        writer.write(rest)
     try:
         while await reader.read(4096):
             pass
