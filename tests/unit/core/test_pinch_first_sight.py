@@ -393,6 +393,53 @@ def test_a_relevance_batch_weighs_a_cut_output_by_what_compressing_it_still_save
     assert by_original.stats.final_tokens == tokens(by_original.messages) <= options["budget"]
 
 
+def test_a_relevance_batch_keeps_a_step_it_did_not_need_when_first_sight_texts_point_at_its_result() -> None:
+    """The file's first read, then a note, then the file's head read again: first sight sends the head
+    as a pointer to the first read. Compressing the first read releases the pointer (the head goes as
+    its original), so that step saves the read's compression less the pointer's saving, still a saving
+    here (the pointer covers only part of the file; an exact repeat's gives back all of it). The batch
+    takes the read's step, then the note's, which alone was enough: its slack covers the read's step,
+    yet that one stays (``_Rewrites.needed``). Were it left out, the pointer would stay, and a later
+    step that compresses the head, counted from its original (the pointer released), would save less
+    than counted: the batch would miss its budget."""
+    head = "\n".join(SOURCE.split("\n")[:40])
+    steps = [("cat src/app.py", SOURCE), ("cat notes/0.txt", NOTES[0]), ("head -n 40 src/app.py", head), ("ls src tests", LISTING), ("pytest -q", "4 passed")]
+    messages = conversation(steps)
+    ledger = EMPTY_LEDGER
+    for end in range(4, len(messages) + 1, 2):
+        ledger = pinch(messages[:end], ledger).ledger
+    sent = pinch(messages, ledger)
+    pointer = content_of(sent, "call_2")
+    assert pointer.startswith("[pinch-router: 40 lines omitted here, the same as lines 1–40 of the earlier call bash ")
+    assert ledger.first_sight["call_2"][content_digest(head)].points_at == (("call_0", content_digest(SOURCE)),)
+    options: dict[str, Any] = dict(cache=COLD, low_watermark=1.0, relevance_order=[0, 1, 2])
+    compressed = lambda done: [p for p, _ in done.stats.compressions]  # noqa: E731
+    # what each step saves alone: the first read's (net of the pointer it releases), the note's
+    read_first = pinch(messages, ledger, budget=sent.stats.final_tokens - 1, **options)
+    note_first = pinch(messages, ledger, budget=sent.stats.final_tokens - 1, **{**options, "relevance_order": [1, 0, 2]})
+    assert compressed(read_first) == [0] and content_of(read_first, "call_2") == head
+    assert compressed(note_first) == [1] and content_of(note_first, "call_2") == pointer
+    read_saves = sent.stats.final_tokens - read_first.stats.final_tokens
+    note_saves = sent.stats.final_tokens - note_first.stats.final_tokens
+    assert 0 < read_saves < note_saves
+    # the batch needs more than the read's step saves, no more than the note's: the note's step leaves a slack
+    # (read_saves + note_saves less what it needs) that covers the read's, but the read's releases a pointer
+    budget = sent.stats.final_tokens - (read_saves + note_saves) // 2
+    batch = pinch(messages, ledger, budget=budget, **options)
+    assert compressed(batch) == [0, 1], "the first read's step stays, though the note's alone was enough"
+    assert is_compressed(content_of(batch, "call_0")) and content_of(batch, "call_2") == head, "its pointer is released: sent as its original"
+    assert "call_2" not in batch.ledger.first_sight
+    assert batch.stats.final_tokens == tokens(batch.messages) == sent.stats.final_tokens - read_saves - note_saves <= budget
+    # it needs a token more than the two save: the head's step, counted from its original, reaches the target
+    # with a slack that covers the read's step; left out, the head would be compressed from its pointer
+    budget = sent.stats.final_tokens - read_saves - note_saves - 1
+    batch = pinch(messages, ledger, budget=budget, **options)
+    assert compressed(batch) == [0, 1, 2], "the first read's step stays, though the slack covers it"
+    assert budget - batch.stats.final_tokens >= read_saves, "the slack covers the read's step"
+    assert all(is_compressed(content_of(batch, f"call_{i}")) for i in range(3)) and "call_2" not in batch.ledger.first_sight
+    assert batch.stats.final_tokens == tokens(batch.messages) <= budget, "the batch reaches its budget"
+
+
 def test_without_first_sight_texts_the_evidence_leaves_relevance_order_as_it_is() -> None:
     steps = [*((f"cat notes/{i}.txt", note) for i, note in enumerate(NOTES)), ("ls src tests", LISTING), ("pytest -q", "4 passed")]
     messages = conversation(steps)
