@@ -11,10 +11,11 @@ time (the CPU time is what a loaded machine does not inflate); then both views t
 HTTP on loopback. The overview is timed twice: a first view (a log just opened) and a refresh; both
 read the half-hours wholly in the window from the sums the log's triggers store as rows are written
 (:mod:`router.observe.half_hour_sums`), which the log's writer pays for: its CPU a row is timed with
-and without them (``--write-rows`` rows, in batches of 256 as the proxy writes them). The target:
-each answer under 300 ms.
+and without them (``--write-rows`` rows, in batches of 256 as the proxy writes them). Two logs
+(``--logs``): one whose provider reports cache figures, one whose rows have none (Ollama, many chat
+providers: each row priced with its session's previous one). The target: each answer under 300 ms.
 
-    .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--write-rows 20000] [--save]
+    .venv/bin/python -m bench.bench_dashboard [--rows 100000] [--sessions 2500] [--repeats 5] [--write-rows 20000] [--logs reported,linked] [--save]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from time import perf_counter, process_time
 
@@ -65,8 +67,10 @@ def config(log_path: str):
     )
 
 
-def generated_rows(count: int, sessions: int, now: float) -> list[Decision]:
-    """``count`` rows spread over the last week, in sessions of consecutive turns whose prompts grow."""
+def generated_rows(count: int, sessions: int, now: float, linked: bool = False) -> list[Decision]:
+    """``count`` rows spread over the last week, in sessions of consecutive turns whose prompts grow;
+    ``linked``: without cache figures (as Ollama and many chat providers answer), each row priced with
+    its session's previous one (:data:`~router.observe.decision_sums.LINKED`)."""
     rng = random.Random(46)
     rows = []
     per_session = max(1, count // sessions)
@@ -93,18 +97,29 @@ def generated_rows(count: int, sessions: int, now: float) -> list[Decision]:
                     wire_in="anthropic-messages", wire_out="openai-chat",
                 )  # fmt: skip
             )
+    if linked:
+        rows = [replace(row, cached_tokens=None, cache_write_tokens=None) for row in rows]
     return rows
 
 
-def write_cost(rows: list[Decision], path: str, stored: bool) -> float:
+# the stored sums a writer keeps, as the log's versions did: none, the half-hours' of the rows not
+# linked (ef69926), and those and the linked rows' (a version without them has no LINKS: the same as the second)
+STORED = {"none": (), "half-hours": (half_hour_sums.TABLE,), "all": (half_hour_sums.TABLE, getattr(half_hour_sums, "LINKS", half_hour_sums.TABLE))}
+
+
+def write_cost(rows: list[Decision], path: str, stored: str) -> float:
     """The decision log's writer's CPU microseconds a row, writing ``rows`` into a new log at ``path`` in
-    batches of 256 on this thread (what its database thread does), with the stored sums' triggers or without."""
+    batches of 256 on this thread (what its database thread does), with the triggers of the stored
+    sums ``stored`` (a key of :data:`STORED`) only."""
     log = DecisionLog(path)
     log._open()
     assert log._conn is not None
-    if not stored:  # as the log was before: no triggers, no index of the linked rows
-        for trigger in ("insert", "delete", "update"):
-            log._conn.execute(f"DROP TRIGGER {half_hour_sums.TABLE}_{trigger}")
+    kept = STORED[stored]
+    for table in {half_hour_sums.TABLE, getattr(half_hour_sums, "LINKS", half_hour_sums.TABLE)} - set(kept):
+        triggers = log._conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND substr(name, 1, ?) = ?", (len(table) + 1, f"{table}_"))
+        for (trigger,) in triggers.fetchall():
+            log._conn.execute(f"DROP TRIGGER {trigger}")
+    if not kept:  # as the log was before: no triggers, no index of the linked rows
         log._conn.execute("DROP INDEX decisions_linked")
     started = process_time()
     for i in range(0, len(rows), 256):
@@ -119,19 +134,20 @@ def median_ms(samples: list[tuple[float, float]]) -> str:
     return f"{statistics.median(w for w, _ in samples) * 1000:.0f} | {statistics.median(c for _, c in samples) * 1000:.0f}"
 
 
-async def run(rows: int, sessions: int, repeats: int, write_rows: int) -> list[str]:
+async def one_log(rows: int, sessions: int, repeats: int, write_rows: int, linked: bool) -> list[str]:
+    """The table of one generated log (``linked``: of rows without cache figures only)."""
     with tempfile.TemporaryDirectory() as tmp:
-        sample = generated_rows(write_rows, max(1, sessions * write_rows // rows), time.time())
-        writes: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(repeats):  # in turns: a slow spell of the machine falls on both
-            for stored in (False, True):
+        sample = generated_rows(write_rows, max(1, sessions * write_rows // rows), time.time(), linked)
+        writes: dict[str, list[float]] = {stored: [] for stored in STORED}
+        for i in range(repeats):  # in turns: a slow spell of the machine falls on each
+            for stored in STORED:
                 writes[stored].append(write_cost(sample, str(Path(tmp) / f"write-{i}-{stored}.sqlite3"), stored))
         path = str(Path(tmp) / "decisions.sqlite3")
         settings = config(path)
         now = time.time()
         log = DecisionLog(path, queue_size=rows + 1, batch_size=5_000)
         await log.start()
-        for row in generated_rows(rows, sessions, now):
+        for row in generated_rows(rows, sessions, now, linked):
             log.submit(row)
         await log.close()
 
@@ -178,8 +194,9 @@ async def run(rows: int, sessions: int, repeats: int, write_rows: int) -> list[s
             await client.close()
         first_view, http["overview"] = http["overview"][:1], http["overview"][1:]  # the proxy's first overview
 
+    kind = "every row without cache figures (linked to its previous one)" if linked else "cache figures reported"
     lines = [
-        f"dashboard over {len(window):,} rows in the week's window ({totals['requests']:,} requests, {sessions:,} sessions); median of {repeats} runs",
+        f"dashboard over {len(window):,} rows in the week's window ({totals['requests']:,} requests, {sessions:,} sessions, {kind}); median of {repeats} runs",
         "",
         "| view | wall ms | CPU ms |",
         "|---|---:|---:|",
@@ -192,12 +209,20 @@ async def run(rows: int, sessions: int, repeats: int, write_rows: int) -> list[s
         f"| GET /ui/api/sessions over HTTP (client included) | {median_ms(http['sessions'])} |",
         "",
         f"the log's writer, {write_rows:,} rows in batches of 256, CPU µs a row (median of {repeats}):"
-        f" {statistics.median(writes[False]):.1f} without the stored sums, {statistics.median(writes[True]):.1f} with them",
+        f" {statistics.median(writes['none']):.1f} without the stored sums, {statistics.median(writes['half-hours']):.1f} with the half-hours' of the rows not linked,"
+        f" {statistics.median(writes['all']):.1f} with the linked rows' too",
         f"load average while it ran: {' '.join(f'{v:.1f}' for v in os.getloadavg())}",
     ]
     for view, samples in (("overview, first view", first_view), ("overview, again", http["overview"]), ("sessions list", http["sessions"])):
         cpu_ms = statistics.median(c for _, c in samples) * 1000
         lines.append(f"target: {view} < {TARGET_MS:.0f} ms of CPU: {'met' if cpu_ms < TARGET_MS else 'MISSED'} ({cpu_ms:.0f} ms)")
+    return lines
+
+
+async def run(rows: int, sessions: int, repeats: int, write_rows: int, logs: list[str]) -> list[str]:
+    lines: list[str] = []
+    for name in logs:
+        lines += ([""] if lines else []) + await one_log(rows, sessions, repeats, write_rows, name == "linked")
     return lines
 
 
@@ -207,9 +232,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=2_500)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--write-rows", type=int, default=20_000, help="rows written to time the log's writer")
+    parser.add_argument(
+        "--logs", default="reported,linked",
+        help="the generated logs, comma-separated: 'reported' (cache figures reported, pinch on), 'linked' (no cache figures: each row priced with its session's previous one)",
+    )  # fmt: skip
     parser.add_argument("--save", action="store_true", help="write the table to bench/results/")
     args = parser.parse_args(argv)
-    table = asyncio.run(run(args.rows, args.sessions, args.repeats, args.write_rows))
+    table = asyncio.run(run(args.rows, args.sessions, args.repeats, args.write_rows, args.logs.split(",")))
     return print_table(__file__, table, args.save, argv if argv is not None else sys.argv[1:])
 
 

@@ -23,9 +23,10 @@ fraction now):
   every column the sums read through its partition buffer and cost more than all the rest.
 * The query reads the window's rows only: a previous row before the window is found in the index
   whatever its age (it counts only within a cache lifetime, as in the spec).
-* The overview of a day or a week reads most of its rows' figures summed by half-hour as they were
-  written (:mod:`router.observe.half_hour_sums`, from :func:`row_figures`), and sums here only the
-  rows that are :data:`LINKED` to their previous one and those of its first and open half-hours.
+* The overview of a day or a week reads its rows' figures summed by half-hour as they were written
+  (:mod:`router.observe.half_hour_sums`, from :func:`row_figures`; a :data:`LINKED` row's from
+  :func:`row_steps` with its previous row), and sums here only the rows of its first and open
+  half-hours (and the linked rows of a half-hour whose stored classes the prices' lifetimes split).
 
 The prices go in as ``VALUES`` tables: one row per priced model (its cache lifetime), and one per
 requested model name found in the window with the reference it is compared with
@@ -35,6 +36,7 @@ numbered so that each group is priced at exactly its reference's price.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import replace
@@ -100,6 +102,10 @@ _CACHED = """CASE WHEN c IS NULL THEN 0
              WHEN c > 0 THEN MAX(MIN(u, c + COALESCE(removed, 0)), 0)
              ELSE 0 END AS cu,
         CASE WHEN prev_ts IS NOT NULL AND ts - prev_ts <= rlife THEN MIN(p, COALESCE(prev_p, 0)) ELSE 0 END AS rc"""
+# The previous row's columns the figures read (``{q}``: its name in the query)
+_PREVIOUS = """{q}.ts AS prev_ts, {q}.model AS prev_model, {q}.prompt_tokens AS prev_p,
+        {q}.prompt_tokens + COALESCE({q}.tokens_before - {q}.tokens_after, 0) AS prev_u, {q}.client AS prev_client"""
+_NO_PREVIOUS = "NULL AS prev_ts, NULL AS prev_model, NULL AS prev_p, NULL AS prev_u, NULL AS prev_client"
 _REFERENCE_WRITTEN = "CASE WHEN rwrites THEN p - rc ELSE 0 END AS rw"
 _REST = "MAX(u - cu, 0) AS x"
 # Whether a row's figures depend on its session's previous row (its price does, where the model is
@@ -117,10 +123,42 @@ def row_figures(row: str, source: str = "") -> str:
     ``error`` (:data:`ERROR`), then :data:`FIGURES` and :data:`UNREPORTED` as ``f0``, ``f1``, ... (0 for
     NULL), priced as a row without a previous one and without a reference: what
     :mod:`router.observe.half_hour_sums` stores of a row that is not :data:`LINKED`."""
-    alone = f"SELECT {_ROW.format(r=row)}, NULL AS prev_ts, NULL AS prev_model, NULL AS prev_p, NULL AS prev_u, NULL AS life, NULL AS rlife, NULL AS rwrites {source}"
-    steps = f"SELECT *, {_REST} FROM (SELECT *, {_REFERENCE_WRITTEN} FROM (SELECT *, {_CACHED} FROM ({alone})))"
     figures = ", ".join(f"COALESCE({figure}, 0) AS f{i}" for i, figure in enumerate((*FIGURES, *UNREPORTED)))
-    return f"SELECT ts, client, requested_model, model, source, {ERROR} AS error, {figures} FROM ({steps})"
+    return f"SELECT ts, client, requested_model, model, source, {ERROR} AS error, {figures} FROM ({row_steps(row, source)})"
+
+
+def row_steps(row: str, source: str = "", previous: str | None = None) -> str:
+    """A ``SELECT`` of the row named ``row`` in ``source`` (as :func:`row_figures`) with every column
+    :data:`FIGURES` and :data:`UNREPORTED` name, priced as a row without a previous one and without a
+    reference; with ``previous`` (the previous row's name in ``source``), as the read-time query prices
+    a linked row whose previous row is beyond every lifetime (far), and with the columns
+    :func:`near_figure` reads: the same row priced with its previous row within every lifetime (near)."""
+    before = _NO_PREVIOUS if previous is None else _PREVIOUS.format(q=previous)
+    lifetimes = "NULL AS life, NULL AS rlife, NULL AS rwrites"
+    if previous is not None:
+        lifetimes += ", 1e999 AS life_n, 1e999 AS rlife_n, 0 AS rwrites_n, 1 AS rwrites_w"
+    alone = f"SELECT {_ROW.format(r=row)}, {before}, {lifetimes} {source}"
+    steps = f"SELECT *, {_REST} FROM (SELECT *, {_REFERENCE_WRITTEN} FROM (SELECT *, {_CACHED} FROM ({alone})))"
+    if previous is None:
+        return steps
+    cached, written = _renamed(_CACHED, _NEAR), _renamed(_REFERENCE_WRITTEN, _NEAR)
+    return f"SELECT *, {_renamed(_REST, _NEAR)} FROM (SELECT *, {written}, {_renamed(_REFERENCE_WRITTEN, _NEAR_WRITES)} FROM (SELECT *, {cached} FROM ({steps})))"
+
+
+# The columns of a row priced near (row_steps): every lifetime infinite, a reference not pricing writes
+# (_n), or pricing them (rw_w: all else as _n)
+_NEAR = {name: f"{name}_n" for name in ("cu", "rc", "rw", "x", "life", "rlife", "rwrites")}
+_NEAR_WRITES = _NEAR | {"rw": "rw_w", "rwrites": "rwrites_w"}
+
+
+def _renamed(sql: str, names: dict[str, str]) -> str:
+    return re.sub(r"\b(" + "|".join(names) + r")\b", lambda name: names[name.group(1)], sql)
+
+
+def near_figure(i: int, writes: bool = False) -> str:
+    """:data:`FIGURES`' ``i``-th of a row of :func:`row_steps` with a previous row, priced near (where
+    the reference prices cache writes, when ``writes``)."""
+    return _renamed(FIGURES[i], _NEAR_WRITES if writes else _NEAR)
 
 
 def _priced_rows(client: str | None, models: int, requested: int, linked: bool = False) -> str:
@@ -142,8 +180,7 @@ def _priced_rows(client: str | None, models: int, requested: int, linked: bool =
     return f"""
 window_rows AS (
     SELECT {_ROW.format(r="d")},
-        before.ts AS prev_ts, before.model AS prev_model, before.prompt_tokens AS prev_p,
-        before.prompt_tokens + COALESCE(before.tokens_before - before.tokens_after, 0) AS prev_u,
+        {_PREVIOUS.format(q="before")},
         {life} AS life, {rid} AS rid, {rlife} AS rlife, {rwrites} AS rwrites
     FROM decisions d
     -- the session's previous row, for the rows whose price depends on it only

@@ -6,6 +6,7 @@ sessions interleaved or missing, unpriced answers, errors and fallbacks, every k
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import sqlite3
 from typing import Any
@@ -153,7 +154,7 @@ def stored_half_hours(path: str, since: float, until: float) -> int:
 
 @pytest.mark.parametrize("bucket", [1_800, 3_600])
 @pytest.mark.parametrize("client", [None, "alice"])
-async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_write(file_log, client, bucket):
+async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_write(file_log, client, bucket, tmp_path):
     log = file_log
     rows = generated(5, 1_200)
     for row in rows:
@@ -161,6 +162,14 @@ async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_writ
     first, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     close(first, expected)
     assert stored_half_hours(log.path, SINCE, UNTIL) == 3
+    copies = iter(range(10))
+
+    async def links_true() -> None:
+        """The linked rows' sums kept by the triggers are those summed once from the rows as they are now."""
+        await log.flush()
+        assert stored_links(log.path) == links_summed_once(log.path, str(tmp_path / f"copy-{next(copies)}.sqlite3"))
+
+    await links_true()
 
     # a request logged late, in a half-hour that is over: its session's next request's price may change too
     late = next(r for r in rows if r.client == (client or "alice") and SINCE + 1_800 < r.ts < UNTIL - 1_800 and r.session and r.cached_tokens)
@@ -168,17 +177,20 @@ async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_writ
     got, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert got["requests"] == first["requests"] + 1
     close(got, expected)
+    await links_true()
 
     # the row written again (INSERT OR REPLACE of its request id) with other figures
     log.submit(dataclasses.replace(late, request_id="late", ts=late.ts - 1.0, prompt_tokens=1, completion_tokens=1, cached_tokens=0))
     replaced, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert replaced["tokens_out"] == got["tokens_out"] - 333 + 1
     close(replaced, expected)
+    await links_true()
     # ... and moved to the open half-hour: the half-hour it leaves changes too
     log.submit(dataclasses.replace(late, request_id="late", ts=UNTIL - 1.0, completion_tokens=1))
     moved, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert moved["timeline"]["requests"] != replaced["timeline"]["requests"]
     close(moved, expected)
+    await links_true()
 
     # another writer of the file (the sqlite3 shell, another worker) updates rows and deletes some
     await log.flush()
@@ -189,6 +201,7 @@ async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_writ
     changed, expected = await overview_now(log, SINCE, UNTIL, bucket, client)
     assert changed["requests"] < moved["requests"] and changed["tokens_out"] > moved["tokens_out"]
     close(changed, expected)
+    await links_true()
 
     # other prices: the stored sums are token counts, priced when read
     cheaper = Prices({name: ModelPrice(0.5, 0.5) for name in PRICES.models}, {"gpt-5": ModelPrice(2.0, 2.0, 0.2)}, "sonnet", PRICES.models["sonnet"])
@@ -197,7 +210,8 @@ async def test_the_stored_half_hours_answer_as_the_rows_after_every_kind_of_writ
     close(priced, expected)
 
 
-async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
+@pytest.mark.parametrize("version", ["without stored sums", "without the linked rows' sums"])
+async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path, version):
     path = str(tmp_path / "decisions.sqlite3")
     log = DecisionLog(path)
     await log.start()
@@ -208,16 +222,23 @@ async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
     log.submit(huge)
     log.submit(dataclasses.replace(huge, request_id="huge-2"))
     await log.close()
+    summed_as_written = stored_links(path)
+    assert summed_as_written
     with sqlite3.connect(path) as conn:  # as an older version left it
-        for trigger in ("insert", "delete", "update"):
-            conn.execute(f"DROP TRIGGER decision_half_hours_{trigger}")
-        conn.execute("DROP TABLE decision_half_hours")
-        conn.execute("DROP INDEX decisions_linked")
+        for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'decision_half_hour_links%'").fetchall():
+            conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute(f"DROP TABLE {half_hour_sums.LINKS}")
+        if version == "without stored sums":
+            for trigger in ("insert", "delete", "update"):
+                conn.execute(f"DROP TRIGGER decision_half_hours_{trigger}")
+            conn.execute("DROP TABLE decision_half_hours")
+            conn.execute("DROP INDEX decisions_linked")
 
     log = DecisionLog(path)
     await log.start()
     try:
         assert stored_half_hours(path, SINCE, UNTIL) == 3
+        assert stored_links(path) == summed_as_written
         for client in (None, "bob"):
             got, expected = await overview_now(log, SINCE, UNTIL, 3_600, client)
             close(got, expected)
@@ -235,6 +256,22 @@ async def test_a_log_file_without_stored_sums_gets_them_when_opened(tmp_path):
         await log.close()
 
 
+def vm_steps(conn: sqlite3.Connection, view: Any) -> int:
+    """The hundreds of SQLite's virtual machine steps ``view()`` takes on ``conn``."""
+    counted = [0]
+
+    def count() -> int:
+        counted[0] += 1
+        return 0
+
+    conn.set_progress_handler(count, 100)
+    try:
+        view()
+    finally:
+        conn.set_progress_handler(None, 100)
+    return counted[0]
+
+
 async def test_the_overview_reads_the_stored_sums_not_the_rows(log):
     """The work of a view over whole half-hours is a fraction of summing its rows (SQLite's steps, counted)."""
     rng = random.Random(7)
@@ -247,23 +284,136 @@ async def test_the_overview_reads_the_stored_sums_not_the_rows(log):
     conn = log._conn
     assert conn is not None
 
-    def steps(view: Any) -> int:
-        counted = [0]
-
-        def count() -> int:
-            counted[0] += 1
-            return 0
-
-        conn.set_progress_handler(count, 100)
-        try:
-            view()
-        finally:
-            conn.set_progress_handler(None, 100)
-        return counted[0]
-
     since, until = NOW - 1.5 * HOUR - 1, NOW + 5 * HOUR
-    stored = await log._on_db(steps, lambda: half_hour_sums.overview_groups(conn, PRICES, since, until, 1_800))
-    summed = await log._on_db(steps, lambda: decision_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    stored = await log._on_db(vm_steps, conn, lambda: half_hour_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    summed = await log._on_db(vm_steps, conn, lambda: decision_sums.overview_groups(conn, PRICES, since, until, 1_800))
     assert stored * 4 < summed, (stored, summed)
     got = await log._on_db(half_hour_sums.overview_groups, conn, PRICES, since, until, 1_800)
     close(overview_of_groups(got, since, until, 1_800), overview_of_groups(await log._on_db(decision_sums.overview_groups, conn, PRICES, since, until, 1_800), since, until, 1_800))
+
+
+def linked_log_rows(seed: int, count: int) -> list[Decision]:
+    """A log most of whose rows are priced with their session's previous one: no cache figures reported
+    (Ollama, many chat providers) or a rewrite by pinch, mixed with ordinary rows."""
+    rng = random.Random(seed)
+    rows = []
+    for row in generated(seed, count):
+        if row.prompt_tokens is not None and rng.random() < 0.6:
+            row = dataclasses.replace(row, cached_tokens=None, cache_write_tokens=None)
+        elif row.cached_tokens is not None and rng.random() < 0.5:
+            row = dataclasses.replace(row, pinch_newly_compressed=3)
+        rows.append(row)
+    return rows
+
+
+def linked_share(conn: sqlite3.Connection, since: float, until: float) -> float:
+    """The share of the rows in ``[since, until)`` that are linked."""
+    window = "WHERE ts >= ? AND ts < ?"
+    linked = conn.execute(f"SELECT COUNT(*) FROM decisions {window} AND {decision_sums.LINKED.format(r='decisions')}", (since, until)).fetchone()[0]
+    return linked / conn.execute(f"SELECT COUNT(*) FROM decisions {window}", (since, until)).fetchone()[0]
+
+
+async def test_linked_rows_are_stored_as_written_and_read_as_the_rows_price_them(log):
+    """Rows priced with their session's previous row are summed as they are written, priced at read time
+    exactly as the rows would be: the view over whole half-hours does not sum them from the rows."""
+    rng = random.Random(8)
+    for row in linked_log_rows(8, 3_000):  # a team's day: a few kinds
+        log.submit(dataclasses.replace(row, requested_model=rng.choice(["auto", "gpt-5"]), source="cached"))
+    await log.flush()
+    conn = log._conn
+    assert conn is not None
+    since, until = NOW - 1.5 * HOUR - 1, NOW + 5 * HOUR
+    assert linked_share(conn, since, until) > 0.5
+
+    for client in (None, "alice"):
+        for bucket in (1_800, 3_600):
+            got, expected = await overview_now(log, since, until, bucket, client)
+            close(got, expected)
+            assert got["spent"] and got["saved_by_routing"] and got["saved_by_pinch"]
+        # the lifetimes of these prices are bounds of the stored classes: no half-hour is summed from its rows
+        _, from_rows = await log._on_db(half_hour_sums._stored_groups, conn, PRICES, math.ceil(since / 1_800), int(until / 1_800), 1, client)
+        assert from_rows == []
+
+    stored = await log._on_db(vm_steps, conn, lambda: half_hour_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    summed = await log._on_db(vm_steps, conn, lambda: decision_sums.overview_groups(conn, PRICES, since, until, 1_800))
+    assert stored * 2 < summed, (stored, summed)
+
+    # a window of whole half-hours reads no row of the log: the linked ones' figures are stored too
+    read: set[str] = set()
+
+    def reads(action: int, table: str | None, *_: Any) -> int:
+        if action == sqlite3.SQLITE_READ and table:
+            read.add(table)
+        return sqlite3.SQLITE_OK
+
+    def whole() -> list[Any]:
+        conn.set_authorizer(reads)
+        try:
+            return half_hour_sums.overview_groups(conn, PRICES, 1_800 * math.floor(since / 1_800), 1_800 * math.ceil(until / 1_800), 1_800)
+        finally:
+            conn.set_authorizer(None)
+
+    assert await log._on_db(whole)
+    assert "decisions" not in read and half_hour_sums.LINKS in read
+
+
+def lifetimes(prices: Prices, seconds: float) -> Prices:
+    """``prices`` with every cache lifetime ``seconds``."""
+    return Prices(
+        {name: dataclasses.replace(price, cache_lifetime_seconds=seconds) for name, price in prices.models.items()},
+        {name: dataclasses.replace(price, cache_lifetime_seconds=seconds) for name, price in prices.requested.items()},
+        prices.reference_name,
+        None if prices.reference is None else dataclasses.replace(prices.reference, cache_lifetime_seconds=seconds),
+    )
+
+
+@pytest.mark.parametrize("client", [None, "alice"])
+async def test_a_lifetime_within_a_class_of_gaps_sums_those_half_hours_from_the_rows(log, client):
+    rng = random.Random(9)
+    for row in linked_log_rows(9, 2_000):  # a few kinds: a class holds several gaps
+        log.submit(dataclasses.replace(row, requested_model=rng.choice(["auto", "gpt-5"]), source="cached"))
+    await log.flush()
+    since, until = NOW - 1.5 * HOUR - 1, NOW + 5 * HOUR
+    odd = lifetimes(PRICES, 150)  # within the class of gaps (120, 180]
+    _, from_rows = await log._on_db(half_hour_sums._stored_groups, log._conn, odd, math.ceil(since / 1_800), int(until / 1_800), 1, client)
+    assert from_rows
+    for prices in (odd, lifetimes(PRICES, 0.5), lifetimes(PRICES, 10_000_000)):
+        got, expected = await overview_now(log, since, until, 3_600, client, prices)
+        close(got, expected)
+
+
+async def test_a_session_of_two_keys_is_priced_with_the_keys_own_previous_rows(log):
+    """A view of one key prices a row with that key's previous row; the others', with the previous row."""
+    rows = [dataclasses.replace(row, client=["alice", "bob"][i % 2]) if row.session == "s00" else row for i, row in enumerate(linked_log_rows(10, 2_000))]
+    for row in rows:
+        log.submit(row)
+    await log.flush()
+    since, until = NOW - 1.5 * HOUR - 1, NOW + 5 * HOUR
+    for client in (None, "alice", "bob"):
+        got, expected = await overview_now(log, since, until, 1_800, client)
+        close(got, expected)
+    start, end = math.ceil(since / 1_800), int(until / 1_800)
+    assert (await log._on_db(half_hour_sums._stored_groups, log._conn, PRICES, start, end, 1, "bob"))[1]
+    assert not (await log._on_db(half_hour_sums._stored_groups, log._conn, PRICES, start, end, 1, None))[1]
+
+
+def stored_links(path: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """The stored sums of the linked rows (the gaps' bounds aside: they only widen), classes summing to nothing left out."""
+    with sqlite3.connect(path) as conn:
+        keys = "half_hour, client, requested_model, model, source, error, kind, class"
+        columns = [c[1] for c in conn.execute(f"PRAGMA table_info({half_hour_sums.LINKS})")][len(keys.split(", ")) :]
+        sums = [c for c in columns if c not in ("least_gap", "greatest_gap")]
+        rows = conn.execute(f"SELECT {keys}, {', '.join(sums)} FROM {half_hour_sums.LINKS}").fetchall()
+    return {row[:8]: row[8:] for row in rows if any(row[8:])}
+
+
+def links_summed_once(path: str, copy: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """The linked rows' sums of a copy of the log's file without them, summed when it is opened."""
+    with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
+        for (trigger,) in target.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'decision_half_hour_links%'").fetchall():
+            target.execute(f"DROP TRIGGER {trigger}")
+        target.execute(f"DROP TABLE {half_hour_sums.LINKS}")
+    with sqlite3.connect(copy, isolation_level=None) as conn:
+        half_hour_sums.ensure(conn)
+    return stored_links(copy)
