@@ -18,6 +18,7 @@ server refuses.
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 from router.core.content import Message
@@ -60,9 +61,12 @@ def _plain_user(message: Message) -> bool:
 
 
 def _one_leading_system(messages: list[Message]) -> list[Message]:
-    systems = [m for m in messages if m.get("role") == "system"]
-    if not systems or (len(systems) == 1 and messages[0] is systems[0]):
+    # the roles read and counted in C: a long conversation is scanned each request, and has none but the first
+    roles = list(map(dict.get, messages, repeat("role")))
+    count = roles.count("system")
+    if not count or (count == 1 and roles[0] == "system"):
         return messages
+    systems = [m for m in messages if m.get("role") == "system"]
     texts = [text for m in systems if (text := _text(m.get("content")))]
     rest = [m for m in messages if m.get("role") != "system"]
     return [{"role": "system", "content": SEPARATOR.join(texts)}, *rest] if texts else rest

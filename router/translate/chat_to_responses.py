@@ -36,7 +36,6 @@ from typing import Any
 import orjson
 
 from router.core.retrieve import TOOL_NAME
-from router.translate.element_memo import PassMemo
 from router.wire.openai_responses import compaction
 from router.wire.openai_responses.stream import Event
 from router.wire.openai_responses.validation import PROXY_REASONING_ID_PREFIX
@@ -154,28 +153,12 @@ def _call_item(item_id: str, call_id: str, name: str, arguments: str, status: st
     return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name, "arguments": arguments}
 
 
-ADDITIONAL_TOOLS: PassMemo[Any] = PassMemo()
-
-
-def additional_tools(items: list[Any] | tuple[Any, ...]) -> list[Any]:
-    """The tools the ``additional_tools`` input items hold (Codex's, on its default model), in order: the
-    caller's own list. The items a conversation repeats (the very objects) are not read again
-    (:data:`ADDITIONAL_TOOLS`): what they held is taken, and the new items alone are read."""
-    start, out, marks = ADDITIONAL_TOOLS.resume(items, None)
-    for at in range(start, len(items)):
-        marks.append((at, len(out)))  # every item: nothing is carried from one to the next
-        item = items[at]
-        if type(item) is dict and item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
-            out += item["tools"]
-    ADDITIONAL_TOOLS.keep(items, None, out, marks)
-    return out
-
-
-def custom_tool_names(request: dict[str, Any]) -> frozenset[str]:
-    """The custom (freeform) tools a Responses request offers: in ``tools`` or an ``additional_tools``
-    item, at the top or in the ``functions`` namespace (as :mod:`router.translate.responses_to_chat` reads them)."""
-    tools = list(request.get("tools") or []) if isinstance(request.get("tools"), list) else []
-    tools += additional_tools(request.get("input") if isinstance(request.get("input"), list) else [])
+def custom_tool_names(tools: list[Any]) -> frozenset[str]:
+    """The custom (freeform) tools among the tools a Responses request offers
+    (:func:`router.translate.responses_to_chat.offered_tools`: its ``tools`` and those of its
+    ``additional_tools`` items), at the top or in the ``functions`` namespace (as
+    :mod:`router.translate.responses_to_chat` reads them)."""
+    tools = list(tools)
     names: set[str] = set()
     while tools:
         tool = tools.pop()

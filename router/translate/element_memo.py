@@ -25,7 +25,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable
 from itertools import compress, count
-from operator import is_, is_not
+from operator import is_not
 from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
@@ -63,8 +63,10 @@ def forget_all() -> int:
 
 def repeated(before: list[Any], now: list[Any]) -> int:
     """How many leading elements ``now`` shares with ``before``: the very same objects."""
-    same = list(map(is_, before, now))  # C speed: no Python step per element
-    return same.index(False) if False in same else len(same)
+    # C speed, no Python step per element; a resent array repeats all the one before: no list is made
+    if not any(map(is_not, before, now)):
+        return min(len(before), len(now))
+    return next(compress(count(), map(is_not, before, now)))
 
 
 class ElementMemo(_Memo, Generic[R]):

@@ -44,6 +44,7 @@ Responses answer reports in ``response.completed``. Responses-only fields
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, repeat
 from typing import Any
 
 import orjson
@@ -56,7 +57,6 @@ from router.wire.openai_responses.compaction import ITEM as COMPACTION, asks_com
 from router.translate.chat_to_responses import (
     ChatStreamTranslator,
     ResponseFrame,
-    additional_tools,
     chat_chunks,
     completion_to_response,
     custom_tool_names,
@@ -82,18 +82,22 @@ CARRIED_FIELDS = ("temperature", "top_p", "user", "prompt_cache_key")
 
 @dataclass(frozen=True, slots=True)
 class ChatTranslation:
-    """The chat body, and what of the request it could not carry (``"tool namespace:multi_agent_v1"``, …)."""
+    """The chat body, what of the request it could not carry (``"tool namespace:multi_agent_v1"``, …),
+    and the custom tools the request offers (:func:`~router.translate.chat_to_responses.custom_tool_names`)."""
 
     body: dict[str, Any]
     dropped: tuple[str, ...]
+    custom_tools: frozenset[str] = frozenset()
 
 
 def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) -> ChatTranslation:
     """``body`` (a valid Responses body) as a chat body; ``items`` its input as items."""
     dropped: list[str] = []
-    messages = _messages(body.get("instructions"), items, dropped)
+    additional: list[Any] = []
+    messages = _messages(body.get("instructions"), items, dropped, additional)
     chat: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    tools = _function_tools(offered_tools(body, items), dropped)
+    offered = offered_tools(body, additional)
+    tools = _function_tools(offered, dropped)
     if tools:
         chat["tools"] = tools
         if asks_compaction(items):  # the summary is text: the tools stay declared for the calls in the history
@@ -118,16 +122,23 @@ def responses_to_chat(body: dict[str, Any], items: tuple[Item, ...] | list[Item]
     if body.get("stream") is True:
         chat["stream"] = True
         chat["stream_options"] = {"include_usage": True}
-    return ChatTranslation(chat, tuple(dropped))
+    return ChatTranslation(chat, tuple(dropped), custom_tool_names(offered))
 
 
-def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: list[str]) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = []
-    if isinstance(instructions, str) and instructions:
-        messages.append({"role": "system", "content": instructions})
+def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: list[str], additional: list[Any]) -> list[dict[str, Any]]:
+    """The chat messages; what the items hold besides (drop notes, the tools of ``additional_tools``
+    items) added to ``dropped`` and ``additional``, in order."""
     made = _items_pass(items)
-    messages += [entry for entry in made if type(entry) is dict]
-    dropped += [entry for entry in made if type(entry) is str]
+    # the messages picked in C (nearly every entry is one): a Python step per entry cost as much as the resumed pass
+    messages = list(compress(made, map(isinstance, made, repeat(dict))))
+    if len(messages) < len(made):
+        for entry in made:
+            if type(entry) is str:
+                dropped.append(entry)
+            elif type(entry) is list:
+                additional += entry
+    if isinstance(instructions, str) and instructions:
+        messages.insert(0, {"role": "system", "content": instructions})
     if asks_compaction(items):  # the trigger, last, asks for the summary (the pass read it as one not last: dropped)
         messages.append({"role": "user", "content": compaction.PROMPT})
         dropped.pop()
@@ -136,12 +147,13 @@ def _messages(instructions: Any, items: tuple[Item, ...] | list[Item], dropped: 
 
 # What the pass made of a conversation's items, taken again for the items the next request repeats
 # (router.translate.element_memo), and the shape it is then given (router.translate.chat_shape)
-ITEMS: PassMemo[dict[str, Any] | str] = PassMemo()
+ITEMS: PassMemo[dict[str, Any] | str | list[Any]] = PassMemo()
 STRICT: PassMemo[dict[str, Any]] = PassMemo()
 
 
-def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | str]:
-    """The items as chat messages and, in their place, what was dropped (a note, a str). What was made of
+def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | str | list[Any]]:
+    """The items as chat messages and, in their place, what was dropped (a note, a str) and the tools an
+    ``additional_tools`` item holds (its list). What was made of
     the items a conversation repeats (the very objects) is taken again up to the last of them before
     which no call is open (:data:`ITEMS`): there the pass is as at the start and the output before is
     final. A compaction trigger is read as one not last (dropped; see :func:`_messages`), so that no
@@ -181,7 +193,10 @@ def _items_pass(items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any] | s
         elif kind == COMPACTION and (summary := compaction.summary_message(item)) is not None:
             joining = None
             out.append(summary)
-        elif kind not in ("reasoning", "additional_tools"):  # additional_tools: read with the tools (offered_tools)
+        elif kind == "additional_tools":  # the tools it holds (Codex's, on its default model), offered with the request's
+            if isinstance(item.get("tools"), list):
+                out.append(item["tools"])
+        elif kind != "reasoning":
             out.append(f"item {kind}")
     ITEMS.keep(items, None, out, marks)
     return out
@@ -219,12 +234,13 @@ def _text(content: str | list[Any]) -> str:
     return "\n\n".join(texts)
 
 
-def offered_tools(body: dict[str, Any], items: tuple[Item, ...] | list[Item]) -> list[dict[str, Any]]:
-    """The request's tools: ``tools``, then those of its ``additional_tools`` items (Codex's, on its default
-    model); the proxy's ``pinch_retrieve``, declared last in ``tools`` (router.core.retrieve), after them all."""
+def offered_tools(body: dict[str, Any], additional: list[Any]) -> list[dict[str, Any]]:
+    """The request's tools: ``tools``, then ``additional``, the tools of its ``additional_tools`` items
+    (Codex's, on its default model); the proxy's ``pinch_retrieve``, declared last in ``tools``
+    (router.core.retrieve), after them all."""
     tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
     proxys = [tools.pop()] if tools and tools[-1].get("type") == "function" and tools[-1].get("name") == RETRIEVE_TOOL_NAME else []
-    tools += [t for t in additional_tools(items) if isinstance(t, dict)]
+    tools += [t for t in additional if isinstance(t, dict)]
     return tools + proxys
 
 
@@ -296,20 +312,16 @@ class ResponsesToChat(ToChat):
     def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:
         self.ids = ids
         self.system_anywhere = system_anywhere  # the provider takes system messages anywhere (else: one, leading)
-        self.frame = self._frame({})
+        self.frame = ResponseFrame(f"resp_{self.ids.token}", self.ids.created, {})
         self.dropped: tuple[str, ...] = ()
-
-    def _frame(self, body: dict[str, Any]) -> ResponseFrame:
-        items = body.get("input") if isinstance(body.get("input"), list) else []
-        return ResponseFrame(f"resp_{self.ids.token}", self.ids.created, body, custom_tool_names(body), asks_compaction(items))
 
     def chat_request(self, body: bytes | dict[str, Any], candidate: Candidate) -> dict[str, Any]:
         """The chat body, before it is written (a chained translation hands it on as it is)."""
         responses = request_object(body)
         # valid: the edge checked it, the chain kept it so; a bytes body (a chained translation's) is read again
         items = input_items(responses.get("input")) if isinstance(body, dict) else validate_responses_body(responses).items
-        self.frame = self._frame(responses)
         translation = responses_to_chat(responses, items)
+        self.frame = ResponseFrame(f"resp_{self.ids.token}", self.ids.created, responses, translation.custom_tools, asks_compaction(items))
         self.dropped = translation.dropped
         chat = translation.body
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)

@@ -42,6 +42,15 @@ def test_equal_objects_are_not_the_same_element() -> None:
     assert called[2:] == fresh
 
 
+def test_the_repeated_elements_are_the_leading_same_objects() -> None:
+    from router.translate.element_memo import repeated
+
+    a, b, c = {"n": 1}, {"n": 2}, {"n": 3}
+    assert repeated([a, b], [a, b, c]) == 2 and repeated([a, b, c], [a, b]) == 2 and repeated([], [a]) == 0
+    assert repeated([a, b, c], [a, copy.deepcopy(b), c]) == 1  # equal is not the same
+    assert repeated([a, b], [b, a]) == 0
+
+
 def test_an_element_replaced_is_made_again_and_those_after_it_are_not() -> None:
     memo: ElementMemo[Any] = ElementMemo()
     called, each = counting()

@@ -232,7 +232,7 @@ def test_the_proxys_pinch_retrieve_stays_after_the_tools_of_additional_tools_ite
 
 
 def test_codex_code_mode_tools_and_calls_reach_chat_as_functions_and_come_back_as_custom_calls() -> None:
-    from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, completion_to_response, custom_tool_names
+    from router.translate.chat_to_responses import ChatStreamTranslator, ResponseFrame, completion_to_response
 
     script = 'text(await tools.exec_command({cmd: "ls"}))'
     body = responses_body(
@@ -249,7 +249,7 @@ def test_codex_code_mode_tools_and_calls_reach_chat_as_functions_and_come_back_a
     assert call["tool_calls"][0]["function"] == {"name": "exec", "arguments": '{"input":' + orjson_str(script) + "}"}
     assert result == {"role": "tool", "tool_call_id": "c1", "content": "main.py"}
 
-    frame = ResponseFrame("resp_x", 0, body, custom_tool_names(body))
+    frame = ResponseFrame("resp_x", 0, body, responses_to_chat(body, body["input"]).custom_tools)
     assert frame.custom_tools == {"exec"}
     chat_call = {"id": "c2", "type": "function", "function": {"name": "exec", "arguments": '{"input": "exit()"}'}}
     completion = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [chat_call]}, "finish_reason": "tool_calls"}]}
