@@ -217,7 +217,7 @@ class PinchPrune:
         conversation, known = ctx.view.conversation, ctx.known_body
         prior: PinchNote | None = known.prior_pinch if known is not None else None
         retrieve = self._offers_retrieve(ctx, windows)
-        declared = declaration_tokens(tools) if retrieve else 0
+        declared = declaration_tokens(measured.tools_chars) if retrieve else 0  # the tools' JSON as measured: not written again
         result = pinch_conversation(
             conversation,
             session.ledger,

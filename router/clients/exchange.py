@@ -17,6 +17,8 @@ import secrets
 import time
 from typing import Any
 
+import orjson
+
 from router.clients.failure import AttemptFailure
 from router.config import ProviderSettings
 from router.contract.context import RequestContext
@@ -109,12 +111,13 @@ class Exchange:
                 raise AttemptFailure("read", f"answered 200 with what is no {wire.name} answer: {problem}")
             return body, content_type, wire.usage_of(parsed)
         try:
-            translated = self.translation.response(parsed)  # parsed already: not parsed a second time
+            translated = self.translation.response_object(parsed)  # parsed already: not parsed a second time
+            written = orjson.dumps(translated)
         except MalformedAnswer as exc:
             raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {exc}") from None
         except Exception as exc:  # the translation could not read it: none it was written for (and a bug, logged)
             raise AttemptFailure("read", f"answered 200 with what is no {self.wire_out} answer: {unreadable(exc, self.ctx.request_id)}") from None
-        return translated, JSON, wire.read_usage(translated)
+        return written, JSON, wire.usage_of(translated)  # its usage read from the object written: not read back from its bytes
 
 
 def prompt_tokens_sent(ctx: RequestContext) -> int | None:

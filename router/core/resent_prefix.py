@@ -209,9 +209,9 @@ class KnownBody:
             size = estimator.measure(units, tools)
         else:
             known = prior.sizes[:reused] if reused and len(prior.sizes) >= reused else None
-            tools_tokens = prior.tools_tokens if same_objects(tools, prior.tools) else None
-            size = estimator.measure(units, tools, known, tools_tokens)
-        self.measured = Measured(estimator, size.sizes, tools, size.tools_tokens)
+            tools_chars = prior.tools_chars if same_objects(tools, prior.tools) else None
+            size = estimator.measure(units, tools, known, tools_chars)
+        self.measured = Measured(estimator, size.sizes, tools, size.tools_chars)
         return size
 
 
@@ -230,12 +230,12 @@ class Sent(NamedTuple):
 
 
 class Measured(NamedTuple):
-    """A body's measurement by ``estimator``: each unit's size, and the tools' tokens (``tools`` what was counted)."""
+    """A body's measurement by ``estimator``: each unit's size, and the characters of the tools' JSON (``tools`` what was counted)."""
 
     estimator: TokenEstimator
     sizes: list[int]
     tools: Any
-    tools_tokens: int
+    tools_chars: int
 
 
 def same_objects(value: Any, other: Any) -> bool:

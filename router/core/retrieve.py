@@ -28,7 +28,7 @@ import orjson
 
 from router.core.frozen import frozen
 from router.core.sse import SseEvents
-from router.core.tokens import tools_tokens
+from router.core.tokens import tokens_of_chars
 
 TOOL_NAME = "pinch_retrieve"
 # Short: the declaration goes with every request of a session (the cut output's own first line says the rest).
@@ -93,13 +93,18 @@ def answer_call(arguments: Any, original: Callable[[str], str | None]) -> tuple[
     return text, True
 
 
-def declaration_tokens(tools: Any) -> int:
-    """The tokens the tool's declaration adds to a request that offers ``tools``, counted as the
-    estimator counts tool schemas (:func:`router.core.tokens.tools_tokens`), in chat's form (the other
-    formats' forms differ by a few characters)."""
-    declared = {"type": "function", "function": {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": PARAMETERS}}
-    own = list(tools) if isinstance(tools, list) else []
-    return tools_tokens([*own, declared]) - tools_tokens(own)
+def declaration_tokens(tools_chars: int) -> int:
+    """The tokens the tool's declaration adds to a request whose own tools' JSON measures ``tools_chars``
+    characters (:func:`router.core.tokens.tools_chars`, which the prompt's measure counted already:
+    :attr:`~router.core.tokens.PromptSize.tools_chars`), counted as the estimator counts tool schemas
+    (:func:`router.core.tokens.tools_tokens` of the tools with it, less theirs), in chat's form (the
+    other formats' forms differ by a few characters). The declaration joins the tools' compact JSON
+    array with a comma, or makes an array of its own (two brackets)."""
+    joined = tools_chars + 1 + _DECLARED_CHARS if tools_chars else 2 + _DECLARED_CHARS
+    return tokens_of_chars(joined) - tokens_of_chars(tools_chars)
+
+
+_DECLARED_CHARS = len(orjson.dumps({"type": "function", "function": {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": PARAMETERS}}))
 
 
 class RetrieveRounds:

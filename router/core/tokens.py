@@ -35,6 +35,7 @@ class PromptSize(NamedTuple):
     sizes: list[int]
     tokens: int  # every message plus the tool schemas: what prompt_tokens returns
     tools_tokens: int = 0  # the tool schemas' part of them
+    tools_chars: int = 0  # the characters of the tool schemas' JSON (:func:`tools_chars`), which they count
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +76,14 @@ class TokenEstimator:
         """Tokens of messages measured by :meth:`message_sizes` (without tool schemas)."""
         return -sum([c // -CHARS_PER_TOKEN for c in sizes]) + self.per_message_overhead * len(sizes)
 
-    def measure(self, messages: list[Message], tools: Any = None, known: list[int] | None = None, known_tools: int | None = None) -> PromptSize:
+    def measure(self, messages: list[Message], tools: Any = None, known: list[int] | None = None, known_tools_chars: int | None = None) -> PromptSize:
         """The prompt's tokens, keeping each message's size so a rewrite can be re-counted cheaply.
         ``known``: the sizes of the first ``len(known)`` messages, measured already (by this estimator);
-        ``known_tools``: :func:`tools_tokens` of ``tools``, counted already."""
+        ``known_tools_chars``: :func:`tools_chars` of ``tools``, counted already."""
         sizes = known + self.message_sizes(messages[len(known) :]) if known else self.message_sizes(messages)
-        tools_part = tools_tokens(tools) if known_tools is None else known_tools
-        return PromptSize(sizes, self.sizes_tokens(sizes) + tools_part, tools_part)
+        chars = tools_chars(tools) if known_tools_chars is None else known_tools_chars
+        tools_part = tokens_of_chars(chars)
+        return PromptSize(sizes, self.sizes_tokens(sizes) + tools_part, tools_part, chars)
 
     def prompt_tokens(self, messages: list[Message], tools: Any = None) -> int:
         """Tokens of a whole prompt: every message plus the tool schemas sent with it."""
@@ -97,7 +99,17 @@ def estimate_prompt_tokens(messages: list[Message], tools: Any = None, estimator
 
 def tools_tokens(tools: Any) -> int:
     """Tokens of the request's tool schemas: ceil(chars of their JSON / 4); none ⇒ 0."""
-    return -(len(orjson.dumps(tools)) // -CHARS_PER_TOKEN) if tools else 0
+    return tokens_of_chars(tools_chars(tools))
+
+
+def tools_chars(tools: Any) -> int:
+    """The characters of the request's tool schemas' JSON, as :func:`tools_tokens` counts them; none ⇒ 0."""
+    return len(orjson.dumps(tools)) if tools else 0
+
+
+def tokens_of_chars(chars: int) -> int:
+    """Tokens of ``chars`` characters of JSON or text without per-message overhead: ceil(chars / 4)."""
+    return -(chars // -CHARS_PER_TOKEN)
 
 
 def _value_chars(value: Any) -> int:

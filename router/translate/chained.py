@@ -14,7 +14,7 @@ from router.core.results import Candidate, Usage
 from router.translate.protocol import AnswerIds, StreamTranslator, ToChat, Translator
 
 
-class ChainedTranslator:
+class ChainedTranslator(Translator):
     """Two translations one after the other: the client's wire → an intermediate wire → the provider's.
 
     An Anthropic client to Ollama's native chat goes Anthropic → OpenAI chat → Ollama, and its
@@ -34,8 +34,9 @@ class ChainedTranslator:
         """The second translation reads the first's chat body as a dict: never written and read back."""
         return self.second.request(self.first.chat_request(body, candidate), candidate)
 
-    def response(self, body: bytes | Any) -> bytes:
-        return self.first.response(self.second.response(body))
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
+        """The second translation's chat answer goes to the first as the object it made: never written and read back."""
+        return self.first.response_object(self.second.response_object(body))
 
     def streams(self, content_type: str) -> bool:
         return self.second.streams(content_type)

@@ -35,7 +35,7 @@ from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.chat_to_messages import image_source
 from router.translate.json_values import add_turn, checked_answer, request_object, stop_sequences, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.protocol import EVENT_STREAM, AnswerIds, Translator
 from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.gemini.adapter import GEMINI_ADAPTER
 from router.wire.gemini.answers import answer_problem as gemini_answer_problem
@@ -58,7 +58,7 @@ FINISH_REASONS = {
 _SAMPLING = (("temperature", "temperature"), ("top_p", "topP"), ("seed", "seed"), ("presence_penalty", "presencePenalty"), ("frequency_penalty", "frequencyPenalty"))
 
 
-class ChatToGemini:
+class ChatToGemini(Translator):
     """An OpenAI chat request to a Gemini provider, and its answer back (one request)."""
 
     dropped: tuple[str, ...] = ()
@@ -76,9 +76,9 @@ class ChatToGemini:
         self.dropped = tuple(f"tool {t.get('type')}" for t in tools if isinstance(t, dict) and not isinstance(t.get("function"), dict))
         return orjson.dumps(chat_to_gemini_body(chat))
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         answer = checked_answer(body, gemini_answer_problem, "a Gemini answer")
-        return orjson.dumps(gemini_to_chat_completion(answer, self.model, self.chunk_id, self.created, self.call_ids))
+        return gemini_to_chat_completion(answer, self.model, self.chunk_id, self.created, self.call_ids)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

@@ -21,7 +21,7 @@ import orjson
 from router.core.content import content_text
 from router.core.results import Candidate
 from router.translate.json_values import add_turn, checked_answer, request_object, stop_sequences, tool_arguments, tool_input
-from router.translate.protocol import EVENT_STREAM, AnswerIds
+from router.translate.protocol import EVENT_STREAM, AnswerIds, Translator
 from router.translate.sse_frames import SseTranslator, provider_event
 from router.wire.anthropic_messages.adapter import ANTHROPIC_MESSAGES_ADAPTER
 from router.wire.anthropic_messages.blocks import blocks_of
@@ -33,7 +33,7 @@ from router.wire.anthropic_messages.validation import event_problem as messages_
 FALLBACK_MAX_TOKENS = 8192
 
 
-class ChatToMessagesTranslator:
+class ChatToMessagesTranslator(Translator):
     """An OpenAI chat request to an Anthropic-format provider, and its answer back (one request)."""
 
     def __init__(self, ids: AnswerIds, system_anywhere: bool = False) -> None:  # Anthropic's system is top-level: nothing to place
@@ -49,9 +49,9 @@ class ChatToMessagesTranslator:
         limit = candidate.output_tokens or candidate.max_output_tokens or FALLBACK_MAX_TOKENS
         return orjson.dumps(chat_to_messages_body(chat, candidate.upstream_model, limit))
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         message = checked_answer(body, messages_answer_problem, "an Anthropic message")
-        return orjson.dumps(message_to_chat_completion(message, self.model, self.ids.created))
+        return message_to_chat_completion(message, self.model, self.ids.created)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

@@ -26,7 +26,7 @@ from router.core.content import Message, content_text
 from router.core.results import Candidate, Usage
 from router.translate.chat_to_responses import reasoning_text
 from router.translate.json_values import answer_object, checked_event, request_object, tool_input
-from router.translate.protocol import AnswerIds, StreamBroken
+from router.translate.protocol import AnswerIds, StreamBroken, Translator
 from router.wire.ollama.answers import NDJSON, answer_problem, line_problem
 from router.wire.openai_chat.answer import chat_completion
 from router.wire.openai_chat.stream import DONE_EVENT
@@ -150,7 +150,7 @@ def chat_calls(calls: Any, first_index: int, id_prefix: str) -> list[dict[str, A
     return out
 
 
-class OllamaChatTranslator:
+class OllamaChatTranslator(Translator):
     """OpenAI chat ⇄ Ollama native chat, for one request (see the module doc)."""
 
     dropped: tuple[str, ...] = ()
@@ -167,7 +167,7 @@ class OllamaChatTranslator:
         self.model = str(chat.get("model") or "")
         return orjson.dumps(native_request(chat, candidate.context_window))
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         answer = checked_event(answer_object(body), answer_problem, "an Ollama chat answer")
         message = answer["message"]
         calls = chat_calls(message.get("tool_calls"), 0, self.call_ids)
@@ -177,7 +177,7 @@ class OllamaChatTranslator:
         if calls:
             out_message["tool_calls"] = [{k: v for k, v in call.items() if k != "index"} for call in calls]
         finish = "tool_calls" if calls else FINISH_REASONS.get(str(answer.get("done_reason") or "stop"), "stop")
-        return orjson.dumps(chat_completion(f"chatcmpl-ollama-{self.created}", self.created, answer.get("model", self.model), out_message, finish, chat_usage(answer)))
+        return chat_completion(f"chatcmpl-ollama-{self.created}", self.created, answer.get("model", self.model), out_message, finish, chat_usage(answer))
 
     def streams(self, content_type: str) -> bool:
         return content_type == NDJSON

@@ -106,9 +106,9 @@ class GeminiToChat(ToChat):
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")
-        return orjson.dumps(chat_completion_to_gemini(completion, self.model, self.response_id, self.call_ids, self.thoughts))
+        return chat_completion_to_gemini(completion, self.model, self.response_id, self.call_ids, self.thoughts)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

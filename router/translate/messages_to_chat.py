@@ -72,11 +72,9 @@ class MessagesToChatTranslator(ToChat):
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")
-        return orjson.dumps(
-            chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
-        )
+        return chat_completion_to_message(completion, self.model, self.input_tokens, message_id=self.message_id, reasoning_content=self.reasoning)
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

@@ -73,7 +73,7 @@ class OllamaToChat(ToChat):
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere)
         return chat
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         completion = checked_answer(body, chat_answer_problem, "a chat completion")
         choice, message = first_choice(completion)
         reasoning = message.get("reasoning_content")
@@ -83,7 +83,7 @@ class OllamaToChat(ToChat):
             reasoning if self.thinking and isinstance(reasoning, str) else None, calls,
             done_reason(choice.get("finish_reason")), counts(completion.get("usage")),
         )  # fmt: skip
-        return orjson.dumps(line)
+        return line
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

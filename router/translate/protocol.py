@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import orjson
+
 from router.core.frozen import frozen
 from router.core.results import Candidate, Usage
 from router.translate.chat_bytes import chat_body_bytes
@@ -36,9 +38,10 @@ class Translator(Protocol):
 
     ``request``: the upstream body (the dict the client's wire adapter made,
     :meth:`~router.wire.WireAdapter.translation_source`, or its bytes) → the provider's body bytes;
-    it never changes the dict. ``response``: a whole answer (its bytes, or its parsed JSON) → the
-    client's bytes; :class:`MalformedAnswer` when it is none the
-    provider's format allows. ``stream()``: a fresh :class:`StreamTranslator` for one streamed
+    it never changes the dict. ``response_object``: a whole answer (its bytes, or its parsed JSON) →
+    the client's answer as a JSON object, before it is written (the exchange reads its usage there,
+    not from its bytes read back); ``response``: its bytes. Both raise :class:`MalformedAnswer` when
+    it is none the provider's format allows. ``stream()``: a fresh :class:`StreamTranslator` for one streamed
     answer; ``streams(content_type)``: whether an answer of that type is a stream. ``dropped``: what
     ``request`` could not carry to the provider (``"tool web_search"``, …), reported to the client
     in ``x-router-dropped`` instead of failing the request.
@@ -48,7 +51,10 @@ class Translator(Protocol):
 
     def request(self, body: bytes | dict[str, Any], candidate: Candidate) -> bytes: ...
 
-    def response(self, body: bytes | Any) -> bytes: ...
+    def response_object(self, body: bytes | Any) -> dict[str, Any]: ...
+
+    def response(self, body: bytes | Any) -> bytes:
+        return orjson.dumps(self.response_object(body))
 
     def streams(self, content_type: str) -> bool: ...
 

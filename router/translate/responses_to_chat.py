@@ -327,13 +327,13 @@ class ResponsesToChat(ToChat):
         chat["messages"] = strict_chat_messages(chat["messages"], system_anywhere=self.system_anywhere, memo=STRICT)
         return chat
 
-    def response(self, body: bytes | Any) -> bytes:
+    def response_object(self, body: bytes | Any) -> dict[str, Any]:
         """A whole chat completion as a Responses ``response``; :class:`MalformedAnswer` for what is none."""
         completion = checked_answer(body, chat_answer_problem, "a chat completion")
         response = completion_to_response(completion, self.frame)
         if response is None:
             raise MalformedAnswer("not a chat completion: no choices[0].message")
-        return orjson.dumps(response)
+        return response
 
     def streams(self, content_type: str) -> bool:
         return content_type == EVENT_STREAM

@@ -212,8 +212,8 @@ def test_the_tools_a_resumed_body_repeats_are_counted_once_and_new_ones_again(mo
 
     first.measure(DEFAULT_ESTIMATOR, first.body["messages"], extras(first.body), 0)
     counted: list[Any] = []
-    real = tokens.tools_tokens
-    monkeypatch.setattr(tokens, "tools_tokens", lambda value: counted.append(value) or real(value))
+    real = tokens.tools_chars
+    monkeypatch.setattr(tokens, "tools_chars", lambda value: counted.append(value) or real(value))
     raw = orjson.dumps(chat(OPENING + turn(1) + turn(2), tools=tools, instructions="be brief " * 20))
     found = resumed_as_parsed(bodies, raw)
     second = kept(bodies, None, raw, found)

@@ -8,7 +8,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from router.core.retrieve import MAX_ANSWER_CHARS, answer_call, declaration_tokens, requested_id
+from router.core.retrieve import DESCRIPTION, MAX_ANSWER_CHARS, PARAMETERS, TOOL_NAME, answer_call, declaration_tokens, requested_id
+from router.core.tokens import tools_chars, tools_tokens
 
 ORIGINALS = {"call_1": "the whole output\nline two", "toolu_9": "x" * (MAX_ANSWER_CHARS + 10)}
 
@@ -46,8 +47,11 @@ def test_any_arguments_get_an_answer_and_never_raise(arguments: Any) -> None:
     assert found == (requested_id(arguments) in ORIGINALS)
 
 
-def test_the_declaration_is_counted_as_the_estimator_counts_tool_schemas() -> None:
-    own = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
-    added = declaration_tokens(own)
+@settings(max_examples=200, deadline=None)
+@given(st.none() | st.lists(st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries({"name": st.text(max_size=40), "description": st.text(max_size=80)})}), max_size=5))
+def test_the_declaration_is_counted_as_the_estimator_counts_tool_schemas(own: Any) -> None:
+    # from the tools' measured characters, exactly what counting the tools with the declaration, less without, gives
+    declared = {"type": "function", "function": {"name": TOOL_NAME, "description": DESCRIPTION, "parameters": PARAMETERS}}
+    added = declaration_tokens(tools_chars(own))
+    assert added == tools_tokens([*(own or ()), declared]) - tools_tokens(own)
     assert 60 < added < 150
-    assert declaration_tokens(None) == declaration_tokens([])

@@ -15,7 +15,7 @@ import yaml
 
 from router.cli import main
 from router.config import load_config
-from router.core.tokens import TokenEstimator
+from router.core.tokens import TokenEstimator, tools_chars
 from router.tools.eval_pinch import (
     MODES,
     NO_PINCH,
@@ -185,7 +185,7 @@ def test_first_sight_savings_are_read_back_and_shown_apart() -> None:
     saved = sum(r.tokens for r in base.requests) - sum(r.tokens for r in ledger.requests)
     # what the decision rows say first sight saved is exactly what the upstream received less, but for the
     # pinch_retrieve declaration every request of the session carries (the client offers tools)
-    declared = len(ledger.requests) * declaration_tokens(load_transcript(SMALL).tools)
+    declared = len(ledger.requests) * declaration_tokens(tools_chars(load_transcript(SMALL).tools))
     assert ledger.first_sight_new > 0 and ledger.first_sight_saved - declared == saved > 0 and ledger.batches == 0
     assert f"  first sight ({UNIFORM_LEDGER.name}): {ledger.first_sight_new} results reduced, {ledger.first_sight_saved:,} tokens saved" in out
     # a turn where only first sight acted has no compression to judge: no referenced result is at stake
