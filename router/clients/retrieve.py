@@ -73,9 +73,9 @@ class RetrieveLoop:
             calls, others = self.fmt.calls(answer)
             if not calls and not self.fmt.echoes_tools:
                 return body, answer
-            if not calls:  # an answer that repeats the request's tools: without the proxy's
-                answer = self.fmt.without_calls(answer)
-                return orjson.dumps(answer), answer
+            if not calls:  # an answer that repeats the request's tools: without the proxy's, written again only when they held it
+                left = self.fmt.without_calls(answer)
+                return (body, answer) if left is answer else (orjson.dumps(left), left)
             if others or self.rounds >= MAX_ROUNDS:
                 answer = self.fmt.without_calls(answer)
                 return orjson.dumps(answer), answer

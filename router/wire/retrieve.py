@@ -58,7 +58,8 @@ class RetrieveStream(Protocol):
 class RetrieveFormat(Protocol):
     """``pinch_retrieve`` in one provider wire format. ``echoes_tools``: its answers repeat the request's
     tools (the Responses API's response object), so every answer goes through :meth:`without_calls`,
-    which leaves the proxy's declaration out of them."""
+    which leaves the proxy's declaration out of them (and gives the answer itself, the very object,
+    when nothing in it is the proxy's: it then goes to the client as the provider wrote it)."""
 
     wire: str
     echoes_tools: bool
@@ -68,7 +69,8 @@ class RetrieveFormat(Protocol):
         ...
 
     def without_calls(self, answer: Any) -> Any:
-        """``answer`` without its retrieve calls (for a round that also called the client's tools)."""
+        """``answer`` without its retrieve calls (for a round that also called the client's tools); ``answer``
+        itself when it has none to leave out (and, for a format that echoes the tools, no declaration)."""
         ...
 
     def continued(self, payload: dict[str, Any], answer: Any, results: Sequence[tuple[RetrieveCall, str]]) -> dict[str, Any]:

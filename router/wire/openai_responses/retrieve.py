@@ -61,6 +61,9 @@ class ResponsesRetrieve:
     def without_calls(self, answer: Any) -> Any:
         if not isinstance(answer, dict):
             return answer
+        output = answer.get("output")
+        if isinstance(output, list) and not any(_is_retrieve(item) for item in output):  # its own output: the answer as it is
+            return _without_declaration(answer)
         return _without_declaration({**answer, "output": [item for item in _output(answer) if not _is_retrieve(item)]})
 
     def continued(self, payload: dict[str, Any], answer: Any, results: Sequence[tuple[RetrieveCall, str]]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import orjson
 from router.clients.retrieve import MAX_ROUNDS, RetrieveLoop
 from router.core.results import UPSTREAM, UpstreamResult
 from router.wire.openai_chat.retrieve import CHAT_RETRIEVE
+from router.wire.openai_responses.retrieve import RESPONSES_RETRIEVE
 from tests.support.factories import assistant, make_ctx, tool, user
 
 ORIGINAL = "line\n" * 3000
@@ -86,3 +87,19 @@ async def test_a_round_that_calls_the_clients_tool_too_goes_to_the_client_withou
     _, answer = await loop.whole(orjson.dumps(mixed), mixed, never, never)  # type: ignore[arg-type]
     assert [c["function"]["name"] for c in answer["choices"][0]["message"]["tool_calls"]] == ["bash"]
     assert sent == []
+
+
+async def test_a_responses_answer_goes_as_the_provider_wrote_it_unless_its_echo_holds_the_declaration() -> None:
+    ctx = make_ctx(messages=[user("fix it")])
+    bash = {"type": "function", "name": "bash", "parameters": {"type": "object"}}
+    declared = {"type": "function", "name": "pinch_retrieve", "parameters": {"type": "object"}}
+
+    async def never(payload: bytes) -> Any:
+        raise AssertionError("not continued")
+
+    own = {"id": "resp_1", "output": [{"type": "message", "content": []}], "tools": [bash]}
+    written = orjson.dumps(own, option=orjson.OPT_INDENT_2)  # not orjson's compact writing: nothing rewrote it
+    assert await RetrieveLoop(ctx, RESPONSES_RETRIEVE, b"{}").whole(written, own, never, never) == (written, own)  # type: ignore[arg-type]
+    echoing = {**own, "tools": [bash, declared]}
+    body, answer = await RetrieveLoop(ctx, RESPONSES_RETRIEVE, b"{}").whole(orjson.dumps(echoing, option=orjson.OPT_INDENT_2), echoing, never, never)  # type: ignore[arg-type]
+    assert answer == own and body == orjson.dumps(own)
