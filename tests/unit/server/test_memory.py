@@ -137,3 +137,41 @@ def test_going_idle_forgets_what_the_translations_keep_of_the_conversations():
     assert memory.check()  # idle for 3 checks in a row
     views.map(conversation, made.append)
     assert len(made) == 4  # forgotten: made again
+
+
+def test_an_idle_spell_trims_at_its_second_check_when_the_process_grew_since_the_last_trim():
+    """What no body budget sees (large upstream answers: 38 of 50 MB left 205 MiB of an idle 82) goes
+    back as the process goes idle, not at the idle spell's trim 30 s later; usual growth does not trim."""
+    budget = BodyBudget(256 * MB, 32 * MB)
+    memory, trims = watched(budget)
+    memory.idle_checks = 30
+    resident = [80 * MB]
+    memory.resident = lambda: resident[0]
+    memory.trimmed_at = 80 * MB
+
+    def trim() -> None:  # gives back what is free
+        trims.append(1)
+        resident[0] = 82 * MB
+
+    memory.trim = trim
+    served(budget, 1024)
+    resident[0] = 140 * MB  # grown by less than a burst's 64 MB: kept
+    for _ in range(5):
+        memory.check()
+    assert trims == []
+    served(budget, 1024)
+    resident[0] = 205 * MB  # answers that grew it by more
+    assert not memory.check()  # the request's own check: not idle
+    assert not memory.check()  # the spell's first idle check: what the answers held may live still
+    assert memory.check() and trims == [1]  # its second
+    assert memory.trimmed_at == 82 * MB
+    for _ in range(10):
+        memory.check()
+    assert trims == [1]  # once: nothing grew since
+
+
+def test_the_resident_size_is_read_where_proc_has_it():
+    from router.server.memory import resident_bytes
+
+    size = resident_bytes()
+    assert size is None or 1 * MB < size < 64 * 1024 * MB
