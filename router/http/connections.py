@@ -16,7 +16,7 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   serving a request is never closed for another. Only when every connection is busy is the new one
   refused, with a ``503`` and ``Retry-After``. So a flood of half-open connections cannot keep a
   real request out. Of those waiting for a head, the ones that sent part of one go first (the one
-  whose head began the longest ago first), then those that sent nothing yet (the oldest first). A
+  whose head began the longest ago first), then those that sent nothing yet (the newest first). A
   client sends its head as soon as it connects, but on a loaded machine that can be later than a
   flood takes to open ``max_connections`` more connections: by age alone, the client's connection
   was the oldest waiting before its head came, and was closed while a thousand stalled half-heads
@@ -25,8 +25,13 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   unread, every connection looks silent, and the oldest — the real client whose head was late, or
   came and waits unread itself — went first (once in a CI run). So before one that looks silent
   goes, the oldest of them are looked at as they are (``EVICT_LOOK`` at most, their unread bytes
-  peeked): the first holding part of a head goes, one holding a whole head is left to be read, and
-  only when none of them holds part of a head does the oldest that sent nothing go.
+  peeked): the first holding part of a head goes, one holding a whole head is left to be read. When
+  none of them holds part of a head, the **newest** that sent nothing goes: the late client sending its
+  head after 0.5 s was older than every connection a flood opened meanwhile, and when the flood's
+  half-heads had not arrived yet either (its process descheduled between connect and send: two test
+  suites on two cores), the oldest-silent rule closed the client (1 run in ~14). A flood's newest
+  connections are the ones whose bytes had the least time to come; a client that never sends is the
+  head timeout's to close.
 
 A connection whose deadline comes while bytes it sent wait in its socket unread (the proxy's loop
 was late to read them: a loaded machine) is judged on what they hold: it gets one read, and is
@@ -220,8 +225,8 @@ class ConnectionGuard:
             self._arm(now)  # the rest on the next turn of the loop, after what waits meanwhile
 
     def _evict_one(self) -> bool:
-        """Close a connection waiting for a head — one that sent part of it first, then one that sent
-        nothing yet, each the oldest first —, else the oldest idle one; False: all are busy."""
+        """Close a connection waiting for a head — one that sent part of it first (the oldest first),
+        then one that sent nothing yet (the newest first) —, else the oldest idle one; False: all are busy."""
         victim = next(iter(self.partial), None) or self._silent_victim() or next(iter(self.idle), None)
         if victim is None:
             return False
@@ -229,16 +234,19 @@ class ConnectionGuard:
         return True
 
     def _silent_victim(self) -> RequestHandler | None:
-        """Of those that look silent (nothing read yet), the oldest whose unread bytes hold part of a
-        head, else the oldest with none unread, else the oldest (see the module doc)."""
-        silent = None
+        """Of those that look silent (nothing read yet): the oldest whose unread bytes hold part of a
+        head, else the newest with nothing unread, else the newest (see the module doc)."""
         for handler, _ in zip(self.heads, range(EVICT_LOOK)):
             waiting = handler.unread(PEEK_BYTES)  # type: ignore[attr-defined]  # a GuardedRequestHandler
-            if not waiting:
-                silent = silent or handler
-            elif b"\r\n\r\n" not in waiting and len(waiting) < PEEK_BYTES:
+            if waiting and b"\r\n\r\n" not in waiting and len(waiting) < PEEK_BYTES:
                 return handler  # part of a head, unread
-        return silent or next(iter(self.heads), None)
+        # None holds part of a head: a flood's newest connections are the ones whose bytes had the least
+        # time to come; a real client slow to send is older than they are (the head timeout closes it
+        # if it never sends)
+        for handler, _ in zip(reversed(self.heads), range(EVICT_LOOK)):
+            if not handler.unread():  # type: ignore[attr-defined]  # a GuardedRequestHandler
+                return handler
+        return next(reversed(self.heads), None)
 
     def _close(self, handler: RequestHandler, reason: str, answer: bytes | None) -> None:
         self.closed_by_peer_or_server(handler)

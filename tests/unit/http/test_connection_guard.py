@@ -70,8 +70,10 @@ async def test_half_heads_go_oldest_first_and_before_connections_that_sent_nothi
         g.opened(Connection(f"new{i}"))  # nothing sent yet
         assert [conn.closed for conn in partial] == [True] * (i + 1) + [False] * (7 - i)
     assert not any(conn.closed for conn in silent)
-    g.opened(Connection("one more"))  # no half head left: the oldest that sent nothing goes
-    assert silent[0].closed and not any(conn.closed for conn in silent[1:])
+    g.opened(Connection("one more"))  # no half head left: the newest that sent nothing goes
+    assert not any(conn.closed for conn in silent) and g.open == 16
+    g.opened(Connection("and one more"))
+    assert not any(conn.closed for conn in silent) and g.open == 16
 
 
 async def test_with_the_flood_unread_its_half_heads_go_before_a_late_head_or_a_whole_one_unread():
@@ -93,8 +95,36 @@ async def test_with_the_flood_unread_its_half_heads_go_before_a_late_head_or_a_w
     assert reasons == [EVICTED] * 26
     for conn in flood:  # the flood stops short of its half-heads: nothing sent, nothing unread
         conn.waiting = b""
+    g.opened(Connection("one more"))  # none holds part of a head: the newest that sent nothing goes
+    assert not late.closed and not whole.closed and flood[-1].closed and not flood[-2].closed
+
+
+async def test_a_client_slow_to_send_outlasts_a_flood_whose_half_heads_come_late_too():
+    """A client connects and sends its head 0.5 s later (a loaded machine); meanwhile a flood opens
+    connections whose half-heads have not come yet either (its process descheduled between connect
+    and send: two suites on two cores). By age the client was the oldest that sent nothing, and went
+    (1 run in ~14 of tests/system/test_half_open_connections.py); the flood's newest go instead."""
+    g, reasons = guard(cap=16)
+    g.opened(late := Connection("late"))
+    flood = [Connection(f"flood{i}") for i in range(100)]
+    for conn in flood:
+        g.opened(conn)
+    assert not late.closed and sum(conn.closed for conn in flood) == 100 - 15 and reasons == [EVICTED] * 85
+    g.received(late, 120, 1)  # its head, whole: now it is served
+    assert g.state[late] == "busy"
+
+
+async def test_a_head_waiting_unread_is_not_taken_for_silent_by_the_newest_first_rule():
+    """The newest connection sent its whole head, which waits unread (the loop accepts faster than it
+    reads): it is no silent one, and an older connection that sent nothing goes instead."""
+    g, _ = guard(cap=16)
+    older = [Connection(f"silent{i}") for i in range(15)]
+    for conn in older:
+        g.opened(conn)
+    g.opened(real := Connection("real"))
+    real.waiting = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n"
     g.opened(Connection("one more"))
-    assert late.closed and not whole.closed  # none holds part of a head: the oldest that sent nothing goes
+    assert not real.closed and older[-1].closed and sum(conn.closed for conn in older) == 1
 
 
 def served(g: ConnectionGuard, name: str) -> Connection:
