@@ -122,7 +122,7 @@ def test_stop_gives_up_on_a_blocked_stream_instead_of_waiting_forever():
     started = time.monotonic()
     try:
         assert writer.stop(timeout=0.2) is False
-        assert time.monotonic() - started < 1.0
+        assert time.monotonic() - started < 10  # not forever (a wide margin: two suites on two cores)
     finally:
         stream.released.set()
     deadline = time.monotonic() + 2
