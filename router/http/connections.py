@@ -25,13 +25,16 @@ runs out of them. So, per server (one per process: each worker of ``serve --work
   unread, every connection looks silent, and the oldest — the real client whose head was late, or
   came and waits unread itself — went first (once in a CI run). So before one that looks silent
   goes, the oldest of them are looked at as they are (``EVICT_LOOK`` at most, their unread bytes
-  peeked): the first holding part of a head goes, one holding a whole head is left to be read. When
-  none of them holds part of a head, the **newest** that sent nothing goes: the late client sending its
-  head after 0.5 s was older than every connection a flood opened meanwhile, and when the flood's
-  half-heads had not arrived yet either (its process descheduled between connect and send: two test
-  suites on two cores), the oldest-silent rule closed the client (1 run in ~14). A flood's newest
-  connections are the ones whose bytes had the least time to come; a client that never sends is the
-  head timeout's to close.
+  peeked): the first holding part of a head goes, one holding a whole head is left to be read; then
+  the newest of them (``EVICT_LOOK`` at most) the same way, as a flood's newest hold their half-heads
+  unread while the proxy accepts faster than it reads. When none of those holds part of a head, the
+  **newest** that sent nothing goes: the late client sending its head after 0.5 s was older than every
+  connection a flood opened meanwhile, and when the flood's half-heads had not arrived yet either
+  (its process descheduled between connect and send: two test suites on two cores), the
+  oldest-silent rule closed the client (1 run in ~14). A flood's newest connections are the ones
+  whose bytes had the least time to come; a client that never sends is the head timeout's to close.
+  (Newest-silent alone, without peeking at the newest for half-heads, closed the late client too:
+  the flood's newest, their half-heads unread, were passed over for it — 1 run in 6.)
 
 A connection whose deadline comes while bytes it sent wait in its socket unread (the proxy's loop
 was late to read them: a loaded machine) is judged on what they hold: it gets one read, and is
@@ -78,6 +81,11 @@ HEAD_TIMEOUT, EVICTED, REFUSED = "head_timeout", "evicted_at_cap", "refused_at_c
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 64 * 1024
 LINGER_MAX = 64  # lingering at once, per server: past the cap's sockets, so a few
+
+
+def _part_of_a_head(waiting: bytes) -> bool:
+    """Bytes waiting unread hold the start of a head and not its end (within ``PEEK_BYTES``)."""
+    return bool(waiting) and b"\r\n\r\n" not in waiting and len(waiting) < PEEK_BYTES
 
 
 def _raw_answer(status: int, reason: str, error: ApiError, extra: str = "") -> bytes:
@@ -234,19 +242,22 @@ class ConnectionGuard:
         return True
 
     def _silent_victim(self) -> RequestHandler | None:
-        """Of those that look silent (nothing read yet): the oldest whose unread bytes hold part of a
-        head, else the newest with nothing unread, else the newest (see the module doc)."""
+        """Of those that look silent (nothing read yet): one whose unread bytes hold part of a head (the
+        oldest first, then the newest), else the newest with nothing unread, else the newest (module doc)."""
         for handler, _ in zip(self.heads, range(EVICT_LOOK)):
+            if _part_of_a_head(handler.unread(PEEK_BYTES)):  # type: ignore[attr-defined]  # a GuardedRequestHandler
+                return handler
+        silent = None
+        for handler, _ in zip(reversed(self.heads), range(EVICT_LOOK)):
             waiting = handler.unread(PEEK_BYTES)  # type: ignore[attr-defined]  # a GuardedRequestHandler
-            if waiting and b"\r\n\r\n" not in waiting and len(waiting) < PEEK_BYTES:
-                return handler  # part of a head, unread
+            if _part_of_a_head(waiting):
+                return handler  # a flood's newest hold their half-heads unread: they go before a client yet to send
+            if not waiting and silent is None:
+                silent = handler
         # None holds part of a head: a flood's newest connections are the ones whose bytes had the least
         # time to come; a real client slow to send is older than they are (the head timeout closes it
         # if it never sends)
-        for handler, _ in zip(reversed(self.heads), range(EVICT_LOOK)):
-            if not handler.unread():  # type: ignore[attr-defined]  # a GuardedRequestHandler
-                return handler
-        return next(reversed(self.heads), None)
+        return silent or next(reversed(self.heads), None)
 
     def _close(self, handler: RequestHandler, reason: str, answer: bytes | None) -> None:
         self.closed_by_peer_or_server(handler)

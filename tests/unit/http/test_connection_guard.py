@@ -114,6 +114,25 @@ async def test_a_client_slow_to_send_outlasts_a_flood_whose_half_heads_come_late
     assert g.state[late] == "busy"
 
 
+async def test_a_client_yet_to_send_outlasts_a_flood_whose_newest_hold_their_half_heads_unread():
+    """The oldest waiting sent nothing (a flood's stalled connects); then a client that sends its head
+    late; then the flood's newest, their half-heads waiting unread (the loop accepts faster than it
+    reads). Those newest go, not the client: taking the newest that sent nothing passed them over
+    for the client (tests/system/test_half_open_connections.py, 1 run in 6)."""
+    g, reasons = guard(cap=80)
+    stalled = [Connection(f"stalled{i}") for i in range(60)]
+    for conn in stalled:
+        g.opened(conn)
+    g.opened(late := Connection("late"))
+    flood = []
+    for i in range(40):
+        g.opened(conn := Connection(f"flood{i}"))
+        conn.waiting = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl"
+        flood.append(conn)
+    assert not late.closed and not any(conn.closed for conn in stalled)
+    assert sum(conn.closed for conn in flood) == 40 - 19 and reasons == [EVICTED] * 21
+
+
 async def test_a_head_waiting_unread_is_not_taken_for_silent_by_the_newest_first_rule():
     """The newest connection sent its whole head, which waits unread (the loop accepts faster than it
     reads): it is no silent one, and an older connection that sent nothing goes instead."""
