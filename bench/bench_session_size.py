@@ -51,7 +51,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from bench.bench_instructions import STARTUP_SECONDS
+from bench.bench_instructions import STARTUP_SECONDS, WRITER_SETTLE_SECONDS
 from bench.bench_wires import config_for, instructions_of
 from bench.harness import ROOT, cpu_seconds, free_port, grown_session, mock_upstream, print_table, proxy, spawn, transcript_body
 from bench.wire_bodies import as_wire, path_of
@@ -146,6 +146,7 @@ def measure_instructions(args: argparse.Namespace, sessions: dict[float, list[li
                 for size in args.sizes:
                     bodies = sessions[size][0]
                     asyncio.run(replay(url, bodies[:1]))
+                    time.sleep(WRITER_SETTLE_SECONDS)  # the warm-up's row written first (bench_instructions says why)
                     _, counted = instructions_of(pid, out_dir, lambda: asyncio.run(replay(url, bodies[1:])))
                     counts[size, target] = counted / (len(bodies) - 1) / 1e6
     return counts
