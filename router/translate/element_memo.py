@@ -63,10 +63,8 @@ def forget_all() -> int:
 
 def repeated(before: list[Any], now: list[Any]) -> int:
     """How many leading elements ``now`` shares with ``before``: the very same objects."""
-    # C speed, no Python step per element; a resent array repeats all the one before: no list is made
-    if not any(map(is_not, before, now)):
-        return min(len(before), len(now))
-    return next(compress(count(), map(is_not, before, now)))
+    # C speed, no Python step per element, one pass, no list made (a resent array repeats all the one before)
+    return next(compress(count(), map(is_not, before, now)), min(len(before), len(now)))
 
 
 class ElementMemo(_Memo, Generic[R]):
