@@ -19,6 +19,7 @@ tools present (offered, or ``tool_use``/``tool_result`` in the history), images
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Any
 
 import orjson
@@ -85,16 +86,33 @@ class MessagesConversation(PlacedConversation):
         return clean_tool_name(use.get("name")), call_arguments(use.get("input"))
 
     def _tool_use(self, unit: int) -> dict[str, Any]:
-        """The ``tool_use`` block whose id the result ``units[unit]`` answers ({} when none)."""
+        """The ``tool_use`` block whose id the result ``units[unit]`` answers ({} when none): the one in
+        the nearest assistant message before the result's, else the last with that id anywhere.
+
+        Pinch names a result's tool on every request of a long session (placeholders, first sight's
+        earlier calls): the nearest call is a look at one message, where indexing every call of the
+        conversation once a request was O(session) (chat's view looks the same way)."""
+        tool_use_id = self.units[unit].get("tool_use_id")
+        messages = self.messages
+        position = bisect_left(self._units, unit)
+        if position < len(self._units) and self._units[position] == unit:
+            m = self._where[position][0] - 1
+            while m >= 0 and messages[m].get("role") != "assistant":
+                m -= 1
+            content = messages[m].get("content") if m >= 0 else None
+            if type(content) is list:
+                for block in content:
+                    if type(block) is dict and block.get("id") == tool_use_id and block.get("type") == "tool_use":
+                        return block
         if self._uses is None:
             self._uses = {
                 b.get("id"): b
-                for m in self.messages
+                for m in messages
                 if m.get("role") == "assistant"
                 for b in blocks_of(m.get("content"))
                 if b.get("type") == "tool_use"
             }
-        return self._uses.get(self.units[unit].get("tool_use_id")) or {}
+        return self._uses.get(tool_use_id) or {}
 
     def batch_hold(self, checks_signatures: bool) -> str | None:
         """A batch would unbind the signed thinking the tool loop in progress opens with (thinking

@@ -46,6 +46,22 @@ def test_anthropic_writes_an_input_object_one_fixed_way() -> None:
     assert calls(MessagesConversation([anthropic.text("sys")], turns)) == [("Read", '{"file_path":"src/a.py","limit":20}'), ("Bash", '{"command":"ls"}')]
 
 
+def test_anthropic_names_the_call_in_the_nearest_assistant_message_before_the_result() -> None:
+    # an id used twice (a client replaying a loop): each result is named by the call just before it,
+    # not by the conversation's last call with that id; a result with no call before it, by one after
+    turns = [
+        anthropic.user("go"),
+        anthropic.assistant(anthropic.tool_use("t1", "Bash", command="ls")),
+        anthropic.user(anthropic.tool_result("t1", "a.py")),
+        anthropic.assistant(anthropic.tool_use("t1", "Bash", command="pwd")),
+        anthropic.user(anthropic.tool_result("t1", "/src"), anthropic.tool_result("t9", "?")),
+        anthropic.assistant(anthropic.tool_use("t9", "Read", file_path="a.py")),
+    ]
+    assert calls(MessagesConversation([anthropic.text("sys")], turns)) == [
+        ("Bash", '{"command":"ls"}'), ("Bash", '{"command":"pwd"}'), ("Read", '{"file_path":"a.py"}')
+    ]  # fmt: skip
+
+
 def test_responses_names_the_function_call_with_its_call_id() -> None:
     items = [input_message("user", "go"), function_call("c1", "exec_command", cmd="ls"), function_call_output("c1", "a.py"), function_call_output("c9", "?")]
     assert calls(ResponsesConversation(items)) == [("exec_command", '{"cmd":"ls"}'), ("tool", "")]
