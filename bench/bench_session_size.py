@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 import math
 import os
 import shutil
@@ -226,7 +227,10 @@ def main() -> int:
     os.sched_setaffinity(0, load_cores)
     on_proxy, on_load = ["taskset", "-c", str(proxy_core)], ["taskset", "-c", ",".join(map(str, load_cores))]
     started_at, load_before = time.monotonic(), os.getloadavg()[0]
-    sessions: dict[float, list[list[bytes]]] = {size: [session(size, args.turns, n) for n in range(rounds_of(size, args.rounds))] for size in args.sizes}
+    # every session numbered apart, across the sizes too: a 1 MB session numbered as a 0.5 MB one
+    # was the same session to the proxy (its fingerprint), resumed from that one's ledger, not cold
+    numbers = itertools.count()
+    sessions: dict[float, list[list[bytes]]] = {size: [session(size, args.turns, next(numbers)) for _ in range(rounds_of(size, args.rounds))] for size in args.sizes}
     sent_mb = {size: sum(map(len, sessions[size][0][1:])) / args.turns / MB for size in args.sizes}
     cpu = measure_cpu(args, sessions, on_proxy, on_load)
     instructions = measure_instructions(args, sessions, on_proxy, on_load) if args.instructions else {}
