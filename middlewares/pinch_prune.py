@@ -238,9 +238,11 @@ class PinchPrune:
             query=(ctx.view.turn_text.task, ctx.view.turn_text.step),
             retrieve=retrieve,
             earlier=prior.earlier if prior is not None else None,
+            unit_memo=prior.units if prior is not None else None,
         )
         if known is not None:
-            known.pinch = PinchNote(result.memo, result.earlier)  # for the next turn's body (the kept body's one note from this stage)
+            # for the next turn's body (the kept body's one note from this stage)
+            known.pinch = PinchNote(result.memo, result.earlier, result.units)
         stale, keys = conversation.stale_signatures(result.first_changed, session.stale_keys)
         stats = replace(result.stats, stale=stale) if stale is not None else result.stats
         if retrieve:  # counted in what is sent

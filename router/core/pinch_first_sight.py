@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 from xxhash import xxh3_64_hexdigest
@@ -99,16 +99,23 @@ def with_text(content: Any, where: int, text: str) -> Any:
     return parts
 
 
+class Calls(Protocol):
+    def tool_call(self, unit: int) -> tuple[str, str]: ...
+
+
 class FirstSight:
     """First sight's part of one request of a session (module doc): :meth:`resend` the ledger's texts,
     then :meth:`reduce` the new results; the planner sends :attr:`rewrites`, counts :attr:`saved`, and
     calls :meth:`release` before it compresses a result.
 
     ``sizes``: the units' sizes (the estimator's weighted characters, :class:`~router.core.tokens.PromptSize`).
+    ``calls``: what names the call of a result's unit (default the conversation; pinch passes its
+    :class:`~router.core.unit_memo.UnitMemo`, which keeps them from request to request).
     """
 
-    def __init__(self, conversation: Conversation, sizes: Sequence[int]) -> None:
+    def __init__(self, conversation: Conversation, sizes: Sequence[int], calls: Calls | None = None) -> None:
         self.conversation, self.sizes = conversation, sizes
+        self.calls: Calls = calls if calls is not None else conversation
         self.result_units, self.units = conversation.result_units(), conversation.units
         self.key = conversation.result_key
         units, id_key = self.units, conversation.result_id_key
@@ -280,7 +287,7 @@ class FirstSight:
         unit = self.result_units[position]
         content = self.units[unit].get(self.key)
         text, where = text_of(content)  # type: ignore[misc]  # a new result has a text (reduce)
-        name, arguments = self.conversation.tool_call(unit)
+        name, arguments = self.calls.tool_call(unit)
         reduction = reduce_at_first_sight(NewResult(text, name, arguments), index, query, settings, allow_lossy=lossy, retrieve_id=self.ids[position])
         if reduction is None:
             return
@@ -305,7 +312,7 @@ class FirstSight:
         sent = self.rewrites.get(position)
         if sent is not None:
             text = sent if where < 0 else sent[where]["text"]
-        return EarlierResult(self.ids[position], *self.conversation.tool_call(unit), text)
+        return EarlierResult(self.ids[position], *self.calls.tool_call(unit), text)
 
 
 def _saving(size: int, delta: int) -> int:

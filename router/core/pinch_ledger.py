@@ -116,6 +116,7 @@ from router.core.tokens import (
     TokenEstimator,
 )
 from router.core.turns import candidate_results
+from router.core.unit_memo import UnitMemo
 
 # A max_summarize_chars no text reaches: every text compressed with it becomes a placeholder.
 PLACEHOLDER_ONLY = 1 << 62
@@ -286,15 +287,17 @@ class SessionRewrites:
     first_changed: int | None = None
     memo: LedgerMemo | None = None  # step 1 on this conversation, for the next request that resumes it
     earlier: EarlierIndex | None = None  # first sight's index of the results, for the next request (pinch_conversation)
+    units: UnitMemo | None = None  # each result's compression and call, for the next request (pinch_conversation)
 
 
 class PinchNote(NamedTuple):
     """What pinch-prune keeps on a body kept for the next request (``KnownBody.pinch``,
-    :mod:`router.core.resent_prefix`): the answer's ``memo`` and ``earlier``, which the next request
-    that resumes the body passes to :func:`pinch_conversation`."""
+    :mod:`router.core.resent_prefix`): the answer's ``memo``, ``earlier`` and ``units``, which the next
+    request that resumes the body passes to :func:`pinch_conversation`."""
 
     memo: LedgerMemo | None
     earlier: EarlierIndex | None
+    units: UnitMemo | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -304,7 +307,8 @@ class LedgerMemo:
     the earlier body's objects, :mod:`router.core.resent_prefix`).
 
     What step 1 decides for a candidate depends on nothing but its unit (content, id, size), the
-    units before it (the tool name a placeholder recomputed names; such a step leaves no memo),
+    units before it (the tool name a placeholder recomputed names: on a format whose names may read
+    later units, ``Conversation.names_from_earlier_units`` false, such a step leaves no memo),
     the ledger, ``max_summarize_chars`` and the estimator. So when all of those are the same, the
     decisions on the candidates the two conversations share are the same, and are taken from here
     instead of digesting and rewriting every old result again (on the 230 KB transcript, ~85 % of
@@ -382,6 +386,7 @@ def pinch_conversation(
     query: Sequence[str] = (),
     retrieve: bool = False,
     earlier: EarlierIndex | None = None,
+    unit_memo: UnitMemo | None = None,
 ) -> SessionRewrites:
     """Reapply ``ledger``, then compress a new batch when a limit and the cache call for one (module doc).
 
@@ -406,6 +411,8 @@ def pinch_conversation(
     model can call ``pinch_retrieve`` on this request (a lossy cut is made only then, and only when
     ``policy.first_sight.lossy``). ``earlier``: the answer's ``earlier`` of the conversation's previous
     request (the index of the results first sight reduced against, extended when this one continues it).
+    ``unit_memo``: the answer's ``units`` of the request whose conversation's first ``shared_units`` units
+    are this one's (each result's compression and call, :mod:`router.core.unit_memo`).
     """
     budget_tokens, keep_last_turns, max_summarize_chars = policy.budget_tokens, policy.keep_last_turns, policy.max_summarize_chars
     low_watermark, cold_batch_from, no_cache_watermark, batch_order = (
@@ -428,7 +435,7 @@ def pinch_conversation(
     ):
         # nothing to reapply, nothing to decide: no rewrite, as prune_results returns it
         return SessionRewrites(NO_REWRITES, PinchStats(PinchMode.WITHIN_BUDGET, original, original, reason="within budget"), ledger)
-    work = _Rewrites(conversation, sizes, max_summarize_chars)
+    work = _Rewrites(conversation, sizes, max_summarize_chars, UnitMemo(conversation, max_summarize_chars, estimator, unit_memo, shared_units))
     result_units, units, key, id_key = work.result_units, work.units, work.key, conversation.result_id_key
     candidates = candidate_results(conversation, keep_last_turns)
 
@@ -440,7 +447,10 @@ def pinch_conversation(
     restoring: Collection[int] = ()
     if held and relevance_order is not None and cache.verdict is CacheVerdict.COLD and policy.restore:
         restoring = frozenset(candidates)
-    named = False  # a placeholder was made again, naming its tool: the memo would depend on later units
+    # a placeholder was made again, naming its tool: the memo would depend on later units, on a format
+    # whose names may read them
+    named = False
+    names_later = not getattr(conversation, "names_from_earlier_units", False)
     if not held:
         fresh = list(range(len(candidates)))  # candidate positions not in the ledger
     else:
@@ -480,13 +490,13 @@ def pinch_conversation(
                 rewrites[result_position], kinds[result_position] = sent, _PLACEHOLDER
                 saved_at[unit] = (size + len(sent) - len(content)) // -CHARS_PER_TOKEN - size // -CHARS_PER_TOKEN
                 continue
-            rewrite = _rewrite(content, conversation, unit, max_summarize_chars, sizes[unit])
+            rewrite = work.compression(unit)
             if rewrite is None:
                 continue  # it no longer saves anything (the settings changed): it stays as it is
             rewrites[result_position], kind, saved_at[unit] = rewrite
             kinds[result_position] = kind
             elided += kind is _ELIDED
-            named = named or kind is _PLACEHOLDER
+            named = named or (kind is _PLACEHOLDER and names_later)
         work.elided = elided
         if memo is not None and start == len(candidates):
             work.memo = memo  # nothing new decided: the same memo serves the next request
@@ -498,7 +508,7 @@ def pinch_conversation(
     reapplied = len(saved_at)
     if policy.first_sight is not None or ledger.first_sight:
         # first sight: the ledger's texts resent (the protected turns too), the in-progress turn's new results reduced
-        sight = FirstSight(conversation, sizes)
+        sight = FirstSight(conversation, sizes, work.units_memo)
         sight.resend(ledger.first_sight, kinds)
         sight.reduce(kinds, ledger.first_seen, policy.first_sight, query, lossy=retrieve, earlier=earlier)
         work.first_sight(sight)
@@ -578,8 +588,8 @@ Step = tuple[int, tuple[Any, Any, int], int]  # (result position, its rewrite, t
 class _Rewrites:
     """The compressions one request makes, in application order, and what they save."""
 
-    def __init__(self, conversation: Conversation, sizes: list[int], max_chars: int) -> None:
-        self.conversation, self.sizes, self.max_chars = conversation, sizes, max_chars
+    def __init__(self, conversation: Conversation, sizes: list[int], max_chars: int, units: UnitMemo) -> None:
+        self.conversation, self.sizes, self.max_chars, self.units_memo = conversation, sizes, max_chars, units
         self.result_units, self.units, self.key = conversation.result_units(), conversation.units, conversation.result_key
         self.rewrites: dict[int, Any] = {}  # result position → new content
         self.saved: dict[int, int] = {}  # unit index → tokens saved
@@ -590,18 +600,23 @@ class _Rewrites:
         self.restoring: list[tuple[int, str]] = []  # (result position, ledger id) of held results planned afresh
         self.memo: LedgerMemo | None = None  # step 1's decisions, for the next request (pinch_conversation)
         self.sight: FirstSight | None = None  # first sight's part of this request
-        self._compressed: dict[int, Any] = {}  # result position → its compression from the original (rewrite)
 
     def content(self, position: int) -> Any:
         return self.units[self.result_units[position]].get(self.key)
 
     def rewrite(self, position: int) -> tuple[Any, Any, int] | None:
-        """Result ``position`` compressed from its original (made once a request: :meth:`by_worth` and :meth:`steps` both ask)."""
-        found = self._compressed.get(position, _ABSENT)
+        """Result ``position`` compressed from its original (made once a request, or taken from the request
+        this one resumed: :mod:`router.core.unit_memo`; :meth:`by_worth` and :meth:`steps` both ask)."""
+        return self.compression(self.result_units[position])
+
+    def compression(self, unit: int) -> tuple[Any, Any, int] | None:
+        """:meth:`rewrite`, by the result's unit."""
+        memo = self.units_memo
+        found = memo.compression(unit, _ABSENT)
         if found is _ABSENT:
-            unit = self.result_units[position]
-            found = self._compressed[position] = _rewrite(self.units[unit].get(self.key), self.conversation, unit, self.max_chars, self.sizes[unit])
-        return found  # type: ignore[return-value]
+            found = _rewrite(self.units[unit].get(self.key), memo, unit, self.max_chars, self.sizes[unit])
+            memo.keep_compression(unit, found)
+        return found  # type: ignore[no-any-return]
 
     def by_worth(self, order: Sequence[int], evidence: Sequence[float], candidates: Sequence[int]) -> list[int]:
         """The new candidates of ``order`` (candidate indexes, as relevance ranked them) least worth keeping
@@ -670,13 +685,23 @@ class _Rewrites:
         # A result whose pointers save more than compressing it would is taken on a second pass, once
         # the results pointing at it may have been compressed themselves (then it saves all it can); on
         # a third, together with them, when that saves anything (a window may need it).
+        pointed_at = sight.pointers  # most candidates no first-sight text points at: their step is theirs alone
         for joint in (False, False, True):
             todo, later = later, []
             for rp, rewrite in todo:
                 if rp in taken:
                     continue
-                released = sight.dependents(rp, live)
-                gain = rewrite[2] - (saved[result_units[rp]] if rp in live else 0) - sum(saved[result_units[p]] for p in released)
+                gain = rewrite[2] - (saved[result_units[rp]] if rp in live else 0)
+                released = sight.dependents(rp, live) if rp in pointed_at else None
+                if not released:  # the group below, of one step (on a long session, nearly every candidate)
+                    if gain <= 0:
+                        later.append((rp, rewrite))
+                        continue
+                    steps.append((rp, rewrite, gain))
+                    taken.add(rp)
+                    live.discard(rp)
+                    continue
+                gain -= sum(saved[result_units[p]] for p in released)
                 group = [(rp, rewrite, gain)]
                 if joint:  # each result pointing at it compressed from its original, after it
                     group += [(p, rewrites[p], rewrites[p][2]) for p in released if p in rewrites and p not in taken]
@@ -771,7 +796,8 @@ class _Rewrites:
             ledger = ledger.with_results(self._entry(p, kind) for p, kind in self.new.items())
         reverted = sight.reverted if sight is not None else ()
         first_changed = min([*self.new, *(position for position, _ in restored), *reverted], default=None)
-        return SessionRewrites(self.rewrites, stats, ledger, first_changed, self.memo, self.sight.earlier if self.sight is not None else None)
+        earlier = self.sight.earlier if self.sight is not None else None
+        return SessionRewrites(self.rewrites, stats, ledger, first_changed, self.memo, earlier, self.units_memo)
 
     def _entry(self, position: int, kind: Any) -> tuple[str, str, str | None]:
         """The ledger entry of a batch member: its id, its content's digest, the placeholder sent (None: elided)."""

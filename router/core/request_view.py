@@ -127,6 +127,10 @@ class Conversation(Protocol):
         """The key of a result's unit that holds its call id."""
         ...
 
+    #: :meth:`tool_name` and :meth:`tool_call` of a unit read nothing after it: a later request whose
+    #: conversation begins with the very same units names them alike (pinch keeps them: router.core.unit_memo)
+    names_from_earlier_units: bool = False
+
     def tool_name(self, unit: int) -> str:
         """The tool that produced the result ``units[unit]`` holds: one clean line, for its placeholder.
         Asked by unit, not position: a unit holds at most one result, and pinch has the unit at hand."""

@@ -55,6 +55,7 @@ class MessagesConversation(PlacedConversation):
     __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_uses")
     result_key = "content"
     result_id_key = "tool_use_id"
+    names_from_earlier_units = True  # a result's call is looked up before it only (_tool_use)
 
     def __init__(
         self, system: Any, messages: list[Message], proxy_thinking: bool = False, needs_thinking_off: bool = False, layout: MessagesLayout | None = None
@@ -72,7 +73,7 @@ class MessagesConversation(PlacedConversation):
         super().__init__(layout.results, layout.turns)
         self.units = layout.units
         self._where = layout.where
-        self._uses: dict[str, Any] | None = None
+        self._uses: dict[Any, list[tuple[int, dict[str, Any]]]] | None = None  # tool_use id → (message, block), in order
 
     def message_of(self, position: int) -> int:
         """The index in ``messages`` of the message holding tool result ``position``."""
@@ -87,32 +88,37 @@ class MessagesConversation(PlacedConversation):
 
     def _tool_use(self, unit: int) -> dict[str, Any]:
         """The ``tool_use`` block whose id the result ``units[unit]`` answers ({} when none): the one in
-        the nearest assistant message before the result's, else the last with that id anywhere.
+        the nearest assistant message before the result's, else the last with that id before it — never
+        one after it (:attr:`names_from_earlier_units`).
 
         Pinch names a result's tool on every request of a long session (placeholders, first sight's
         earlier calls): the nearest call is a look at one message, where indexing every call of the
         conversation once a request was O(session) (chat's view looks the same way)."""
         tool_use_id = self.units[unit].get("tool_use_id")
-        messages = self.messages
-        position = bisect_left(self._units, unit)
-        if position < len(self._units) and self._units[position] == unit:
-            m = self._where[position][0] - 1
-            while m >= 0 and messages[m].get("role") != "assistant":
-                m -= 1
-            content = messages[m].get("content") if m >= 0 else None
-            if type(content) is list:
-                for block in content:
-                    if type(block) is dict and block.get("id") == tool_use_id and block.get("type") == "tool_use":
-                        return block
-        if self._uses is None:
-            self._uses = {
-                b.get("id"): b
-                for m in messages
-                if m.get("role") == "assistant"
-                for b in blocks_of(m.get("content"))
-                if b.get("type") == "tool_use"
-            }
-        return self._uses.get(tool_use_id) or {}
+        messages, result_units = self.messages, self._units
+        position = bisect_left(result_units, unit)
+        if position == len(result_units) or result_units[position] != unit:
+            return {}
+        holder = self._where[position][0]
+        m = holder - 1
+        while m >= 0 and messages[m].get("role") != "assistant":
+            m -= 1
+        content = messages[m].get("content") if m >= 0 else None
+        if type(content) is list:
+            for block in content:
+                if type(block) is dict and block.get("id") == tool_use_id and block.get("type") == "tool_use":
+                    return block
+        if self._uses is None:  # a result its nearest call does not answer: every call indexed, once a request
+            uses: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+            for index, message in enumerate(messages):
+                if message.get("role") == "assistant":
+                    for b in blocks_of(message.get("content")):
+                        if b.get("type") == "tool_use":
+                            uses.setdefault(b.get("id"), []).append((index, b))
+            self._uses = uses
+        found = self._uses.get(tool_use_id, ())
+        before = bisect_left(found, holder, key=lambda use: use[0])
+        return found[before - 1][1] if before else {}
 
     def batch_hold(self, checks_signatures: bool) -> str | None:
         """A batch would unbind the signed thinking the tool loop in progress opens with (thinking

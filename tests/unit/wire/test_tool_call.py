@@ -48,18 +48,19 @@ def test_anthropic_writes_an_input_object_one_fixed_way() -> None:
 
 def test_anthropic_names_the_call_in_the_nearest_assistant_message_before_the_result() -> None:
     # an id used twice (a client replaying a loop): each result is named by the call just before it,
-    # not by the conversation's last call with that id; a result with no call before it, by one after
+    # not by the conversation's last call with that id; one answered further back, by that call; one
+    # whose call comes only after it, by none: a result's name reads nothing after it (pinch keeps it)
     turns = [
         anthropic.user("go"),
-        anthropic.assistant(anthropic.tool_use("t1", "Bash", command="ls")),
+        anthropic.assistant(anthropic.tool_use("t1", "Bash", command="ls"), anthropic.tool_use("t2", "Read", file_path="b.py")),
         anthropic.user(anthropic.tool_result("t1", "a.py")),
         anthropic.assistant(anthropic.tool_use("t1", "Bash", command="pwd")),
-        anthropic.user(anthropic.tool_result("t1", "/src"), anthropic.tool_result("t9", "?")),
+        anthropic.user(anthropic.tool_result("t1", "/src"), anthropic.tool_result("t2", "b"), anthropic.tool_result("t9", "?")),
         anthropic.assistant(anthropic.tool_use("t9", "Read", file_path="a.py")),
     ]
-    assert calls(MessagesConversation([anthropic.text("sys")], turns)) == [
-        ("Bash", '{"command":"ls"}'), ("Bash", '{"command":"pwd"}'), ("Read", '{"file_path":"a.py"}')
-    ]  # fmt: skip
+    conversation = MessagesConversation([anthropic.text("sys")], turns)
+    assert calls(conversation) == [("Bash", '{"command":"ls"}'), ("Bash", '{"command":"pwd"}'), ("Read", '{"file_path":"b.py"}'), ("tool", "")]
+    assert conversation.names_from_earlier_units
 
 
 def test_responses_names_the_function_call_with_its_call_id() -> None:
