@@ -8,7 +8,11 @@ ids fresh (:func:`bench.harness.grown_session`), and written as Claude Code send
 ``--turns`` + 1 requests are replayed in order as one session, each resending the one before's
 messages plus one exchange; the first is the warm-up (the session's first sight, its ledger, the
 body kept), the others are measured. Each round of a size is a session of its own (its system text
-numbered), so every round starts cold and resumes as a real one does.
+numbered, apart across the sizes too), so every round starts cold and resumes as a real one does.
+``--continued`` numbers them alike across the sizes instead: a size's session n is the smaller sizes'
+session n to the proxy, grown at once by what the larger transcript adds, within a warm cache that
+holds a batch off: pinch reapplies the smaller one's ledger and carries the new results uncompressed
+(a state a long session passes through; more results to plan and index on every request).
 
 Three servers of the same bytes, each alone on one core (``taskset``), the mock upstream and this
 process on the other(s):
@@ -31,7 +35,7 @@ to 1 MB ≤ 1.25× the floor's same growth (or 1, when the floor's is below): la
 floor more per MB too (its bytes read and written through aiohttp), and that part is no session cost.
 
     .venv/bin/python -m bench.bench_session_size [--sizes 0.1 0.25 0.5 1 2] [--turns 6] [--rounds 4]
-        [--instructions] [--tree DIR] [--save]
+        [--instructions] [--continued] [--tree DIR] [--save]
 """
 
 from __future__ import annotations
@@ -214,6 +218,10 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=6, help="requests measured per session (after one warm-up)")
     parser.add_argument("--rounds", type=int, default=4, help="sessions measured per size for CPU (more below 1 MB: rounds / MB)")
     parser.add_argument("--instructions", action="store_true", help="count instructions per request with callgrind too")
+    parser.add_argument(
+        "--continued", action="store_true",
+        help="each size's session n resumes the smaller sizes' session n (the same session to the proxy): grown within a warm cache, its new results held uncompressed",
+    )  # fmt: skip
     parser.add_argument("--tree", type=Path, default=ROOT, help="the source tree whose `router` is served")
     parser.add_argument("--save", action="store_true", help="write the table to bench/results/bench_session_size.txt")
     args = parser.parse_args()
@@ -227,10 +235,12 @@ def main() -> int:
     os.sched_setaffinity(0, load_cores)
     on_proxy, on_load = ["taskset", "-c", str(proxy_core)], ["taskset", "-c", ",".join(map(str, load_cores))]
     started_at, load_before = time.monotonic(), os.getloadavg()[0]
-    # every session numbered apart, across the sizes too: a 1 MB session numbered as a 0.5 MB one
-    # was the same session to the proxy (its fingerprint), resumed from that one's ledger, not cold
+    # every session numbered apart, across the sizes too: a 1 MB session numbered as a 0.5 MB one is
+    # the same session to the proxy (its fingerprint), resumed from that one's ledger (--continued)
     numbers = itertools.count()
-    sessions: dict[float, list[list[bytes]]] = {size: [session(size, args.turns, next(numbers)) for _ in range(rounds_of(size, args.rounds))] for size in args.sizes}
+    sessions: dict[float, list[list[bytes]]] = {
+        size: [session(size, args.turns, n if args.continued else next(numbers)) for n in range(rounds_of(size, args.rounds))] for size in args.sizes
+    }
     sent_mb = {size: sum(map(len, sessions[size][0][1:])) / args.turns / MB for size in args.sizes}
     cpu = measure_cpu(args, sessions, on_proxy, on_load)
     instructions = measure_instructions(args, sessions, on_proxy, on_load) if args.instructions else {}
