@@ -39,6 +39,7 @@ class OllamaConversation(PlacedConversation):
     __slots__ = ("messages", "units", "generate")
     result_key = "content"
     result_id_key = "tool_call_id"
+    names_from_earlier_units = True  # a result's call is in the nearest assistant message before it (_function)
 
     def __init__(self, messages: list[Message], generate: bool = False) -> None:
         """``generate``: the messages are a ``/api/generate`` request's (its answer is a ``response``)."""

@@ -42,6 +42,7 @@ class ChatConversation(Conversation):
     __slots__ = ("messages", "_answers", "_units", "_results")
     result_key = "content"
     result_id_key = "tool_call_id"
+    names_from_earlier_units = True  # a result's call is in the nearest assistant message before it (_function)
 
     def __init__(self, messages: list[Message], results: list[int] | None = None) -> None:
         """``results``: the index of each tool message, when the check found them (else found when asked)."""

@@ -385,13 +385,13 @@ def _shared_units(messages: list[dict[str, Any]], before: list[dict[str, Any]] |
 @settings(max_examples=150, deadline=None)
 @given(sessions(), st.lists(st.booleans(), max_size=12))
 def test_a_request_given_the_memo_of_the_one_it_resumed_decides_exactly_as_without_it(session, repeats) -> None:
-    """The ledger memo (LedgerMemo) carried from each request to the next, which shares its first
+    """The ledger memo (LedgerMemo) and the unit memo (UnitMemo) carried from each request to the next, which shares its first
     messages (the same objects), against the same session pinched without it: every answer the same.
     Some requests are sent twice, as an agent retrying, so that the memo covers all of them."""
     requests, turns, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, restore = session
     policy = PinchPolicy(0, keep, max_chars, watermark, cold_batch_from, no_cache_watermark, restore=restore)
     plain_ledger = memo_ledger = EMPTY_LEDGER
-    memo, before = None, None
+    memo, units, before = None, None, None
     schedule = [(request, turn) for i, (request, turn) in enumerate(zip(requests, turns)) for _ in range(1 + (i < len(repeats) and repeats[i]))]
     for messages, (verdict, budget_percent, window_percent, seed) in schedule:
         order, total, windows = turn_limits(messages, keep, seed, window_percent)
@@ -400,9 +400,11 @@ def test_a_request_given_the_memo_of_the_one_it_resumed_decides_exactly_as_witho
         cache = CacheState(verdict, str(verdict), requests=3)
         plain = pinch_conversation(ChatConversation(messages), plain_ledger, turn_policy, cache, **options)
         shared = _shared_units(messages, before)
-        with_memo = pinch_conversation(ChatConversation(messages), memo_ledger, turn_policy, cache, memo=memo, shared_units=shared, **options)
+        with_memo = pinch_conversation(
+            ChatConversation(messages), memo_ledger, turn_policy, cache, memo=memo, shared_units=shared, unit_memo=units, **options
+        )
         assert with_memo.rewrites == plain.rewrites and list(with_memo.rewrites) == list(plain.rewrites)
         assert with_memo.stats == plain.stats
         assert with_memo.ledger.compressed == plain.ledger.compressed
         assert with_memo.first_changed == plain.first_changed
-        plain_ledger, memo_ledger, memo, before = plain.ledger, with_memo.ledger, with_memo.memo, messages
+        plain_ledger, memo_ledger, memo, units, before = plain.ledger, with_memo.ledger, with_memo.memo, with_memo.units, messages

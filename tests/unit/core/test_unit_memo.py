@@ -15,9 +15,10 @@ from router.core.unit_memo import UnitMemo
 from router.wire.anthropic_messages.view import MessagesConversation
 from router.wire.openai_chat.view import ChatConversation
 from tests.support.anthropic_factories import assistant, text, tool_result, tool_use, user
-from tests.support.factories import assistant as chat_assistant
-from tests.support.factories import tool as chat_tool
+from router.wire.ollama.view import OllamaConversation
+from router.wire.openai_responses.view import ResponsesConversation
 from tests.support.factories import user as chat_user
+from tests.support.wire_factories import function_call, function_call_output, input_message
 
 WARM = CacheState(CacheVerdict.WARM, "warm", requests=3)
 COLD = CacheState(CacheVerdict.COLD, "cold", requests=3)
@@ -92,12 +93,15 @@ def test_a_memo_is_not_taken_past_the_shared_units_or_under_other_settings() -> 
 
 
 def test_a_format_whose_names_may_read_later_units_keeps_them_for_one_request_only() -> None:
-    messages = [chat_user("go"), chat_assistant(None, [("c1", "bash", '{"command": "ls"}')]), chat_tool("c1", "a.py")]
-    conversation = ChatConversation(messages)
+    # a Responses result is named by the first call with its call_id, which may come after it
+    items = [input_message("user", "go"), function_call("c1", "exec_command", cmd="ls"), function_call_output("c1", "a.py")]
+    conversation = ResponsesConversation(items)
     assert not conversation.names_from_earlier_units
     memo = UnitMemo(conversation, 400, DEFAULT_ESTIMATOR)
     memo.tool_call(2)
-    assert UnitMemo(ChatConversation(messages), 400, DEFAULT_ESTIMATOR, memo, 3).calls == {}
+    assert memo.calls and UnitMemo(ResponsesConversation(items), 400, DEFAULT_ESTIMATOR, memo, 3).calls == {}
+    # chat's and Ollama's, like Messages', read the nearest assistant message before the result
+    assert ChatConversation([chat_user("go")]).names_from_earlier_units and OllamaConversation([chat_user("go")]).names_from_earlier_units
 
 
 @st.composite
