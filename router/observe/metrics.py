@@ -7,11 +7,13 @@ come from config or a fixed vocabulary, never from client input.
 A decision's ~25 observations are tallied in plain dicts and handed to
 prometheus-client when the metrics are read (:meth:`Metrics.render`): each
 call into prometheus-client takes a lock and checks its arguments, and made
-the metrics cost a request ~15 µs of the loop's CPU; tallied, a third of that (:meth:`Metrics.observe`). A
-worker of ``serve --workers N`` makes every observation in prometheus-client at
-once instead, as before: another worker may answer the scrape from the shared
-files, and handing each request's tally over at once cost more than observing
-(measured: 31 µs against 18 µs a request).
+the metrics cost a request ~15 µs of the loop's CPU; tallied, a third of that (:meth:`Metrics.observe`).
+A worker of ``serve --workers N`` tallies alike, and hands its tallies over every
+second besides (:func:`sample_worker_gauges`, :meth:`Metrics.write_out`), as it
+writes what is open now: another worker may answer a scrape from the shared
+files, so a worker's values reach it within a second. Observed at once instead,
+each observation a write to a shared file, the metrics were 0.35 M instructions
+of a worker's request (+16 %, callgrind, the small chat body).
 
 Under ``serve --workers N`` (``PROMETHEUS_MULTIPROC_DIR`` set) every worker
 writes its values to that directory and any worker's ``/metrics`` renders all
@@ -72,7 +74,7 @@ class Metrics:
         # histogram's [sum, count in each of _BOUNDS' buckets].
         self._counted: dict[Series, float] = {}
         self._timed: dict[Series, list[float]] = {}
-        self._add = self._at_once if MULTIPROCESS_DIR_ENV in os.environ else self._tally  # other workers read the shared files
+        self._add = self._tally
         # Only configured names become label values; anything else is "other".
         self._models = frozenset(models)
         self._categories = frozenset(categories)
@@ -143,8 +145,8 @@ class Metrics:
         in_flight = Gauge("pinch_router_requests_in_flight", "Chat requests being served", registry=r, multiprocess_mode="livesum")
         upstream_open = Gauge("pinch_router_upstream_responses_open", "Upstream responses not yet released", registry=r, multiprocess_mode="livesum")
         # moved twice a request each: what they count is read when the metrics are (see OpenCount)
-        self.in_flight: OpenCount | Gauge = OpenCount.of(in_flight)
-        self.upstream_open: OpenCount | Gauge = OpenCount.of(upstream_open)
+        self.in_flight = OpenCount.of(in_flight)
+        self.upstream_open = OpenCount.of(upstream_open)
         self.tasks = Gauge("pinch_router_asyncio_tasks", "asyncio tasks alive in the proxy's loop", registry=r, multiprocess_mode="livesum")
         self.connections_open = Gauge("pinch_router_connections_open", "Client connections open", registry=r, multiprocess_mode="livesum")
         self.connections_closed = Counter(
@@ -283,15 +285,6 @@ class Metrics:
             elif seconds <= _INF:  # NaN falls in no bucket, as in prometheus-client
                 tally[1 + bisect_left(_BOUNDS, seconds)] += 1  # the first bucket whose bound is >= seconds
 
-    def _at_once(self, ones: list[Series], amounts: list[tuple[Series, float]], times: list[tuple[Series, float]]) -> None:
-        """A worker of several: each observation made in prometheus-client, for the others to read."""
-        for key in ones:
-            self._series(key).inc()
-        for key, amount in amounts:
-            self._series(key).inc(amount)
-        for key, seconds in times:
-            self._series(key).observe(seconds)
-
     def hand_over(self) -> None:
         """Add the tallied observations to the prometheus-client metrics (the loop's thread only)."""
         counted, timed = self._counted, self._timed
@@ -318,33 +311,46 @@ class Metrics:
             child = self._children[key] = metric.labels(*map(str, values)) if values else metric
         return child
 
+    def write_out(self) -> None:
+        """A worker of several: its tallies handed over and what is open now written, for the other
+        workers' scrapes (every second, and as it stops: :func:`sample_worker_gauges`)."""
+        self.hand_over()
+        self.in_flight.show()
+        self.upstream_open.show()
+        self.tasks.set(_task_count())
+        self.show_breakers()
+
     def render(self) -> bytes:
         """Prometheus text; call from the event loop (the task gauge counts its tasks)."""
-        self.hand_over()
-        self.show_breakers()
         if MULTIPROCESS_DIR_ENV in os.environ:  # a worker of `serve --workers N`: every worker's values
+            self.write_out()  # its own as of now, the others' as of their last second
             registry = CollectorRegistry()
             MultiProcessCollector(registry)
             return generate_latest(registry)
+        self.hand_over()
+        self.show_breakers()
         return generate_latest(self.registry)
 
 
 class OpenCount:
     """What is open now (requests in flight, upstream answers being relayed), counted in a plain
     int that the gauge reads when the metrics are: a gauge's ``inc`` checks its arguments and takes
-    a lock, four times a request. A worker of several moves its gauge itself (:meth:`of`): the
-    other workers read its value from the shared files."""
+    a lock, four times a request. A worker of several writes the count to its gauge when it writes
+    its metrics out (:meth:`show`, :meth:`Metrics.write_out`): the other workers read it from the
+    shared files."""
 
     def __init__(self) -> None:
         self.value = 0
+        self._gauge: Gauge | None = None  # a worker's gauge, written by show
 
     @staticmethod
-    def of(gauge: Gauge) -> OpenCount | Gauge:
-        """What to ``inc`` and ``dec`` for ``gauge``: a count it reads, or the gauge itself under ``--workers``."""
-        if MULTIPROCESS_DIR_ENV in os.environ:
-            return gauge
+    def of(gauge: Gauge) -> OpenCount:
+        """The count to ``inc`` and ``dec`` for ``gauge``: read by it, or written to it under ``--workers``."""
         count = OpenCount()
-        gauge.set_function(lambda: count.value)
+        if MULTIPROCESS_DIR_ENV in os.environ:
+            count._gauge = gauge
+        else:
+            gauge.set_function(lambda: count.value)
         return count
 
     def inc(self) -> None:
@@ -352,6 +358,11 @@ class OpenCount:
 
     def dec(self) -> None:
         self.value -= 1
+
+    def show(self) -> None:
+        """Write the count to a worker's gauge (nothing to do for one that reads it)."""
+        if self._gauge is not None:
+            self._gauge.set(self.value)
 
 
 def _add_to_histogram(histogram: Any, tally: list[float]) -> None:
@@ -372,11 +383,15 @@ def use_multiprocess_metrics() -> None:
 
 
 async def sample_worker_gauges(metrics: Metrics, every_seconds: float = 1.0) -> None:
-    """Under ``--workers``: write this worker's task count and breakers for the others' scrapes, until cancelled."""
-    while True:
-        metrics.tasks.set(_task_count())
-        metrics.show_breakers()
-        await asyncio.sleep(every_seconds)
+    """Under ``--workers``: write this worker's metrics out for the others' scrapes (:meth:`Metrics.write_out`)
+    every ``every_seconds``, and once more as it is cancelled (the worker stops: its last counts stay
+    in the shared files)."""
+    try:
+        while True:
+            metrics.write_out()
+            await asyncio.sleep(every_seconds)
+    finally:
+        metrics.write_out()
 
 
 def _task_count() -> float:

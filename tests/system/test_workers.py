@@ -51,8 +51,9 @@ async def test_two_workers_share_the_port_their_metrics_add_up_and_one_signal_st
                     return sum(float(v) for v in re.findall(r"^pinch_router_requests_total\{[^}]*\} (\S+)$", text, re.M)), text
 
                 # A request is counted on its worker's turn of the loop after its answer is sent (recording
-                # never delays an answer): on a loaded machine a scrape right after the last answer may come
-                # first. Counted within 10 s, then every scrape agrees.
+                # never delays an answer), and reaches the shared files within a second (a worker writes its
+                # metrics out every second): a scrape right after the last answer may come first. Counted
+                # within 10 s, then every scrape agrees.
                 deadline = time.monotonic() + 10
                 while (await scrape())[0] < 20 and time.monotonic() < deadline:
                     await asyncio.sleep(0.1)
@@ -129,6 +130,16 @@ async def test_what_is_open_now_is_summed_over_the_workers_whichever_answers_the
                 assert min(held.values()) > 0, f"both workers hold some of the streams: {held}"
                 opened = len(streams)
                 async with aiohttp.ClientSession() as http:
+                    # each worker writes what is open to the shared files every second (and the one
+                    # answering a scrape, its own as of then): within a second or two every scrape agrees
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline:
+                        async with http.get(f"http://127.0.0.1:{port}/metrics", headers={"Connection": "close"}) as r:
+                            text = await r.text()
+                        if gauge(text, "pinch_router_requests_in_flight") == opened and gauge(text, "pinch_router_upstream_responses_open") == opened:
+                            break
+                        await asyncio.sleep(0.1)
+                    await asyncio.sleep(1.5)  # a second more: both workers have written since
                     for _ in range(8):  # fresh connections: scrapes answered by either worker
                         async with http.get(f"http://127.0.0.1:{port}/metrics", headers={"Connection": "close"}) as r:
                             text = await r.text()
