@@ -210,6 +210,28 @@ def tool_results_of(conversation: Conversation) -> list[ToolResult]:
     return [ToolResult(unit, stable_id(units[unit].get(id_key), unit), units[unit].get(key)) for unit in conversation.result_units()]
 
 
+def nearest_assistant(messages: Sequence[Any], start: int, answers: dict[int, int]) -> int:
+    """The index of the nearest message at or before ``start`` whose role is ``assistant`` (-1: none),
+    for the views whose results answer the calls of the assistant message before them (chat, Anthropic
+    Messages, Ollama). ``answers`` (one per conversation) remembers the answer for every message a walk
+    passes, so naming all of a transcript's results walks it once in total, in any order — never a walk
+    per result, which a body of thousands of results and no assistant message would make quadratic."""
+    passed = []
+    found = -1
+    for index in range(start, -1, -1):
+        known = answers.get(index)
+        if known is not None:
+            found = known
+            break
+        if messages[index].get("role") == "assistant":
+            found = index
+            break
+        passed.append(index)
+    for index in passed:
+        answers[index] = found
+    return found
+
+
 def stable_id(call_id: Any, unit: int) -> str:
     """A result's id: its call id when that is a non-empty string, else ``#<unit>``."""
     return call_id if type(call_id) is str and call_id else f"#{unit}"

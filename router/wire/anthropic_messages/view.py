@@ -26,7 +26,7 @@ import orjson
 
 from router.core.content import Message
 from router.core.json_body import json_object
-from router.core.request_view import PlacedConversation, RequestView, Rewrites, call_arguments, clean_tool_name
+from router.core.request_view import PlacedConversation, RequestView, Rewrites, call_arguments, clean_tool_name, nearest_assistant
 from router.core.results import StaleSignatures
 from router.core.tokens import DEFAULT_ESTIMATOR, TokenEstimator
 from router.core.turn_text import TurnText, latest_turn_text
@@ -52,7 +52,7 @@ class MessagesConversation(PlacedConversation):
     (:meth:`stale_signatures`).
     """
 
-    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_uses")
+    __slots__ = ("messages", "units", "proxy_thinking", "needs_thinking_off", "_where", "_uses", "_answers")
     result_key = "content"
     result_id_key = "tool_use_id"
     names_from_earlier_units = True  # a result's call is looked up before it only (_tool_use)
@@ -74,6 +74,7 @@ class MessagesConversation(PlacedConversation):
         self.units = layout.units
         self._where = layout.where
         self._uses: dict[Any, list[tuple[int, dict[str, Any]]]] | None = None  # tool_use id → (message, block), in order
+        self._answers: dict[int, int] = {}  # message → the nearest assistant message at or before it (nearest_assistant)
 
     def message_of(self, position: int) -> int:
         """The index in ``messages`` of the message holding tool result ``position``."""
@@ -100,9 +101,7 @@ class MessagesConversation(PlacedConversation):
         if position == len(result_units) or result_units[position] != unit:
             return {}
         holder = self._where[position][0]
-        m = holder - 1
-        while m >= 0 and messages[m].get("role") != "assistant":
-            m -= 1
+        m = nearest_assistant(messages, holder - 1, self._answers)
         content = messages[m].get("content") if m >= 0 else None
         if type(content) is list:
             for block in content:

@@ -20,7 +20,16 @@ from typing import Any
 
 from router.core.content import Message, content_text
 from router.core.fingerprint import opening_parts
-from router.core.request_view import PlacedConversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, stable_id
+from router.core.request_view import (
+    PlacedConversation,
+    RequestView,
+    Rewrites,
+    ToolResult,
+    call_arguments,
+    clean_tool_name,
+    nearest_assistant,
+    stable_id,
+)
 from router.core.turn_text import TurnText, latest_turn_text
 from router.wire.ollama.validation import GENERATE, OllamaRequest
 
@@ -36,7 +45,7 @@ def counted(message: Message) -> Message:
 class OllamaConversation(PlacedConversation):
     """:class:`router.core.request_view.Conversation` over Ollama messages (see the module doc)."""
 
-    __slots__ = ("messages", "units", "generate")
+    __slots__ = ("messages", "units", "generate", "_answers", "_ordinals")
     result_key = "content"
     result_id_key = "tool_call_id"
     names_from_earlier_units = True  # a result's call is in the nearest assistant message before it (_function)
@@ -45,6 +54,8 @@ class OllamaConversation(PlacedConversation):
         """``generate``: the messages are a ``/api/generate`` request's (its answer is a ``response``)."""
         self.messages = messages
         self.generate = generate
+        self._answers: dict[int, int] = {}  # message → the nearest assistant message at or before it (nearest_assistant)
+        self._ordinals: dict[int, int] | None = None  # tool message → its count among its name's since the assistant (_ordinal)
         self.units = [counted(m) if m.get("images") else m for m in messages]
         results = [ToolResult(i, stable_id(m.get("tool_call_id"), i), self.units[i].get("content")) for i, m in enumerate(messages) if m.get("role") == "tool"]
         super().__init__(results, [i for i, m in enumerate(messages) if m.get("role") == "assistant"])
@@ -60,14 +71,36 @@ class OllamaConversation(PlacedConversation):
         messages = self.messages
         result = messages[unit]
         name, call_id = result.get("tool_name"), result.get("tool_call_id")
-        assistant = next((i for i in range(unit - 1, -1, -1) if messages[i].get("role") == "assistant"), -1)
+        assistant = nearest_assistant(messages, unit - 1, self._answers)
         calls = [c["function"] for c in messages[assistant].get("tool_calls") or []] if assistant >= 0 else []
         ids = [c.get("id") for c in messages[assistant].get("tool_calls") or []] if assistant >= 0 else []
         if call_id and call_id in ids:
             return calls[ids.index(call_id)]
         same = [function for function in calls if function.get("name") == name] if name else []
-        nth = sum(1 for m in messages[assistant + 1 : unit] if m.get("role") == "tool" and m.get("tool_name") == name)
+        if not same:
+            return {}
+        if type(name) is str:
+            nth = self._ordinal(unit)
+        else:
+            nth = sum(1 for m in messages[assistant + 1 : unit] if m.get("role") == "tool" and m.get("tool_name") == name)
         return same[nth] if nth < len(same) else {}
+
+    def _ordinal(self, unit: int) -> int:
+        """How many tool messages named as ``messages[unit]`` come between it and the nearest assistant
+        message before it: every tool message's count made in one pass, when first asked (a count per
+        result, walking back, was quadratic in a body of thousands of results)."""
+        ordinals = self._ordinals
+        if ordinals is None:
+            ordinals = self._ordinals = {}
+            seen: dict[str, int] = {}
+            for index, message in enumerate(self.messages):
+                role = message.get("role")
+                if role == "assistant":
+                    seen = {}
+                elif role == "tool" and type(tool_name := message.get("tool_name")) is str:
+                    ordinals[index] = seen.get(tool_name, 0)
+                    seen[tool_name] = ordinals[index] + 1
+        return ordinals[unit]
 
     def messages_with(self, rewrites: Rewrites) -> list[Message]:
         """The messages with each rewritten result's content replaced; the very same list when none is.

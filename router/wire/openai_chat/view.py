@@ -17,7 +17,7 @@ from typing import Any
 
 from router.core.content import Message, content_text
 from router.core.fingerprint import opening_parts
-from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, tool_results_of, units_with
+from router.core.request_view import TOOL_NAME_MAX_CHARS, Conversation, RequestView, Rewrites, ToolResult, call_arguments, clean_tool_name, nearest_assistant, tool_results_of, units_with
 from router.core.turn_text import TurnText, latest_turn_text
 from router.core.turns import has_text
 from router.wire.openai_chat.body import usage_must_be_injected
@@ -94,7 +94,9 @@ class ChatConversation(Conversation):
         # most results directly follow the call they answer
         answered = messages[index - 1] if index else None
         if answered is None or answered.get("role") != "assistant":
-            assistant = self._nearest_assistant(index - 1)
+            if self._answers is None:
+                self._answers = {}
+            assistant = nearest_assistant(messages, index - 1, self._answers)
             answered = messages[assistant] if assistant >= 0 else None
         if answered is not None:
             # the call this result answers: a placeholder asks once per result
@@ -105,25 +107,6 @@ class ChatConversation(Conversation):
                         function = call.get("function")
                         return function if type(function) is dict else None
         return None
-
-    def _nearest_assistant(self, start: int) -> int:
-        messages, answers = self.messages, self._answers
-        if answers is None:
-            answers = self._answers = {}
-        passed = []
-        found = -1
-        for index in range(start, -1, -1):
-            known = answers.get(index)
-            if known is not None:
-                found = known
-                break
-            if messages[index].get("role") == "assistant":
-                found = index
-                break
-            passed.append(index)
-        for index in passed:
-            answers[index] = found
-        return found
 
 
 def chat_view(body: dict[str, Any], parsed: ChatRequest, turn_chars: int, reused: int = 0, facts: ChatFacts | None = None) -> RequestView:

@@ -10,6 +10,7 @@ import pytest
 from router.core.request_view import call_arguments
 from router.wire.anthropic_messages.view import MessagesConversation
 from router.wire.gemini.view import GeminiConversation
+from router.wire.ollama.view import OllamaConversation
 from router.wire.openai_chat.view import ChatConversation
 from router.wire.openai_responses.view import ResponsesConversation
 from tests.support import anthropic_factories as anthropic
@@ -83,3 +84,37 @@ def test_gemini_names_the_call_by_its_id_else_by_its_name_and_order() -> None:
 )
 def test_call_arguments(arguments: Any, written: str) -> None:
     assert call_arguments(arguments) == written
+
+
+class Counted(dict):
+    """A message that counts the lookups of its role."""
+
+    roles = 0
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "role":
+            Counted.roles += 1
+        return super().get(key, default)
+
+
+def test_naming_every_result_walks_back_to_the_nearest_assistant_once_in_total() -> None:
+    # a hostile body: thousands of results and no assistant message before them; a walk back per
+    # result would look at ~n²/2 messages (chat's, Messages' and Ollama's views share one walk)
+    n = 2_000
+    conversations = [
+        MessagesConversation([anthropic.text("sys")], [Counted(user(f"go {i}")) if i == 0 else Counted(anthropic.user(anthropic.tool_result(f"t{i}", "x"))) for i in range(n)]),
+        ChatConversation([Counted(user("go")), *(Counted(tool(f"c{i}", "x")) for i in range(n))]),
+        OllamaConversation([Counted(user("go")), *(Counted({"role": "tool", "content": "x", "tool_name": "bash"}) for _ in range(n))]),
+        # and matched by name and order, without ids: the n-th "bash" result answers the n-th "bash" call
+        OllamaConversation([
+            Counted(user("go")),
+            Counted({"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments": {"n": 1}}}] * 2}),
+            *(Counted({"role": "tool", "content": "x", "tool_name": "bash"}) for _ in range(n)),
+        ]),
+    ]
+    for conversation in conversations:
+        Counted.roles = 0
+        named = calls(conversation)
+        assert len(named) >= n - 1
+        assert Counted.roles <= 4 * n, type(conversation).__name__  # linear: a walk per result is ~n²/2 = 2,000,000
+    assert named[:3] == [("bash", '{"n":1}'), ("bash", '{"n":1}'), ("bash", "")]  # the last one's: two calls, n results
